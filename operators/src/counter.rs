@@ -1,0 +1,551 @@
+//! The exact windowed counter of one worker.
+//!
+//! It owns the items routed to its worker and counts each event once per **pane group** (the
+//! windows sharing a pane width), not once per window instance. A window instance's count is
+//! the sum of its panes, minus **exclusions**: an event that is late for some of the instances
+//! covering it (hopping windows, or windows sharing panes) is still counted in the pane for the
+//! others, and subtracted from the late ones.
+//!
+//! Call protocol, once per epoch: [`WindowedCounter::apply`] every event of the epoch (in any
+//! order: counting commutes, and every decision reads only the event's own stamp and the global
+//! watermark fixed at the previous epoch), then [`WindowedCounter::advance`] with the new
+//! global watermark. `advance` returns the local top-K lists to publish and frees sealed state.
+//!
+//! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
+//! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
+
+use crate::interner::{Interner, ItemIdx};
+use crate::record::{DeadLetter, DeadReason, LocalList, RankedItem, TimedEvent};
+use crate::time::{Millis, Span};
+use crate::topk::{rank_cmp, select_top_by};
+use crate::window::{InstanceKey, WindowId, WindowSpec};
+use hashbrown::hash_map::Entry;
+use rustc_hash::FxBuildHasher;
+use std::collections::BTreeMap;
+
+type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+
+/// Counts for one pane of one pane group.
+struct Pane {
+    start: Millis,
+    counts: FxMap<ItemIdx, u64>,
+    /// Apply sequence of the last change (for dirty tracking).
+    touched: u64,
+    /// End of the instance containing this pane that ends last, over the group's windows:
+    /// the pane can be freed once that instance is sealed.
+    last_end: Millis,
+    /// End of the instance containing this pane that ends first (all covering instances of
+    /// an event in this pane end at or after it).
+    first_end: Millis,
+}
+
+/// The panes of windows sharing one pane width.
+struct PaneGroup {
+    width: Span,
+    windows: Vec<WindowId>,
+    slots: Vec<Option<Pane>>,
+    free_slots: Vec<usize>,
+    index: FxMap<i64, usize>,
+    /// The pane the last event went to: `(start, end, slot)`; most events hit it.
+    cached: Option<(Millis, Millis, usize)>,
+}
+
+/// Per-instance bookkeeping: emission state and late-event exclusions.
+#[derive(Default)]
+struct Instance {
+    exclusions: FxMap<ItemIdx, u64>,
+    touched: u64,
+    emitted: u64,
+}
+
+/// Counters for the state gauges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CounterStats {
+    /// Live (item, pane) counters.
+    pub live_counters: usize,
+    /// Live items (interned ids).
+    pub live_items: usize,
+    /// Live panes.
+    pub live_panes: usize,
+    /// Live window instances.
+    pub live_instances: usize,
+    /// Approximate heap bytes of the counting state.
+    pub heap_bytes: usize,
+}
+
+/// The exact windowed counter of one worker.
+pub struct WindowedCounter {
+    windows: Vec<WindowSpec>,
+    allowed_lateness: Span,
+    worker: u32,
+    groups: Vec<PaneGroup>,
+    interner: Interner,
+    instances: BTreeMap<InstanceKey, Instance>,
+    global_wm: Millis,
+    seq: u64,
+    scratch: FxMap<ItemIdx, u64>,
+}
+
+impl WindowedCounter {
+    /// A counter for validated windows (see `window::validate_all`).
+    pub fn new(windows: Vec<WindowSpec>, allowed_lateness: Span, worker: u32) -> WindowedCounter {
+        let mut groups: Vec<PaneGroup> = Vec::new();
+        for (i, w) in windows.iter().enumerate() {
+            let id = WindowId(i as u16);
+            match groups.iter_mut().find(|g| g.width == w.pane_width()) {
+                Some(g) => g.windows.push(id),
+                None => groups.push(PaneGroup {
+                    width: w.pane_width(),
+                    windows: vec![id],
+                    slots: Vec::new(),
+                    free_slots: Vec::new(),
+                    index: FxMap::default(),
+                    cached: None,
+                }),
+            }
+        }
+        WindowedCounter {
+            windows,
+            allowed_lateness,
+            worker,
+            groups,
+            interner: Interner::new(),
+            instances: BTreeMap::new(),
+            global_wm: Millis::MIN,
+            seq: 1,
+            scratch: FxMap::default(),
+        }
+    }
+
+    /// The global watermark as of the last `advance`.
+    pub fn watermark(&self) -> Millis {
+        self.global_wm
+    }
+
+    /// Counts one event. An event that reaches only sealed instances is returned as a dead
+    /// letter (reason `sealed`); instances it is late for are skipped (its source already
+    /// dead-lettered it as `late`).
+    pub fn apply(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        let idx = self.interner.intern(&ev.item, ev.hash);
+        let mut sealed_drop = false;
+        let mut counted = false;
+        for g in 0..self.groups.len() {
+            let slot = self.pane_slot(g, ev.ts, sealed_h);
+            let group = &mut self.groups[g];
+            let Some(slot) = slot else {
+                // The pane is gone: every instance containing it is sealed.
+                sealed_drop = true;
+                continue;
+            };
+            let pane = group.slots[slot].as_mut().expect("cached slot is live");
+            if pane.first_end > late_h && pane.first_end > sealed_h {
+                // Fast path: on time for every covering instance.
+                increment(pane, idx, self.seq, &mut self.interner);
+                counted = true;
+                continue;
+            }
+            // Slow path: decide per covering instance.
+            let mut accepted = false;
+            let mut excluded: Vec<InstanceKey> = Vec::new();
+            for &wid in &group.windows {
+                let w = &self.windows[wid.0 as usize];
+                for start in w.starts_covering(ev.ts) {
+                    let end = w.end_of(start);
+                    let key = InstanceKey { window: wid, start };
+                    if end <= late_h {
+                        if end > sealed_h {
+                            excluded.push(key);
+                        }
+                    } else if end <= sealed_h {
+                        sealed_drop = true;
+                    } else {
+                        accepted = true;
+                    }
+                }
+            }
+            if accepted {
+                increment(pane, idx, self.seq, &mut self.interner);
+                counted = true;
+                for key in excluded {
+                    let inst = self.instances.entry(key).or_default();
+                    *inst.exclusions.entry(idx).or_insert(0) += 1;
+                    inst.touched = self.seq;
+                }
+            }
+        }
+        if !counted {
+            self.interner.release_unreferenced(idx);
+        }
+        sealed_drop.then(|| DeadLetter {
+            partition: ev.partition,
+            position: ev.position,
+            raw: render_event(ev),
+            reason: DeadReason::Sealed,
+            detail: format!("window already sealed at watermark {}", self.global_wm),
+        })
+    }
+
+    /// The slot of the pane of group `g` containing `ts`, creating it (and registering its
+    /// instances) if needed; `None` if the pane would only feed sealed instances.
+    fn pane_slot(&mut self, g: usize, ts: Millis, sealed_h: Millis) -> Option<usize> {
+        let group = &mut self.groups[g];
+        if let Some((start, end, slot)) = group.cached {
+            if ts >= start && ts < end {
+                return Some(slot);
+            }
+        }
+        let w = group.width.as_i64();
+        let pane_no = ts.0.div_euclid(w);
+        let start = Millis(pane_no.saturating_mul(w));
+        let end = start.plus(group.width);
+        if let Some(&slot) = group.index.get(&pane_no) {
+            group.cached = Some((start, end, slot));
+            return Some(slot);
+        }
+        // New pane: its covering instances are the same for every time inside it.
+        let mut first_end = Millis::MAX;
+        let mut last_end = Millis::MIN;
+        let mut keys = Vec::new();
+        for &wid in &group.windows {
+            let spec = &self.windows[wid.0 as usize];
+            first_end = first_end.min(spec.first_end_covering(start));
+            last_end = last_end.max(spec.last_end_covering(start));
+            keys.extend(spec.starts_covering(start).map(|s| {
+                (
+                    InstanceKey {
+                        window: wid,
+                        start: s,
+                    },
+                    spec.end_of(s),
+                )
+            }));
+        }
+        if last_end <= sealed_h {
+            return None;
+        }
+        for (key, end) in keys {
+            if end > sealed_h {
+                self.instances.entry(key).or_default();
+            }
+        }
+        let pane = Pane {
+            start,
+            counts: FxMap::default(),
+            touched: 0,
+            last_end,
+            first_end,
+        };
+        let slot = match group.free_slots.pop() {
+            Some(s) => {
+                group.slots[s] = Some(pane);
+                s
+            }
+            None => {
+                group.slots.push(Some(pane));
+                group.slots.len() - 1
+            }
+        };
+        group.index.insert(pane_no, slot);
+        group.cached = Some((start, end, slot));
+        Some(slot)
+    }
+
+    /// Ends the current epoch: adopts the new global watermark, returns the local lists to
+    /// publish (dirty instances that are closed, sealed, or open when `tick` is set), and frees
+    /// sealed instances and panes.
+    pub fn advance(&mut self, global_wm: Millis, tick: bool) -> Vec<LocalList> {
+        self.global_wm = self.global_wm.max(global_wm);
+        let wm = self.global_wm;
+        let sealed_h = wm.minus(self.allowed_lateness);
+        let mut out = Vec::new();
+        let keys: Vec<InstanceKey> = self.instances.keys().copied().collect();
+        for key in keys {
+            let end = self.windows[key.window.0 as usize].end_of(key.start);
+            let open = end > wm;
+            let sealed = end <= sealed_h;
+            if (tick || !open) && self.is_dirty(key) {
+                let items = self.instance_top_k(key);
+                out.push(LocalList {
+                    instance: key,
+                    worker: self.worker,
+                    items,
+                });
+                if let Some(inst) = self.instances.get_mut(&key) {
+                    inst.emitted = self.seq;
+                }
+            }
+            if sealed {
+                self.instances.remove(&key);
+            }
+        }
+        for group in &mut self.groups {
+            let mut freed = false;
+            for slot in 0..group.slots.len() {
+                let dead = matches!(&group.slots[slot], Some(p) if p.last_end <= sealed_h);
+                if dead {
+                    let pane = group.slots[slot].take().expect("checked live");
+                    for idx in pane.counts.keys() {
+                        self.interner.release(*idx);
+                    }
+                    group
+                        .index
+                        .remove(&pane.start.0.div_euclid(group.width.as_i64()));
+                    group.free_slots.push(slot);
+                    freed = true;
+                }
+            }
+            if freed {
+                group.cached = None;
+            }
+        }
+        self.seq += 1;
+        out
+    }
+
+    fn panes_of(&self, key: InstanceKey) -> (usize, impl Iterator<Item = Option<&Pane>> + '_) {
+        let spec = &self.windows[key.window.0 as usize];
+        let g = self
+            .groups
+            .iter()
+            .position(|g| g.windows.contains(&key.window))
+            .expect("window in a group");
+        let group = &self.groups[g];
+        let w = group.width.as_i64();
+        let first = key.start.0.div_euclid(w);
+        let n = (spec.size.as_i64() / w) as usize;
+        (
+            n,
+            (0..n as i64).map(move |i| {
+                group
+                    .index
+                    .get(&(first + i))
+                    .and_then(|&s| group.slots[s].as_ref())
+            }),
+        )
+    }
+
+    fn is_dirty(&self, key: InstanceKey) -> bool {
+        let Some(inst) = self.instances.get(&key) else {
+            return false;
+        };
+        if inst.touched > inst.emitted {
+            return true;
+        }
+        let (_, mut panes) = self.panes_of(key);
+        panes.any(|p| p.is_some_and(|p| p.touched > inst.emitted))
+    }
+
+    /// This worker's exact top-K for an instance.
+    fn instance_top_k(&mut self, key: InstanceKey) -> Vec<RankedItem> {
+        let k = self.windows[key.window.0 as usize].k;
+        let no_exclusions = self
+            .instances
+            .get(&key)
+            .is_none_or(|i| i.exclusions.is_empty());
+        let single: Option<Vec<(u64, ItemIdx)>> = {
+            let (n, mut panes) = self.panes_of(key);
+            (n == 1 && no_exclusions).then(|| match panes.next().flatten() {
+                Some(p) => p.counts.iter().map(|(i, c)| (*c, *i)).collect(),
+                None => Vec::new(),
+            })
+        };
+        let mut candidates = match single {
+            Some(c) => c,
+            None => {
+                let mut sum = std::mem::take(&mut self.scratch);
+                sum.clear();
+                {
+                    let (_, panes) = self.panes_of(key);
+                    for p in panes.flatten() {
+                        for (i, c) in &p.counts {
+                            *sum.entry(*i).or_insert(0) += c;
+                        }
+                    }
+                }
+                if let Some(inst) = self.instances.get(&key) {
+                    for (i, c) in &inst.exclusions {
+                        if let Some(v) = sum.get_mut(i) {
+                            *v = v.saturating_sub(*c);
+                        }
+                    }
+                }
+                let c = sum
+                    .iter()
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(i, c)| (*c, *i))
+                    .collect();
+                self.scratch = sum;
+                c
+            }
+        };
+        let interner = &self.interner;
+        select_top_by(&mut candidates, k, |a, b| {
+            rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
+        });
+        candidates
+            .into_iter()
+            .map(|(count, i)| RankedItem {
+                item_id: interner.id(i).clone(),
+                count,
+            })
+            .collect()
+    }
+
+    /// State gauges (walks the panes: call it at most once per reporting interval).
+    pub fn stats(&self) -> CounterStats {
+        let mut s = CounterStats {
+            live_items: self.interner.len(),
+            live_instances: self.instances.len(),
+            ..Default::default()
+        };
+        let mut heap = self.interner.heap_bytes();
+        for g in &self.groups {
+            heap += g.index.capacity() * (8 + 8 + 1)
+                + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
+            for p in g.slots.iter().flatten() {
+                s.live_panes += 1;
+                s.live_counters += p.counts.len();
+                heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1);
+            }
+        }
+        for inst in self.instances.values() {
+            heap += inst.exclusions.capacity() * 13;
+        }
+        s.heap_bytes = heap;
+        s
+    }
+}
+
+#[inline]
+fn increment(pane: &mut Pane, idx: ItemIdx, seq: u64, interner: &mut Interner) {
+    match pane.counts.entry(idx) {
+        Entry::Occupied(mut o) => *o.get_mut() += 1,
+        Entry::Vacant(v) => {
+            v.insert(1);
+            interner.retain(idx);
+        }
+    }
+    pane.touched = seq;
+}
+
+/// The JSON rendering of an event, for dead letters raised after the raw bytes are gone.
+pub fn render_event(ev: &TimedEvent) -> Vec<u8> {
+    serde_json::json!({"item_id": ev.item.as_str(), "ts": ev.ts.0})
+        .to_string()
+        .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::item_hash;
+    use crate::record::PartitionId;
+
+    fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
+        TimedEvent {
+            item: item.into(),
+            ts: Millis(ts),
+            wm_before: Millis(wm_before),
+            hash: item_hash(item),
+            partition: PartitionId(0),
+            position: 0,
+        }
+    }
+
+    fn list(l: &LocalList) -> Vec<(String, u64)> {
+        l.items
+            .iter()
+            .map(|r| (r.item_id.to_string(), r.count))
+            .collect()
+    }
+
+    #[test]
+    fn tumbling_counts_close_and_seal() {
+        let w = WindowSpec::tumbling("t", Span::from_millis(10), 2);
+        let mut c = WindowedCounter::new(vec![w], Span::from_millis(5), 0);
+        for (item, ts) in [("a", 1), ("b", 2), ("a", 3), ("c", 11)] {
+            assert!(c.apply(&ev(item, ts, i64::MIN)).is_none());
+        }
+        // no tick, nothing closed: nothing emitted
+        assert!(c.advance(Millis(5), false).is_empty());
+        // tick: both open instances are dirty since they were never emitted
+        assert_eq!(c.advance(Millis(5), true).len(), 2);
+        // another tick: nothing changed since that emission
+        assert!(c.advance(Millis(5), true).is_empty());
+        c.apply(&ev("b", 4, 0));
+        let out = c.advance(Millis(10), false);
+        assert_eq!(out.len(), 1, "[0,10) closed and dirty");
+        assert_eq!(list(&out[0]), vec![("a".into(), 2), ("b".into(), 2)]);
+        // a late-but-accepted event (wm_before 10 < end 10 + 5) corrects the closed window
+        c.apply(&ev("c", 5, 10));
+        let out = c.advance(Millis(12), false);
+        assert_eq!(
+            list(&out[0]),
+            vec![("a".into(), 2), ("b".into(), 2)],
+            "k=2 cut: c has 1"
+        );
+        // sealing frees the state; nothing changed so nothing is emitted
+        assert!(c.advance(Millis(15), false).is_empty());
+        assert_eq!(c.stats().live_instances, 1, "only [10,20) left");
+        // an event for the sealed window is dead-lettered as sealed
+        let d = c.apply(&ev("a", 1, 0)).expect("sealed drop");
+        assert_eq!(d.reason, DeadReason::Sealed);
+    }
+
+    #[test]
+    fn hopping_exclusions_skip_late_instances_only() {
+        // size 20, slide 10: t=15 is in [0,20) and [10,30)
+        let w = WindowSpec {
+            name: "h".into(),
+            size: Span::from_millis(20),
+            slide: Span::from_millis(10),
+            k: 5,
+        };
+        let mut c = WindowedCounter::new(vec![w], Span::ZERO, 0);
+        c.apply(&ev("a", 15, i64::MIN));
+        // wm_before 20: late for [0,20) (end 20 <= 20), on time for [10,30)
+        c.apply(&ev("b", 15, 20));
+        let out = c.advance(Millis(30), false);
+        let by_start: BTreeMap<i64, Vec<(String, u64)>> =
+            out.iter().map(|l| (l.instance.start.0, list(l))).collect();
+        assert_eq!(by_start[&0], vec![("a".to_string(), 1)]);
+        assert_eq!(
+            by_start[&10],
+            vec![("a".to_string(), 1), ("b".to_string(), 1)]
+        );
+        let s = c.stats();
+        assert_eq!(
+            (s.live_counters, s.live_items, s.live_panes),
+            (0, 0, 0),
+            "all sealed and freed"
+        );
+    }
+
+    #[test]
+    fn shared_panes_across_windows() {
+        let a = WindowSpec::tumbling("a", Span::from_millis(10), 3);
+        let b = WindowSpec {
+            name: "b".into(),
+            size: Span::from_millis(30),
+            slide: Span::from_millis(10),
+            k: 3,
+        };
+        let mut c = WindowedCounter::new(vec![a, b], Span::ZERO, 0);
+        for ts in [1, 2, 12, 25] {
+            c.apply(&ev("x", ts, i64::MIN));
+        }
+        assert_eq!(c.stats().live_panes, 3, "one pane store for both windows");
+        let out = c.advance(Millis::MAX, false);
+        let counts: BTreeMap<(u16, i64), u64> = out
+            .iter()
+            .map(|l| ((l.instance.window.0, l.instance.start.0), l.items[0].count))
+            .collect();
+        assert_eq!(counts[&(0, 0)], 2);
+        assert_eq!(counts[&(0, 20)], 1);
+        assert_eq!(counts[&(1, -20)], 2);
+        assert_eq!(counts[&(1, 0)], 4);
+        assert_eq!(counts[&(1, 20)], 1);
+    }
+}

@@ -1,0 +1,271 @@
+//! The event contract: one JSON object per line.
+//!
+//! ```json
+//! {"item_id": "video-8841", "ts": 1713462150123, "dims": {"country": "US"}}
+//! ```
+//!
+//! - `item_id`: a non-empty JSON string of valid Unicode, at most 256 bytes of UTF-8;
+//! - `ts`: an integer of milliseconds since the epoch (may be negative), or an RFC 3339 string
+//!   with an offset (fraction digits beyond milliseconds truncated); a digit string, a float,
+//!   a boolean or null is bad;
+//! - `dims`: absent, null, or an object of string values;
+//! - unknown fields are ignored (but must still be valid JSON).
+//!
+//! Anything else is a bad record, described by a [`BadRecord`] whose `Display` becomes the
+//! dead-letter detail. Parsing never panics and never allocates for ids without escapes.
+
+use crate::time::Millis;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Longest allowed `item_id`, in bytes of UTF-8.
+pub const MAX_ITEM_ID_BYTES: usize = 256;
+
+/// A valid event, borrowing from the line where it can.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ParsedEvent<'a> {
+    /// The item id.
+    pub item_id: Cow<'a, str>,
+    /// Event time.
+    pub ts: Millis,
+}
+
+/// Why a line is not a valid event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRecord {
+    /// Empty or whitespace-only line.
+    #[error("empty line")]
+    Empty,
+    /// The bytes are not UTF-8.
+    #[error("not valid UTF-8 (at byte {0})")]
+    NotUtf8(usize),
+    /// Valid JSON perhaps, but not an object.
+    #[error("not a JSON object")]
+    NotObject,
+    /// `item_id` is `""`.
+    #[error("item_id is empty")]
+    EmptyItemId,
+    /// `item_id` is longer than [`MAX_ITEM_ID_BYTES`].
+    #[error("item_id is {0} bytes long (at most 256)")]
+    ItemIdTooLong(usize),
+    /// Any other violation: malformed JSON, missing or mistyped fields, trailing garbage.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Parses one line (without its line terminator) into an event.
+pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
+    let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
+    match text.bytes().find(|b| !b.is_ascii_whitespace()) {
+        None => return Err(BadRecord::Empty),
+        Some(b'{') => {}
+        Some(_) => return Err(BadRecord::NotObject),
+    }
+    let wire: Wire<'_> =
+        serde_json::from_str(text).map_err(|e| BadRecord::Invalid(e.to_string()))?;
+    let item_id = wire.item_id.0;
+    if item_id.is_empty() {
+        return Err(BadRecord::EmptyItemId);
+    }
+    if item_id.len() > MAX_ITEM_ID_BYTES {
+        return Err(BadRecord::ItemIdTooLong(item_id.len()));
+    }
+    Ok(ParsedEvent {
+        item_id,
+        ts: wire.ts.0,
+    })
+}
+
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(borrow)]
+    item_id: ItemIdField<'a>,
+    ts: TsField,
+    #[serde(default)]
+    #[allow(dead_code)] // validated, not yet used: per-dimension lists are future work
+    dims: Option<DimsField>,
+}
+
+struct ItemIdField<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ItemIdField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ItemIdField<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("item_id as a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(ItemIdField(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(ItemIdField(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+struct TsField(Millis);
+
+impl<'de> Deserialize<'de> for TsField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = TsField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("ts as integer milliseconds or an RFC 3339 string with an offset")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TsField, E> {
+                Ok(TsField(Millis(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TsField, E> {
+                i64::try_from(v)
+                    .map(|v| TsField(Millis(v)))
+                    .map_err(|_| E::custom("ts: integer out of range"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TsField, E> {
+                Millis::parse_rfc3339(v).map(TsField).ok_or_else(|| {
+                    E::custom(format!("ts: {v:?} is not an RFC 3339 time with an offset"))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+struct DimsField;
+
+impl<'de> Deserialize<'de> for DimsField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DimsField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("dims as an object of string values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DimsField, A::Error> {
+                while map.next_key::<IgnoredAny>()?.is_some() {
+                    map.next_value::<StrOnly>()?;
+                }
+                Ok(DimsField)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+struct StrOnly;
+
+impl<'de> Deserialize<'de> for StrOnly {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = StrOnly;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string dims value")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<StrOnly, E> {
+                Ok(StrOnly)
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(line: &str) -> (String, i64) {
+        let e = parse_event(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+        (e.item_id.into_owned(), e.ts.0)
+    }
+
+    fn bad(line: &[u8]) -> BadRecord {
+        match parse_event(line) {
+            Ok(e) => panic!("{:?} parsed as {e:?}", String::from_utf8_lossy(line)),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn valid_events() {
+        let table: &[(&str, &str, i64)] = &[
+            (
+                r#"{"item_id":"video-8841","ts":1713462150123,"dims":{"country":"US"}}"#,
+                "video-8841",
+                1713462150123,
+            ),
+            (r#"{"ts":-5,"item_id":"a"}"#, "a", -5),
+            (
+                r#"{"item_id":"a","ts":"1970-01-01T00:00:01.0019Z"}"#,
+                "a",
+                1001,
+            ),
+            (
+                r#"{"item_id":"a","ts":"1970-01-01T01:00:00+01:00","dims":null}"#,
+                "a",
+                0,
+            ),
+            (
+                r#"  {"item_id":"\u00e9t\u00e9","ts":0,"extra":[1,{"x":null}]}  "#,
+                "été",
+                0,
+            ),
+            (r#"{"item_id":"\ud83d\ude00","ts":0}"#, "😀", 0),
+            (r#"{"item_id":"a","ts":0,"dims":{}}"#, "a", 0),
+        ];
+        for (line, item, ts) in table {
+            assert_eq!(ok(line), (item.to_string(), *ts), "{line}");
+        }
+        let long = format!(r#"{{"item_id":"{}","ts":0}}"#, "x".repeat(256));
+        assert_eq!(ok(&long).0.len(), 256);
+    }
+
+    #[test]
+    fn bad_records() {
+        let long = format!(r#"{{"item_id":"{}","ts":0}}"#, "é".repeat(129));
+        let table: &[&[u8]] = &[
+            b"",
+            b"   ",
+            b"\xff{}",
+            b"[1,2]",
+            b"\"str\"",
+            b"{",
+            br#"{"item_id":"a","ts":0} x"#,
+            br#"{"item_id":"a","ts":0}{"item_id":"a","ts":0}"#,
+            br#"{"item_id":"","ts":0}"#,
+            br#"{"item_id":5,"ts":0}"#,
+            br#"{"item_id":null,"ts":0}"#,
+            br#"{"ts":0}"#,
+            br#"{"item_id":"a"}"#,
+            br#"{"item_id":"a","ts":"1713462150123"}"#,
+            br#"{"item_id":"a","ts":1.5}"#,
+            br#"{"item_id":"a","ts":1e3}"#,
+            br#"{"item_id":"a","ts":true}"#,
+            br#"{"item_id":"a","ts":null}"#,
+            br#"{"item_id":"a","ts":"2024-04-18T17:42:30"}"#,
+            br#"{"item_id":"a","ts":9223372036854775808}"#,
+            br#"{"item_id":"\ud800","ts":0}"#,
+            br#"{"item_id":"\udc00x","ts":0}"#,
+            br#"{"item_id":"a","ts":0,"dims":{"c":1}}"#,
+            br#"{"item_id":"a","ts":0,"dims":[]}"#,
+            br#"{"item_id":"a","ts":0,"dims":"US"}"#,
+            br#"{"item_id":"a","item_id":"b","ts":0}"#,
+            br#"{"item_id":"a","ts":0,"x":nope}"#,
+            long.as_bytes(),
+        ];
+        for line in table {
+            bad(line);
+        }
+        assert_eq!(bad(b""), BadRecord::Empty);
+        assert_eq!(bad(b"\xff"), BadRecord::NotUtf8(0));
+        assert_eq!(bad(b"[]"), BadRecord::NotObject);
+        assert_eq!(bad(br#"{"item_id":"","ts":0}"#), BadRecord::EmptyItemId);
+        assert_eq!(bad(long.as_bytes()), BadRecord::ItemIdTooLong(258));
+    }
+}

@@ -1,0 +1,53 @@
+//! The pinned item hash and key groups.
+//!
+//! Routing (which worker owns an item) and checkpoint shards (key groups) both derive from this
+//! hash, so it must never change between versions: it is XXH3-64 with seed 0 over the UTF-8
+//! bytes of the item id, a published, stable algorithm.
+
+/// Number of key groups. A key group is the unit of state ownership: worker `w` of `n` owns the
+/// key groups `g` with `g % n == w`, so state can be restored onto any worker count that is at
+/// most this number.
+pub const KEY_GROUPS: u32 = 4096;
+
+/// The pinned 64-bit hash of an item id.
+#[inline]
+pub fn item_hash(item_id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(item_id.as_bytes())
+}
+
+/// The key group of an item hash (its top bits, so it is independent of the low bits that
+/// hash tables use).
+#[inline]
+pub fn key_group(hash: u64) -> u32 {
+    (hash >> 52) as u32 // 64 - 12 bits = 4096 groups
+}
+
+/// The worker, of `workers`, that owns an item with this hash.
+#[inline]
+pub fn owner(hash: u64, workers: usize) -> usize {
+    key_group(hash) as usize % workers.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_pinned() {
+        // Golden values: if these change, routing and checkpoints break compatibility.
+        assert_eq!(item_hash(""), 0x2d06800538d394c2);
+        assert_eq!(item_hash("video-8841"), item_hash("video-8841"));
+        assert_ne!(item_hash("a"), item_hash("b"));
+    }
+
+    #[test]
+    fn key_groups_cover_the_range() {
+        assert_eq!(key_group(u64::MAX), KEY_GROUPS - 1);
+        assert_eq!(key_group(0), 0);
+        for h in [0u64, 1 << 52, 3 << 52, u64::MAX] {
+            assert_eq!(owner(h, 1), 0);
+            assert_eq!(owner(h, 4), key_group(h) as usize % 4);
+        }
+        assert_eq!(owner(3 << 52, 4), 3);
+    }
+}

@@ -1,0 +1,29 @@
+//! The algorithms of hotlist, free of any engine or I/O.
+//!
+//! Module map:
+//! - [`time`]: event-time instants and spans (`Millis`, `Span`), RFC 3339 and humantime parsing;
+//! - [`window`]: window specifications, instances and panes (epoch-aligned, UTC);
+//! - [`hash`]: the pinned item hash and key groups (routing and future checkpoint shards);
+//! - [`event`]: the event contract: parse one JSON line into an event or a typed bad-record reason;
+//! - [`watermark`]: per-partition clocks and the global watermark over partitions;
+//! - [`lateness`]: the per-partition lateness rule sources apply to each event;
+//! - [`interner`]: item ids interned once per worker, reference counted by live counters;
+//! - [`counter`]: the exact windowed counter state of one worker (panes, lateness, emission);
+//! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
+//! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
+//! - [`record`]: the plain records that travel between operators and into sinks.
+//!
+//! Everything here is deterministic: the same inputs in the same order give the same outputs.
+#![deny(missing_docs)]
+
+pub mod counter;
+pub mod event;
+pub mod hash;
+pub mod interner;
+pub mod lateness;
+pub mod merge;
+pub mod record;
+pub mod time;
+pub mod topk;
+pub mod watermark;
+pub mod window;

@@ -1,0 +1,146 @@
+//! The global list merger: per-worker lists in, published revisions out.
+//!
+//! Runs on one worker. Each worker sends its exact local top-K for an instance whenever it
+//! changed (at a tick, on close, on a correction, on seal); the merger keeps the latest list
+//! per worker and, at the end of each epoch, merges them (exact: items are disjoint across
+//! workers) and publishes a new revision when the list or the instance's state changed.
+//! Sealed instances are published with state `Final` once and then forgotten.
+
+use crate::record::{ListState, LocalList, PublishedList, RankedItem};
+use crate::time::{Millis, Span};
+use crate::topk::merge_top_k;
+use crate::window::{list_state, InstanceKey, WindowSpec};
+use std::collections::BTreeMap;
+
+#[derive(Default)]
+struct Merging {
+    locals: BTreeMap<u32, Vec<RankedItem>>,
+    changed: bool,
+    published: Option<(ListState, Vec<RankedItem>)>,
+    revision: u32,
+}
+
+/// The merger.
+pub struct ListMerger {
+    windows: Vec<WindowSpec>,
+    allowed_lateness: Span,
+    instances: BTreeMap<InstanceKey, Merging>,
+}
+
+impl ListMerger {
+    /// A merger for the job's windows.
+    pub fn new(windows: Vec<WindowSpec>, allowed_lateness: Span) -> ListMerger {
+        ListMerger {
+            windows,
+            allowed_lateness,
+            instances: BTreeMap::new(),
+        }
+    }
+
+    /// Takes a worker's latest list for an instance.
+    pub fn receive(&mut self, list: LocalList) {
+        let m = self.instances.entry(list.instance).or_default();
+        m.locals.insert(list.worker, list.items);
+        m.changed = true;
+    }
+
+    /// Ends an epoch at global watermark `wm`: publishes what changed, forgets sealed instances.
+    pub fn advance(&mut self, wm: Millis, as_of: Millis) -> Vec<PublishedList> {
+        let mut out = Vec::new();
+        self.instances.retain(|key, m| {
+            let spec = &self.windows[key.window.0 as usize];
+            let end = spec.end_of(key.start);
+            let state = list_state(end, wm, self.allowed_lateness);
+            let state_changed = m.published.as_ref().map(|p| p.0) != Some(state);
+            if m.changed || state_changed {
+                m.changed = false;
+                let items = merge_top_k(m.locals.values().map(|v| v.as_slice()), spec.k);
+                let differs = m
+                    .published
+                    .as_ref()
+                    .is_none_or(|(s, l)| *s != state || *l != items);
+                if differs {
+                    m.revision += 1;
+                    out.push(PublishedList {
+                        window: spec.name.clone(),
+                        start: key.start,
+                        end,
+                        revision: m.revision,
+                        state,
+                        watermark: wm,
+                        as_of,
+                        items: items.clone(),
+                    });
+                    m.published = Some((state, items));
+                }
+            }
+            state != ListState::Final
+        });
+        out
+    }
+
+    /// Instances being merged (not yet sealed).
+    pub fn live_instances(&self) -> usize {
+        self.instances.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowId;
+
+    fn local(worker: u32, start: i64, items: &[(&str, u64)]) -> LocalList {
+        LocalList {
+            instance: InstanceKey {
+                window: WindowId(0),
+                start: Millis(start),
+            },
+            worker,
+            items: items
+                .iter()
+                .map(|(i, c)| RankedItem {
+                    item_id: (*i).into(),
+                    count: *c,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn merges_publishes_revisions_and_seals() {
+        let w = WindowSpec::tumbling("t", Span::from_millis(10), 2);
+        let mut m = ListMerger::new(vec![w], Span::from_millis(5));
+        m.receive(local(0, 0, &[("a", 3)]));
+        m.receive(local(1, 0, &[("b", 5), ("c", 1)]));
+        let out = m.advance(Millis(1), Millis(0));
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].revision, out[0].state), (1, ListState::Open));
+        assert_eq!(
+            out[0]
+                .items
+                .iter()
+                .map(|r| r.item_id.as_str())
+                .collect::<Vec<_>>(),
+            ["b", "a"]
+        );
+        // the same list again: no new revision
+        m.receive(local(1, 0, &[("b", 5), ("c", 1)]));
+        assert!(m.advance(Millis(2), Millis(0)).is_empty());
+        // closing publishes a closed revision even without new data
+        let out = m.advance(Millis(10), Millis(0));
+        assert_eq!((out[0].revision, out[0].state), (2, ListState::Closed));
+        // a correction that does not change the top-2 publishes nothing
+        m.receive(local(1, 0, &[("b", 5), ("c", 2)]));
+        assert!(m.advance(Millis(11), Millis(0)).is_empty());
+        // one that does: a new revision
+        m.receive(local(1, 0, &[("b", 5), ("c", 4)]));
+        let out = m.advance(Millis(12), Millis(0));
+        assert_eq!(out[0].revision, 3);
+        assert_eq!(out[0].items[1].item_id, "c");
+        // sealed: final revision, then forgotten
+        let out = m.advance(Millis(15), Millis(0));
+        assert_eq!((out[0].revision, out[0].state), (4, ListState::Final));
+        assert_eq!(m.live_instances(), 0);
+    }
+}

@@ -1,0 +1,171 @@
+//! Plain records that travel between the operators of the job and into the sinks.
+
+use crate::time::Millis;
+use crate::window::InstanceKey;
+use compact_str::CompactString;
+use serde::{Deserialize, Serialize};
+
+/// An item id. Ids of up to 24 bytes are stored inline (no allocation per event).
+pub type ItemId = CompactString;
+
+/// One input partition (a file, a generator stream, a Kafka partition), numbered densely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PartitionId(pub u32);
+
+/// An accepted event on its way to the window counter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimedEvent {
+    /// The item id.
+    pub item: ItemId,
+    /// Event time.
+    pub ts: Millis,
+    /// The partition watermark as it was *before* this event was read: the only input to the
+    /// lateness rule, which is why results do not depend on timing.
+    pub wm_before: Millis,
+    /// `hash::item_hash(item)`, computed once at the source.
+    pub hash: u64,
+    /// Where the event came from (for dead letters raised after the exchange).
+    pub partition: PartitionId,
+    /// Position within the partition (line number, sequence number or offset).
+    pub position: u64,
+}
+
+/// The state of a partition as its source reports it at the end of an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartitionStatus {
+    /// Producing events; holds the global watermark back.
+    Active,
+    /// No events for longer than `idle_timeout`; does not hold the global watermark back.
+    Idle,
+    /// Ended (bounded input); its watermark is +∞.
+    Finished,
+}
+
+/// Control records that sources broadcast to every window counter and to the merger, once per
+/// epoch: they make every worker compute the same global watermark for the same epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Control {
+    /// A partition's watermark and status as of the end of the epoch it travels in.
+    Partition {
+        /// Which partition.
+        partition: PartitionId,
+        /// Its watermark (max event time − max_out_of_orderness).
+        watermark: Millis,
+        /// Its status.
+        status: PartitionStatus,
+        /// Records read so far (the next position to read).
+        position: u64,
+    },
+    /// Emit provisional lists of open windows in this epoch (every `emit_interval`).
+    EmitTick,
+}
+
+/// A ranked entry of a top-K list.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RankedItem {
+    /// The item id.
+    pub item_id: ItemId,
+    /// Its exact count in the window instance.
+    pub count: u64,
+}
+
+/// One worker's top-K list for one window instance (exact over the items it owns).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalList {
+    /// Which instance.
+    pub instance: InstanceKey,
+    /// Which worker computed it.
+    pub worker: u32,
+    /// Its top-K, best first.
+    pub items: Vec<RankedItem>,
+}
+
+/// Where a window instance stands relative to the global watermark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ListState {
+    /// The watermark has not reached the window end: a provisional list.
+    Open,
+    /// The watermark passed the end; late events may still correct it.
+    Closed,
+    /// The watermark passed end + allowed_lateness: sealed, never changes again.
+    Final,
+}
+
+impl ListState {
+    /// Lower-case name, as stored in sinks.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListState::Open => "open",
+            ListState::Closed => "closed",
+            ListState::Final => "final",
+        }
+    }
+
+    /// Parses `as_str` output.
+    pub fn parse(s: &str) -> Option<ListState> {
+        match s {
+            "open" => Some(ListState::Open),
+            "closed" => Some(ListState::Closed),
+            "final" => Some(ListState::Final),
+            _ => None,
+        }
+    }
+}
+
+/// A published revision of a window instance's global top-K list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedList {
+    /// Window name.
+    pub window: String,
+    /// Instance start (inclusive).
+    pub start: Millis,
+    /// Instance end (exclusive).
+    pub end: Millis,
+    /// 1, 2, … per instance; a higher revision supersedes a lower one.
+    pub revision: u32,
+    /// Open, closed or final.
+    pub state: ListState,
+    /// The global watermark the list was computed at.
+    pub watermark: Millis,
+    /// Wall-clock time of publication.
+    pub as_of: Millis,
+    /// The list, best first: count descending, then item id ascending (bytewise).
+    pub items: Vec<RankedItem>,
+}
+
+/// Why a record went to the dead-letter output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DeadReason {
+    /// Not a valid event (see the detail for which rule).
+    Bad,
+    /// Behind its partition's watermark by more than the allowed lateness, for some window.
+    Late,
+    /// Its window was already sealed (its partition had been excluded as idle).
+    Sealed,
+}
+
+impl DeadReason {
+    /// Lower-case name, as stored in sinks.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::Bad => "bad",
+            DeadReason::Late => "late",
+            DeadReason::Sealed => "sealed",
+        }
+    }
+}
+
+/// A record that was not (fully) counted, with everything needed to find and replay it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// Source partition.
+    pub partition: PartitionId,
+    /// Position within the partition (a line number for files: 1-based).
+    pub position: u64,
+    /// The raw bytes as read (for `late`/`sealed` generator events: their JSON rendering).
+    pub raw: Vec<u8>,
+    /// Coarse reason.
+    pub reason: DeadReason,
+    /// Human-readable detail (`"ts: float is not allowed"`, `"late for windows 1m,5m"`).
+    pub detail: String,
+}

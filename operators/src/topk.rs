@@ -1,0 +1,98 @@
+//! The ranking order and top-K selection.
+//!
+//! Ranking: count descending, then item id ascending (bytewise). A top-K list holds at most K
+//! entries; ties at rank K are cut by that same order, so the list is a pure function of the
+//! counts. Merging per-worker lists is exact because each item is counted by exactly one worker:
+//! the global top-K is contained in the union of the per-worker top-Ks.
+
+use crate::record::RankedItem;
+use std::cmp::Ordering;
+
+/// The ranking order: `Less` means "ranks higher".
+#[inline]
+pub fn rank_cmp(a_count: u64, a_id: &str, b_count: u64, b_id: &str) -> Ordering {
+    b_count
+        .cmp(&a_count)
+        .then_with(|| a_id.as_bytes().cmp(b_id.as_bytes()))
+}
+
+/// Ranking order on [`RankedItem`]s.
+#[inline]
+pub fn ranked_cmp(a: &RankedItem, b: &RankedItem) -> Ordering {
+    rank_cmp(a.count, &a.item_id, b.count, &b.item_id)
+}
+
+/// Keeps the best `k` of `items` and sorts them best first (O(n + k log k)).
+pub fn top_k(mut items: Vec<RankedItem>, k: usize) -> Vec<RankedItem> {
+    select_top_by(&mut items, k, ranked_cmp);
+    items
+}
+
+/// Keeps the best `k` of `items` under `cmp` (`Less` = better) and sorts them.
+pub fn select_top_by<T>(items: &mut Vec<T>, k: usize, mut cmp: impl FnMut(&T, &T) -> Ordering) {
+    if k == 0 {
+        items.clear();
+        return;
+    }
+    if items.len() > k {
+        items.select_nth_unstable_by(k - 1, &mut cmp);
+        items.truncate(k);
+    }
+    items.sort_unstable_by(cmp);
+}
+
+/// Merges per-worker top-K lists of disjoint item sets into the global top-K.
+pub fn merge_top_k<'a>(
+    lists: impl IntoIterator<Item = &'a [RankedItem]>,
+    k: usize,
+) -> Vec<RankedItem> {
+    let all: Vec<RankedItem> = lists.into_iter().flat_map(|l| l.iter().cloned()).collect();
+    top_k(all, k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ri(id: &str, count: u64) -> RankedItem {
+        RankedItem {
+            item_id: id.into(),
+            count,
+        }
+    }
+
+    #[test]
+    fn ties_are_cut_by_id_bytewise() {
+        let got = top_k(
+            vec![ri("b", 2), ri("a", 2), ri("Z", 2), ri("c", 3), ri("é", 2)],
+            3,
+        );
+        assert_eq!(got, vec![ri("c", 3), ri("Z", 2), ri("a", 2)]);
+    }
+
+    proptest! {
+        /// top_k equals a full sort then truncate.
+        #[test]
+        fn top_k_equals_full_sort(counts in proptest::collection::vec((0u8..20, 0u64..5), 0..60), k in 0usize..10) {
+            let mut seen = std::collections::BTreeMap::new();
+            for (id, c) in counts { seen.insert(format!("i{id}"), c); }
+            let items: Vec<RankedItem> = seen.iter().map(|(i, c)| ri(i, *c)).collect();
+            let mut full = items.clone();
+            full.sort_by(ranked_cmp);
+            full.truncate(k);
+            prop_assert_eq!(top_k(items, k), full);
+        }
+
+        /// Merging the per-part top-Ks of a partition of the items equals the top-K of all items.
+        #[test]
+        fn merge_of_parts_is_exact(counts in proptest::collection::vec(0u64..6, 1..80), parts in 1usize..5, k in 1usize..8) {
+            let items: Vec<RankedItem> = counts.iter().enumerate().map(|(i, c)| ri(&format!("i{i}"), *c)).collect();
+            let mut split = vec![Vec::new(); parts];
+            for (i, it) in items.iter().enumerate() { split[i % parts].push(it.clone()); }
+            let locals: Vec<Vec<RankedItem>> = split.into_iter().map(|p| top_k(p, k)).collect();
+            let merged = merge_top_k(locals.iter().map(|l| l.as_slice()), k);
+            prop_assert_eq!(merged, top_k(items, k));
+        }
+    }
+}
