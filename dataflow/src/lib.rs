@@ -1,1 +1,18 @@
+//! The hotlist job on Timely Dataflow, and the pieces of the `hotlist` binary.
+//!
+//! Module map:
+//! - [`config`]: TOML + `--set` overrides validated into a [`config::JobPlan`];
+//! - [`source`]: the source operator and its partition readers (files, stdin, generator);
+//! - [`graph`]: the dataflow (window count, merge, sink hand-off);
+//! - [`run`]: workers, the sink writer thread, progress display;
+//! - [`query`], [`bench`], [`generate`]: the other subcommands.
+#![deny(missing_docs)]
 
+pub mod bench;
+pub mod config;
+pub mod generate;
+pub mod graph;
+pub mod query;
+pub mod run;
+pub mod source;
+pub mod stats;

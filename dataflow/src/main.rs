@@ -1,1 +1,94 @@
-fn main() {}
+//! `hotlist`: exact, exactly-windowed top-K of an event stream.
+//!
+//! Exit codes: 0 success (also after a clean Ctrl-C stop), 1 an error (printed as one line),
+//! 2 bad usage (from the argument parser).
+
+use clap::{Parser, Subcommand};
+use hotlist_dataflow::{bench, config, generate, query, run};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "hotlist",
+    version,
+    about = "What is hot right now: exact per-window top-K lists from a stream of access events",
+    long_about = "hotlist reads access events ({\"item_id\": \"…\", \"ts\": …} JSON lines), counts them \
+exactly per event-time window (tumbling or hopping, UTC-aligned), and keeps each window's top-K \
+list in a sink store (SQLite by default). Start with:\n\n  hotlist run --config configs/local.toml\n  \
+hotlist query --config configs/local.toml --window 5m"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the job: read events, publish per-window top-K lists into the sink.
+    Run {
+        /// The job's TOML config (see configs/local.toml).
+        #[arg(long, short, default_value = "configs/local.toml")]
+        config: PathBuf,
+        /// Timely worker threads (overrides run.workers).
+        #[arg(long, short)]
+        workers: Option<usize>,
+        /// Override a config key, e.g. --set source.events=100000 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Progress display while running.
+        #[arg(long, value_enum, default_value_t = run::Progress::Auto)]
+        progress: run::Progress,
+    },
+    /// Print a window's list from the sink store.
+    Query(query::QueryArgs),
+    /// Measure throughput: generator in memory, and JSON lines from a file.
+    Bench(bench::BenchArgs),
+    /// Write the configured generator's records as JSON-lines files (one per partition).
+    Generate(generate::GenerateArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HOTLIST_LOG").unwrap_or_else(|_| "hotlist=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run { config: path, workers, set, progress } => {
+            let plan = config::load(&path, &config::Overrides { set, workers })?;
+            let shutdown = Arc::new(AtomicBool::new(false));
+            let flag = shutdown.clone();
+            ctrlc::set_handler(move || {
+                if flag.swap(true, Relaxed) {
+                    eprintln!("\nsecond interrupt: exiting without waiting for the commit");
+                    std::process::exit(130);
+                }
+                eprintln!("\nstopping: finishing the current epoch and committing (Ctrl-C again to abort)");
+            })?;
+            let stats = Arc::new(hotlist_dataflow::stats::JobStats::new(plan.workers));
+            let summary = run::run_with_stats(&plan, progress, shutdown, stats.clone())?;
+            let names: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
+            print!("{}", run::render_lists(&stats, &names, 10));
+            print!("\n{}", generate::summary_text(&plan, &summary));
+            Ok(())
+        }
+        Command::Query(args) => query::query(&args),
+        Command::Bench(args) => bench::bench(&args),
+        Command::Generate(args) => generate::generate(&args),
+    }
+}

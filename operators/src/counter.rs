@@ -132,10 +132,16 @@ impl WindowedCounter {
         let mut sealed_drop = false;
         let mut counted = false;
         for g in 0..self.groups.len() {
+            // Late for every instance of this group: the source dead-lettered it already.
+            // (Every covering instance ends after ts, so ts >= late_h means none is late.)
+            if ev.ts < late_h && self.group_last_end(g, ev.ts) <= late_h {
+                continue;
+            }
             let slot = self.pane_slot(g, ev.ts, sealed_h);
             let group = &mut self.groups[g];
             let Some(slot) = slot else {
-                // The pane is gone: every instance containing it is sealed.
+                // The pane is gone: every instance containing it is sealed, and at least one
+                // of them accepted the event by the lateness rule.
                 sealed_drop = true;
                 continue;
             };
@@ -185,6 +191,12 @@ impl WindowedCounter {
             reason: DeadReason::Sealed,
             detail: format!("window already sealed at watermark {}", self.global_wm),
         })
+    }
+
+    /// End of the last-ending instance of group `g` that covers `ts`.
+    fn group_last_end(&self, g: usize, ts: Millis) -> Millis {
+        let group = &self.groups[g];
+        group.windows.iter().map(|w| self.windows[w.0 as usize].last_end_covering(ts)).max().unwrap_or(Millis::MIN)
     }
 
     /// The slot of the pane of group `g` containing `ts`, creating it (and registering its
@@ -521,6 +533,21 @@ mod tests {
             (0, 0, 0),
             "all sealed and freed"
         );
+    }
+
+    #[test]
+    fn late_for_small_windows_is_not_sealed_for_them() {
+        let small = WindowSpec::tumbling("s", Span::from_millis(10), 3);
+        let big = WindowSpec::tumbling("b", Span::from_millis(1000), 3);
+        let mut c = WindowedCounter::new(vec![small, big], Span::from_millis(5), 0);
+        c.apply(&ev("a", 500, i64::MIN));
+        c.advance(Millis(490), false);
+        // ts 100: late for [100,110) of "s" (wm_before 490 >= 110 + 5), on time for "b"
+        assert_eq!(c.apply(&ev("a", 100, 490)), None, "late is not sealed");
+        let out = c.advance(Millis::MAX, false);
+        let big_list = out.iter().find(|l| l.instance.window == WindowId(1)).expect("b emitted");
+        assert_eq!(big_list.items[0].count, 2);
+        assert!(out.iter().all(|l| l.instance.start != Millis(100)), "no instance for the late pane");
     }
 
     #[test]

@@ -65,6 +65,11 @@ impl LatenessJudge {
         }
     }
 
+    /// The allowed lateness.
+    pub fn allowed_lateness(&self) -> Span {
+        self.allowed_lateness
+    }
+
     /// Names of the windows in a `late_windows` mask, comma-separated.
     pub fn names(&self, mask: u64) -> String {
         let names: Vec<&str> = self

@@ -55,10 +55,10 @@ impl ListMerger {
             if m.changed || state_changed {
                 m.changed = false;
                 let items = merge_top_k(m.locals.values().map(|v| v.as_slice()), spec.k);
-                let differs = m
-                    .published
-                    .as_ref()
-                    .is_none_or(|(s, l)| *s != state || *l != items);
+                // An instance whose every event was excluded as late has no list at all.
+                let never_counted = items.is_empty() && m.published.is_none();
+                let differs = m.published.as_ref().is_none_or(|(s, l)| *s != state || *l != items);
+                let differs = differs && !never_counted;
                 if differs {
                     m.revision += 1;
                     out.push(PublishedList {

@@ -1,1 +1,22 @@
+//! hotlist's sink stores: commit an epoch's results atomically, read a window's list back.
+//!
+//! Module map:
+//! - [`types`]: what goes in (`CommitBatch`, `SourcedDeadLetter`) and comes out (`StoredList`,
+//!   `StoredWindow`);
+//! - [`error`]: `SinkError` and its retryable/permanent classification;
+//! - [`store`]: the `SinkStore` write protocol (prepare, commit, committed_epoch);
+//! - [`sqlite`]: `SqliteStore`, the SQLite sink and its read API;
+//! - [`memory`]: `MemoryStore`, an in-memory store with the same semantics, for tests.
+#![deny(missing_docs)]
 
+pub mod error;
+pub mod memory;
+pub mod sqlite;
+pub mod store;
+pub mod types;
+
+pub use error::SinkError;
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+pub use store::SinkStore;
+pub use types::{CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};

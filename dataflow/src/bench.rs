@@ -1,0 +1,250 @@
+//! `hotlist bench`: the throughput benchmark of DESIGN.md.
+//!
+//! 1. **memory**: the generator in memory → exact counts for the four default windows
+//!    (1m, 5m, 1h, 1d tumbling, K = 100), Zipf(1.1) over 1M items, into an in-memory store;
+//! 2. **json**: the same events written to JSON-lines files first (not timed), then read,
+//!    parsed and counted by the file source.
+//!
+//! Reported: events/s overall and per worker, peak RSS of the process, and bytes per live
+//! (item, pane) counter (the counter's own accounting of its heap, and the RSS growth divided
+//! by the counters, which also charges allocator slack and the id strings).
+
+use crate::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
+use crate::run::{run_with_stats, Progress};
+use crate::source::generator_model::{GeneratorSpec, GeneratorTables, PartitionStream};
+use crate::stats::JobStats;
+use anyhow::{Context, Result};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::default_windows;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `hotlist bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Events for the in-memory run.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub events: u64,
+    /// Events for the JSON-lines run (0 skips it).
+    #[arg(long, default_value_t = 5_000_000)]
+    pub json_events: u64,
+    /// Timely worker threads.
+    #[arg(long, short, default_value_t = 1)]
+    pub workers: usize,
+    /// Distinct items.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub items: u32,
+    /// Zipf exponent.
+    #[arg(long, default_value_t = 1.1)]
+    pub zipf: f64,
+    /// Generator partitions.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u32,
+    /// Event-time rate per partition (events per second of event time).
+    #[arg(long, default_value_t = 20_000)]
+    pub rate: u64,
+    /// K of every window.
+    #[arg(long, default_value_t = 100)]
+    pub k: usize,
+    /// Directory for the JSON files (default: a temporary directory).
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+}
+
+/// One measured run.
+#[derive(Clone, Debug)]
+pub struct BenchResult {
+    /// "memory" or "json".
+    pub name: &'static str,
+    /// Events counted.
+    pub events: u64,
+    /// Wall seconds.
+    pub seconds: f64,
+    /// Workers.
+    pub workers: usize,
+    /// Peak live counters.
+    pub peak_counters: u64,
+    /// Counter heap bytes per live counter at that peak.
+    pub bytes_per_counter: f64,
+    /// Peak RSS of the process so far (bytes).
+    pub peak_rss: u64,
+    /// RSS growth during the run per peak counter.
+    pub rss_per_counter: f64,
+    /// Input bytes (json run).
+    pub input_bytes: u64,
+}
+
+impl BenchResult {
+    /// Events per second per worker.
+    pub fn per_worker(&self) -> f64 {
+        self.events as f64 / self.seconds / self.workers as f64
+    }
+}
+
+fn spec(args: &BenchArgs, events: u64) -> GeneratorSpec {
+    GeneratorSpec {
+        seed: 7,
+        items: args.items,
+        zipf: args.zipf,
+        partitions: args.partitions,
+        events: Some(events),
+        rate: args.rate,
+        start: Millis(1_767_225_600_000), // 2026-01-01T00:00:00Z
+        jitter: Span::from_millis(1000),
+        late_fraction: 0.0,
+        late_by: Span::from_millis(600_000),
+        bad_fraction: 0.0,
+    }
+}
+
+fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
+    let mut windows = default_windows();
+    for w in &mut windows {
+        w.k = args.k;
+    }
+    JobPlan {
+        job_id: "bench".into(),
+        source,
+        windows,
+        time: TimePlan {
+            max_out_of_orderness: Span::from_millis(5_000),
+            allowed_lateness: Span::from_millis(60_000),
+            idle_timeout: Span::from_millis(30_000),
+            emit_interval: Span::from_millis(1_000),
+        },
+        sink: SinkPlan::Memory(hotlist_sinks::MemoryStore::new()),
+        workers: args.workers,
+        epoch_interval: Span::from_millis(100),
+        max_epochs_in_flight: 4,
+        batch_size: 8192,
+    }
+}
+
+/// Runs one measured job while sampling the state gauges.
+fn measure(name: &'static str, plan: &JobPlan, input_bytes: u64) -> Result<BenchResult> {
+    let rss_before = rss_bytes().0;
+    let stats = Arc::new(JobStats::new(plan.workers));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let stats = stats.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut best = (0u64, 0u64);
+            while !done.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let c = stats.total_counters();
+                if c > best.0 {
+                    best = (c, stats.total_state_bytes());
+                }
+            }
+            best
+        })
+    };
+    let summary = run_with_stats(plan, Progress::Never, Arc::new(AtomicBool::new(false)), stats)?;
+    done.store(true, Relaxed);
+    let (peak_counters, bytes_at_peak) = sampler.join().unwrap_or((0, 0));
+    let peak_rss = rss_bytes().1;
+    Ok(BenchResult {
+        name,
+        events: summary.events_in,
+        seconds: summary.elapsed.as_secs_f64(),
+        workers: plan.workers,
+        peak_counters,
+        bytes_per_counter: bytes_at_peak as f64 / peak_counters.max(1) as f64,
+        peak_rss,
+        rss_per_counter: peak_rss.saturating_sub(rss_before) as f64 / peak_counters.max(1) as f64,
+        input_bytes,
+    })
+}
+
+/// (current RSS, peak RSS) in bytes, from /proc/self/status (0 where unavailable).
+pub fn rss_bytes() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Runs the benchmark and prints a table.
+pub fn bench(args: &BenchArgs) -> Result<()> {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!(
+        "hotlist bench: {} workers on {} cores; windows 1m,5m,1h,1d tumbling, K={}; Zipf({}) over {} items; {} partitions at {} events/s of event time each",
+        args.workers, cores, args.k, args.zipf, args.items, args.partitions, args.rate
+    );
+    let mut results = Vec::new();
+
+    let mem_spec = spec(args, args.events);
+    // Build the generator tables before timing: they are set-up, not per-event work.
+    drop(GeneratorTables::new(&mem_spec).map_err(anyhow::Error::msg)?);
+    let mem_plan = plan(args, SourcePlan::Generator { spec: mem_spec, pace: false });
+    results.push(measure("memory", &mem_plan, 0)?);
+
+    if args.json_events > 0 {
+        let tmp;
+        let dir = match &args.dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+                d.clone()
+            }
+            None => {
+                tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+                tmp.path().to_path_buf()
+            }
+        };
+        let json_spec = spec(args, args.json_events);
+        let tables = Arc::new(GeneratorTables::new(&json_spec).map_err(anyhow::Error::msg)?);
+        let mut paths = Vec::new();
+        let mut bytes = 0u64;
+        for p in 0..json_spec.partitions {
+            let path = dir.join(format!("bench-{p:04}.jsonl"));
+            let file = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut stream = PartitionStream::new(&json_spec, tables.clone(), p);
+            let mut line = Vec::new();
+            while {
+                line.clear();
+                stream.next_line(&mut line)
+            } {
+                line.push(b'\n');
+                bytes += line.len() as u64;
+                w.write_all(&line).with_context(|| format!("writing {}", path.display()))?;
+            }
+            w.flush()?;
+            paths.push(path);
+        }
+        let json_plan = plan(args, SourcePlan::Files(paths));
+        results.push(measure("json", &json_plan, bytes)?);
+    }
+
+    println!();
+    println!("| run | events | seconds | events/s | events/s per worker | peak live counters | bytes/counter (state) | bytes/counter (RSS growth) | peak RSS |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &results {
+        println!(
+            "| {} | {} | {:.2} | {:.2} M | {:.2} M | {} | {:.1} | {:.1} | {:.0} MB |",
+            r.name,
+            r.events,
+            r.seconds,
+            r.events as f64 / r.seconds / 1e6,
+            r.per_worker() / 1e6,
+            r.peak_counters,
+            r.bytes_per_counter,
+            r.rss_per_counter,
+            r.peak_rss as f64 / 1e6
+        );
+        if r.input_bytes > 0 {
+            println!("|   ({:.0} MB of JSON, {:.0} MB/s) | | | | | | | | |", r.input_bytes as f64 / 1e6, r.input_bytes as f64 / 1e6 / r.seconds);
+        }
+    }
+    Ok(())
+}

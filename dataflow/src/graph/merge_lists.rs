@@ -1,0 +1,87 @@
+//! `MergeLists`: per-worker lists in (all routed to worker 0), published revisions out.
+//!
+//! Stashes lists and the broadcast control records by epoch; once the frontier passes an epoch
+//! it computes the same global watermark the counters computed for that epoch and lets
+//! `hotlist_operators::merge::ListMerger` decide what to publish.
+
+use crate::stats::JobStats;
+use hotlist_operators::merge::ListMerger;
+use hotlist_operators::record::{Control, ListState, LocalList, PublishedList};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::watermark::GlobalWatermark;
+use hotlist_operators::window::WindowSpec;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::Stream;
+
+/// Merges local lists into published revisions on worker 0.
+pub fn merge_lists<'scope>(
+    lists: Stream<'scope, u64, Vec<LocalList>>,
+    control: Stream<'scope, u64, Vec<Control>>,
+    windows: Vec<WindowSpec>,
+    allowed_lateness: Span,
+    stats: Arc<JobStats>,
+) -> Stream<'scope, u64, Vec<PublishedList>> {
+    let is_leader = lists.scope().index() == 0;
+    lists.binary_frontier(
+        control,
+        Exchange::new(|_: &LocalList| 0u64),
+        Pipeline,
+        "MergeLists",
+        move |_cap, _info| {
+            let mut merger = ListMerger::new(windows, allowed_lateness);
+            let mut global = GlobalWatermark::new();
+            let mut stash: BTreeMap<u64, (Capability<u64>, Vec<LocalList>, Vec<Control>)> = BTreeMap::new();
+            move |(in_lists, f1), (in_control, f2), output| {
+                in_lists.for_each_stamp(|cap, data| {
+                    let Some(c) = cap.retain_least(output.output_index()) else { return };
+                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
+                    for d in data {
+                        e.1.append(d);
+                    }
+                });
+                in_control.for_each_stamp(|cap, data| {
+                    let Some(c) = cap.retain_least(output.output_index()) else { return };
+                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
+                    for d in data {
+                        e.2.append(d);
+                    }
+                });
+                while let Some((&t, _)) = stash.first_key_value() {
+                    if f1.less_equal(&t) || f2.less_equal(&t) {
+                        break;
+                    }
+                    let Some((_, (cap, lists, controls))) = stash.pop_first() else { break };
+                    for l in lists {
+                        merger.receive(l);
+                    }
+                    for c in controls {
+                        if let Control::Partition { partition, watermark, status, .. } = c {
+                            global.update(partition, watermark, status);
+                        }
+                    }
+                    let wm = global.advance();
+                    let mut published = merger.advance(wm, Millis::now());
+                    if is_leader {
+                        stats.watermark.store(wm.0, Relaxed);
+                        stats.revisions.fetch_add(published.len() as u64, Relaxed);
+                        for p in &published {
+                            match p.state {
+                                ListState::Closed => stats.windows_closed.fetch_add(1, Relaxed),
+                                ListState::Final => stats.windows_sealed.fetch_add(1, Relaxed),
+                                ListState::Open => 0,
+                            };
+                        }
+                    }
+                    if !published.is_empty() {
+                        output.session(&cap).give_container(&mut published);
+                    }
+                }
+            }
+        },
+    )
+}

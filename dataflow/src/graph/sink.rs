@@ -1,0 +1,85 @@
+//! `Sink`: gathers each completed epoch's published lists and dead letters on worker 0 and
+//! hands them, as one [`CommitBatch`], to the sink writer thread.
+//!
+//! The hand-off channel is bounded: when the store falls behind, worker 0 blocks here and the
+//! sources' in-flight bound turns that into backpressure on reading. The operator's output
+//! carries nothing; its frontier (seen by the probe) says which epochs have been handed off.
+
+use hotlist_operators::record::{DeadLetter, PublishedList};
+use hotlist_operators::time::Millis;
+use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
+use timely::dataflow::operators::Capability;
+use timely::dataflow::Stream;
+
+/// Where completed epochs go (worker 0 only).
+pub struct SinkHandoff {
+    /// The writer thread's inbox.
+    pub tx: crossbeam_channel::Sender<CommitBatch>,
+    /// Job id stamped on every batch.
+    pub job: String,
+    /// Partition names (index = partition id), for dead letters.
+    pub partition_names: Vec<String>,
+    /// Set when the writer is gone: the job must stop.
+    pub failed: Arc<AtomicBool>,
+}
+
+type Pending = (Capability<u64>, Vec<PublishedList>, Vec<DeadLetter>);
+
+/// Hands completed epochs to the writer.
+pub fn sink<'scope>(
+    lists: Stream<'scope, u64, Vec<PublishedList>>,
+    dead: Stream<'scope, u64, Vec<DeadLetter>>,
+    handoff: Option<SinkHandoff>,
+) -> Stream<'scope, u64, Vec<()>> {
+    lists.binary_frontier(dead, Pipeline, Exchange::new(|_: &DeadLetter| 0u64), "Sink", move |_cap, _info| {
+        let mut handoff = handoff;
+        let mut stash: BTreeMap<u64, Pending> = BTreeMap::new();
+        let mut watermark = Millis::MIN;
+        move |(in_lists, f1), (in_dead, f2), output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
+            in_lists.for_each_stamp(|cap, data| {
+                let Some(c) = cap.retain_least(output.output_index()) else { return };
+                let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
+                for d in data {
+                    e.1.append(d);
+                }
+            });
+            in_dead.for_each_stamp(|cap, data| {
+                let Some(c) = cap.retain_least(output.output_index()) else { return };
+                let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
+                for d in data {
+                    e.2.append(d);
+                }
+            });
+            while let Some((&t, _)) = stash.first_key_value() {
+                if f1.less_equal(&t) || f2.less_equal(&t) {
+                    break;
+                }
+                let Some((_, (_cap, lists, dead))) = stash.pop_first() else { break };
+                let Some(h) = handoff.as_mut() else { continue };
+                watermark = lists.iter().map(|l| l.watermark).fold(watermark, Millis::max);
+                let dead_letters = dead
+                    .into_iter()
+                    .map(|letter| SourcedDeadLetter {
+                        source: h.partition_names.get(letter.partition.0 as usize).cloned().unwrap_or_default(),
+                        letter,
+                    })
+                    .collect();
+                let batch = CommitBatch { job: h.job.clone(), epoch: t, watermark, lists, dead_letters };
+                if h.tx.send(batch).is_err() {
+                    h.failed.store(true, Relaxed);
+                    handoff = None;
+                }
+            }
+            if f1.is_empty() && f2.is_empty() {
+                // Inputs are done: dropping the sender lets the writer drain and finish.
+                handoff = None;
+            }
+        }
+    })
+}

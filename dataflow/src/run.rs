@@ -1,0 +1,306 @@
+//! Running a job: timely workers, the sink writer thread, and the live progress display.
+//!
+//! Threads: `workers` timely worker threads run the graph; worker 0 hands each completed
+//! epoch to the **writer** thread, which coalesces whatever is queued into one transaction
+//! (so commits keep up however small epochs are) and retries transient store errors with a
+//! bounded backoff. The calling thread shows progress until the workers finish.
+//!
+//! Stopping: setting `shutdown` (Ctrl-C) makes every source close its current epoch with an
+//! emit tick and end; everything already read is counted, published and committed before
+//! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
+
+use crate::config::{JobPlan, SinkPlan};
+use crate::graph::{self, sink::SinkHandoff};
+use crate::source::open_partitions;
+use crate::stats::JobStats;
+use anyhow::{anyhow, Context, Result};
+use hotlist_sinks::{CommitBatch, SinkStore, SqliteStore};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How to show progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Progress {
+    /// A live dashboard on a terminal, a status line every 5 s otherwise.
+    Auto,
+    /// Always the live dashboard.
+    Always,
+    /// Nothing while running (the summary is still printed by the CLI).
+    Never,
+}
+
+/// What a finished run did.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// Records read.
+    pub records_in: u64,
+    /// Valid events.
+    pub events_in: u64,
+    /// Bad records.
+    pub bad: u64,
+    /// Events late for some window.
+    pub late: u64,
+    /// Events late for all their windows.
+    pub late_dropped: u64,
+    /// Events dropped for sealed windows.
+    pub sealed_dropped: u64,
+    /// Revisions published.
+    pub revisions: u64,
+    /// Instances sealed.
+    pub windows_sealed: u64,
+    /// Sink transactions.
+    pub commits: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Peak live (item, pane) counters.
+    pub peak_counters: u64,
+    /// Final global watermark.
+    pub watermark: hotlist_operators::time::Millis,
+    /// Whether the run was stopped (Ctrl-C) rather than reaching the end of its input.
+    pub stopped: bool,
+}
+
+/// Opens the store a plan names.
+pub fn open_store(sink: &SinkPlan) -> Result<Box<dyn SinkStore>> {
+    Ok(match sink {
+        SinkPlan::Sqlite(path) => {
+            Box::new(SqliteStore::open(path).with_context(|| format!("cannot open sink {}", path.display()))?)
+        }
+        SinkPlan::Memory(store) => Box::new(store.clone()),
+    })
+}
+
+/// Runs `plan` to the end of its input or until `shutdown` is set.
+pub fn run(plan: &JobPlan, progress: Progress, shutdown: Arc<AtomicBool>) -> Result<RunSummary> {
+    run_with_stats(plan, progress, shutdown, Arc::new(JobStats::new(plan.workers)))
+}
+
+/// `run`, with caller-owned stats (benchmarks sample them while the job runs).
+pub fn run_with_stats(
+    plan: &JobPlan,
+    progress: Progress,
+    shutdown: Arc<AtomicBool>,
+    stats: Arc<JobStats>,
+) -> Result<RunSummary> {
+    let started = Instant::now();
+    let mut store = open_store(&plan.sink)?;
+    store.prepare(&plan.job_id, &plan.windows).context("cannot prepare the sink")?;
+
+    let (tx, rx) = crossbeam_channel::bounded::<CommitBatch>(64);
+    let writer_stats = stats.clone();
+    let writer = std::thread::Builder::new()
+        .name("hotlist-writer".into())
+        .spawn(move || write_loop(store, rx, &writer_stats))
+        .context("cannot start the sink writer thread")?;
+
+    let failed = Arc::new(AtomicBool::new(false));
+    let handoff = Arc::new(Mutex::new(Some(SinkHandoff {
+        tx,
+        job: plan.job_id.clone(),
+        partition_names: (0..plan.source.partitions()).map(|p| plan.source.partition_name(p)).collect(),
+        failed: failed.clone(),
+    })));
+    let worker_plan = Arc::new(plan.clone());
+    let worker_stats = stats.clone();
+    let worker_shutdown = shutdown.clone();
+    let worker_failed = failed.clone();
+    let config = timely::Config::process(plan.workers);
+    let guards = timely::execute(config, move |worker| -> Result<(), String> {
+        let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
+        let handoff = if worker.index() == 0 { handoff.lock().ok().and_then(|mut h| h.take()) } else { None };
+        let plan = worker_plan.clone();
+        let stats = worker_stats.clone();
+        let stop = worker_shutdown.clone();
+        let probe = worker.dataflow::<u64, _, _>(move |scope| graph::build(scope, &plan, readers, handoff, stats, stop));
+        while !probe.done() {
+            if worker_failed.load(Relaxed) {
+                worker_shutdown.store(true, Relaxed);
+            }
+            worker.step_or_park(Some(Duration::from_millis(20)));
+        }
+        Ok(())
+    })
+    .map_err(|e| anyhow!("cannot start timely workers: {e}"))?;
+
+    let display = spawn_display(plan, progress, stats.clone());
+    let results = guards.join();
+    display.stop();
+    let mut worker_error = None;
+    for r in results {
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => worker_error = Some(anyhow!("worker failed: {e}")),
+            Err(e) => worker_error = Some(anyhow!("worker panicked: {e}")),
+        }
+    }
+    let writer_result = writer.join().map_err(|_| anyhow!("sink writer panicked"))?;
+    writer_result?;
+    if let Some(e) = worker_error {
+        return Err(e);
+    }
+    Ok(RunSummary {
+        records_in: stats.records_in.load(Relaxed),
+        events_in: stats.events_in.load(Relaxed),
+        bad: stats.bad.load(Relaxed),
+        late: stats.late.load(Relaxed),
+        late_dropped: stats.late_dropped.load(Relaxed),
+        sealed_dropped: stats.sealed_dropped.load(Relaxed),
+        revisions: stats.revisions.load(Relaxed),
+        windows_sealed: stats.windows_sealed.load(Relaxed),
+        commits: stats.commits.load(Relaxed),
+        elapsed: started.elapsed(),
+        peak_counters: stats.peak_counters.load(Relaxed),
+        watermark: stats.watermark(),
+        stopped: shutdown.load(Relaxed),
+    })
+}
+
+/// Drains batches into the store, coalescing what is queued into one transaction.
+fn write_loop(
+    mut store: Box<dyn SinkStore>,
+    rx: crossbeam_channel::Receiver<CommitBatch>,
+    stats: &JobStats,
+) -> Result<()> {
+    const MAX_COALESCE: usize = 256;
+    while let Ok(mut batch) = rx.recv() {
+        let mut merged = 1;
+        while merged < MAX_COALESCE {
+            match rx.try_recv() {
+                Ok(more) => {
+                    batch.epoch = more.epoch;
+                    batch.watermark = batch.watermark.max(more.watermark);
+                    batch.lists.extend(more.lists);
+                    batch.dead_letters.extend(more.dead_letters);
+                    merged += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        commit_with_retry(store.as_mut(), &batch)?;
+        stats.committed_epoch.store(batch.epoch, Relaxed);
+        stats.commits.fetch_add(1, Relaxed);
+        for l in &batch.lists {
+            stats.note_committed(l);
+        }
+    }
+    Ok(())
+}
+
+fn commit_with_retry(store: &mut dyn SinkStore, batch: &CommitBatch) -> Result<()> {
+    let mut delay = Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        match store.commit(batch) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.retryable() && attempt < 20 => {
+                tracing::warn!("sink commit failed (attempt {attempt}, retrying in {delay:?}): {e}");
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_secs(5));
+                attempt += 1;
+            }
+            Err(e) => return Err(anyhow!("sink commit of epoch {} failed: {e}", batch.epoch)),
+        }
+    }
+}
+
+/// The progress display thread.
+struct Display {
+    stop: Option<crossbeam_channel::Sender<()>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Display {
+    fn stop(mut self) {
+        self.stop.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -> Display {
+    let tty = std::io::stdout().is_terminal();
+    let (dashboard, every) = match progress {
+        Progress::Never => return Display { stop: None, handle: None },
+        Progress::Always => (true, Duration::from_secs(1)),
+        Progress::Auto if tty => (true, Duration::from_secs(1)),
+        Progress::Auto => (false, Duration::from_secs(5)),
+    };
+    let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+    let title = format!("hotlist · job {} · {} worker(s)", plan.job_id, plan.workers);
+    let windows: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
+    let handle = std::thread::spawn(move || {
+        let mut last = (Instant::now(), 0u64);
+        loop {
+            match rx.recv_timeout(every) {
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            let events = stats.events_in.load(Relaxed);
+            let rate = (events - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
+            last = (Instant::now(), events);
+            let line = status_line(&stats, rate);
+            if dashboard {
+                let mut out = String::new();
+                out.push_str("\x1b[H\x1b[2J");
+                out.push_str(&format!("{title}   (Ctrl-C stops after committing)\n{line}\n"));
+                out.push_str(&render_lists(&stats, &windows, 5));
+                let mut so = std::io::stdout().lock();
+                let _ = so.write_all(out.as_bytes());
+                let _ = so.flush();
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    });
+    Display { stop: Some(tx), handle: Some(handle) }
+}
+
+/// One line of counters.
+pub fn status_line(stats: &JobStats, rate: f64) -> String {
+    format!(
+        "events {} ({:.0}/s) · bad {} · late {} (dropped {}) · sealed {} · watermark {} · closed {} · sealed windows {} · revisions {} · commits {} · {} counters, {:.1} MB",
+        stats.events_in.load(Relaxed),
+        rate,
+        stats.bad.load(Relaxed),
+        stats.late.load(Relaxed),
+        stats.late_dropped.load(Relaxed),
+        stats.sealed_dropped.load(Relaxed),
+        stats.watermark(),
+        stats.windows_closed.load(Relaxed),
+        stats.windows_sealed.load(Relaxed),
+        stats.revisions.load(Relaxed),
+        stats.commits.load(Relaxed),
+        stats.total_counters(),
+        stats.total_state_bytes() as f64 / 1e6,
+    )
+}
+
+/// The latest committed list of each window, top `n` rows.
+pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
+    let latest = match stats.latest.lock() {
+        Ok(l) => l.clone(),
+        Err(_) => return String::new(),
+    };
+    let mut out = String::new();
+    for w in windows {
+        match latest.get(w) {
+            None => out.push_str(&format!("\n{w}: no list yet\n")),
+            Some(l) => {
+                out.push_str(&format!(
+                    "\n{w} [{} .. {}) revision {} {}\n",
+                    l.start,
+                    l.end,
+                    l.revision,
+                    l.state.as_str()
+                ));
+                for (i, r) in l.items.iter().take(n).enumerate() {
+                    out.push_str(&format!("  {:>3}  {:<32} {:>12}\n", i + 1, r.item_id, r.count));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,103 @@
+//! Shared job counters: written by operators (batched per activation, not per event) and the
+//! sink writer, read by the progress display and the run summary.
+
+use hotlist_operators::record::PublishedList;
+use hotlist_operators::time::Millis;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Counters of a running job.
+#[derive(Debug)]
+pub struct JobStats {
+    /// Records read (events and bad records).
+    pub records_in: AtomicU64,
+    /// Valid events read.
+    pub events_in: AtomicU64,
+    /// Bad records (dead-lettered).
+    pub bad: AtomicU64,
+    /// Events late for at least one window (dead-lettered with reason `late`).
+    pub late: AtomicU64,
+    /// Events late for every window they belong to (counted nowhere).
+    pub late_dropped: AtomicU64,
+    /// Events that reached only sealed windows (reason `sealed`).
+    pub sealed_dropped: AtomicU64,
+    /// Global watermark (ms), as the merger last saw it.
+    pub watermark: AtomicI64,
+    /// List revisions published.
+    pub revisions: AtomicU64,
+    /// Window instances closed (watermark passed the end).
+    pub windows_closed: AtomicU64,
+    /// Window instances sealed (final).
+    pub windows_sealed: AtomicU64,
+    /// Last epoch committed to the sink.
+    pub committed_epoch: AtomicU64,
+    /// Sink transactions.
+    pub commits: AtomicU64,
+    /// Live (item, pane) counters per worker.
+    pub live_counters: Vec<AtomicU64>,
+    /// Heap bytes of counting state per worker.
+    pub state_bytes: Vec<AtomicU64>,
+    /// Live items per worker.
+    pub live_items: Vec<AtomicU64>,
+    /// Peak of the sum of live counters.
+    pub peak_counters: AtomicU64,
+    /// Latest committed list per window (the newest instance).
+    pub latest: Mutex<BTreeMap<String, PublishedList>>,
+}
+
+impl JobStats {
+    /// Zeroed counters for `workers` workers.
+    pub fn new(workers: usize) -> JobStats {
+        let v = || (0..workers).map(|_| AtomicU64::new(0)).collect();
+        JobStats {
+            records_in: AtomicU64::new(0),
+            events_in: AtomicU64::new(0),
+            bad: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            late_dropped: AtomicU64::new(0),
+            sealed_dropped: AtomicU64::new(0),
+            watermark: AtomicI64::new(i64::MIN),
+            revisions: AtomicU64::new(0),
+            windows_closed: AtomicU64::new(0),
+            windows_sealed: AtomicU64::new(0),
+            committed_epoch: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            live_counters: v(),
+            state_bytes: v(),
+            live_items: v(),
+            peak_counters: AtomicU64::new(0),
+            latest: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The global watermark.
+    pub fn watermark(&self) -> Millis {
+        Millis(self.watermark.load(Relaxed))
+    }
+
+    /// Sum of live counters over workers.
+    pub fn total_counters(&self) -> u64 {
+        self.live_counters.iter().map(|a| a.load(Relaxed)).sum()
+    }
+
+    /// Sum of counting-state bytes over workers.
+    pub fn total_state_bytes(&self) -> u64 {
+        self.state_bytes.iter().map(|a| a.load(Relaxed)).sum()
+    }
+
+    /// Sum of live items over workers.
+    pub fn total_items(&self) -> u64 {
+        self.live_items.iter().map(|a| a.load(Relaxed)).sum()
+    }
+
+    /// Records a committed list as the window's latest if it is the newest instance.
+    pub fn note_committed(&self, list: &PublishedList) {
+        if let Ok(mut latest) = self.latest.lock() {
+            let newer = latest.get(&list.window).is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
+            if newer {
+                latest.insert(list.window.clone(), list.clone());
+            }
+        }
+    }
+}

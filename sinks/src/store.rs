@@ -1,0 +1,40 @@
+//! The write protocol every sink store implements.
+
+use crate::error::SinkError;
+use crate::types::CommitBatch;
+use hotlist_operators::window::WindowSpec;
+
+/// A place the job commits its output to, one epoch range at a time.
+///
+/// # Protocol
+///
+/// 1. At job start, call [`prepare`](SinkStore::prepare) once with the job's windows.
+/// 2. To resume, call [`committed_epoch`](SinkStore::committed_epoch): batches up to that
+///    epoch are already durable and will be skipped anyway.
+/// 3. For every completed epoch range, call [`commit`](SinkStore::commit) with strictly
+///    increasing epochs. Each call is atomic: on `Ok` everything in the batch is visible to
+///    readers at once; on `Err` nothing of it is, and the store is as before the call.
+///
+/// On an error whose [`SinkError::retryable`] is true (busy, locked, I/O), the caller may
+/// retry the same call with the same batch; otherwise the error is permanent (schema,
+/// constraint, invalid input, corruption) and the job should stop. Because a batch at or below
+/// the committed epoch is skipped, replaying batches after a restart is safe.
+///
+/// Revisions are compared within a batch only: across batches, the later epoch wins, so a
+/// replay after a restart overwrites what an earlier run wrote for the same instance.
+pub trait SinkStore: Send {
+    /// Called once at job start: creates tables if missing and records the job's windows
+    /// (replacing a previous definition for that job). Fails with [`SinkError::Invalid`] on an
+    /// empty job id or invalid windows.
+    fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError>;
+
+    /// Commits the batch atomically (one transaction): for each window instance in `lists` the
+    /// rows of its highest revision REPLACE the instance's previous rows (a reader never sees a
+    /// mix of revisions); all dead letters are appended; the job's committed epoch becomes
+    /// `epoch`. A batch whose epoch is <= the committed epoch for that job is skipped (returns
+    /// `Ok(false)`); otherwise `Ok(true)`.
+    fn commit(&mut self, batch: &CommitBatch) -> Result<bool, SinkError>;
+
+    /// The last committed epoch of the job, if any.
+    fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError>;
+}

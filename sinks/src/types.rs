@@ -1,0 +1,247 @@
+//! The records sink stores take in (`CommitBatch`) and hand back (`StoredList`, `StoredWindow`),
+//! plus the input checks and the "highest revision wins" rule every store shares.
+
+use crate::error::SinkError;
+use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PublishedList, RankedItem};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::{validate_all, WindowSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One atomic unit of output: everything the job produced in epochs `(prev_epoch, epoch]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitBatch {
+    /// Job id, e.g. `"hotlist"`.
+    pub job: String,
+    /// Last epoch covered; committed epochs never go backwards.
+    pub epoch: u64,
+    /// The global watermark at that epoch.
+    pub watermark: Millis,
+    /// Published lists; may hold several revisions of one instance: the highest revision wins.
+    pub lists: Vec<PublishedList>,
+    /// Dead letters, appended in this order.
+    pub dead_letters: Vec<SourcedDeadLetter>,
+}
+
+/// A dead letter with the source it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcedDeadLetter {
+    /// The source, e.g. `"file:events/a.jsonl"` or `"generator:3"`.
+    pub source: String,
+    /// The letter.
+    pub letter: DeadLetter,
+}
+
+/// The stored (latest) revision of one window instance's list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredList {
+    /// Window name.
+    pub window: String,
+    /// Instance start (inclusive).
+    pub start: Millis,
+    /// Instance end (exclusive).
+    pub end: Millis,
+    /// The revision stored.
+    pub revision: u32,
+    /// Open, closed or final.
+    pub state: ListState,
+    /// The global watermark the list was computed at.
+    pub watermark: Millis,
+    /// Wall-clock time of publication.
+    pub as_of: Millis,
+    /// The list, best first (rank 1 first).
+    pub items: Vec<RankedItem>,
+}
+
+impl From<PublishedList> for StoredList {
+    fn from(l: PublishedList) -> StoredList {
+        StoredList {
+            window: l.window,
+            start: l.start,
+            end: l.end,
+            revision: l.revision,
+            state: l.state,
+            watermark: l.watermark,
+            as_of: l.as_of,
+            items: l.items,
+        }
+    }
+}
+
+/// A window as the job configured it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredWindow {
+    /// The window name.
+    pub name: String,
+    /// Instance length.
+    pub size: Span,
+    /// Distance between instance starts.
+    pub slide: Span,
+    /// List length.
+    pub k: usize,
+}
+
+impl From<&WindowSpec> for StoredWindow {
+    fn from(w: &WindowSpec) -> StoredWindow {
+        StoredWindow {
+            name: w.name.clone(),
+            size: w.size,
+            slide: w.slide,
+            k: w.k,
+        }
+    }
+}
+
+/// Parses `DeadReason::as_str` output.
+pub(crate) fn parse_reason(s: &str) -> Option<DeadReason> {
+    match s {
+        "bad" => Some(DeadReason::Bad),
+        "late" => Some(DeadReason::Late),
+        "sealed" => Some(DeadReason::Sealed),
+        _ => None,
+    }
+}
+
+fn invalid(job: &str, detail: String) -> SinkError {
+    SinkError::Invalid {
+        job: job.to_string(),
+        detail,
+    }
+}
+
+/// Checks a job id and its windows before `prepare` stores them.
+pub(crate) fn check_prepare(job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
+    if job.is_empty() {
+        return Err(invalid(job, "the job id is empty".into()));
+    }
+    validate_all(windows).map_err(|e| invalid(job, e.to_string()))?;
+    for w in windows {
+        if i64::try_from(w.k).is_err() {
+            return Err(invalid(job, format!("window {:?}: k is too large", w.name)));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every number of a batch fits the stores' signed 64-bit columns, so a commit
+/// never fails half way through for a reason retrying cannot fix.
+pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
+    let job = batch.job.as_str();
+    if job.is_empty() {
+        return Err(invalid(job, "the job id is empty".into()));
+    }
+    if i64::try_from(batch.epoch).is_err() {
+        return Err(invalid(job, format!("epoch {} is too large", batch.epoch)));
+    }
+    for l in &batch.lists {
+        if l.end < l.start {
+            return Err(invalid(
+                job,
+                format!("list {:?}@{}: end before start", l.window, l.start.0),
+            ));
+        }
+        if let Some(item) = l.items.iter().find(|i| i64::try_from(i.count).is_err()) {
+            return Err(invalid(
+                job,
+                format!(
+                    "list {:?}@{}: count {} of {:?} is too large",
+                    l.window, l.start.0, item.count, item.item_id
+                ),
+            ));
+        }
+    }
+    for d in &batch.dead_letters {
+        if i64::try_from(d.letter.position).is_err() {
+            return Err(invalid(
+                job,
+                format!(
+                    "dead letter from {:?}: position {} is too large",
+                    d.source, d.letter.position
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The highest revision of every instance in `lists` (on a tie, the later one), in order of
+/// first appearance.
+pub(crate) fn latest_revisions(lists: &[PublishedList]) -> Vec<&PublishedList> {
+    let mut slot: HashMap<(&str, Millis), usize> = HashMap::with_capacity(lists.len());
+    let mut out: Vec<&PublishedList> = Vec::with_capacity(lists.len());
+    for l in lists {
+        match slot.get(&(l.window.as_str(), l.start)) {
+            Some(&i) => {
+                if l.revision >= out[i].revision {
+                    out[i] = l;
+                }
+            }
+            None => {
+                slot.insert((l.window.as_str(), l.start), out.len());
+                out.push(l);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(window: &str, start: i64, revision: u32) -> PublishedList {
+        PublishedList {
+            window: window.into(),
+            start: Millis(start),
+            end: Millis(start + 10),
+            revision,
+            state: ListState::Open,
+            watermark: Millis(0),
+            as_of: Millis(0),
+            items: vec![],
+        }
+    }
+
+    #[test]
+    fn highest_revision_wins() {
+        let lists = vec![
+            list("1m", 0, 1),
+            list("5m", 0, 1),
+            list("1m", 0, 3),
+            list("1m", 0, 2),
+            list("1m", 60, 1),
+        ];
+        let got: Vec<(&str, i64, u32)> = latest_revisions(&lists)
+            .iter()
+            .map(|l| (l.window.as_str(), l.start.0, l.revision))
+            .collect();
+        assert_eq!(got, vec![("1m", 0, 3), ("5m", 0, 1), ("1m", 60, 1)]);
+    }
+
+    #[test]
+    fn batch_checks() {
+        let mut b = CommitBatch {
+            job: "j".into(),
+            epoch: 1,
+            ..CommitBatch::default()
+        };
+        assert!(check_batch(&b).is_ok());
+        b.epoch = u64::MAX;
+        let e = check_batch(&b).map(|_| ()).unwrap_err();
+        assert!(!e.retryable());
+        assert!(e.to_string().contains("epoch"), "{e}");
+        b.epoch = 1;
+        b.job.clear();
+        assert!(check_batch(&b).is_err());
+        assert!(check_prepare("", &[]).is_err());
+        assert!(check_prepare("j", &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 0)]).is_err());
+    }
+
+    #[test]
+    fn reasons_round_trip() {
+        for r in [DeadReason::Bad, DeadReason::Late, DeadReason::Sealed] {
+            assert_eq!(parse_reason(r.as_str()), Some(r));
+        }
+        assert_eq!(parse_reason("other"), None);
+    }
+}

@@ -1,0 +1,95 @@
+//! Input data for tests: random partitions with disorder, late events and bad lines.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+
+/// Bad lines of every kind the contract names.
+pub const BAD_LINES: &[&[u8]] = &[
+    b"",
+    b"not json",
+    b"[1,2,3]",
+    b"{\"item_id\":\"a\",\"ts\":1.5}",
+    b"{\"item_id\":\"a\",\"ts\":\"12345\"}",
+    b"{\"item_id\":\"\",\"ts\":1}",
+    b"{\"ts\":1}",
+    b"{\"item_id\":\"a\",\"ts\":1} trailing",
+    b"{\"item_id\":\"a\",\"ts\":null}",
+    b"{\"item_id\":\"a\",\"ts\":\"2024-01-01T00:00:00\"}",
+    b"{\"item_id\":\"\\ud800\",\"ts\":1}",
+    b"{\"item_id\":\"a\",\"ts\":1,\"dims\":{\"c\":1}}",
+    b"\xff\xfe{\"item_id\":\"a\",\"ts\":1}",
+    b"{\"item_id\":\"a\",\"ts\":true}",
+];
+
+/// Knobs for random partitions.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    /// Partitions.
+    pub partitions: usize,
+    /// Lines per partition.
+    pub lines: usize,
+    /// Distinct items (few: many ties).
+    pub items: usize,
+    /// Mean event-time step per event, ms.
+    pub step: i64,
+    /// Max backwards disorder, ms.
+    pub disorder: i64,
+    /// Probability of a far-late event.
+    pub late_p: f64,
+    /// How far back a late event goes, ms.
+    pub late_by: i64,
+    /// Probability of a bad line.
+    pub bad_p: f64,
+    /// First event time.
+    pub start: i64,
+}
+
+/// Random partitions of JSON lines, deterministic for a seed.
+pub fn random_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..shape.partitions)
+        .map(|_| {
+            let mut t = shape.start;
+            (0..shape.lines)
+                .map(|_| {
+                    if rng.random_bool(shape.bad_p) {
+                        return BAD_LINES[rng.random_range(0..BAD_LINES.len())].to_vec();
+                    }
+                    t += rng.random_range(0..=2 * shape.step);
+                    let mut ts = t - rng.random_range(0..=shape.disorder);
+                    if rng.random_bool(shape.late_p) {
+                        ts -= shape.late_by;
+                    }
+                    let item = format!("i{}", rng.random_range(0..shape.items));
+                    // a few RFC 3339 times and extra fields, to exercise the whole contract
+                    match rng.random_range(0..20) {
+                        0 => {
+                            let s = hotlist_operators::time::Millis(ts).to_rfc3339();
+                            format!("{{\"item_id\":\"{item}\",\"ts\":\"{s}\"}}").into_bytes()
+                        }
+                        1 => format!("{{\"item_id\":\"{item}\",\"ts\":{ts},\"dims\":{{\"country\":\"US\"}},\"x\":[1]}}")
+                            .into_bytes(),
+                        _ => format!("{{\"item_id\":\"{item}\",\"ts\":{ts}}}").into_bytes(),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Writes partitions as `part-NNNN.jsonl` files into `dir`; returns their paths in order.
+pub fn write_partitions(dir: &Path, partitions: &[Vec<Vec<u8>>]) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for (p, lines) in partitions.iter().enumerate() {
+        let path = dir.join(format!("part-{p:04}.jsonl"));
+        let mut bytes = Vec::new();
+        for l in lines {
+            bytes.extend_from_slice(l);
+            bytes.push(b'\n');
+        }
+        std::fs::write(&path, bytes)?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
