@@ -755,9 +755,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hot.db");
         let mut store = SqliteStore::open(&path).unwrap();
-        assert!(store.commit(&batch(1, vec![list(0, 1, 5)])).unwrap());
+        // 137 rows: written as 2 chunks of 64, one of 8 and a single row.
+        assert!(store.commit(&batch(1, vec![list(0, 1, 137)])).unwrap());
         let got = store.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
-        assert_eq!(got, StoredList::from(list(0, 1, 5)));
+        assert_eq!(got, StoredList::from(list(0, 1, 137)));
         // Two revisions in one batch: the highest wins, regardless of order.
         assert!(store.commit(&batch(2, vec![list(0, 3, 2), list(0, 2, 7)])).unwrap());
         let got = store.instance(JOB, "1m", Millis(0)).unwrap().unwrap();

@@ -393,6 +393,8 @@ pub struct PartitionStream {
     drawn: u64,
     batch: Vec<Raw>,
     next_in_batch: usize,
+    /// Scratch space of `refill`.
+    ranks: Vec<u32>,
     words: u64,
     start: i64,
     /// Base time of the record at `drawn`.
@@ -430,6 +432,7 @@ impl PartitionStream {
             drawn: 0,
             batch: Vec::with_capacity(BATCH),
             next_in_batch: 0,
+            ranks: Vec::with_capacity(BATCH),
             words: spec.words_per_record(),
             start: spec.start.0,
             base: spec.start.0,
@@ -572,10 +575,14 @@ impl PartitionStream {
                 self.base = self.base.saturating_add(1);
             }
         }
+        // Two tight passes (alias slots, then ids) keep many cache misses in flight at once.
         let tables = &*self.tables;
-        for raw in &mut self.batch {
+        self.ranks.clear();
+        self.ranks
+            .extend(self.batch.iter().map(|raw| tables.sample(raw.word)));
+        for (raw, &rank) in self.batch.iter_mut().zip(&self.ranks) {
             // `sample` returns ranks below the table length, which is the ids' length.
-            if let Some(id) = tables.ids.get(tables.sample(raw.word) as usize) {
+            if let Some(id) = tables.ids.get(rank as usize) {
                 raw.item = id.clone();
             }
         }

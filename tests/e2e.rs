@@ -1,0 +1,220 @@
+//! End-to-end: the built `hotlist` binary on JSON-lines files with thousands of events,
+//! including bad and late records, checked through the SQLite tables against the model.
+
+use hotlist_tests::inputs::{random_partitions, write_partitions, Shape};
+use hotlist_tests::model::{self, ModelWindow};
+use hotlist_tests::run_hotlist;
+use rusqlite::Connection;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const CONFIG: &str = r#"
+[job]
+id = "e2e"
+
+[source]
+kind = "file"
+path = "in/*.jsonl"
+
+[time]
+max_out_of_orderness = "2s"
+allowed_lateness = "30s"
+emit_interval = "10ms"
+
+[[window]]
+name = "10s"
+size = "10s"
+k = 5
+
+[[window]]
+name = "1m"
+size = "1m"
+k = 3
+
+[[window]]
+name = "30s-hop"
+size = "30s"
+slide = "10s"
+k = 4
+
+[sink]
+kind = "sqlite"
+path = "out.db"
+
+[run]
+epoch_interval = "2ms"
+batch_size = 64
+"#;
+
+fn model_windows() -> Vec<ModelWindow> {
+    vec![
+        ModelWindow { name: "10s".into(), size: 10_000, slide: 10_000, k: 5 },
+        ModelWindow { name: "1m".into(), size: 60_000, slide: 60_000, k: 3 },
+        ModelWindow { name: "30s-hop".into(), size: 30_000, slide: 10_000, k: 4 },
+    ]
+}
+
+fn shape() -> Shape {
+    Shape {
+        partitions: 3,
+        lines: 2500,
+        items: 12,
+        step: 40,
+        disorder: 3_000,
+        late_p: 0.02,
+        late_by: 45_000,
+        bad_p: 0.01,
+        start: 1_713_462_150_123,
+    }
+}
+
+/// Sealed rows of the `topk` table: (window, start, end) -> ranked (item, count).
+fn sealed_rows(db: &Path) -> model::Lists {
+    let conn = Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare(
+            "SELECT window_name, window_start, window_end, rank, item_id, count, final, state FROM topk \
+             WHERE job = 'e2e' ORDER BY window_name, window_start, rank",
+        )
+        .expect("prepare");
+    let mut lists = model::Lists::new();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, String>(7)?,
+            ))
+        })
+        .expect("query");
+    for row in rows {
+        let (w, s, e, rank, item, count, fin, state) = row.expect("row");
+        assert_eq!((fin, state.as_str()), (1, "final"), "every window of a bounded run is sealed");
+        let list = lists.entry((w, s, e)).or_default();
+        assert_eq!(rank as usize, list.len() + 1, "ranks are dense from 1");
+        list.push((item, count as u64));
+    }
+    lists
+}
+
+fn dead_rows(db: &Path) -> (model::Dead, BTreeMap<(u32, u64), Vec<u8>>) {
+    let conn = Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare("SELECT partition, position, reason, raw FROM dead_letters WHERE job = 'e2e'")
+        .expect("prepare");
+    let mut dead = Vec::new();
+    let mut raw = BTreeMap::new();
+    for row in stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Vec<u8>>(3)?)))
+        .expect("query")
+    {
+        let (p, pos, reason, bytes) = row.expect("row");
+        if reason == "bad" {
+            raw.insert((p as u32, pos as u64), bytes);
+        }
+        dead.push((p as u32, pos as u64, reason));
+    }
+    dead.sort();
+    (dead, raw)
+}
+
+/// Sealed `topk` rows and `dead_letters` equal an independent computation, with 1 and 3
+/// workers, and the bad records' raw bytes are stored exactly as read.
+#[test]
+fn binary_on_files_matches_the_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    let parts = random_partitions(11, &shape());
+    write_partitions(&dir.path().join("in"), &parts).expect("write inputs");
+    std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("write config");
+    let (want_lists, want_dead) = model::run(&parts, &model_windows(), 2_000, 30_000);
+    assert!(want_dead.iter().any(|d| d.2 == "late") && want_dead.iter().any(|d| d.2 == "bad"), "input exercises both");
+    assert!(want_lists.len() > 20, "many window instances");
+
+    let mut first: Option<model::Lists> = None;
+    for workers in ["1", "3"] {
+        let _ = std::fs::remove_file(dir.path().join("out.db"));
+        let out = run_hotlist(dir.path(), &["run", "--config", "hotlist.toml", "--workers", workers, "--progress", "never"], true);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("finished after"), "summary printed: {stdout}");
+        let lists = sealed_rows(&dir.path().join("out.db"));
+        assert_eq!(lists, want_lists, "topk with {workers} worker(s)");
+        let (dead, raw) = dead_rows(&dir.path().join("out.db"));
+        assert_eq!(dead, want_dead, "dead_letters with {workers} worker(s)");
+        for ((p, pos), bytes) in raw {
+            assert_eq!(bytes, parts[p as usize][pos as usize - 1], "raw bytes of bad record {p}:{pos}");
+        }
+        if let Some(f) = &first {
+            assert_eq!(f, &lists);
+        }
+        first = Some(lists);
+    }
+
+    // the query command reads the same list back, as JSON
+    let (key, items) = want_lists.iter().find(|(k, _)| k.0 == "30s-hop").expect("a hopping list");
+    let at = (key.2 - 1).to_string(); // the instance ending soonest after end-1 is this one
+    let out = run_hotlist(dir.path(), &["query", "--config", "hotlist.toml", "--window", "30s-hop", "--at", &at, "--json"], true);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["window_start"], key.1);
+    assert_eq!(v["final"], true);
+    let got: Vec<(String, u64)> = v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| (i["item_id"].as_str().unwrap_or_default().to_string(), i["count"].as_u64().unwrap_or(0)))
+        .collect();
+    assert_eq!(&got, items);
+}
+
+/// Standard input is one partition: the same events piped in give the same sealed lists.
+#[test]
+fn stdin_source_matches_the_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = shape();
+    s.partitions = 1;
+    s.lines = 1500;
+    let parts = random_partitions(5, &s);
+    let mut input = Vec::new();
+    for l in &parts[0] {
+        input.extend_from_slice(l);
+        input.push(b'\n');
+    }
+    std::fs::write(dir.path().join("hotlist.toml"), CONFIG.replace("path = \"in/*.jsonl\"", "path = \"-\"")).expect("config");
+    let mut child = std::process::Command::new(hotlist_tests::hotlist_bin())
+        .args(["run", "--config", "hotlist.toml", "--progress", "never"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(&input).expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (want_lists, _) = model::run(&parts, &model_windows(), 2_000, 30_000);
+    assert_eq!(sealed_rows(&dir.path().join("out.db")), want_lists);
+}
+
+/// Bad configuration fails at start with one clear line and exit code 1, and writes nothing.
+#[test]
+fn bad_config_is_one_clear_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    std::fs::write(dir.path().join("in/a.jsonl"), "{\"item_id\":\"a\",\"ts\":1}\n").expect("input");
+    std::fs::write(dir.path().join("bad.toml"), CONFIG.replace("k = 5", "k = 0")).expect("config");
+    let out = run_hotlist(dir.path(), &["run", "--config", "bad.toml", "--progress", "never"], false);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("k must be at least 1"), "{err}");
+    assert!(!dir.path().join("out.db").exists());
+}
