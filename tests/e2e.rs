@@ -48,9 +48,24 @@ batch_size = 64
 
 fn model_windows() -> Vec<ModelWindow> {
     vec![
-        ModelWindow { name: "10s".into(), size: 10_000, slide: 10_000, k: 5 },
-        ModelWindow { name: "1m".into(), size: 60_000, slide: 60_000, k: 3 },
-        ModelWindow { name: "30s-hop".into(), size: 30_000, slide: 10_000, k: 4 },
+        ModelWindow {
+            name: "10s".into(),
+            size: 10_000,
+            slide: 10_000,
+            k: 5,
+        },
+        ModelWindow {
+            name: "1m".into(),
+            size: 60_000,
+            slide: 60_000,
+            k: 3,
+        },
+        ModelWindow {
+            name: "30s-hop".into(),
+            size: 30_000,
+            slide: 10_000,
+            k: 4,
+        },
     ]
 }
 
@@ -94,7 +109,11 @@ fn sealed_rows(db: &Path) -> model::Lists {
         .expect("query");
     for row in rows {
         let (w, s, e, rank, item, count, fin, state) = row.expect("row");
-        assert_eq!((fin, state.as_str()), (1, "final"), "every window of a bounded run is sealed");
+        assert_eq!(
+            (fin, state.as_str()),
+            (1, "final"),
+            "every window of a bounded run is sealed"
+        );
         let list = lists.entry((w, s, e)).or_default();
         assert_eq!(rank as usize, list.len() + 1, "ranks are dense from 1");
         list.push((item, count as u64));
@@ -110,7 +129,14 @@ fn dead_rows(db: &Path) -> (model::Dead, BTreeMap<(u32, u64), Vec<u8>>) {
     let mut dead = Vec::new();
     let mut raw = BTreeMap::new();
     for row in stmt
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Vec<u8>>(3)?)))
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Vec<u8>>(3)?,
+            ))
+        })
         .expect("query")
     {
         let (p, pos, reason, bytes) = row.expect("row");
@@ -133,13 +159,28 @@ fn binary_on_files_matches_the_model() {
     write_partitions(&dir.path().join("in"), &parts).expect("write inputs");
     std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("write config");
     let (want_lists, want_dead) = model::run(&parts, &model_windows(), 2_000, 30_000);
-    assert!(want_dead.iter().any(|d| d.2 == "late") && want_dead.iter().any(|d| d.2 == "bad"), "input exercises both");
+    assert!(
+        want_dead.iter().any(|d| d.2 == "late") && want_dead.iter().any(|d| d.2 == "bad"),
+        "input exercises both"
+    );
     assert!(want_lists.len() > 20, "many window instances");
 
     let mut first: Option<model::Lists> = None;
     for workers in ["1", "3"] {
         let _ = std::fs::remove_file(dir.path().join("out.db"));
-        let out = run_hotlist(dir.path(), &["run", "--config", "hotlist.toml", "--workers", workers, "--progress", "never"], true);
+        let out = run_hotlist(
+            dir.path(),
+            &[
+                "run",
+                "--config",
+                "hotlist.toml",
+                "--workers",
+                workers,
+                "--progress",
+                "never",
+            ],
+            true,
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("finished after"), "summary printed: {stdout}");
         let lists = sealed_rows(&dir.path().join("out.db"));
@@ -147,7 +188,11 @@ fn binary_on_files_matches_the_model() {
         let (dead, raw) = dead_rows(&dir.path().join("out.db"));
         assert_eq!(dead, want_dead, "dead_letters with {workers} worker(s)");
         for ((p, pos), bytes) in raw {
-            assert_eq!(bytes, parts[p as usize][pos as usize - 1], "raw bytes of bad record {p}:{pos}");
+            assert_eq!(
+                bytes,
+                parts[p as usize][pos as usize - 1],
+                "raw bytes of bad record {p}:{pos}"
+            );
         }
         if let Some(f) = &first {
             assert_eq!(f, &lists);
@@ -156,9 +201,25 @@ fn binary_on_files_matches_the_model() {
     }
 
     // the query command reads the same list back, as JSON
-    let (key, items) = want_lists.iter().find(|(k, _)| k.0 == "30s-hop").expect("a hopping list");
+    let (key, items) = want_lists
+        .iter()
+        .find(|(k, _)| k.0 == "30s-hop")
+        .expect("a hopping list");
     let at = (key.2 - 1).to_string(); // the instance ending soonest after end-1 is this one
-    let out = run_hotlist(dir.path(), &["query", "--config", "hotlist.toml", "--window", "30s-hop", "--at", &at, "--json"], true);
+    let out = run_hotlist(
+        dir.path(),
+        &[
+            "query",
+            "--config",
+            "hotlist.toml",
+            "--window",
+            "30s-hop",
+            "--at",
+            &at,
+            "--json",
+        ],
+        true,
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["window_start"], key.1);
     assert_eq!(v["final"], true);
@@ -166,7 +227,12 @@ fn binary_on_files_matches_the_model() {
         .as_array()
         .expect("items")
         .iter()
-        .map(|i| (i["item_id"].as_str().unwrap_or_default().to_string(), i["count"].as_u64().unwrap_or(0)))
+        .map(|i| {
+            (
+                i["item_id"].as_str().unwrap_or_default().to_string(),
+                i["count"].as_u64().unwrap_or(0),
+            )
+        })
         .collect();
     assert_eq!(&got, items);
 }
@@ -184,7 +250,11 @@ fn stdin_source_matches_the_model() {
         input.extend_from_slice(l);
         input.push(b'\n');
     }
-    std::fs::write(dir.path().join("hotlist.toml"), CONFIG.replace("path = \"in/*.jsonl\"", "path = \"-\"")).expect("config");
+    std::fs::write(
+        dir.path().join("hotlist.toml"),
+        CONFIG.replace("path = \"in/*.jsonl\"", "path = \"-\""),
+    )
+    .expect("config");
     let mut child = std::process::Command::new(hotlist_tests::hotlist_bin())
         .args(["run", "--config", "hotlist.toml", "--progress", "never"])
         .current_dir(dir.path())
@@ -211,7 +281,11 @@ fn bad_config_is_one_clear_line() {
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
     std::fs::write(dir.path().join("in/a.jsonl"), "{\"item_id\":\"a\",\"ts\":1}\n").expect("input");
     std::fs::write(dir.path().join("bad.toml"), CONFIG.replace("k = 5", "k = 0")).expect("config");
-    let out = run_hotlist(dir.path(), &["run", "--config", "bad.toml", "--progress", "never"], false);
+    let out = run_hotlist(
+        dir.path(),
+        &["run", "--config", "bad.toml", "--progress", "never"],
+        false,
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

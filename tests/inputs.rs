@@ -68,8 +68,10 @@ pub fn random_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> {
                             let s = hotlist_operators::time::Millis(ts).to_rfc3339();
                             format!("{{\"item_id\":\"{item}\",\"ts\":\"{s}\"}}").into_bytes()
                         }
-                        1 => format!("{{\"item_id\":\"{item}\",\"ts\":{ts},\"dims\":{{\"country\":\"US\"}},\"x\":[1]}}")
-                            .into_bytes(),
+                        1 => {
+                            format!("{{\"item_id\":\"{item}\",\"ts\":{ts},\"dims\":{{\"country\":\"US\"}},\"x\":[1]}}")
+                                .into_bytes()
+                        }
                         _ => format!("{{\"item_id\":\"{item}\",\"ts\":{ts}}}").into_bytes(),
                     }
                 })

@@ -15,7 +15,13 @@ use proptest::prelude::*;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-const WINDOW_POOL: &[(&str, u64, u64)] = &[("t10", 10, 10), ("t25", 25, 25), ("h30", 30, 10), ("h20", 20, 5), ("t7", 7, 7)];
+const WINDOW_POOL: &[(&str, u64, u64)] = &[
+    ("t10", 10, 10),
+    ("t25", 25, 25),
+    ("h30", 30, 10),
+    ("h20", 20, 5),
+    ("t7", 7, 7),
+];
 
 #[derive(Clone, Debug)]
 struct Case {
@@ -42,24 +48,26 @@ fn case() -> impl Strategy<Value = Case> {
         1usize..40,
         -100i64..100,
     )
-        .prop_map(|(seed, partitions, lines, items, step, disorder, ws, ks, ooo, lateness, batch, start)| Case {
-            seed,
-            shape: Shape {
-                partitions,
-                lines,
-                items,
-                step,
-                disorder,
-                late_p: 0.1,
-                late_by: 80,
-                bad_p: 0.05,
-                start,
+        .prop_map(
+            |(seed, partitions, lines, items, step, disorder, ws, ks, ooo, lateness, batch, start)| Case {
+                seed,
+                shape: Shape {
+                    partitions,
+                    lines,
+                    items,
+                    step,
+                    disorder,
+                    late_p: 0.1,
+                    late_by: 80,
+                    bad_p: 0.05,
+                    start,
+                },
+                windows: ws.into_iter().zip(ks).collect(),
+                ooo,
+                lateness,
+                batch,
             },
-            windows: ws.into_iter().zip(ks).collect(),
-            ooo,
-            lateness,
-            batch,
-        })
+        )
 }
 
 fn windows(c: &Case) -> Vec<WindowSpec> {
@@ -67,7 +75,12 @@ fn windows(c: &Case) -> Vec<WindowSpec> {
         .iter()
         .map(|&(i, k)| {
             let (name, size, slide) = WINDOW_POOL[i];
-            WindowSpec { name: name.into(), size: Span::from_millis(size), slide: Span::from_millis(slide), k }
+            WindowSpec {
+                name: name.into(),
+                size: Span::from_millis(size),
+                slide: Span::from_millis(slide),
+                k,
+            }
         })
         .collect()
 }
@@ -92,7 +105,8 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
         max_epochs_in_flight: 2,
         batch_size: c.batch,
     };
-    let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false))).map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
+    let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
+        .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
     prop_assert_eq!(summary.sealed_dropped, 0);
     let mut lists = model::Lists::new();
     for l in store.lists() {
@@ -103,10 +117,19 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
     let mut dead: model::Dead = store
         .dead_letters()
         .into_iter()
-        .map(|d| (d.letter.partition.0, d.letter.position, d.letter.reason.as_str().to_string()))
+        .map(|d| {
+            (
+                d.letter.partition.0,
+                d.letter.position,
+                d.letter.reason.as_str().to_string(),
+            )
+        })
         .collect();
     dead.sort();
-    prop_assert!(store.dead_letters().iter().all(|d| d.letter.reason != DeadReason::Sealed));
+    prop_assert!(store
+        .dead_letters()
+        .iter()
+        .all(|d| d.letter.reason != DeadReason::Sealed));
     Ok((lists, dead))
 }
 
@@ -135,9 +158,17 @@ proptest! {
 /// The model itself on a hand-checked case: per-partition lateness, not global.
 #[test]
 fn model_judges_lateness_per_partition() {
-    let p0: Vec<Vec<u8>> = vec![br#"{"item_id":"a","ts":100}"#.to_vec(), br#"{"item_id":"a","ts":5}"#.to_vec()];
+    let p0: Vec<Vec<u8>> = vec![
+        br#"{"item_id":"a","ts":100}"#.to_vec(),
+        br#"{"item_id":"a","ts":5}"#.to_vec(),
+    ];
     let p1: Vec<Vec<u8>> = vec![br#"{"item_id":"b","ts":5}"#.to_vec()];
-    let w = vec![ModelWindow { name: "t".into(), size: 10, slide: 10, k: 5 }];
+    let w = vec![ModelWindow {
+        name: "t".into(),
+        size: 10,
+        slide: 10,
+        k: 5,
+    }];
     let (lists, dead) = model::run(&[p0, p1], &w, 0, 0);
     // partition 0's second event is late (its own watermark is 100); partition 1's is not
     assert_eq!(dead, vec![(0, 2, "late".to_string())]);

@@ -186,7 +186,13 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let mem_spec = spec(args, args.events);
     // Build the generator tables before timing: they are set-up, not per-event work.
     drop(GeneratorTables::new(&mem_spec).map_err(anyhow::Error::msg)?);
-    let mem_plan = plan(args, SourcePlan::Generator { spec: mem_spec, pace: false });
+    let mem_plan = plan(
+        args,
+        SourcePlan::Generator {
+            spec: mem_spec,
+            pace: false,
+        },
+    );
     results.push(measure("memory", &mem_plan, 0)?);
 
     if args.json_events > 0 {
@@ -217,7 +223,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             } {
                 line.push(b'\n');
                 bytes += line.len() as u64;
-                w.write_all(&line).with_context(|| format!("writing {}", path.display()))?;
+                w.write_all(&line)
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             w.flush()?;
             paths.push(path);
@@ -243,7 +250,11 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             r.peak_rss as f64 / 1e6
         );
         if r.input_bytes > 0 {
-            println!("|   ({:.0} MB of JSON, {:.0} MB/s) | | | | | | | | |", r.input_bytes as f64 / 1e6, r.input_bytes as f64 / 1e6 / r.seconds);
+            println!(
+                "|   ({:.0} MB of JSON, {:.0} MB/s) | | | | | | | | |",
+                r.input_bytes as f64 / 1e6,
+                r.input_bytes as f64 / 1e6 / r.seconds
+            );
         }
     }
     Ok(())

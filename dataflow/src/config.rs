@@ -216,12 +216,16 @@ pub fn parse(text: &str, _base: &Path, overrides: &Overrides) -> Result<JobPlan>
     for item in &overrides.set {
         apply_override(&mut table, item)?;
     }
-    let raw: RawConfig = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| anyhow!("{}", e.message()))?;
+    let raw: RawConfig = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("{}", e.message()))?;
     validate(raw, overrides)
 }
 
 fn apply_override(table: &mut toml::Table, item: &str) -> Result<()> {
-    let (key, value) = item.split_once('=').ok_or_else(|| anyhow!("--set {item:?}: expected key=value"))?;
+    let (key, value) = item
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--set {item:?}: expected key=value"))?;
     let value = value.trim();
     let parsed: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
         Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(value.to_string())),
@@ -233,8 +237,12 @@ fn apply_override(table: &mut toml::Table, item: &str) -> Result<()> {
     }
     let mut cur = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = entry.as_table_mut().ok_or_else(|| anyhow!("--set {item:?}: {p} is not a table"))?;
+        let entry = cur
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = entry
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("--set {item:?}: {p} is not a table"))?;
     }
     cur.insert(parts[parts.len() - 1].to_string(), parsed);
     Ok(())
@@ -279,7 +287,12 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
                     Some(s) => span(&format!("window {:?}: slide", w.name), &Some(s.clone()), "")?,
                     None => size,
                 };
-                Ok(WindowSpec { name: w.name.clone(), size, slide, k: w.k.unwrap_or(100) })
+                Ok(WindowSpec {
+                    name: w.name.clone(),
+                    size,
+                    slide,
+                    k: w.k.unwrap_or(100),
+                })
             })
             .collect::<Result<Vec<_>>>()?
     };
@@ -288,7 +301,10 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         "sqlite" => SinkPlan::Sqlite(PathBuf::from(raw.sink.path.as_deref().unwrap_or("hotlist.db"))),
         "postgres" | "redis" | "kafka" => {
             let _ = raw.sink.url;
-            bail!("sink.kind {:?} is not available in this version (only \"sqlite\")", raw.sink.kind.unwrap_or_default())
+            bail!(
+                "sink.kind {:?} is not available in this version (only \"sqlite\")",
+                raw.sink.kind.unwrap_or_default()
+            )
         }
         other => bail!("sink.kind: unknown kind {other:?} (expected \"sqlite\")"),
     };
@@ -311,7 +327,17 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");
     }
-    Ok(JobPlan { job_id, source, windows, time, sink, workers, epoch_interval, max_epochs_in_flight, batch_size })
+    Ok(JobPlan {
+        job_id,
+        source,
+        windows,
+        time,
+        sink,
+        workers,
+        epoch_interval,
+        max_epochs_in_flight,
+        batch_size,
+    })
 }
 
 fn validate_source(s: RawSource) -> Result<SourcePlan> {
@@ -334,7 +360,9 @@ fn validate_source(s: RawSource) -> Result<SourcePlan> {
                 bail!("source: generator/kafka keys given for kind = \"file\"");
             }
             let _ = s.bounded;
-            let path = s.path.ok_or_else(|| anyhow!("source.path: required for kind = \"file\""))?;
+            let path = s
+                .path
+                .ok_or_else(|| anyhow!("source.path: required for kind = \"file\""))?;
             if path == "-" {
                 return Ok(SourcePlan::Stdin);
             }
@@ -376,7 +404,10 @@ fn validate_source(s: RawSource) -> Result<SourcePlan> {
                 bad_fraction: fraction("source.bad_fraction", s.bad_fraction)?,
             };
             spec.validate().map_err(|e| anyhow!("source: {e}"))?;
-            Ok(SourcePlan::Generator { spec, pace: s.pace.unwrap_or(false) })
+            Ok(SourcePlan::Generator {
+                spec,
+                pace: s.pace.unwrap_or(false),
+            })
         }
         "kafka" => bail!("source.kind \"kafka\" is not available in this version (use \"file\" or \"generator\")"),
         other => bail!("source.kind: unknown kind {other:?} (expected \"file\", \"generator\" or \"kafka\")"),
@@ -388,7 +419,10 @@ mod tests {
     use super::*;
 
     fn plan(text: &str, set: &[&str]) -> Result<JobPlan> {
-        let o = Overrides { set: set.iter().map(|s| s.to_string()).collect(), workers: None };
+        let o = Overrides {
+            set: set.iter().map(|s| s.to_string()).collect(),
+            workers: None,
+        };
         parse(text, Path::new("."), &o)
     }
 
@@ -417,9 +451,17 @@ mod tests {
             (GEN, &["run.workers=0"], "run.workers"),
             (GEN, &["time.bogus=1"], "bogus"),
             ("[source]\nkind = \"file\"\n", &[], "source.path"),
-            ("[source]\nkind = \"file\"\npath = \"/nonexistent/*.jsonl\"\n", &[], "no file matches"),
+            (
+                "[source]\nkind = \"file\"\npath = \"/nonexistent/*.jsonl\"\n",
+                &[],
+                "no file matches",
+            ),
             ("", &[], "[source]"),
-            (&format!("{GEN}[[window]]\nname = \"w\"\nsize = \"1m\"\nslide = \"2m\"\n"), &[], "slide"),
+            (
+                &format!("{GEN}[[window]]\nname = \"w\"\nsize = \"1m\"\nslide = \"2m\"\n"),
+                &[],
+                "slide",
+            ),
         ];
         for (text, set, want) in cases {
             let err = format!("{:#}", plan(text, set).unwrap_err());

@@ -25,7 +25,13 @@ pub struct GenerateArgs {
 
 /// Writes one JSON-lines file per generator partition.
 pub fn generate(args: &GenerateArgs) -> Result<()> {
-    let plan = config::load(&args.config, &config::Overrides { set: args.set.clone(), workers: None })?;
+    let plan = config::load(
+        &args.config,
+        &config::Overrides {
+            set: args.set.clone(),
+            workers: None,
+        },
+    )?;
     let SourcePlan::Generator { spec, .. } = &plan.source else {
         bail!("generate needs [source] kind = \"generator\"");
     };
@@ -46,12 +52,17 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
             stream.next_line(&mut line)
         } {
             line.push(b'\n');
-            w.write_all(&line).with_context(|| format!("writing {}", path.display()))?;
+            w.write_all(&line)
+                .with_context(|| format!("writing {}", path.display()))?;
             total += 1;
         }
         w.flush().with_context(|| format!("writing {}", path.display()))?;
     }
-    println!("wrote {total} records in {} file(s) to {}", spec.partitions, args.out.display());
+    println!(
+        "wrote {total} records in {} file(s) to {}",
+        spec.partitions,
+        args.out.display()
+    );
     Ok(())
 }
 

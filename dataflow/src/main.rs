@@ -69,7 +69,12 @@ fn main() -> ExitCode {
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Run { config: path, workers, set, progress } => {
+        Command::Run {
+            config: path,
+            workers,
+            set,
+            progress,
+        } => {
             let plan = config::load(&path, &config::Overrides { set, workers })?;
             let shutdown = Arc::new(AtomicBool::new(false));
             let flag = shutdown.clone();

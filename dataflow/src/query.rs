@@ -71,7 +71,11 @@ fn find_list(store: &SqliteStore, job: &str, args: &QueryArgs) -> Result<StoredL
         if names.is_empty() {
             bail!("job {job:?} has no windows in this store (has it run?)");
         }
-        bail!("unknown window {:?} for job {job:?}; windows: {}", args.window, names.join(", "));
+        bail!(
+            "unknown window {:?} for job {job:?}; windows: {}",
+            args.window,
+            names.join(", ")
+        );
     };
     if args.k == Some(0) {
         bail!("--k must be at least 1");
@@ -82,12 +86,24 @@ fn find_list(store: &SqliteStore, job: &str, args: &QueryArgs) -> Result<StoredL
         (None, None) => None,
     };
     match at {
-        None => store.latest(job, &w.name)?.ok_or_else(|| anyhow!("window {:?} has no list yet", w.name)),
+        None => store
+            .latest(job, &w.name)?
+            .ok_or_else(|| anyhow!("window {:?} has no list yet", w.name)),
         Some(t) => {
-            let spec = WindowSpec { name: w.name.clone(), size: w.size, slide: w.slide, k: w.k };
+            let spec = WindowSpec {
+                name: w.name.clone(),
+                size: w.size,
+                slide: w.slide,
+                k: w.k,
+            };
             let start = spec.start_for_query(t);
             store.instance(job, &w.name, start)?.ok_or_else(|| {
-                anyhow!("window {:?} has no list for the instance [{} .. {})", w.name, start, spec.end_of(start))
+                anyhow!(
+                    "window {:?} has no list for the instance [{} .. {})",
+                    w.name,
+                    start,
+                    spec.end_of(start)
+                )
             })
         }
     }

@@ -86,7 +86,9 @@ pub fn run_with_stats(
 ) -> Result<RunSummary> {
     let started = Instant::now();
     let mut store = open_store(&plan.sink)?;
-    store.prepare(&plan.job_id, &plan.windows).context("cannot prepare the sink")?;
+    store
+        .prepare(&plan.job_id, &plan.windows)
+        .context("cannot prepare the sink")?;
 
     let (tx, rx) = crossbeam_channel::bounded::<CommitBatch>(64);
     let writer_stats = stats.clone();
@@ -99,7 +101,9 @@ pub fn run_with_stats(
     let handoff = Arc::new(Mutex::new(Some(SinkHandoff {
         tx,
         job: plan.job_id.clone(),
-        partition_names: (0..plan.source.partitions()).map(|p| plan.source.partition_name(p)).collect(),
+        partition_names: (0..plan.source.partitions())
+            .map(|p| plan.source.partition_name(p))
+            .collect(),
         failed: failed.clone(),
     })));
     let worker_plan = Arc::new(plan.clone());
@@ -109,11 +113,16 @@ pub fn run_with_stats(
     let config = timely::Config::process(plan.workers);
     let guards = timely::execute(config, move |worker| -> Result<(), String> {
         let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
-        let handoff = if worker.index() == 0 { handoff.lock().ok().and_then(|mut h| h.take()) } else { None };
+        let handoff = if worker.index() == 0 {
+            handoff.lock().ok().and_then(|mut h| h.take())
+        } else {
+            None
+        };
         let plan = worker_plan.clone();
         let stats = worker_stats.clone();
         let stop = worker_shutdown.clone();
-        let probe = worker.dataflow::<u64, _, _>(move |scope| graph::build(scope, &plan, readers, handoff, stats, stop));
+        let probe =
+            worker.dataflow::<u64, _, _>(move |scope| graph::build(scope, &plan, readers, handoff, stats, stop));
         while !probe.done() {
             if worker_failed.load(Relaxed) {
                 worker_shutdown.store(true, Relaxed);
@@ -223,7 +232,12 @@ impl Display {
 fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -> Display {
     let tty = std::io::stdout().is_terminal();
     let (dashboard, every) = match progress {
-        Progress::Never => return Display { stop: None, handle: None },
+        Progress::Never => {
+            return Display {
+                stop: None,
+                handle: None,
+            }
+        }
         Progress::Always => (true, Duration::from_secs(1)),
         Progress::Auto if tty => (true, Duration::from_secs(1)),
         Progress::Auto => (false, Duration::from_secs(5)),
@@ -255,7 +269,10 @@ fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -> Di
             }
         }
     });
-    Display { stop: Some(tx), handle: Some(handle) }
+    Display {
+        stop: Some(tx),
+        handle: Some(handle),
+    }
 }
 
 /// One line of counters.

@@ -94,7 +94,9 @@ impl JobStats {
     /// Records a committed list as the window's latest if it is the newest instance.
     pub fn note_committed(&self, list: &PublishedList) {
         if let Ok(mut latest) = self.latest.lock() {
-            let newer = latest.get(&list.window).is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
+            let newer = latest
+                .get(&list.window)
+                .is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
             if newer {
                 latest.insert(list.window.clone(), list.clone());
             }

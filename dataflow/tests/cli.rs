@@ -4,7 +4,10 @@
 use std::process::Command;
 
 fn hotlist(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hotlist")).args(args).output().expect("spawn hotlist")
+    Command::new(env!("CARGO_BIN_EXE_hotlist"))
+        .args(args)
+        .output()
+        .expect("spawn hotlist")
 }
 
 /// `--help` names every subcommand; bad usage exits 2.
@@ -26,7 +29,10 @@ fn missing_config_is_one_line() {
     let out = hotlist(&["run", "--config", "/nonexistent/hotlist.toml"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("error: cannot read config /nonexistent/hotlist.toml"), "{err}");
+    assert!(
+        err.starts_with("error: cannot read config /nonexistent/hotlist.toml"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1);
 }
 

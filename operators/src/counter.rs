@@ -196,7 +196,12 @@ impl WindowedCounter {
     /// End of the last-ending instance of group `g` that covers `ts`.
     fn group_last_end(&self, g: usize, ts: Millis) -> Millis {
         let group = &self.groups[g];
-        group.windows.iter().map(|w| self.windows[w.0 as usize].last_end_covering(ts)).max().unwrap_or(Millis::MIN)
+        group
+            .windows
+            .iter()
+            .map(|w| self.windows[w.0 as usize].last_end_covering(ts))
+            .max()
+            .unwrap_or(Millis::MIN)
     }
 
     /// The slot of the pane of group `g` containing `ts`, creating it (and registering its
@@ -224,15 +229,10 @@ impl WindowedCounter {
             let spec = &self.windows[wid.0 as usize];
             first_end = first_end.min(spec.first_end_covering(start));
             last_end = last_end.max(spec.last_end_covering(start));
-            keys.extend(spec.starts_covering(start).map(|s| {
-                (
-                    InstanceKey {
-                        window: wid,
-                        start: s,
-                    },
-                    spec.end_of(s),
-                )
-            }));
+            keys.extend(
+                spec.starts_covering(start)
+                    .map(|s| (InstanceKey { window: wid, start: s }, spec.end_of(s))),
+            );
         }
         if last_end <= sealed_h {
             return None;
@@ -301,9 +301,7 @@ impl WindowedCounter {
                     for idx in pane.counts.keys() {
                         self.interner.release(*idx);
                     }
-                    group
-                        .index
-                        .remove(&pane.start.0.div_euclid(group.width.as_i64()));
+                    group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
                     freed = true;
                 }
@@ -329,12 +327,7 @@ impl WindowedCounter {
         let n = (spec.size.as_i64() / w) as usize;
         (
             n,
-            (0..n as i64).map(move |i| {
-                group
-                    .index
-                    .get(&(first + i))
-                    .and_then(|&s| group.slots[s].as_ref())
-            }),
+            (0..n as i64).map(move |i| group.index.get(&(first + i)).and_then(|&s| group.slots[s].as_ref())),
         )
     }
 
@@ -352,10 +345,7 @@ impl WindowedCounter {
     /// This worker's exact top-K for an instance.
     fn instance_top_k(&mut self, key: InstanceKey) -> Vec<RankedItem> {
         let k = self.windows[key.window.0 as usize].k;
-        let no_exclusions = self
-            .instances
-            .get(&key)
-            .is_none_or(|i| i.exclusions.is_empty());
+        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
         let single: Option<Vec<(u64, ItemIdx)>> = {
             let (n, mut panes) = self.panes_of(key);
             (n == 1 && no_exclusions).then(|| match panes.next().flatten() {
@@ -383,11 +373,7 @@ impl WindowedCounter {
                         }
                     }
                 }
-                let c = sum
-                    .iter()
-                    .filter(|(_, c)| **c > 0)
-                    .map(|(i, c)| (*c, *i))
-                    .collect();
+                let c = sum.iter().filter(|(_, c)| **c > 0).map(|(i, c)| (*c, *i)).collect();
                 self.scratch = sum;
                 c
             }
@@ -414,8 +400,7 @@ impl WindowedCounter {
         };
         let mut heap = self.interner.heap_bytes();
         for g in &self.groups {
-            heap += g.index.capacity() * (8 + 8 + 1)
-                + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
+            heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
                 s.live_counters += p.counts.len();
@@ -467,10 +452,7 @@ mod tests {
     }
 
     fn list(l: &LocalList) -> Vec<(String, u64)> {
-        l.items
-            .iter()
-            .map(|r| (r.item_id.to_string(), r.count))
-            .collect()
+        l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect()
     }
 
     #[test]
@@ -520,13 +502,9 @@ mod tests {
         // wm_before 20: late for [0,20) (end 20 <= 20), on time for [10,30)
         c.apply(&ev("b", 15, 20));
         let out = c.advance(Millis(30), false);
-        let by_start: BTreeMap<i64, Vec<(String, u64)>> =
-            out.iter().map(|l| (l.instance.start.0, list(l))).collect();
+        let by_start: BTreeMap<i64, Vec<(String, u64)>> = out.iter().map(|l| (l.instance.start.0, list(l))).collect();
         assert_eq!(by_start[&0], vec![("a".to_string(), 1)]);
-        assert_eq!(
-            by_start[&10],
-            vec![("a".to_string(), 1), ("b".to_string(), 1)]
-        );
+        assert_eq!(by_start[&10], vec![("a".to_string(), 1), ("b".to_string(), 1)]);
         let s = c.stats();
         assert_eq!(
             (s.live_counters, s.live_items, s.live_panes),
@@ -545,9 +523,15 @@ mod tests {
         // ts 100: late for [100,110) of "s" (wm_before 490 >= 110 + 5), on time for "b"
         assert_eq!(c.apply(&ev("a", 100, 490)), None, "late is not sealed");
         let out = c.advance(Millis::MAX, false);
-        let big_list = out.iter().find(|l| l.instance.window == WindowId(1)).expect("b emitted");
+        let big_list = out
+            .iter()
+            .find(|l| l.instance.window == WindowId(1))
+            .expect("b emitted");
         assert_eq!(big_list.items[0].count, 2);
-        assert!(out.iter().all(|l| l.instance.start != Millis(100)), "no instance for the late pane");
+        assert!(
+            out.iter().all(|l| l.instance.start != Millis(100)),
+            "no instance for the late pane"
+        );
     }
 
     #[test]

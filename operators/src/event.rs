@@ -63,8 +63,7 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
         Some(b'{') => {}
         Some(_) => return Err(BadRecord::NotObject),
     }
-    let wire: Wire<'_> =
-        serde_json::from_str(text).map_err(|e| BadRecord::Invalid(e.to_string()))?;
+    let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| BadRecord::Invalid(e.to_string()))?;
     let item_id = wire.item_id.0;
     if item_id.is_empty() {
         return Err(BadRecord::EmptyItemId);
@@ -72,10 +71,7 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
     if item_id.len() > MAX_ITEM_ID_BYTES {
         return Err(BadRecord::ItemIdTooLong(item_id.len()));
     }
-    Ok(ParsedEvent {
-        item_id,
-        ts: wire.ts.0,
-    })
+    Ok(ParsedEvent { item_id, ts: wire.ts.0 })
 }
 
 #[derive(Deserialize)]
@@ -128,9 +124,9 @@ impl<'de> Deserialize<'de> for TsField {
                     .map_err(|_| E::custom("ts: integer out of range"))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TsField, E> {
-                Millis::parse_rfc3339(v).map(TsField).ok_or_else(|| {
-                    E::custom(format!("ts: {v:?} is not an RFC 3339 time with an offset"))
-                })
+                Millis::parse_rfc3339(v)
+                    .map(TsField)
+                    .ok_or_else(|| E::custom(format!("ts: {v:?} is not an RFC 3339 time with an offset")))
             }
         }
         d.deserialize_any(V)
@@ -201,11 +197,7 @@ mod tests {
                 1713462150123,
             ),
             (r#"{"ts":-5,"item_id":"a"}"#, "a", -5),
-            (
-                r#"{"item_id":"a","ts":"1970-01-01T00:00:01.0019Z"}"#,
-                "a",
-                1001,
-            ),
+            (r#"{"item_id":"a","ts":"1970-01-01T00:00:01.0019Z"}"#, "a", 1001),
             (
                 r#"{"item_id":"a","ts":"1970-01-01T01:00:00+01:00","dims":null}"#,
                 "a",

@@ -43,8 +43,7 @@ impl Interner {
                 i
             }
             None => {
-                let i = u32::try_from(self.ids.len())
-                    .expect("more than 4 billion live items on one worker");
+                let i = u32::try_from(self.ids.len()).expect("more than 4 billion live items on one worker");
                 self.ids.push(id.into());
                 self.hashes.push(hash);
                 self.refs.push(0);

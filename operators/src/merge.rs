@@ -117,11 +117,7 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].revision, out[0].state), (1, ListState::Open));
         assert_eq!(
-            out[0]
-                .items
-                .iter()
-                .map(|r| r.item_id.as_str())
-                .collect::<Vec<_>>(),
+            out[0].items.iter().map(|r| r.item_id.as_str()).collect::<Vec<_>>(),
             ["b", "a"]
         );
         // the same list again: no new revision

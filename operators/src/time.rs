@@ -8,15 +8,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// An instant of event time: milliseconds since 1970-01-01T00:00:00Z (UTC, no leap seconds).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct Millis(pub i64);
 
 /// A non-negative duration in milliseconds.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct Span(u64);
 
 impl Millis {
@@ -67,8 +63,7 @@ impl Millis {
     /// Parses an RFC 3339 time with an offset (`Z` or `±hh:mm`). Fraction digits beyond
     /// milliseconds are truncated (not rounded), as the event contract says.
     pub fn parse_rfc3339(s: &str) -> Option<Millis> {
-        let t =
-            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+        let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
         let nanos = t.unix_timestamp_nanos();
         // Floor division: the fraction in the text is always a positive offset from the second,
         // so truncating its digits equals flooring the total toward -infinity.
@@ -132,13 +127,11 @@ impl Span {
     /// Parses a humantime string (`500ms`, `5s`, `1m`, `1h`, `1d`). Sub-millisecond remainders
     /// are an error rather than silently dropped.
     pub fn parse(s: &str) -> Result<Span, String> {
-        let d =
-            humantime::parse_duration(s.trim()).map_err(|e| format!("bad duration {s:?}: {e}"))?;
+        let d = humantime::parse_duration(s.trim()).map_err(|e| format!("bad duration {s:?}: {e}"))?;
         if d.subsec_nanos() % 1_000_000 != 0 {
             return Err(format!("bad duration {s:?}: finer than a millisecond"));
         }
-        let ms =
-            u64::try_from(d.as_millis()).map_err(|_| format!("bad duration {s:?}: too long"))?;
+        let ms = u64::try_from(d.as_millis()).map_err(|_| format!("bad duration {s:?}: too long"))?;
         Ok(Span::from_millis(ms))
     }
 }

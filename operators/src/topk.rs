@@ -11,9 +11,7 @@ use std::cmp::Ordering;
 /// The ranking order: `Less` means "ranks higher".
 #[inline]
 pub fn rank_cmp(a_count: u64, a_id: &str, b_count: u64, b_id: &str) -> Ordering {
-    b_count
-        .cmp(&a_count)
-        .then_with(|| a_id.as_bytes().cmp(b_id.as_bytes()))
+    b_count.cmp(&a_count).then_with(|| a_id.as_bytes().cmp(b_id.as_bytes()))
 }
 
 /// Ranking order on [`RankedItem`]s.
@@ -42,10 +40,7 @@ pub fn select_top_by<T>(items: &mut Vec<T>, k: usize, mut cmp: impl FnMut(&T, &T
 }
 
 /// Merges per-worker top-K lists of disjoint item sets into the global top-K.
-pub fn merge_top_k<'a>(
-    lists: impl IntoIterator<Item = &'a [RankedItem]>,
-    k: usize,
-) -> Vec<RankedItem> {
+pub fn merge_top_k<'a>(lists: impl IntoIterator<Item = &'a [RankedItem]>, k: usize) -> Vec<RankedItem> {
     let all: Vec<RankedItem> = lists.into_iter().flat_map(|l| l.iter().cloned()).collect();
     top_k(all, k)
 }
@@ -64,10 +59,7 @@ mod tests {
 
     #[test]
     fn ties_are_cut_by_id_bytewise() {
-        let got = top_k(
-            vec![ri("b", 2), ri("a", 2), ri("Z", 2), ri("c", 3), ri("é", 2)],
-            3,
-        );
+        let got = top_k(vec![ri("b", 2), ri("a", 2), ri("Z", 2), ri("c", 3), ri("é", 2)], 3);
         assert_eq!(got, vec![ri("c", 3), ri("Z", 2), ri("a", 2)]);
     }
 

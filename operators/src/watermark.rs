@@ -103,11 +103,7 @@ impl GlobalWatermark {
                 PartitionStatus::Finished => {}
             }
         }
-        let candidate = if all_finished {
-            Some(Millis::MAX)
-        } else {
-            min_active
-        };
+        let candidate = if all_finished { Some(Millis::MAX) } else { min_active };
         if let Some(c) = candidate {
             self.current = Some(self.current.map_or(c, |cur| cur.max(c)));
         }

@@ -69,11 +69,7 @@ impl WindowSpec {
             return Err(WindowError::Zero(self.name.clone()));
         }
         if self.slide > self.size {
-            return Err(WindowError::SlideTooLong(
-                self.name.clone(),
-                self.slide,
-                self.size,
-            ));
+            return Err(WindowError::SlideTooLong(self.name.clone(), self.slide, self.size));
         }
         if self.k == 0 {
             return Err(WindowError::ZeroK(self.name.clone()));
@@ -211,9 +207,7 @@ mod tests {
         assert_eq!(w.pane_width(), Span::from_millis(2));
         // instances [n·4, n·4+10) covering 9: n = 0, 1, 2 -> starts 0, 4, 8
         assert_eq!(
-            w.starts_covering(Millis(9))
-                .map(|m| m.0)
-                .collect::<Vec<_>>(),
+            w.starts_covering(Millis(9)).map(|m| m.0).collect::<Vec<_>>(),
             vec![0, 4, 8]
         );
         assert_eq!(w.first_end_covering(Millis(9)), Millis(10));

@@ -38,14 +38,18 @@ pub fn merge_lists<'scope>(
             let mut stash: BTreeMap<u64, (Capability<u64>, Vec<LocalList>, Vec<Control>)> = BTreeMap::new();
             move |(in_lists, f1), (in_control, f2), output| {
                 in_lists.for_each_stamp(|cap, data| {
-                    let Some(c) = cap.retain_least(output.output_index()) else { return };
+                    let Some(c) = cap.retain_least(output.output_index()) else {
+                        return;
+                    };
                     let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
                     for d in data {
                         e.1.append(d);
                     }
                 });
                 in_control.for_each_stamp(|cap, data| {
-                    let Some(c) = cap.retain_least(output.output_index()) else { return };
+                    let Some(c) = cap.retain_least(output.output_index()) else {
+                        return;
+                    };
                     let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
                     for d in data {
                         e.2.append(d);
@@ -55,12 +59,20 @@ pub fn merge_lists<'scope>(
                     if f1.less_equal(&t) || f2.less_equal(&t) {
                         break;
                     }
-                    let Some((_, (cap, lists, controls))) = stash.pop_first() else { break };
+                    let Some((_, (cap, lists, controls))) = stash.pop_first() else {
+                        break;
+                    };
                     for l in lists {
                         merger.receive(l);
                     }
                     for c in controls {
-                        if let Control::Partition { partition, watermark, status, .. } = c {
+                        if let Control::Partition {
+                            partition,
+                            watermark,
+                            status,
+                            ..
+                        } = c
+                        {
                             global.update(partition, watermark, status);
                         }
                     }

@@ -11,8 +11,8 @@ use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
@@ -37,49 +37,73 @@ pub fn sink<'scope>(
     dead: Stream<'scope, u64, Vec<DeadLetter>>,
     handoff: Option<SinkHandoff>,
 ) -> Stream<'scope, u64, Vec<()>> {
-    lists.binary_frontier(dead, Pipeline, Exchange::new(|_: &DeadLetter| 0u64), "Sink", move |_cap, _info| {
-        let mut handoff = handoff;
-        let mut stash: BTreeMap<u64, Pending> = BTreeMap::new();
-        let mut watermark = Millis::MIN;
-        move |(in_lists, f1), (in_dead, f2), output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
-            in_lists.for_each_stamp(|cap, data| {
-                let Some(c) = cap.retain_least(output.output_index()) else { return };
-                let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
-                for d in data {
-                    e.1.append(d);
+    lists.binary_frontier(
+        dead,
+        Pipeline,
+        Exchange::new(|_: &DeadLetter| 0u64),
+        "Sink",
+        move |_cap, _info| {
+            let mut handoff = handoff;
+            let mut stash: BTreeMap<u64, Pending> = BTreeMap::new();
+            let mut watermark = Millis::MIN;
+            move |(in_lists, f1),
+                  (in_dead, f2),
+                  output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
+                in_lists.for_each_stamp(|cap, data| {
+                    let Some(c) = cap.retain_least(output.output_index()) else {
+                        return;
+                    };
+                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
+                    for d in data {
+                        e.1.append(d);
+                    }
+                });
+                in_dead.for_each_stamp(|cap, data| {
+                    let Some(c) = cap.retain_least(output.output_index()) else {
+                        return;
+                    };
+                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
+                    for d in data {
+                        e.2.append(d);
+                    }
+                });
+                while let Some((&t, _)) = stash.first_key_value() {
+                    if f1.less_equal(&t) || f2.less_equal(&t) {
+                        break;
+                    }
+                    let Some((_, (_cap, lists, dead))) = stash.pop_first() else {
+                        break;
+                    };
+                    let Some(h) = handoff.as_mut() else { continue };
+                    watermark = lists.iter().map(|l| l.watermark).fold(watermark, Millis::max);
+                    let dead_letters = dead
+                        .into_iter()
+                        .map(|letter| SourcedDeadLetter {
+                            source: h
+                                .partition_names
+                                .get(letter.partition.0 as usize)
+                                .cloned()
+                                .unwrap_or_default(),
+                            letter,
+                        })
+                        .collect();
+                    let batch = CommitBatch {
+                        job: h.job.clone(),
+                        epoch: t,
+                        watermark,
+                        lists,
+                        dead_letters,
+                    };
+                    if h.tx.send(batch).is_err() {
+                        h.failed.store(true, Relaxed);
+                        handoff = None;
+                    }
                 }
-            });
-            in_dead.for_each_stamp(|cap, data| {
-                let Some(c) = cap.retain_least(output.output_index()) else { return };
-                let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
-                for d in data {
-                    e.2.append(d);
-                }
-            });
-            while let Some((&t, _)) = stash.first_key_value() {
-                if f1.less_equal(&t) || f2.less_equal(&t) {
-                    break;
-                }
-                let Some((_, (_cap, lists, dead))) = stash.pop_first() else { break };
-                let Some(h) = handoff.as_mut() else { continue };
-                watermark = lists.iter().map(|l| l.watermark).fold(watermark, Millis::max);
-                let dead_letters = dead
-                    .into_iter()
-                    .map(|letter| SourcedDeadLetter {
-                        source: h.partition_names.get(letter.partition.0 as usize).cloned().unwrap_or_default(),
-                        letter,
-                    })
-                    .collect();
-                let batch = CommitBatch { job: h.job.clone(), epoch: t, watermark, lists, dead_letters };
-                if h.tx.send(batch).is_err() {
-                    h.failed.store(true, Relaxed);
+                if f1.is_empty() && f2.is_empty() {
+                    // Inputs are done: dropping the sender lets the writer drain and finish.
                     handoff = None;
                 }
             }
-            if f1.is_empty() && f2.is_empty() {
-                // Inputs are done: dropping the sender lets the writer drain and finish.
-                handoff = None;
-            }
-        }
-    })
+        },
+    )
 }

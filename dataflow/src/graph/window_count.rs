@@ -37,7 +37,10 @@ pub fn window_count<'scope>(
     windows: Vec<WindowSpec>,
     allowed_lateness: Span,
     stats: Arc<JobStats>,
-) -> (Stream<'scope, u64, Vec<LocalList>>, Stream<'scope, u64, Vec<DeadLetter>>) {
+) -> (
+    Stream<'scope, u64, Vec<LocalList>>,
+    Stream<'scope, u64, Vec<DeadLetter>>,
+) {
     let scope = events.scope();
     let worker = scope.index();
     let mut builder = OperatorBuilder::new("WindowCount".to_string(), scope);
@@ -84,9 +87,12 @@ pub fn window_count<'scope>(
                 let mut tick = false;
                 for c in s.controls {
                     match c {
-                        Control::Partition { partition, watermark, status, .. } => {
-                            global.update(partition, watermark, status)
-                        }
+                        Control::Partition {
+                            partition,
+                            watermark,
+                            status,
+                            ..
+                        } => global.update(partition, watermark, status),
                         Control::EmitTick => tick = true,
                     }
                 }
@@ -116,5 +122,9 @@ fn new_stash(cap: &timely::dataflow::operators::InputCapability<u64>) -> EpochSt
     // One capability per output port: a capability is bound to the port it was minted for.
     let c0 = cap.retain_least(0).expect("u64 time has a least element");
     let c1 = cap.retain_least(1).expect("u64 time has a least element");
-    EpochStash { caps: (c0, c1), events: Vec::new(), controls: Vec::new() }
+    EpochStash {
+        caps: (c0, c1),
+        events: Vec::new(),
+        controls: Vec::new(),
+    }
 }

@@ -22,7 +22,11 @@ impl FileReader {
     /// Opens `path`.
     pub fn open(path: &Path) -> Result<FileReader> {
         let file = File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
-        Ok(FileReader { path: path.to_path_buf(), reader: BufReader::with_capacity(1 << 20, file), line: Vec::with_capacity(256) })
+        Ok(FileReader {
+            path: path.to_path_buf(),
+            reader: BufReader::with_capacity(1 << 20, file),
+            line: Vec::with_capacity(256),
+        })
     }
 
     /// Reads up to `budget` lines.
@@ -89,7 +93,13 @@ impl StdinReader {
         for n in 0..budget {
             match self.rx.try_recv() {
                 Ok(line) => f(Record::Line(&line)),
-                Err(TryRecvError::Empty) => return if n == 0 { ReadStatus::Waiting } else { ReadStatus::Read(n) },
+                Err(TryRecvError::Empty) => {
+                    return if n == 0 {
+                        ReadStatus::Waiting
+                    } else {
+                        ReadStatus::Read(n)
+                    }
+                }
                 Err(TryRecvError::Disconnected) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
             }
         }
@@ -116,12 +126,17 @@ mod tests {
         assert_eq!(r.read(2, &mut collect), ReadStatus::Read(2));
         assert_eq!(r.read(10, &mut collect), ReadStatus::Read(2));
         assert_eq!(r.read(10, &mut collect), ReadStatus::Ended);
-        assert_eq!(got, vec![b"one".to_vec(), b"".to_vec(), b"two".to_vec(), b"three".to_vec()]);
+        assert_eq!(
+            got,
+            vec![b"one".to_vec(), b"".to_vec(), b"two".to_vec(), b"three".to_vec()]
+        );
     }
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let err = FileReader::open(Path::new("/nonexistent/x.jsonl")).err().expect("error");
+        let err = FileReader::open(Path::new("/nonexistent/x.jsonl"))
+            .err()
+            .expect("error");
         assert!(format!("{err:#}").contains("/nonexistent/x.jsonl"));
     }
 }

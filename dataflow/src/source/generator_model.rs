@@ -101,10 +101,7 @@ impl GeneratorSpec {
     /// Checks every field; the message names the offending field.
     pub fn validate(&self) -> Result<(), String> {
         if self.items == 0 || self.items > MAX_ITEMS {
-            return Err(format!(
-                "items must be between 1 and {MAX_ITEMS}, got {}",
-                self.items
-            ));
+            return Err(format!("items must be between 1 and {MAX_ITEMS}, got {}", self.items));
         }
         if !self.zipf.is_finite() || self.zipf < 0.0 {
             return Err(format!(
@@ -213,9 +210,7 @@ impl GeneratorTables {
         }
         // Whatever is left has probability 1 up to rounding: keep the default full slot.
 
-        let ids: Arc<[ItemId]> = (0..spec.items)
-            .map(|r| format_compact!("item-{r}"))
-            .collect();
+        let ids: Arc<[ItemId]> = (0..spec.items).map(|r| format_compact!("item-{r}")).collect();
         Ok(GeneratorTables {
             slots: slots.into_boxed_slice(),
             ids,
@@ -449,11 +444,7 @@ impl PartitionStream {
 
     /// [`PartitionStream::new`], but failing if the spec is invalid, the partition is out of
     /// range or `tables` were built for another item count or Zipf exponent.
-    pub fn try_new(
-        spec: &GeneratorSpec,
-        tables: Arc<GeneratorTables>,
-        partition: u32,
-    ) -> Result<Self, String> {
+    pub fn try_new(spec: &GeneratorSpec, tables: Arc<GeneratorTables>, partition: u32) -> Result<Self, String> {
         spec.validate()?;
         if partition >= spec.partitions {
             return Err(format!(
@@ -494,8 +485,7 @@ impl PartitionStream {
     /// that follow are exactly those that generating and dropping would give. Positions past
     /// the partition's share simply leave the stream exhausted.
     pub fn skip_to(&mut self, position: u64) {
-        self.rng
-            .set_word_pos(u128::from(position) * u128::from(self.words) * 2);
+        self.rng.set_word_pos(u128::from(position) * u128::from(self.words) * 2);
         self.position = position;
         self.drawn = position;
         self.batch.clear();
@@ -578,8 +568,7 @@ impl PartitionStream {
         // Two tight passes (alias slots, then ids) keep many cache misses in flight at once.
         let tables = &*self.tables;
         self.ranks.clear();
-        self.ranks
-            .extend(self.batch.iter().map(|raw| tables.sample(raw.word)));
+        self.ranks.extend(self.batch.iter().map(|raw| tables.sample(raw.word)));
         for (raw, &rank) in self.batch.iter_mut().zip(&self.ranks) {
             // `sample` returns ranks below the table length, which is the ids' length.
             if let Some(id) = tables.ids.get(rank as usize) {
@@ -625,8 +614,7 @@ impl Iterator for PartitionStream {
     fn size_hint(&self) -> (usize, Option<usize>) {
         match self.limit {
             Some(limit) => {
-                let left =
-                    usize::try_from(limit.saturating_sub(self.position)).unwrap_or(usize::MAX);
+                let left = usize::try_from(limit.saturating_sub(self.position)).unwrap_or(usize::MAX);
                 (left, Some(left))
             }
             None => (usize::MAX, None),
@@ -786,13 +774,7 @@ mod tests {
         let cases: Vec<(GeneratorSpec, &str)> = vec![
             (spec(0), "items"),
             (spec(MAX_ITEMS + 1), "items"),
-            (
-                GeneratorSpec {
-                    zipf: -0.1,
-                    ..spec(10)
-                },
-                "zipf",
-            ),
+            (GeneratorSpec { zipf: -0.1, ..spec(10) }, "zipf"),
             (
                 GeneratorSpec {
                     zipf: f64::NAN,
@@ -807,13 +789,7 @@ mod tests {
                 },
                 "partitions",
             ),
-            (
-                GeneratorSpec {
-                    rate: 0,
-                    ..spec(10)
-                },
-                "rate",
-            ),
+            (GeneratorSpec { rate: 0, ..spec(10) }, "rate"),
             (
                 GeneratorSpec {
                     late_fraction: 1.5,
@@ -854,14 +830,7 @@ mod tests {
         };
         let mut st = PartitionStream::new(&wild, t.clone(), 3);
         assert_eq!(st.next(), None);
-        let mut st = PartitionStream::new(
-            &GeneratorSpec {
-                partitions: 1,
-                ..wild
-            },
-            t,
-            0,
-        );
+        let mut st = PartitionStream::new(&GeneratorSpec { partitions: 1, ..wild }, t, 0);
         let all: Vec<Generated> = st.by_ref().collect();
         assert_eq!(all.len(), 5);
         assert!(all.iter().all(|g| matches!(g, Generated::Bad { .. })));
@@ -966,20 +935,14 @@ mod tests {
             start: Millis(5),
             ..spec(10)
         };
-        let ts: Vec<i64> = take(&mut stream(&s, 0), 5)
-            .iter()
-            .map(|g| event_ts(g).0)
-            .collect();
+        let ts: Vec<i64> = take(&mut stream(&s, 0), 5).iter().map(|g| event_ts(g).0).collect();
         assert_eq!(ts, vec![5, 6, 7, 8, 9]);
         let s = GeneratorSpec {
             rate: 3,
             start: Millis(0),
             ..spec(10)
         };
-        let ts: Vec<i64> = take(&mut stream(&s, 0), 5)
-            .iter()
-            .map(|g| event_ts(g).0)
-            .collect();
+        let ts: Vec<i64> = take(&mut stream(&s, 0), 5).iter().map(|g| event_ts(g).0).collect();
         assert_eq!(ts, vec![0, 333, 666, 1000, 1333]);
         // The incremental arithmetic matches the closed form for awkward rates, including
         // after skips, and saturates at the end of time.
@@ -991,11 +954,7 @@ mod tests {
             };
             let mut st = stream(&s, 0);
             for i in 0..3000u64 {
-                assert_eq!(
-                    st.next().map(|g| event_ts(&g).0),
-                    Some(base_of(&s, i)),
-                    "rate {rate}"
-                );
+                assert_eq!(st.next().map(|g| event_ts(&g).0), Some(base_of(&s, i)), "rate {rate}");
             }
             for at in [12_345u64, 1 << 40, u64::MAX - 5] {
                 st.skip_to(at);
@@ -1009,19 +968,10 @@ mod tests {
             start: Millis(i64::MAX - 2500),
             ..spec(10)
         };
-        let ts: Vec<i64> = take(&mut stream(&s, 0), 5)
-            .iter()
-            .map(|g| event_ts(g).0)
-            .collect();
+        let ts: Vec<i64> = take(&mut stream(&s, 0), 5).iter().map(|g| event_ts(g).0).collect();
         assert_eq!(
             ts,
-            vec![
-                i64::MAX - 2500,
-                i64::MAX - 1500,
-                i64::MAX - 500,
-                i64::MAX,
-                i64::MAX
-            ]
+            vec![i64::MAX - 2500, i64::MAX - 1500, i64::MAX - 500, i64::MAX, i64::MAX]
         );
     }
 
@@ -1072,10 +1022,7 @@ mod tests {
         };
         let mut st = stream(&s, 0);
         for i in 0..1000 {
-            assert_eq!(
-                event_ts(&st.next().expect("endless")).0,
-                base_of(&s, i) - 600_000
-            );
+            assert_eq!(event_ts(&st.next().expect("endless")).0, base_of(&s, i) - 600_000);
         }
     }
 
@@ -1104,18 +1051,12 @@ mod tests {
         assert!((f0 * h - 1.0).abs() < 0.05, "f0 = {f0}, want {}", 1.0 / h);
         for r in [1usize, 2, 9] {
             let want = tables.probability(r as u32) * n as f64;
-            assert!(
-                (counts[r] as f64 - want).abs() < 6.0 * want.sqrt() + 5.0,
-                "rank {r}"
-            );
+            assert!((counts[r] as f64 - want).abs() < 6.0 * want.sqrt() + 5.0, "rank {r}");
         }
         assert!(counts.windows(2).take(5).all(|w| w[0] > w[1]));
 
         // s = 0 is uniform.
-        let s = GeneratorSpec {
-            zipf: 0.0,
-            ..spec(10)
-        };
+        let s = GeneratorSpec { zipf: 0.0, ..spec(10) };
         let mut st = stream(&s, 0);
         let mut counts = [0u64; 10];
         for _ in 0..100_000 {
@@ -1123,10 +1064,7 @@ mod tests {
                 counts[item["item-".len()..].parse::<usize>().expect("rank")] += 1;
             }
         }
-        assert!(
-            counts.iter().all(|&c| (9_000..=11_000).contains(&c)),
-            "{counts:?}"
-        );
+        assert!(counts.iter().all(|&c| (9_000..=11_000).contains(&c)), "{counts:?}");
     }
 
     #[test]
@@ -1135,10 +1073,7 @@ mod tests {
             for rank in [0u32, 1, 2, 9, 99, 12_345, 999_999, MAX_ITEMS - 1] {
                 let want = (f64::from(rank) + 1.0).powf(-s);
                 let got = zipf_weight(rank, s);
-                assert!(
-                    (got - want).abs() <= want * 1e-13,
-                    "s {s} rank {rank}: {got} vs {want}"
-                );
+                assert!((got - want).abs() <= want * 1e-13, "s {s} rank {rank}: {got} vs {want}");
             }
         }
         assert_eq!(zipf_weight(MAX_ITEMS - 1, 1e6), 0.0);
@@ -1160,11 +1095,7 @@ mod tests {
             assert_eq!(st.position(), at);
             let got = take(&mut st, 300);
             let end = (at as usize + 300).min(all.len());
-            assert_eq!(
-                got[..end - at as usize],
-                all[at as usize..end],
-                "skip to {at}"
-            );
+            assert_eq!(got[..end - at as usize], all[at as usize..end], "skip to {at}");
         }
         // Every combination of enabled draws.
         for bits in 0..8u32 {
@@ -1218,11 +1149,7 @@ mod tests {
             assert!(raw.bad);
             seen.insert(raw.word & 7);
             PartitionStream::render_raw(&raw, &mut out);
-            assert!(
-                parse_event(&out).is_err(),
-                "{}",
-                String::from_utf8_lossy(&out)
-            );
+            assert!(parse_event(&out).is_err(), "{}", String::from_utf8_lossy(&out));
         }
         assert_eq!(seen.len(), BadKind::ALL.len());
         let s = GeneratorSpec {
@@ -1274,10 +1201,7 @@ mod tests {
             }
         }
         // next_line and next agree.
-        let s = GeneratorSpec {
-            bad_fraction: 0.3,
-            ..s
-        };
+        let s = GeneratorSpec { bad_fraction: 0.3, ..s };
         let (mut a, mut b) = (stream(&s, 0), stream(&s, 0));
         for _ in 0..2000 {
             let mut from_line = Vec::new();
@@ -1380,8 +1304,6 @@ mod tests {
                 black_box(ids[tables.sample(rng.next_u64()) as usize].clone());
             }
         });
-        println!(
-            "unbatched sample + id: own alias {ns_own:.1} ns, WeightedAliasIndex {ns_ref:.1} ns"
-        );
+        println!("unbatched sample + id: own alias {ns_own:.1} ns, WeightedAliasIndex {ns_ref:.1} ns");
     }
 }

@@ -180,15 +180,34 @@ pub fn source<'scope>(
             let mut tally = Tally::default();
             let mut produced = false;
             if !stopping {
-                let live = partitions.iter().filter(|p| p.status != PartitionStatus::Finished).count().max(1);
+                let live = partitions
+                    .iter()
+                    .filter(|p| p.status != PartitionStatus::Finished)
+                    .count()
+                    .max(1);
                 let share = (batch / live).max(1);
                 let now = Instant::now();
                 for part in partitions.iter_mut().filter(|p| p.status != PartitionStatus::Finished) {
-                    let Partition { id, reader, clock, position, .. } = part;
+                    let Partition {
+                        id,
+                        reader,
+                        clock,
+                        position,
+                        ..
+                    } = part;
                     let status = reader.read(share, &mut |rec| {
                         *position += 1;
                         tally.records += 1;
-                        accept(rec, *id, *position, clock, &judge, &mut events_buf, &mut dead_buf, &mut tally);
+                        accept(
+                            rec,
+                            *id,
+                            *position,
+                            clock,
+                            &judge,
+                            &mut events_buf,
+                            &mut dead_buf,
+                            &mut tally,
+                        );
                     });
                     match status {
                         ReadStatus::Read(n) if n > 0 => {
@@ -321,5 +340,12 @@ fn accept(
         }
     }
     let hash = item_hash(&item);
-    events.push(TimedEvent { item, ts, wm_before, hash, partition, position });
+    events.push(TimedEvent {
+        item,
+        ts,
+        wm_before,
+        hash,
+        partition,
+        position,
+    });
 }
