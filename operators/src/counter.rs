@@ -14,7 +14,7 @@
 //! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
 //! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
 
-use crate::interner::{Interner, ItemIdx};
+use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, LocalList, RankedItem, TimedEvent};
 use crate::time::{Millis, Span};
 use crate::topk::{rank_cmp, select_top_by};
@@ -25,10 +25,24 @@ use std::collections::BTreeMap;
 
 type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
 
+/// Largest inline count; beyond it the count moves to the pane map. Tiny in unit tests so
+/// that path is exercised.
+const INLINE_MAX: u32 = if cfg!(test) { 3 } else { u32::MAX };
+
 /// Counts for one pane of one pane group.
+///
+/// Each (item, pane) count lives in exactly one place: in the item's inline counter for this
+/// group while this pane is the one inline there (`rel` matches), else in `counts`.
 struct Pane {
     start: Millis,
+    /// Counts not held inline.
     counts: FxMap<ItemIdx, u64>,
+    /// This pane's number relative to the group base, when inline counters can hold it.
+    rel: Option<i32>,
+    /// Items that became inline for this pane (some may have moved their count to `counts`).
+    members: Vec<ItemIdx>,
+    /// Members whose count is still inline.
+    inline_live: usize,
     /// Apply sequence of the last change (for dirty tracking).
     touched: u64,
     /// End of the instance containing this pane that ends last, over the group's windows:
@@ -42,6 +56,8 @@ struct Pane {
 /// The panes of windows sharing one pane width.
 struct PaneGroup {
     width: Span,
+    /// Pane number that inline counters are relative to (the first pane seen).
+    base: Option<i64>,
     windows: Vec<WindowId>,
     slots: Vec<Option<Pane>>,
     free_slots: Vec<usize>,
@@ -96,6 +112,7 @@ impl WindowedCounter {
                 Some(g) => g.windows.push(id),
                 None => groups.push(PaneGroup {
                     width: w.pane_width(),
+                    base: None,
                     windows: vec![id],
                     slots: Vec::new(),
                     free_slots: Vec::new(),
@@ -148,7 +165,7 @@ impl WindowedCounter {
             let pane = group.slots[slot].as_mut().expect("cached slot is live");
             if pane.first_end > late_h && pane.first_end > sealed_h {
                 // Fast path: on time for every covering instance.
-                increment(pane, idx, self.seq, &mut self.interner);
+                self.count(g, slot, idx);
                 counted = true;
                 continue;
             }
@@ -172,7 +189,7 @@ impl WindowedCounter {
                 }
             }
             if accepted {
-                increment(pane, idx, self.seq, &mut self.interner);
+                self.count(g, slot, idx);
                 counted = true;
                 for key in excluded {
                     let inst = self.instances.entry(key).or_default();
@@ -191,6 +208,74 @@ impl WindowedCounter {
             reason: DeadReason::Sealed,
             detail: format!("window already sealed at watermark {}", self.global_wm),
         })
+    }
+
+    /// The pane group a window belongs to.
+    fn group_of(&self, w: WindowId) -> usize {
+        self.groups.iter().position(|g| g.windows.contains(&w)).expect("window in a group")
+    }
+
+    /// Calls `f` with every (item, count) of a pane of group `g`: its map and its inline members.
+    fn pane_counts(&self, g: usize, pane: &Pane, mut f: impl FnMut(ItemIdx, u64)) {
+        for (i, c) in &pane.counts {
+            f(*i, *c);
+        }
+        if let Some(rel) = pane.rel {
+            for &i in &pane.members {
+                let inl = self.interner.inline(i, g);
+                if inl.pane == rel {
+                    f(i, inl.count as u64);
+                }
+            }
+        }
+    }
+
+    /// Counts one event of item `idx` in the pane at `slot` of group `g`.
+    #[inline]
+    fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) {
+        let seq = self.seq;
+        let group = &mut self.groups[g];
+        let pane = group.slots[slot].as_mut().expect("live slot");
+        pane.touched = seq;
+        let Some(rel) = pane.rel else {
+            map_increment(pane, idx, &mut self.interner);
+            return;
+        };
+        let inl = self.interner.inline(idx, g);
+        if inl.pane == rel {
+            if inl.count < INLINE_MAX {
+                self.interner.inline_mut(idx, g).count += 1;
+            } else {
+                // An inline count is 32 bits: move it to the map and count there from now on.
+                *self.interner.inline_mut(idx, g) = Inline::EMPTY;
+                pane.inline_live -= 1;
+                pane.counts.insert(idx, inl.count as u64 + 1);
+            }
+            return;
+        }
+        if inl.pane != Inline::EMPTY.pane && rel < inl.pane {
+            // An older pane than the inline one (out of order): its count lives in the map.
+            map_increment(pane, idx, &mut self.interner);
+            return;
+        }
+        if let Some(c) = pane.counts.get_mut(&idx) {
+            // This pane's count already moved to the map (overflow): keep it there.
+            *c += 1;
+            return;
+        }
+        // This pane becomes the item's inline pane; the previous inline count moves to its map.
+        pane.members.push(idx);
+        pane.inline_live += 1;
+        self.interner.retain(idx);
+        *self.interner.inline_mut(idx, g) = Inline { pane: rel, count: 1 };
+        if inl.pane != Inline::EMPTY.pane {
+            let base = group.base.expect("inline panes imply a base");
+            let old_no = base + inl.pane as i64;
+            let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
+            let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
+            old.counts.insert(idx, inl.count as u64);
+            old.inline_live -= 1;
+        }
     }
 
     /// End of the last-ending instance of group `g` that covers `ts`.
@@ -242,13 +327,14 @@ impl WindowedCounter {
                 self.instances.entry(key).or_default();
             }
         }
-        let pane = Pane {
-            start,
-            counts: FxMap::default(),
-            touched: 0,
-            last_end,
-            first_end,
+        let rel = if g < INLINE_GROUPS {
+            let base = *group.base.get_or_insert(pane_no);
+            i32::try_from(pane_no.saturating_sub(base)).ok().filter(|r| *r != Inline::EMPTY.pane)
+        } else {
+            None
         };
+        let pane =
+            Pane { start, counts: FxMap::default(), rel, members: Vec::new(), inline_live: 0, touched: 0, last_end, first_end };
         let slot = match group.free_slots.pop() {
             Some(s) => {
                 group.slots[s] = Some(pane);
@@ -292,7 +378,7 @@ impl WindowedCounter {
                 self.instances.remove(&key);
             }
         }
-        for group in &mut self.groups {
+        for (groups_index, group) in self.groups.iter_mut().enumerate() {
             let mut freed = false;
             for slot in 0..group.slots.len() {
                 let dead = matches!(&group.slots[slot], Some(p) if p.last_end <= sealed_h);
@@ -300,6 +386,15 @@ impl WindowedCounter {
                     let pane = group.slots[slot].take().expect("checked live");
                     for idx in pane.counts.keys() {
                         self.interner.release(*idx);
+                    }
+                    if let Some(rel) = pane.rel {
+                        for &idx in &pane.members {
+                            let g = groups_index;
+                            if self.interner.inline(idx, g).pane == rel {
+                                *self.interner.inline_mut(idx, g) = Inline::EMPTY;
+                                self.interner.release(idx);
+                            }
+                        }
                     }
                     group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
@@ -346,11 +441,15 @@ impl WindowedCounter {
     fn instance_top_k(&mut self, key: InstanceKey) -> Vec<RankedItem> {
         let k = self.windows[key.window.0 as usize].k;
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
+        let g_of = self.group_of(key.window);
         let single: Option<Vec<(u64, ItemIdx)>> = {
             let (n, mut panes) = self.panes_of(key);
-            (n == 1 && no_exclusions).then(|| match panes.next().flatten() {
-                Some(p) => p.counts.iter().map(|(i, c)| (*c, *i)).collect(),
-                None => Vec::new(),
+            (n == 1 && no_exclusions).then(|| {
+                let mut v = Vec::new();
+                if let Some(p) = panes.next().flatten() {
+                    self.pane_counts(g_of, p, |i, c| v.push((c, i)));
+                }
+                v
             })
         };
         let mut candidates = match single {
@@ -361,9 +460,7 @@ impl WindowedCounter {
                 {
                     let (_, panes) = self.panes_of(key);
                     for p in panes.flatten() {
-                        for (i, c) in &p.counts {
-                            *sum.entry(*i).or_insert(0) += c;
-                        }
+                        self.pane_counts(g_of, p, |i, c| *sum.entry(i).or_insert(0) += c);
                     }
                 }
                 if let Some(inst) = self.instances.get(&key) {
@@ -403,8 +500,8 @@ impl WindowedCounter {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
-                s.live_counters += p.counts.len();
-                heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1);
+                s.live_counters += p.counts.len() + p.inline_live;
+                heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1) + p.members.capacity() * 4;
             }
         }
         for inst in self.instances.values() {
@@ -416,7 +513,7 @@ impl WindowedCounter {
 }
 
 #[inline]
-fn increment(pane: &mut Pane, idx: ItemIdx, seq: u64, interner: &mut Interner) {
+fn map_increment(pane: &mut Pane, idx: ItemIdx, interner: &mut Interner) {
     match pane.counts.entry(idx) {
         Entry::Occupied(mut o) => *o.get_mut() += 1,
         Entry::Vacant(v) => {
@@ -424,7 +521,6 @@ fn increment(pane: &mut Pane, idx: ItemIdx, seq: u64, interner: &mut Interner) {
             interner.retain(idx);
         }
     }
-    pane.touched = seq;
 }
 
 /// The JSON rendering of an event, for dead letters raised after the raw bytes are gone.
@@ -439,6 +535,7 @@ mod tests {
     use super::*;
     use crate::hash::item_hash;
     use crate::record::PartitionId;
+    use proptest::{prop_assert, prop_assert_eq};
 
     fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
         TimedEvent {
@@ -532,6 +629,61 @@ mod tests {
             out.iter().all(|l| l.instance.start != Millis(100)),
             "no instance for the late pane"
         );
+    }
+
+    proptest::proptest! {
+        /// Final lists equal naive counting under the per-partition lateness rule, with the
+        /// watermark advancing mid-stream (sealing, freeing panes, spilling inline counts).
+        #[test]
+        fn final_lists_equal_naive_counts(
+            events in proptest::collection::vec((0u8..5, 0i64..6, 0i64..25, proptest::bool::weighted(0.05)), 0..300),
+            pool in proptest::sample::subsequence(vec![(10u64, 10u64), (20, 5), (7, 7), (30, 10), (1, 1)], 1..=5),
+            ooo in 0i64..8,
+            lateness in 0u64..15,
+            advance_every in 1usize..30,
+        ) {
+            let windows: Vec<WindowSpec> = pool.iter().enumerate().map(|(i, (size, slide))| WindowSpec {
+                name: format!("w{i}"), size: Span::from_millis(*size), slide: Span::from_millis(*slide), k: 3,
+            }).collect();
+            let mut c = WindowedCounter::new(windows.clone(), Span::from_millis(lateness), 0);
+            let mut naive: BTreeMap<(u16, i64), BTreeMap<String, u64>> = BTreeMap::new();
+            let mut latest: BTreeMap<(u16, i64), Vec<(String, u64)>> = BTreeMap::new();
+            let mut t = 0i64;
+            let mut max_ts: Option<i64> = None;
+            for (n, (item, step, back, late)) in events.iter().enumerate() {
+                t += step;
+                let ts = t - back - if *late { 60 } else { 0 };
+                let wm_before = max_ts.map_or(i64::MIN, |m| m - ooo);
+                let item = format!("i{item}");
+                prop_assert!(c.apply(&ev(&item, ts, wm_before)).is_none(), "one partition: never sealed-dropped");
+                for (wi, w) in windows.iter().enumerate() {
+                    for start in w.starts_covering(Millis(ts)) {
+                        if wm_before == i64::MIN || wm_before < w.end_of(start).0 + lateness as i64 {
+                            *naive.entry((wi as u16, start.0)).or_default().entry(item.clone()).or_insert(0) += 1;
+                        }
+                    }
+                }
+                max_ts = Some(max_ts.map_or(ts, |m| m.max(ts)));
+                if n % advance_every == 0 {
+                    for l in c.advance(Millis(max_ts.unwrap_or(i64::MIN) - ooo), n % 3 == 0) {
+                        latest.insert((l.instance.window.0, l.instance.start.0), list(&l));
+                    }
+                }
+            }
+            for l in c.advance(Millis::MAX, false) {
+                latest.insert((l.instance.window.0, l.instance.start.0), list(&l));
+            }
+            let want: BTreeMap<(u16, i64), Vec<(String, u64)>> = naive.into_iter().map(|(k, m)| {
+                let mut v: Vec<(String, u64)> = m.into_iter().collect();
+                v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                v.truncate(3);
+                (k, v)
+            }).collect();
+            latest.retain(|_, v| !v.is_empty());
+            prop_assert_eq!(latest, want);
+            let s = c.stats();
+            prop_assert_eq!((s.live_counters, s.live_items, s.live_panes, s.live_instances), (0, 0, 0, 0));
+        }
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! Item ids interned once per worker.
+//! Item records, interned once per worker.
 //!
 //! Counters are keyed by a dense `u32` index instead of the id string: 4 bytes per counter
-//! instead of 24, and one string hash per event instead of one per window. Each index carries
-//! a reference count (the number of live counters that use it); when it drops to zero the id
-//! is forgotten and the index reused, so memory follows the live state, not history.
+//! instead of 24, and one string hash per event instead of one per window. Each record keeps
+//! the id, its pinned hash, a reference count (live counters using it) and, for the first
+//! [`INLINE_GROUPS`] pane groups, an **inline counter** for the item's newest pane: the common
+//! event (same item, current pane) then touches one record instead of one hash map per window,
+//! which is where the time went (cache misses). When the count drops to zero the record is
+//! forgotten and its index reused, so memory follows the live state, not history.
 
 use crate::record::ItemId;
 use hashbrown::HashTable;
@@ -12,18 +15,41 @@ use hashbrown::HashTable;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ItemIdx(pub u32);
 
-/// The interner.
+/// Pane groups with an inline counter in each record (others use pane maps only).
+pub const INLINE_GROUPS: usize = 4;
+
+/// An inline counter: the count of one (item, pane), where `pane` is relative to its group's
+/// base pane; `Inline::EMPTY` holds nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inline {
+    /// Pane number relative to the group's base (`i32::MIN` = empty).
+    pub pane: i32,
+    /// The count.
+    pub count: u32,
+}
+
+impl Inline {
+    /// Nothing inline.
+    pub const EMPTY: Inline = Inline { pane: i32::MIN, count: 0 };
+}
+
+struct Record {
+    id: ItemId,
+    hash: u64,
+    refs: u32,
+    inline: [Inline; INLINE_GROUPS],
+}
+
+/// The record table.
 #[derive(Default)]
 pub struct Interner {
     table: HashTable<u32>,
-    ids: Vec<ItemId>,
-    hashes: Vec<u64>,
-    refs: Vec<u32>,
+    records: Vec<Record>,
     free: Vec<u32>,
 }
 
 impl Interner {
-    /// An empty interner.
+    /// An empty table.
     pub fn new() -> Interner {
         Interner::default()
     }
@@ -31,74 +57,85 @@ impl Interner {
     /// The index of `id` (with its pinned `hash`), interning it if new. Does not add a reference.
     #[inline]
     pub fn intern(&mut self, id: &str, hash: u64) -> ItemIdx {
-        let ids = &self.ids;
-        if let Some(&i) = self.table.find(hash, |&i| ids[i as usize] == id) {
+        let records = &self.records;
+        if let Some(&i) = self.table.find(hash, |&i| records[i as usize].id == id) {
             return ItemIdx(i);
         }
+        let record = Record { id: id.into(), hash, refs: 0, inline: [Inline::EMPTY; INLINE_GROUPS] };
         let i = match self.free.pop() {
             Some(i) => {
-                self.ids[i as usize] = id.into();
-                self.hashes[i as usize] = hash;
-                self.refs[i as usize] = 0;
+                self.records[i as usize] = record;
                 i
             }
             None => {
-                let i = u32::try_from(self.ids.len()).expect("more than 4 billion live items on one worker");
-                self.ids.push(id.into());
-                self.hashes.push(hash);
-                self.refs.push(0);
+                let i = u32::try_from(self.records.len()).expect("more than 4 billion live items on one worker");
+                self.records.push(record);
                 i
             }
         };
-        let hashes = &self.hashes;
-        self.table.insert_unique(hash, i, |&j| hashes[j as usize]);
+        let records = &self.records;
+        self.table.insert_unique(hash, i, |&j| records[j as usize].hash);
         ItemIdx(i)
     }
 
     /// The id of an index.
     #[inline]
     pub fn id(&self, idx: ItemIdx) -> &ItemId {
-        &self.ids[idx.0 as usize]
+        &self.records[idx.0 as usize].id
     }
 
     /// The pinned hash of an index.
     #[inline]
     pub fn hash(&self, idx: ItemIdx) -> u64 {
-        self.hashes[idx.0 as usize]
+        self.records[idx.0 as usize].hash
+    }
+
+    /// The inline counter of group `g` (< `INLINE_GROUPS`).
+    #[inline]
+    pub fn inline(&self, idx: ItemIdx, g: usize) -> Inline {
+        self.records[idx.0 as usize].inline[g]
+    }
+
+    /// The inline counter of group `g`, for update.
+    #[inline]
+    pub fn inline_mut(&mut self, idx: ItemIdx, g: usize) -> &mut Inline {
+        &mut self.records[idx.0 as usize].inline[g]
     }
 
     /// Adds a reference (a new live counter uses this item).
     #[inline]
     pub fn retain(&mut self, idx: ItemIdx) {
-        self.refs[idx.0 as usize] += 1;
+        self.records[idx.0 as usize].refs += 1;
     }
 
     /// Drops a reference; forgets the item when none are left.
     pub fn release(&mut self, idx: ItemIdx) {
-        let r = &mut self.refs[idx.0 as usize];
+        let r = &mut self.records[idx.0 as usize].refs;
         debug_assert!(*r > 0, "release without retain");
         *r = r.saturating_sub(1);
         if *r == 0 {
-            let hash = self.hashes[idx.0 as usize];
+            let hash = self.records[idx.0 as usize].hash;
             if let Ok(entry) = self.table.find_entry(hash, |&i| i == idx.0) {
                 entry.remove();
             }
-            self.ids[idx.0 as usize] = ItemId::default();
+            let rec = &mut self.records[idx.0 as usize];
+            rec.id = ItemId::default();
+            rec.inline = [Inline::EMPTY; INLINE_GROUPS];
             self.free.push(idx.0);
         }
     }
 
-    /// Releases every item that has no reference (interned but never counted).
+    /// Forgets an item that was interned but never counted.
     pub fn release_unreferenced(&mut self, idx: ItemIdx) {
-        if self.refs[idx.0 as usize] == 0 {
-            self.refs[idx.0 as usize] = 1;
+        if self.records[idx.0 as usize].refs == 0 {
+            self.records[idx.0 as usize].refs = 1;
             self.release(idx);
         }
     }
 
     /// Live items.
     pub fn len(&self) -> usize {
-        self.ids.len() - self.free.len()
+        self.records.len() - self.free.len()
     }
 
     /// No live items.
@@ -108,16 +145,10 @@ impl Interner {
 
     /// Approximate heap bytes held (ids stored once, plus per-item bookkeeping).
     pub fn heap_bytes(&self) -> usize {
-        let heap_ids: usize = self
-            .ids
-            .iter()
-            .filter(|s| s.is_heap_allocated())
-            .map(|s| s.capacity())
-            .sum();
+        let heap_ids: usize =
+            self.records.iter().filter(|r| r.id.is_heap_allocated()).map(|r| r.id.capacity()).sum();
         self.table.capacity() * (4 + 1)
-            + self.ids.capacity() * std::mem::size_of::<ItemId>()
-            + self.hashes.capacity() * 8
-            + self.refs.capacity() * 4
+            + self.records.capacity() * std::mem::size_of::<Record>()
             + self.free.capacity() * 4
             + heap_ids
     }
@@ -138,14 +169,16 @@ mod tests {
         i.retain(a);
         i.retain(a);
         i.retain(b);
+        i.inline_mut(a, 1).count = 7;
         i.release(a);
         assert_eq!(i.len(), 2);
         i.release(a);
         assert_eq!(i.len(), 1);
-        // "a" is forgotten; a new id reuses its slot, "a" gets a fresh index later
+        // "a" is forgotten; a new id reuses its slot with clean inline counters
         let c = i.intern("c", item_hash("c"));
         assert_eq!(c, a);
         assert_eq!(i.id(c), "c");
+        assert_eq!(i.inline(c, 1), Inline::EMPTY);
         assert_eq!(i.intern("b", item_hash("b")), b);
         let a2 = i.intern("a", item_hash("a"));
         assert_ne!(a2, c);

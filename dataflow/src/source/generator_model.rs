@@ -13,7 +13,7 @@
 //!   `seed ^ partition * 0x9E3779B97F4A7C15`; the Zipf weights are computed with basic IEEE-754
 //!   operations only (no platform `pow`/`exp`/`ln`), so the alias table is bit-identical
 //!   everywhere too.
-//! - **Fixed draws per record.** Every record consumes exactly `words_per_record()` 64-bit words
+//! - **Fixed draws per record.** Every record consumes exactly [`GeneratorSpec::words_per_record`] 64-bit words
 //!   of its partition's ChaCha stream (one for the item, plus one each for the bad, late and
 //!   jitter decisions when those are enabled). That is what makes [`PartitionStream::skip_to`]
 //!   O(1): it seeks the ChaCha stream instead of generating and dropping, and gives exactly the
