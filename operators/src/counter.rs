@@ -212,7 +212,10 @@ impl WindowedCounter {
 
     /// The pane group a window belongs to.
     fn group_of(&self, w: WindowId) -> usize {
-        self.groups.iter().position(|g| g.windows.contains(&w)).expect("window in a group")
+        self.groups
+            .iter()
+            .position(|g| g.windows.contains(&w))
+            .expect("window in a group")
     }
 
     /// Calls `f` with every (item, count) of a pane of group `g`: its map and its inline members.
@@ -329,12 +332,22 @@ impl WindowedCounter {
         }
         let rel = if g < INLINE_GROUPS {
             let base = *group.base.get_or_insert(pane_no);
-            i32::try_from(pane_no.saturating_sub(base)).ok().filter(|r| *r != Inline::EMPTY.pane)
+            i32::try_from(pane_no.saturating_sub(base))
+                .ok()
+                .filter(|r| *r != Inline::EMPTY.pane)
         } else {
             None
         };
-        let pane =
-            Pane { start, counts: FxMap::default(), rel, members: Vec::new(), inline_live: 0, touched: 0, last_end, first_end };
+        let pane = Pane {
+            start,
+            counts: FxMap::default(),
+            rel,
+            members: Vec::new(),
+            inline_live: 0,
+            touched: 0,
+            last_end,
+            first_end,
+        };
         let slot = match group.free_slots.pop() {
             Some(s) => {
                 group.slots[s] = Some(pane);

@@ -30,7 +30,10 @@ pub struct Inline {
 
 impl Inline {
     /// Nothing inline.
-    pub const EMPTY: Inline = Inline { pane: i32::MIN, count: 0 };
+    pub const EMPTY: Inline = Inline {
+        pane: i32::MIN,
+        count: 0,
+    };
 }
 
 struct Record {
@@ -61,7 +64,12 @@ impl Interner {
         if let Some(&i) = self.table.find(hash, |&i| records[i as usize].id == id) {
             return ItemIdx(i);
         }
-        let record = Record { id: id.into(), hash, refs: 0, inline: [Inline::EMPTY; INLINE_GROUPS] };
+        let record = Record {
+            id: id.into(),
+            hash,
+            refs: 0,
+            inline: [Inline::EMPTY; INLINE_GROUPS],
+        };
         let i = match self.free.pop() {
             Some(i) => {
                 self.records[i as usize] = record;
@@ -145,8 +153,12 @@ impl Interner {
 
     /// Approximate heap bytes held (ids stored once, plus per-item bookkeeping).
     pub fn heap_bytes(&self) -> usize {
-        let heap_ids: usize =
-            self.records.iter().filter(|r| r.id.is_heap_allocated()).map(|r| r.id.capacity()).sum();
+        let heap_ids: usize = self
+            .records
+            .iter()
+            .filter(|r| r.id.is_heap_allocated())
+            .map(|r| r.id.capacity())
+            .sum();
         self.table.capacity() * (4 + 1)
             + self.records.capacity() * std::mem::size_of::<Record>()
             + self.free.capacity() * 4

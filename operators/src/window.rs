@@ -173,6 +173,18 @@ pub fn default_windows() -> Vec<WindowSpec> {
     .collect()
 }
 
+/// Where an instance ending at `end` stands when the global watermark is `wm`.
+pub fn list_state(end: Millis, wm: Millis, allowed_lateness: Span) -> crate::record::ListState {
+    use crate::record::ListState;
+    if end <= wm.minus(allowed_lateness) {
+        ListState::Final
+    } else if end <= wm {
+        ListState::Closed
+    } else {
+        ListState::Open
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,17 +254,5 @@ mod tests {
             let p = w.pane_width().as_i64();
             prop_assert!(want.iter().all(|s| s.rem_euclid(p) == 0) && (size as i64) % p == 0);
         }
-    }
-}
-
-/// Where an instance ending at `end` stands when the global watermark is `wm`.
-pub fn list_state(end: Millis, wm: Millis, allowed_lateness: Span) -> crate::record::ListState {
-    use crate::record::ListState;
-    if end <= wm.minus(allowed_lateness) {
-        ListState::Final
-    } else if end <= wm {
-        ListState::Closed
-    } else {
-        ListState::Open
     }
 }

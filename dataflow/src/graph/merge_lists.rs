@@ -18,6 +18,9 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
+/// An epoch's inputs, held under its capability until the frontier passes it.
+type Pending = (Capability<u64>, Vec<LocalList>, Vec<Control>);
+
 /// Merges local lists into published revisions on worker 0.
 pub fn merge_lists<'scope>(
     lists: Stream<'scope, u64, Vec<LocalList>>,
@@ -35,7 +38,7 @@ pub fn merge_lists<'scope>(
         move |_cap, _info| {
             let mut merger = ListMerger::new(windows, allowed_lateness);
             let mut global = GlobalWatermark::new();
-            let mut stash: BTreeMap<u64, (Capability<u64>, Vec<LocalList>, Vec<Control>)> = BTreeMap::new();
+            let mut stash: BTreeMap<u64, Pending> = BTreeMap::new();
             move |(in_lists, f1), (in_control, f2), output| {
                 in_lists.for_each_stamp(|cap, data| {
                     let Some(c) = cap.retain_least(output.output_index()) else {

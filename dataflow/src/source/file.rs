@@ -30,7 +30,7 @@ impl FileReader {
     }
 
     /// Reads up to `budget` lines.
-    pub fn read(&mut self, budget: usize, f: &mut dyn FnMut(Record<'_>)) -> ReadStatus {
+    pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {
             self.line.clear();
             match self.reader.read_until(b'\n', &mut self.line) {
@@ -89,7 +89,7 @@ impl StdinReader {
     }
 
     /// Takes up to `budget` lines that have arrived.
-    pub fn read(&mut self, budget: usize, f: &mut dyn FnMut(Record<'_>)) -> ReadStatus {
+    pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {
             match self.rx.try_recv() {
                 Ok(line) => f(Record::Line(&line)),

@@ -45,10 +45,11 @@ impl GeneratorReader {
     }
 
     /// Produces up to `budget` records (fewer when paced).
-    pub fn read(&mut self, budget: usize, f: &mut dyn FnMut(Record<'_>)) -> ReadStatus {
+    #[inline]
+    pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         let mut budget = budget;
         if let Some((t0, rate)) = self.pace {
-            let due = (t0.elapsed().as_millis() as u128 * rate as u128 / 1000) as u64;
+            let due = (t0.elapsed().as_millis() * rate as u128 / 1000) as u64;
             let left = due.saturating_sub(self.stream.position());
             if left == 0 {
                 return ReadStatus::Waiting;

@@ -55,12 +55,13 @@ pub enum Reader {
     File(file::FileReader),
     /// Standard input (read on a helper thread).
     Stdin(file::StdinReader),
-    /// The generator.
-    Generator(generator::GeneratorReader),
+    /// The generator (boxed: it is much larger than the other readers).
+    Generator(Box<generator::GeneratorReader>),
 }
 
 impl Reader {
-    fn read(&mut self, budget: usize, f: &mut dyn FnMut(Record<'_>)) -> ReadStatus {
+    #[inline]
+    fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         match self {
             Reader::File(r) => r.read(budget, f),
             Reader::Stdin(r) => r.read(budget, f),
@@ -111,7 +112,9 @@ pub fn open_partitions(plan: &JobPlan, index: usize, peers: usize) -> anyhow::Re
         let reader = match &plan.source {
             SourcePlan::Files(paths) => Reader::File(file::FileReader::open(&paths[p as usize])?),
             SourcePlan::Stdin => Reader::Stdin(file::StdinReader::spawn()),
-            SourcePlan::Generator { spec, pace } => Reader::Generator(generator::GeneratorReader::new(spec, p, *pace)?),
+            SourcePlan::Generator { spec, pace } => {
+                Reader::Generator(Box::new(generator::GeneratorReader::new(spec, p, *pace)?))
+            }
         };
         out.push((PartitionId(p), reader));
     }
