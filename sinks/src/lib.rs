@@ -11,6 +11,8 @@
 
 pub mod error;
 pub mod memory;
+pub mod postgres;
+pub mod redis_store;
 pub mod sqlite;
 pub mod store;
 pub mod types;
@@ -18,5 +20,5 @@ pub mod types;
 pub use error::SinkError;
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
-pub use store::SinkStore;
+pub use store::{SinkStore, StoreReader};
 pub use types::{CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};

@@ -1,7 +1,8 @@
 //! The write protocol every sink store implements.
 
 use crate::error::SinkError;
-use crate::types::CommitBatch;
+use crate::types::{CommitBatch, StoredList, StoredWindow};
+use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 
 /// A place the job commits its output to, one epoch range at a time.
@@ -37,4 +38,23 @@ pub trait SinkStore: Send {
 
     /// The last committed epoch of the job, if any.
     fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError>;
+}
+
+/// The read side every store offers (the query command and the HTTP API read through it).
+///
+/// Each call is one consistent read: a list never mixes two revisions. Methods take `&mut self`
+/// so a store may keep one connection; share a reader between threads behind a `Mutex`.
+pub trait StoreReader: Send {
+    /// The job's windows, in configured order (empty if the job never ran).
+    fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError>;
+
+    /// The latest instance (greatest start) of a window, if any.
+    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError>;
+
+    /// The instance of a window starting at `start`, if any.
+    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError>;
+
+    /// The job's last commit: `(epoch, watermark)`. Cheap: readers poll it to see that
+    /// something new was committed.
+    fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError>;
 }

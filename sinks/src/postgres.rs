@@ -1,0 +1,1 @@
+//! PostgreSQL store (being written).

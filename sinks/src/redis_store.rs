@@ -1,0 +1,1 @@
+//! Redis store (being written).
