@@ -125,7 +125,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
 /// Runs one measured job while sampling the state gauges.
 fn measure(name: &'static str, plan: &JobPlan, input_bytes: u64) -> Result<BenchResult> {
     let rss_before = rss_bytes().0;
-    let stats = Arc::new(JobStats::new(plan.workers));
+    let stats = Arc::new(JobStats::new(plan.workers, plan.source.partitions() as usize));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let stats = stats.clone();

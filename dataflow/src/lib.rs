@@ -5,14 +5,16 @@
 //! - [`source`]: the source operator and its partition readers (files, stdin, generator);
 //! - [`graph`]: the dataflow (window count, merge, sink hand-off);
 //! - [`run`]: workers, the sink writer thread, progress display;
-//! - [`query`], [`bench`], [`generate`]: the other subcommands.
+//! - [`query`], [`serve`], [`bench`], [`generate`]: the other subcommands.
 #![deny(missing_docs)]
 
 pub mod bench;
 pub mod config;
 pub mod generate;
 pub mod graph;
+pub mod metrics;
 pub mod query;
 pub mod run;
+pub mod serve;
 pub mod source;
 pub mod stats;

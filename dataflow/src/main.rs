@@ -4,7 +4,7 @@
 //! 2 bad usage (from the argument parser).
 
 use clap::{Parser, Subcommand};
-use hotlist_dataflow::{bench, config, generate, query, run};
+use hotlist_dataflow::{bench, config, generate, query, run, serve};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -41,9 +41,14 @@ enum Command {
         /// Progress display while running.
         #[arg(long, value_enum, default_value_t = run::Progress::Auto)]
         progress: run::Progress,
+        /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Print a window's list from the sink store.
     Query(query::QueryArgs),
+    /// Serve the lists over HTTP: JSON API, live page, metrics.
+    Serve(serve::ServeArgs),
     /// Measure throughput: generator in memory, and JSON lines from a file.
     Bench(bench::BenchArgs),
     /// Write the configured generator's records as JSON-lines files (one per partition).
@@ -74,6 +79,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             workers,
             set,
             progress,
+            metrics_addr,
         } => {
             let plan = config::load(&path, &config::Overrides { set, workers })?;
             let shutdown = Arc::new(AtomicBool::new(false));
@@ -85,7 +91,22 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 }
                 eprintln!("\nstopping: finishing the current epoch and committing (Ctrl-C again to abort)");
             })?;
-            let stats = Arc::new(hotlist_dataflow::stats::JobStats::new(plan.workers));
+            let stats = Arc::new(hotlist_dataflow::stats::JobStats::new(
+                plan.workers,
+                plan.source.partitions() as usize,
+            ));
+            if let Some(addr) = metrics_addr {
+                let (s, job) = (stats.clone(), plan.job_id.clone());
+                let names: Vec<String> = (0..plan.source.partitions())
+                    .map(|p| plan.source.partition_name(p))
+                    .collect();
+                let bound = hotlist_server::metrics::serve_text(
+                    addr,
+                    Arc::new(move || hotlist_dataflow::metrics::render(&s, &job, &names)),
+                )
+                .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
+                eprintln!("metrics on http://{bound}/metrics");
+            }
             let summary = run::run_with_stats(&plan, progress, shutdown, stats.clone())?;
             let names: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
             print!("{}", run::render_lists(&stats, &names, 10));
@@ -93,6 +114,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Query(args) => query::query(&args),
+        Command::Serve(args) => serve::serve(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Generate(args) => generate::generate(&args),
     }

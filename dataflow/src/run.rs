@@ -74,7 +74,12 @@ pub fn open_store(sink: &SinkPlan) -> Result<Box<dyn SinkStore>> {
 
 /// Runs `plan` to the end of its input or until `shutdown` is set.
 pub fn run(plan: &JobPlan, progress: Progress, shutdown: Arc<AtomicBool>) -> Result<RunSummary> {
-    run_with_stats(plan, progress, shutdown, Arc::new(JobStats::new(plan.workers)))
+    run_with_stats(
+        plan,
+        progress,
+        shutdown,
+        Arc::new(JobStats::new(plan.workers, plan.source.partitions() as usize)),
+    )
 }
 
 /// `run`, with caller-owned stats (benchmarks sample them while the job runs).
@@ -187,7 +192,9 @@ fn write_loop(
                 Err(_) => break,
             }
         }
+        let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
+        stats.commit_seconds.observe(started.elapsed().as_secs_f64());
         stats.committed_epoch.store(batch.epoch, Relaxed);
         stats.commits.fetch_add(1, Relaxed);
         for l in &batch.lists {

@@ -44,11 +44,32 @@ pub struct JobStats {
     pub peak_counters: AtomicU64,
     /// Latest committed list per window (the newest instance).
     pub latest: Mutex<BTreeMap<String, PublishedList>>,
+    /// Per input partition: records, events, bad, late, watermark (ms), position.
+    pub partitions: Vec<PartitionStats>,
+    /// Sink commit latency (seconds), and rows written.
+    pub commit_seconds: prometheus::Histogram,
+}
+
+/// Counters of one input partition.
+#[derive(Debug, Default)]
+pub struct PartitionStats {
+    /// Records read.
+    pub records: AtomicU64,
+    /// Valid events.
+    pub events: AtomicU64,
+    /// Bad records.
+    pub bad: AtomicU64,
+    /// Events late for some window.
+    pub late: AtomicU64,
+    /// Partition watermark (ms; `i64::MIN` before any event), as the merger last saw it.
+    pub watermark: AtomicI64,
+    /// Idle (1) or not (0), finished (2).
+    pub status: AtomicU64,
 }
 
 impl JobStats {
-    /// Zeroed counters for `workers` workers.
-    pub fn new(workers: usize) -> JobStats {
+    /// Zeroed counters for `workers` workers and `partitions` input partitions.
+    pub fn new(workers: usize, partitions: usize) -> JobStats {
         let v = || (0..workers).map(|_| AtomicU64::new(0)).collect();
         JobStats {
             records_in: AtomicU64::new(0),
@@ -68,6 +89,18 @@ impl JobStats {
             live_items: v(),
             peak_counters: AtomicU64::new(0),
             latest: Mutex::new(BTreeMap::new()),
+            partitions: (0..partitions)
+                .map(|_| PartitionStats {
+                    watermark: AtomicI64::new(i64::MIN),
+                    ..Default::default()
+                })
+                .collect(),
+            commit_seconds: prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new("hotlist_sink_commit_seconds", "sink commit latency").buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                ]),
+            )
+            .expect("valid histogram"),
         }
     }
 

@@ -75,6 +75,29 @@ pub enum SinkError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A Redis request failed during `op`.
+    #[error("{op} on {url} failed: {cause}")]
+    Redis {
+        /// The server URL, without its password.
+        url: String,
+        /// The operation, e.g. `commit of job "hotlist" epoch 7`.
+        op: String,
+        /// The cause (not named `source`: thiserror would require it to be an `Error`). It starts
+        /// with a class word that [`SinkError::retryable`] reads: `IO` for connection, I/O and
+        /// timeout failures, `CLIENT` for client-side failures, otherwise the server's error
+        /// code (`ERR`, `BUSY`, `LOADING`, `TRYAGAIN`, …).
+        cause: String,
+    },
+    /// PostgreSQL reported an error (or the connection failed) during `op`.
+    #[error("{op} on {url} failed: {}", crate::postgres::describe(.source))]
+    Postgres {
+        /// The server and schema, without user name and password.
+        url: String,
+        /// The operation, e.g. `commit of job "hotlist" epoch 7`.
+        op: String,
+        /// The underlying error.
+        source: postgres::Error,
+    },
 }
 
 impl SinkError {
@@ -92,6 +115,10 @@ impl SinkError {
                 )
             ),
             SinkError::Io { .. } => true,
+            SinkError::Postgres { source, .. } => crate::postgres::pg_retryable(source),
+            SinkError::Redis { cause, .. } => {
+                matches!(cause.split(' ').next(), Some("IO" | "BUSY" | "TRYAGAIN" | "LOADING"))
+            }
             SinkError::MissingParent { .. }
             | SinkError::NoDatabase { .. }
             | SinkError::Schema { .. }

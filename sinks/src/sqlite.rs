@@ -685,6 +685,40 @@ impl SinkStore for SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// The job's last commit as `(epoch, watermark)`.
+    pub fn last_commit(&self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
+        let path = self.path.as_path();
+        let row = self
+            .conn
+            .prepare_cached("SELECT epoch, watermark FROM hotlist_commits WHERE job = ?1")
+            .and_then(|mut s| {
+                s.query_row(params![job], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                    .optional()
+            })
+            .map_err(sql_err(path, format!("reading the last commit of job {job:?}")))?;
+        match row {
+            None => Ok(None),
+            Some((epoch, wm)) => Ok(Some((non_negative(path, epoch, "commit epoch")?, Millis(wm)))),
+        }
+    }
+}
+
+impl crate::store::StoreReader for SqliteStore {
+    fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
+        SqliteStore::windows(self, job)
+    }
+    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::latest(self, job, window)
+    }
+    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::instance(self, job, window, start)
+    }
+    fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
+        SqliteStore::last_commit(self, job)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -991,38 +1025,5 @@ mod tests {
                 rows / secs
             );
         }
-    }
-}
-
-impl SqliteStore {
-    /// The job's last commit as `(epoch, watermark)`.
-    pub fn last_commit(&self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
-        let path = self.path.as_path();
-        let row = self
-            .conn
-            .prepare_cached("SELECT epoch, watermark FROM hotlist_commits WHERE job = ?1")
-            .and_then(|mut s| {
-                s.query_row(params![job], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))).optional()
-            })
-            .map_err(sql_err(path, format!("reading the last commit of job {job:?}")))?;
-        match row {
-            None => Ok(None),
-            Some((epoch, wm)) => Ok(Some((non_negative(path, epoch, "commit epoch")?, Millis(wm)))),
-        }
-    }
-}
-
-impl crate::store::StoreReader for SqliteStore {
-    fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
-        SqliteStore::windows(self, job)
-    }
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        SqliteStore::latest(self, job, window)
-    }
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        SqliteStore::instance(self, job, window, start)
-    }
-    fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
-        SqliteStore::last_commit(self, job)
     }
 }

@@ -83,6 +83,12 @@ pub fn merge_lists<'scope>(
                     let mut published = merger.advance(wm, Millis::now());
                     if is_leader {
                         stats.watermark.store(wm.0, Relaxed);
+                        for (p, pwm, status) in global.partitions() {
+                            if let Some(ps) = stats.partitions.get(p.0 as usize) {
+                                ps.watermark.store(pwm.0, Relaxed);
+                                ps.status.store(status as u64, Relaxed);
+                            }
+                        }
                         stats.revisions.fetch_add(published.len() as u64, Relaxed);
                         for p in &published {
                             match p.state {

@@ -82,6 +82,8 @@ struct Partition {
     position: u64,
     status: PartitionStatus,
     last_data: Instant,
+    /// Tallies of this activation, flushed to the shared per-partition stats.
+    tally: Tally,
 }
 
 /// Per-activation tallies, flushed to the shared stats once per activation.
@@ -161,6 +163,7 @@ pub fn source<'scope>(
             position: 0,
             status: PartitionStatus::Active,
             last_data: now,
+            tally: Tally::default(),
         })
         .collect();
 
@@ -180,7 +183,6 @@ pub fn source<'scope>(
             }
 
             // read a batch, round-robin over live partitions
-            let mut tally = Tally::default();
             let mut produced = false;
             if !stopping {
                 let live = partitions
@@ -196,6 +198,7 @@ pub fn source<'scope>(
                         reader,
                         clock,
                         position,
+                        tally,
                         ..
                     } = part;
                     let status = reader.read(share, &mut |rec| {
@@ -209,7 +212,7 @@ pub fn source<'scope>(
                             &judge,
                             &mut events_buf,
                             &mut dead_buf,
-                            &mut tally,
+                            tally,
                         );
                     });
                     match status {
@@ -238,11 +241,23 @@ pub fn source<'scope>(
             if !dead_buf.is_empty() {
                 out_dead.activate().session(&c[2]).give_container(&mut dead_buf);
             }
-            stats.records_in.fetch_add(tally.records, Relaxed);
-            stats.events_in.fetch_add(tally.events, Relaxed);
-            stats.bad.fetch_add(tally.bad, Relaxed);
-            stats.late.fetch_add(tally.late, Relaxed);
-            stats.late_dropped.fetch_add(tally.late_dropped, Relaxed);
+            for part in partitions.iter_mut() {
+                let t = std::mem::take(&mut part.tally);
+                if t.records == 0 {
+                    continue;
+                }
+                stats.records_in.fetch_add(t.records, Relaxed);
+                stats.events_in.fetch_add(t.events, Relaxed);
+                stats.bad.fetch_add(t.bad, Relaxed);
+                stats.late.fetch_add(t.late, Relaxed);
+                stats.late_dropped.fetch_add(t.late_dropped, Relaxed);
+                if let Some(ps) = stats.partitions.get(part.id.0 as usize) {
+                    ps.records.fetch_add(t.records, Relaxed);
+                    ps.events.fetch_add(t.events, Relaxed);
+                    ps.bad.fetch_add(t.bad, Relaxed);
+                    ps.late.fetch_add(t.late, Relaxed);
+                }
+            }
 
             // close the epoch on the timer, at the end of input, or when stopping
             let ended = partitions.iter().all(|p| p.status == PartitionStatus::Finished);

@@ -1,0 +1,98 @@
+//! `hotlist serve`: the read API and live page over the job's sink store.
+
+use crate::config::{self, SinkPlan};
+use anyhow::{Context, Result};
+use hotlist_sinks::{SinkError, SqliteStore, StoreReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `hotlist serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The job's config: the store to read and the job id.
+    #[arg(long, short, default_value = "configs/local.toml")]
+    pub config: PathBuf,
+    /// Address to listen on (loopback by default; use 0.0.0.0:PORT to expose it).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// How often to poll the store for a new commit.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub poll: Duration,
+    /// Override a config key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    hotlist_operators::time::Span::parse(s).map(|s| s.as_std())
+}
+
+type Opener = Arc<dyn Fn() -> Result<Box<dyn StoreReader>, SinkError> + Send + Sync>;
+
+/// The reader for a sink plan.
+pub fn opener(sink: &SinkPlan) -> Result<Opener> {
+    match sink {
+        SinkPlan::Sqlite(path) => {
+            let path = path.clone();
+            Ok(Arc::new(move || {
+                SqliteStore::open_read_only(&path).map(|s| Box::new(s) as Box<dyn StoreReader>)
+            }))
+        }
+        SinkPlan::Memory(_) => anyhow::bail!("the config's sink is in memory: nothing to serve"),
+    }
+}
+
+/// Runs the server until Ctrl-C / SIGTERM.
+pub fn serve(args: &ServeArgs) -> Result<()> {
+    let plan = config::load(
+        &args.config,
+        &config::Overrides {
+            set: args.set.clone(),
+            workers: None,
+        },
+    )?;
+    let open = opener(&plan.sink)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let addr = listener.local_addr().context("listener address")?;
+        println!(
+            "serving job {:?} on http://{addr}/ (API: /v1/top?window=…, /v1/windows, /healthz, /metrics)",
+            plan.job_id
+        );
+        let options = hotlist_server::ServeOptions {
+            job: plan.job_id.clone(),
+            open,
+            poll: args.poll,
+            max_age: plan.time.emit_interval.as_std(),
+        };
+        hotlist_server::run(listener, options, shutdown_signal())
+            .await
+            .context("server failed")
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

@@ -1,0 +1,379 @@
+//! The HTTP handlers: `/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, `/`.
+//!
+//! Every user-input problem is a 4xx with a JSON body `{"error": "...", "parameter": "..."}`;
+//! store trouble on a history lookup is a 503; nothing a client sends can cause a 500.
+//! `k` above the window's K is a 400 (not silently capped): a client asking for 500 items from
+//! a K=100 window should learn that it gets at most 100.
+
+use crate::cache::Cache;
+use crate::metrics::ApiMetrics;
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hotlist_operators::record::ListState;
+use hotlist_operators::time::Millis;
+use hotlist_operators::window::WindowSpec;
+use hotlist_sinks::{StoreReader, StoredList};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Shared state of the handlers.
+pub struct AppState {
+    /// The job whose lists are served.
+    pub job: String,
+    /// The snapshot cache.
+    pub cache: Arc<Cache>,
+    /// History lookups (`date`, `at`), answered on their own thread.
+    pub history: HistoryWorker,
+    /// `Cache-Control: max-age` for lists that may still change.
+    pub max_age: Duration,
+    /// Metrics.
+    pub metrics: Arc<ApiMetrics>,
+}
+
+/// A 4xx/5xx with a JSON body.
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    parameter: Option<&'static str>,
+}
+
+impl ApiError {
+    fn bad(parameter: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            parameter: Some(parameter),
+        }
+    }
+    fn not_found(parameter: Option<&'static str>, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+            parameter,
+        }
+    }
+    fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: message.into(),
+            parameter: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = match self.parameter {
+            Some(p) => json!({"error": self.message, "parameter": p}),
+            None => json!({"error": self.message}),
+        };
+        let mut r = (self.status, axum::Json(body)).into_response();
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    }
+}
+
+/// Parsed `/v1/top` parameters.
+#[derive(Debug, Default)]
+struct TopParams {
+    window: Option<String>,
+    k: Option<String>,
+    date: Option<String>,
+    at: Option<String>,
+}
+
+fn parse_top(raw: Option<&str>) -> Result<TopParams, ApiError> {
+    let mut p = TopParams::default();
+    for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        let slot = match key.as_ref() {
+            "window" => (&mut p.window, "window"),
+            "k" => (&mut p.k, "k"),
+            "date" => (&mut p.date, "date"),
+            "at" => (&mut p.at, "at"),
+            _ => continue, // unknown parameters are ignored (cache busters, tracking tags)
+        };
+        if slot.0.is_some() {
+            return Err(ApiError::bad(slot.1, format!("{} given more than once", slot.1)));
+        }
+        *slot.0 = Some(value.into_owned());
+    }
+    Ok(p)
+}
+
+/// `GET /v1/top?window=W[&k=N][&date=YYYY-MM-DD | &at=TIME]`.
+pub async fn top(State(app): State<Arc<AppState>>, RawQuery(raw): RawQuery, headers: HeaderMap) -> Response {
+    match top_inner(&app, raw.as_deref(), &headers).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let p = parse_top(raw)?;
+    let snapshot = app.cache.get();
+    let window = p
+        .window
+        .as_deref()
+        .ok_or_else(|| ApiError::bad("window", "window is required, e.g. ?window=5m"))?;
+    let Some(spec) = snapshot.windows.iter().find(|w| w.name == window) else {
+        let names: Vec<&str> = snapshot.windows.iter().map(|w| w.name.as_str()).collect();
+        return Err(ApiError::not_found(
+            Some("window"),
+            format!("unknown window {window:?}; windows: {}", names.join(", ")),
+        ));
+    };
+    let k = match p.k.as_deref() {
+        None => spec.k,
+        Some(s) => match s.trim().parse::<u64>() {
+            Ok(0) | Err(_) => return Err(ApiError::bad("k", format!("k must be an integer from 1 to {}", spec.k))),
+            Ok(k) if k > spec.k as u64 => {
+                return Err(ApiError::bad(
+                    "k",
+                    format!("k must be at most {} (the window's K)", spec.k),
+                ))
+            }
+            Ok(k) => k as usize,
+        },
+    };
+    let at = match (&p.date, &p.at) {
+        (Some(_), Some(_)) => return Err(ApiError::bad("at", "give date or at, not both")),
+        (Some(d), None) => Some(Millis::parse_date(d).ok_or_else(|| ApiError::bad("date", "date must be YYYY-MM-DD"))?),
+        (None, Some(t)) => Some(
+            Millis::parse_user(t)
+                .ok_or_else(|| ApiError::bad("at", "at must be an RFC 3339 time with an offset, or milliseconds"))?,
+        ),
+        (None, None) => None,
+    };
+    let list: Arc<StoredList> = match at {
+        None => snapshot
+            .latest
+            .get(window)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(None, format!("window {window:?} has no list yet")))?,
+        Some(t) => {
+            let ws = WindowSpec {
+                name: spec.name.clone(),
+                size: spec.size,
+                slide: spec.slide,
+                k: spec.k,
+            };
+            let start = ws.start_for_query(t);
+            // The latest instance is in the snapshot: no database round trip for it either.
+            match snapshot.latest.get(window).filter(|l| l.start == start) {
+                Some(l) => l.clone(),
+                None => Arc::new(history(app, window, start).await?.ok_or_else(|| {
+                    ApiError::not_found(
+                        None,
+                        format!("window {window:?} has no list for the instance starting {start}"),
+                    )
+                })?),
+            }
+        }
+    };
+    let etag = format!("\"{}-{}-{}-{}\"", list.window, list.start.0, list.revision, k);
+    if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag))
+    {
+        let mut r = StatusCode::NOT_MODIFIED.into_response();
+        set_cache_headers(&mut r, &etag, &list, app.max_age);
+        return Ok(r);
+    }
+    let body = list_json(&list, k);
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    set_cache_headers(&mut r, &etag, &list, app.max_age);
+    Ok(r)
+}
+
+async fn history(app: &Arc<AppState>, window: &str, start: Millis) -> Result<Option<StoredList>, ApiError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let request = HistoryRequest {
+        job: app.job.clone(),
+        window: window.to_string(),
+        start,
+        reply: tx,
+    };
+    if app
+        .history
+        .tx
+        .lock()
+        .map_err(|_| ApiError::unavailable("history worker poisoned"))?
+        .send(request)
+        .is_err()
+    {
+        return Err(ApiError::unavailable("history worker stopped"));
+    }
+    rx.await
+        .map_err(|_| ApiError::unavailable("history lookup failed"))?
+        .map_err(ApiError::unavailable)
+}
+
+struct HistoryRequest {
+    job: String,
+    window: String,
+    start: Millis,
+    reply: tokio::sync::oneshot::Sender<Result<Option<StoredList>, String>>,
+}
+
+/// A thread that owns the history reader: blocking store clients (SQLite, the sync PostgreSQL
+/// client) never run on, or get dropped on, the async runtime's threads.
+pub struct HistoryWorker {
+    tx: Mutex<std::sync::mpsc::Sender<HistoryRequest>>,
+}
+
+impl HistoryWorker {
+    /// Starts the thread; `open` (re)opens the reader when needed.
+    pub fn start(open: crate::cache::ReaderFactory) -> std::io::Result<HistoryWorker> {
+        let (tx, rx) = std::sync::mpsc::channel::<HistoryRequest>();
+        std::thread::Builder::new()
+            .name("hotlist-history".into())
+            .spawn(move || {
+                let mut reader: Option<Box<dyn StoreReader>> = None;
+                while let Ok(req) = rx.recv() {
+                    let answer = (|| {
+                        if reader.is_none() {
+                            reader = Some(open().map_err(|e| format!("store unavailable: {e}"))?);
+                        }
+                        let r = reader.as_mut().ok_or("store unavailable")?;
+                        r.instance(&req.job, &req.window, req.start).map_err(|e| {
+                            reader = None; // reopen next time
+                            format!("store unavailable: {e}")
+                        })
+                    })();
+                    let _ = req.reply.send(answer);
+                }
+            })?;
+        Ok(HistoryWorker { tx: Mutex::new(tx) })
+    }
+}
+
+fn set_cache_headers(r: &mut Response, etag: &str, list: &StoredList, max_age: Duration) {
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    let cc = if list.state == ListState::Final {
+        "public, max-age=31536000, immutable".to_string()
+    } else {
+        format!("public, max-age={}", max_age.as_secs().max(1))
+    };
+    if let Ok(v) = HeaderValue::from_str(&cc) {
+        r.headers_mut().insert(header::CACHE_CONTROL, v);
+    }
+}
+
+/// The list as the API's JSON.
+pub fn list_json(l: &StoredList, k: usize) -> String {
+    json!({
+        "window": l.window,
+        "window_start": l.start.0,
+        "window_end": l.end.0,
+        "as_of": l.as_of.to_rfc3339(),
+        "revision": l.revision,
+        "state": l.state.as_str(),
+        "final": l.state == ListState::Final,
+        "exact": true,
+        "items": l.items.iter().take(k).map(|r| json!({"item_id": r.item_id.as_str(), "count": r.count})).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+/// `GET /v1/windows`.
+pub async fn windows(State(app): State<Arc<AppState>>) -> Response {
+    let s = app.cache.get();
+    let ws: Vec<serde_json::Value> = s
+        .windows
+        .iter()
+        .map(|w| {
+            let latest = s.latest.get(&w.name).map(|l| {
+                json!({"window_start": l.start.0, "window_end": l.end.0, "revision": l.revision,
+                       "state": l.state.as_str(), "as_of": l.as_of.to_rfc3339()})
+            });
+            json!({"name": w.name, "size_ms": w.size.as_millis(), "slide_ms": w.slide.as_millis(), "k": w.k, "latest": latest})
+        })
+        .collect();
+    let wm = s.watermark.map(|w| match w {
+        Millis::MIN => serde_json::Value::Null,
+        w => json!(w.to_rfc3339()),
+    });
+    let mut r = axum::Json(json!({"job": app.job, "epoch": s.epoch, "watermark": wm, "windows": ws})).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// `GET /healthz`: 200 while the store answered within 10 s, else 503 (lists are still served).
+pub async fn healthz(State(app): State<Arc<AppState>>) -> Response {
+    let (age, err) = app.cache.health();
+    let s = app.cache.get();
+    let healthy = age.is_some_and(|a| a < Duration::from_secs(10));
+    let body = json!({
+        "status": if healthy { "ok" } else { "degraded" },
+        "epoch": s.epoch,
+        "store_answered_ms_ago": age.map(|a| a.as_millis() as u64),
+        "last_error": err,
+    });
+    let code = if healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, axum::Json(body)).into_response()
+}
+
+/// `GET /metrics` (Prometheus text format).
+pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    let s = app.cache.get();
+    app.metrics.epoch.set(s.epoch.map(|e| e as i64).unwrap_or(-1));
+    let mut r = Response::new(Body::from(app.metrics.render()));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+/// `GET /`: the live page (plain HTML and JavaScript, no build step).
+pub async fn page() -> Response {
+    let mut r = Response::new(Body::from(include_str!("../static/index.html")));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    r
+}
+
+/// Anything else: 404 JSON.
+pub async fn not_found() -> Response {
+    ApiError::not_found(None, "no such endpoint; see /v1/top, /v1/windows, /healthz, /metrics").into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params() {
+        let p = parse_top(Some("window=5m&k=10&x=1")).map_err(|e| e.message).unwrap();
+        assert_eq!((p.window.as_deref(), p.k.as_deref()), (Some("5m"), Some("10")));
+        assert_eq!(
+            parse_top(Some("window=a&window=b")).err().map(|e| e.parameter),
+            Some(Some("window"))
+        );
+        let p = parse_top(Some("window=%E2%9C%93&at=2024-01-01T00%3A00%3A00Z"))
+            .map_err(|e| e.message)
+            .unwrap();
+        assert_eq!(p.window.as_deref(), Some("✓"));
+        assert_eq!(p.at.as_deref(), Some("2024-01-01T00:00:00Z"));
+        assert!(
+            parse_top(Some("%ZZ=%")).is_ok(),
+            "bad escapes decode lossily, never fail"
+        );
+    }
+}

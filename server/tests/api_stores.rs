@@ -1,0 +1,43 @@
+//! The same API checks as `api.rs`, against the real PostgreSQL (127.0.0.1:5432) and Redis
+//! (127.0.0.1:6379) that `scripts/test` starts. Redis holds only the latest list per window,
+//! so history lookups are checked on PostgreSQL only.
+
+mod common;
+
+use common::Kind;
+
+/// The API returns exactly the lists stored in PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_returns_exactly_the_stored_lists() {
+    common::returns_exactly_the_stored_lists(Kind::Postgres).await;
+}
+
+/// The cache follows PostgreSQL commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cache_refreshes_after_commit() {
+    common::cache_refreshes_after_commit(Kind::Postgres).await;
+}
+
+/// No response mixes two revisions committed to PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_never_mixes_revisions() {
+    common::never_mixes_revisions(Kind::Postgres).await;
+}
+
+/// The API returns exactly the lists stored in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_returns_exactly_the_stored_lists() {
+    common::returns_exactly_the_stored_lists(Kind::Redis).await;
+}
+
+/// The cache follows Redis commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cache_refreshes_after_commit() {
+    common::cache_refreshes_after_commit(Kind::Redis).await;
+}
+
+/// No response mixes two revisions committed to Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_never_mixes_revisions() {
+    common::never_mixes_revisions(Kind::Redis).await;
+}

@@ -1,0 +1,400 @@
+//! Shared harness: a real store, a writer through the sinks crate, the real server on port 0.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use hotlist_operators::record::{ListState, PublishedList, RankedItem};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::WindowSpec;
+use hotlist_sinks::{CommitBatch, SinkError, SinkStore, SqliteStore, StoreReader};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which real store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+    Redis,
+}
+
+pub const PG_URL: &str = "postgresql://postgres@127.0.0.1:5432/test";
+pub const REDIS_URL: &str = "redis://127.0.0.1:6379/";
+
+fn unique(prefix: &str) -> String {
+    use rand::Rng;
+    format!("{prefix}_{:08x}", rand::rng().random::<u32>())
+}
+
+pub type Opener = Arc<dyn Fn() -> Result<Box<dyn StoreReader>, SinkError> + Send + Sync>;
+
+pub struct Harness {
+    pub kind: Kind,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub writer: Option<Box<dyn SinkStore>>,
+    pub make_writer: Arc<dyn Fn() -> Box<dyn SinkStore> + Send + Sync>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    _dir: tempfile::TempDir,
+    cleanup: Cleanup,
+}
+
+/// What to remove from a shared server after a test.
+enum Cleanup {
+    None,
+    PgSchema(String),
+    RedisPrefix(String),
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // drop sync clients off the runtime's threads
+        if let Some(w) = self.writer.take() {
+            let _ = std::thread::spawn(move || drop(w)).join();
+        }
+        match std::mem::replace(&mut self.cleanup, Cleanup::None) {
+            Cleanup::None => {}
+            Cleanup::PgSchema(schema) => {
+                // postgres' sync client runs its own runtime: not inside ours
+                let _ = std::thread::spawn(move || {
+                    if let Ok(mut c) = postgres::Client::connect(PG_URL, postgres::NoTls) {
+                        let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+                    }
+                })
+                .join();
+            }
+            Cleanup::RedisPrefix(prefix) => {
+                if let Ok(client) = redis::Client::open(REDIS_URL) {
+                    if let Ok(mut c) = client.get_connection() {
+                        let keys: Vec<String> = redis::cmd("KEYS")
+                            .arg(format!("{prefix}:*"))
+                            .query(&mut c)
+                            .unwrap_or_default();
+                        for k in keys {
+                            let _: redis::RedisResult<()> = redis::cmd("DEL").arg(k).query(&mut c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub const JOB: &str = "api";
+
+pub fn windows() -> Vec<WindowSpec> {
+    vec![
+        WindowSpec::tumbling("1m", Span::from_millis(60_000), 5),
+        WindowSpec {
+            name: "5m-hop".into(),
+            size: Span::from_millis(300_000),
+            slide: Span::from_millis(60_000),
+            k: 3,
+        },
+    ]
+}
+
+pub fn list(window: &str, start: i64, revision: u32, state: ListState, items: &[(&str, u64)]) -> PublishedList {
+    let size = if window == "1m" { 60_000 } else { 300_000 };
+    PublishedList {
+        window: window.into(),
+        start: Millis(start),
+        end: Millis(start + size),
+        revision,
+        state,
+        watermark: Millis(start),
+        as_of: Millis(1_700_000_000_000 + revision as i64),
+        items: items
+            .iter()
+            .map(|(i, c)| RankedItem {
+                item_id: (*i).into(),
+                count: *c,
+            })
+            .collect(),
+    }
+}
+
+pub async fn start(kind: Kind) -> Harness {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cleanup = Cleanup::None;
+    let (make_writer, open): (Arc<dyn Fn() -> Box<dyn SinkStore> + Send + Sync>, Opener) = match kind {
+        Kind::Sqlite => {
+            let path = dir.path().join("api.db");
+            let p2 = path.clone();
+            (
+                Arc::new(move || Box::new(SqliteStore::open(&path).expect("open sqlite")) as Box<dyn SinkStore>),
+                Arc::new(move || SqliteStore::open_read_only(&p2).map(|s| Box::new(s) as Box<dyn StoreReader>)),
+            )
+        }
+        Kind::Postgres => {
+            let schema = unique("hotlist_api");
+            let (s1, s2) = (schema.clone(), schema.clone());
+            cleanup = Cleanup::PgSchema(schema);
+            (
+                Arc::new(move || {
+                    Box::new(
+                        hotlist_sinks::postgres::PostgresStore::connect_with_schema(PG_URL, &s1).expect("connect pg"),
+                    ) as Box<dyn SinkStore>
+                }),
+                Arc::new(move || {
+                    hotlist_sinks::postgres::PostgresStore::connect_with_schema(PG_URL, &s2)
+                        .map(|s| Box::new(s) as Box<dyn StoreReader>)
+                }),
+            )
+        }
+        Kind::Redis => {
+            let prefix = unique("hotlist-api");
+            let (p1, p2) = (prefix.clone(), prefix.clone());
+            cleanup = Cleanup::RedisPrefix(prefix);
+            (
+                Arc::new(move || {
+                    Box::new(hotlist_sinks::redis_store::RedisStore::connect(REDIS_URL, &p1).expect("connect redis"))
+                        as Box<dyn SinkStore>
+                }),
+                Arc::new(move || {
+                    hotlist_sinks::redis_store::RedisStore::connect(REDIS_URL, &p2)
+                        .map(|s| Box::new(s) as Box<dyn StoreReader>)
+                }),
+            )
+        }
+    };
+    // Sync store clients (postgres runs its own runtime) must not run on this runtime's threads.
+    let mk = make_writer.clone();
+    let writer = std::thread::spawn(move || {
+        let mut w = mk();
+        w.prepare(JOB, &windows()).expect("prepare");
+        w
+    })
+    .join()
+    .expect("writer setup");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let options = hotlist_server::ServeOptions {
+        job: JOB.into(),
+        open,
+        poll: Duration::from_millis(20),
+        max_age: Duration::from_secs(1),
+    };
+    let server = tokio::spawn(hotlist_server::run(listener, options, async {
+        let _ = rx.await;
+    }));
+    Harness {
+        kind,
+        base,
+        client: reqwest::Client::new(),
+        writer: Some(writer),
+        make_writer,
+        stop: Some(tx),
+        server: Some(server),
+        _dir: dir,
+        cleanup,
+    }
+}
+
+impl Harness {
+    pub fn commit(&mut self, epoch: u64, lists: Vec<PublishedList>) {
+        let batch = CommitBatch {
+            job: JOB.into(),
+            epoch,
+            watermark: Millis(epoch as i64),
+            lists,
+            dead_letters: vec![],
+        };
+        let writer = self.writer.as_mut().expect("writer");
+        let ok = std::thread::scope(|s| s.spawn(|| writer.commit(&batch)).join()).expect("commit thread");
+        assert!(ok.expect("commit"), "epoch {epoch} committed");
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{}", self.base, path))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn json(&self, path: &str) -> serde_json::Value {
+        let r = self.get(path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        r.json().await.expect("json")
+    }
+
+    /// Waits (bounded) until the server serves a snapshot of at least `epoch`.
+    pub async fn wait_epoch(&self, epoch: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let w: serde_json::Value = self.json("/v1/windows").await;
+            if w["epoch"].as_u64().is_some_and(|e| e >= epoch) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "server never reached epoch {epoch}: {w}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("join").expect("server ran");
+        }
+    }
+}
+
+fn items_of(v: &serde_json::Value) -> Vec<(String, u64)> {
+    v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            (
+                i["item_id"].as_str().expect("id").to_string(),
+                i["count"].as_u64().expect("count"),
+            )
+        })
+        .collect()
+}
+
+pub async fn returns_exactly_the_stored_lists(kind: Kind) {
+    let mut h = start(kind).await;
+    let a = list(
+        "1m",
+        60_000,
+        1,
+        ListState::Open,
+        &[("x", 9), ("a", 4), ("b", 4), ("é", 2), ("z", 1)],
+    );
+    let hop = list("5m-hop", 0, 3, ListState::Closed, &[("x", 20), ("y", 3)]);
+    h.commit(1, vec![a.clone(), hop.clone()]);
+    h.wait_epoch(1).await;
+    let v = h.json("/v1/top?window=1m").await;
+    assert_eq!(
+        items_of(&v),
+        vec![
+            ("x".into(), 9),
+            ("a".into(), 4),
+            ("b".into(), 4),
+            ("é".into(), 2),
+            ("z".into(), 1)
+        ]
+    );
+    assert_eq!(
+        (v["window_start"].as_i64(), v["window_end"].as_i64()),
+        (Some(60_000), Some(120_000))
+    );
+    assert_eq!(
+        (v["revision"].as_u64(), v["final"].as_bool(), v["exact"].as_bool()),
+        (Some(1), Some(false), Some(true))
+    );
+    assert_eq!(v["as_of"], "2023-11-14T22:13:20.001Z");
+    assert_eq!(
+        items_of(&h.json("/v1/top?window=1m&k=2").await),
+        vec![("x".into(), 9), ("a".into(), 4)]
+    );
+    let v = h.json("/v1/top?window=5m-hop").await;
+    assert_eq!((v["state"].as_str(), v["revision"].as_u64()), (Some("closed"), Some(3)));
+    let w = h.json("/v1/windows").await;
+    let names: Vec<&str> = w["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .filter_map(|x| x["name"].as_str())
+        .collect();
+    assert_eq!(names, ["1m", "5m-hop"]);
+    assert_eq!(w["windows"][0]["latest"]["revision"], 1);
+    // a newer instance becomes "latest"; the older one is still there by time
+    h.commit(2, vec![list("1m", 120_000, 1, ListState::Open, &[("new", 1)])]);
+    h.wait_epoch(2).await;
+    assert_eq!(items_of(&h.json("/v1/top?window=1m").await), vec![("new".into(), 1)]);
+    if kind != Kind::Redis {
+        let v = h.json("/v1/top?window=1m&at=1970-01-01T00:01:30Z").await;
+        assert_eq!(items_of(&v)[0], ("x".into(), 9));
+        assert_eq!(
+            h.get("/v1/top?window=1m&date=1970-01-01").await.status(),
+            404,
+            "no list at 00:00"
+        );
+    }
+    h.stop().await;
+}
+
+pub async fn cache_refreshes_after_commit(kind: Kind) {
+    let mut h = start(kind).await;
+    h.commit(1, vec![list("1m", 0, 1, ListState::Open, &[("a", 1)])]);
+    h.wait_epoch(1).await;
+    assert_eq!(h.json("/v1/top?window=1m").await["revision"], 1);
+    h.commit(2, vec![list("1m", 0, 2, ListState::Closed, &[("b", 2), ("a", 1)])]);
+    h.wait_epoch(2).await;
+    let v = h.json("/v1/top?window=1m").await;
+    assert_eq!((v["revision"].as_u64(), v["state"].as_str()), (Some(2), Some("closed")));
+    assert_eq!(items_of(&v), vec![("b".into(), 2), ("a".into(), 1)]);
+    h.stop().await;
+}
+
+pub async fn never_mixes_revisions(kind: Kind) {
+    let mut h = start(kind).await;
+    h.commit(1, vec![list("1m", 0, 1, ListState::Open, &[("i0", 1_000)])]);
+    h.wait_epoch(1).await;
+    let done = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let make = h.make_writer.clone();
+        let done = done.clone();
+        let reads = reads.clone();
+        std::thread::spawn(move || {
+            let mut w = make();
+            for rev in 2..=120u32 {
+                // advance only after the reader has read again, so reads and commits interleave
+                let seen = reads.load(Relaxed);
+                while reads.load(Relaxed) == seen {
+                    std::thread::yield_now();
+                }
+                // each revision's counts encode it: count / 1000 == revision; odd revisions have 5 rows
+                let n = if rev % 2 == 0 { 2 } else { 5 };
+                let names: Vec<String> = (0..n).map(|i| format!("i{i}")).collect();
+                let items: Vec<(&str, u64)> = names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.as_str(), rev as u64 * 1000 + 10 - i as u64))
+                    .collect();
+                let batch = CommitBatch {
+                    job: JOB.into(),
+                    epoch: rev as u64,
+                    watermark: Millis(0),
+                    lists: vec![list("1m", 0, rev, ListState::Open, &items)],
+                    dead_letters: vec![],
+                };
+                w.commit(&batch).expect("commit");
+            }
+            done.store(true, Relaxed);
+        })
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(done.load(Relaxed) && seen.contains(&120)) {
+        assert!(Instant::now() < deadline, "never saw the last revision; saw {seen:?}");
+        let v = h.json("/v1/top?window=1m").await;
+        reads.fetch_add(1, Relaxed);
+        let rev = v["revision"].as_u64().expect("revision");
+        let items = items_of(&v);
+        let want_len = if rev == 1 {
+            1
+        } else if rev % 2 == 0 {
+            2
+        } else {
+            5
+        };
+        assert_eq!(items.len(), want_len, "revision {rev}: {v}");
+        assert!(
+            items.iter().all(|(_, c)| c / 1000 == rev),
+            "revision {rev} mixes rows: {v}"
+        );
+        seen.insert(rev);
+    }
+    writer.join().expect("writer");
+    assert!(seen.len() > 2, "the reader saw the list change: {seen:?}");
+    h.stop().await;
+}
