@@ -292,3 +292,156 @@ fn bad_config_is_one_clear_line() {
     assert!(err.contains("k must be at least 1"), "{err}");
     assert!(!dir.path().join("out.db").exists());
 }
+
+/// The binary writes into real PostgreSQL (timestamptz, same sealed rows as the model) and
+/// fans the latest lists out to real Redis, where each window's list equals PostgreSQL's latest.
+#[test]
+fn binary_into_postgres_with_redis_fanout() {
+    use rand::Rng;
+    let pg_url =
+        std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
+    let redis_url = std::env::var("HOTLIST_TEST_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
+    let tag = format!("{:08x}", rand::rng().random::<u32>());
+    let schema = format!("hotlist_e2e_{tag}");
+    let prefix = format!("hotlist-e2e-{tag}");
+    struct Cleanup(String, String, String, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.1));
+            }
+            if let Ok(mut c) = redis::Client::open(self.2.as_str()).and_then(|c| c.get_connection()) {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{}:*", self.3))
+                    .query(&mut c)
+                    .unwrap_or_default();
+                for k in keys {
+                    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(k).query(&mut c);
+                }
+            }
+        }
+    }
+    let _cleanup = Cleanup(pg_url.clone(), schema.clone(), redis_url.clone(), prefix.clone());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    let mut s = shape();
+    s.lines = 1200;
+    let parts = random_partitions(3, &s);
+    write_partitions(&dir.path().join("in"), &parts).expect("inputs");
+    let config = CONFIG.replace(
+        "[sink]\nkind = \"sqlite\"\npath = \"out.db\"",
+        &format!(
+            "[sink]\nkind = \"postgres\"\nurl = \"{pg_url}\"\nschema = \"{schema}\"\nredis_url = \"{redis_url}\"\nredis_prefix = \"{prefix}\""
+        ),
+    );
+    assert!(config.contains("postgres"), "config rewritten");
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    run_hotlist(
+        dir.path(),
+        &[
+            "run",
+            "--config",
+            "hotlist.toml",
+            "--workers",
+            "2",
+            "--progress",
+            "never",
+        ],
+        true,
+    );
+
+    let (want, want_dead) = model::run(&parts, &model_windows(), 2_000, 30_000);
+    let mut pg = postgres::Client::connect(&pg_url, postgres::NoTls).expect("connect postgres");
+    let rows = pg
+        .query(
+            &format!(
+                "SELECT window_name, (extract(epoch from window_start) * 1000)::bigint, \
+                 (extract(epoch from window_end) * 1000)::bigint, rank, item_id, count, final \
+                 FROM \"{schema}\".topk WHERE job = 'e2e' ORDER BY window_name, window_start, rank"
+            ),
+            &[],
+        )
+        .expect("query topk");
+    let mut got = model::Lists::new();
+    for r in rows {
+        assert!(r.get::<_, bool>(6), "sealed");
+        got.entry((r.get(0), r.get(1), r.get(2)))
+            .or_default()
+            .push((r.get(4), r.get::<_, i64>(5) as u64));
+    }
+    assert_eq!(got, want, "PostgreSQL topk equals the model");
+    let dead: i64 = pg
+        .query_one(
+            &format!("SELECT count(*) FROM \"{schema}\".dead_letters WHERE job = 'e2e'"),
+            &[],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(dead as usize, want_dead.len(), "every dead letter stored");
+
+    // Redis holds each window's newest instance, equal to PostgreSQL's
+    let mut r = redis::Client::open(redis_url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("connect redis");
+    for w in model_windows() {
+        let newest = want
+            .keys()
+            .filter(|k| k.0 == w.name)
+            .max_by_key(|k| k.1)
+            .expect("instances")
+            .clone();
+        let meta: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(format!("{prefix}:e2e:{}:latest:meta", w.name))
+            .query(&mut r)
+            .expect("meta");
+        assert_eq!(
+            meta.get("window_start").map(String::as_str),
+            Some(newest.1.to_string().as_str()),
+            "{meta:?}"
+        );
+        assert_eq!(meta.get("final").map(String::as_str), Some("1"));
+        let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(format!("{prefix}:e2e:{}:latest", w.name))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(&mut r)
+            .expect("zrange");
+        let mut members: Vec<(String, u64)> = members.into_iter().map(|(m, s)| (m, s as u64)).collect();
+        members.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        assert_eq!(&members, &want[&newest], "Redis list of {}", w.name);
+    }
+}
+
+/// Running the job again on the same store writes its results (its epochs continue after the
+/// store's committed epoch instead of being skipped as already committed).
+#[test]
+fn rerun_on_the_same_store_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    let one = vec![vec![br#"{"item_id":"first","ts":1000}"#.to_vec()]];
+    write_partitions(&dir.path().join("in"), &one).expect("inputs");
+    std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("config");
+    run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        true,
+    );
+    let two = vec![vec![
+        br#"{"item_id":"second","ts":1000}"#.to_vec(),
+        br#"{"item_id":"second","ts":1001}"#.to_vec(),
+    ]];
+    write_partitions(&dir.path().join("in"), &two).expect("inputs");
+    run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        true,
+    );
+    let lists = sealed_rows(&dir.path().join("out.db"));
+    assert_eq!(
+        lists[&("10s".to_string(), 0, 10_000)],
+        vec![("second".to_string(), 2)],
+        "{lists:?}"
+    );
+}

@@ -19,6 +19,7 @@ pub const BAD_LINES: &[&[u8]] = &[
     b"{\"item_id\":\"\\ud800\",\"ts\":1}",
     b"{\"item_id\":\"a\",\"ts\":1,\"dims\":{\"c\":1}}",
     b"\xff\xfe{\"item_id\":\"a\",\"ts\":1}",
+    b"{\"item_id\":\"a\\u0000\",\"ts\":1}",
     b"{\"item_id\":\"a\",\"ts\":true}",
 ];
 

@@ -31,7 +31,7 @@ pub fn parse(line: &[u8]) -> Option<(String, i64)> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let obj = v.as_object()?;
     let item = obj.get("item_id")?.as_str()?;
-    if item.is_empty() || item.len() > 256 {
+    if item.is_empty() || item.len() > 256 || item.contains('\0') {
         return None;
     }
     let ts = match obj.get("ts")? {

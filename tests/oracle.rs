@@ -100,6 +100,7 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
             emit_interval: Span::from_millis(1),
         },
         sink: SinkPlan::Memory(store.clone()),
+        fanout: None,
         workers,
         epoch_interval: Span::from_millis(1),
         max_epochs_in_flight: 2,

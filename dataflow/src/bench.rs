@@ -115,6 +115,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
             emit_interval: Span::from_millis(1_000),
         },
         sink: SinkPlan::Memory(hotlist_sinks::MemoryStore::new()),
+        fanout: None,
         workers: args.workers,
         epoch_interval: Span::from_millis(100),
         max_epochs_in_flight: 4,

@@ -87,9 +87,20 @@ struct RawWindow {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSink {
+    /// "sqlite" | "postgres" | "redis".
     kind: Option<String>,
+    /// sqlite: the database file.
     path: Option<String>,
+    /// postgres / redis: the server URL.
     url: Option<String>,
+    /// postgres: the schema to use (default "public").
+    schema: Option<String>,
+    /// redis: key prefix (default "hotlist").
+    prefix: Option<String>,
+    /// Also write each window's latest list to this Redis (serving fan-out).
+    redis_url: Option<String>,
+    /// Key prefix for the fan-out (default "hotlist").
+    redis_prefix: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,8 +164,26 @@ impl SourcePlan {
 pub enum SinkPlan {
     /// The embedded SQLite file.
     Sqlite(PathBuf),
+    /// PostgreSQL.
+    Postgres {
+        /// Connection URL.
+        url: String,
+        /// Schema (default "public").
+        schema: String,
+    },
+    /// Redis (latest lists only: no history, no dead letters).
+    Redis(RedisTarget),
     /// An in-memory store (tests and benchmarks).
     Memory(hotlist_sinks::MemoryStore),
+}
+
+/// A Redis server and key prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisTarget {
+    /// Connection URL.
+    pub url: String,
+    /// Key prefix.
+    pub prefix: String,
 }
 
 /// Event-time settings.
@@ -183,6 +212,8 @@ pub struct JobPlan {
     pub time: TimePlan,
     /// Output.
     pub sink: SinkPlan,
+    /// Also write latest lists to Redis (serving fan-out).
+    pub fanout: Option<RedisTarget>,
     /// Timely worker threads.
     pub workers: usize,
     /// Epoch length (wall clock).
@@ -299,15 +330,32 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     validate_all(&windows).map_err(|e| anyhow!("{e}"))?;
     let sink = match raw.sink.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => SinkPlan::Sqlite(PathBuf::from(raw.sink.path.as_deref().unwrap_or("hotlist.db"))),
-        "postgres" | "redis" | "kafka" => {
-            let _ = raw.sink.url;
-            bail!(
-                "sink.kind {:?} is not available in this version (only \"sqlite\")",
-                raw.sink.kind.unwrap_or_default()
-            )
-        }
-        other => bail!("sink.kind: unknown kind {other:?} (expected \"sqlite\")"),
+        "postgres" => SinkPlan::Postgres {
+            url: raw
+                .sink
+                .url
+                .clone()
+                .ok_or_else(|| anyhow!("sink.url: required for kind = \"postgres\""))?,
+            schema: raw.sink.schema.clone().unwrap_or_else(|| "public".into()),
+        },
+        "redis" => SinkPlan::Redis(RedisTarget {
+            url: raw
+                .sink
+                .url
+                .clone()
+                .ok_or_else(|| anyhow!("sink.url: required for kind = \"redis\""))?,
+            prefix: raw.sink.prefix.clone().unwrap_or_else(|| "hotlist".into()),
+        }),
+        "kafka" => bail!("sink.kind \"kafka\" is not available in this version"),
+        other => bail!("sink.kind: unknown kind {other:?} (expected \"sqlite\", \"postgres\" or \"redis\")"),
     };
+    let fanout = raw.sink.redis_url.clone().map(|url| RedisTarget {
+        url,
+        prefix: raw.sink.redis_prefix.clone().unwrap_or_else(|| "hotlist".into()),
+    });
+    if fanout.is_some() && matches!(sink, SinkPlan::Redis(_)) {
+        bail!("sink.redis_url: the sink is Redis already");
+    }
     if let Some(cp) = &raw.checkpoint {
         // Stable keys, parsed and checked now; checkpointing itself is not implemented yet.
         span("checkpoint.interval", &cp.interval, "5s")?;
@@ -333,6 +381,7 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         windows,
         time,
         sink,
+        fanout,
         workers,
         epoch_interval,
         max_epochs_in_flight,
@@ -448,6 +497,16 @@ mod tests {
             (GEN, &["time.allowed_lateness=soon"], "time.allowed_lateness"),
             (GEN, &["source.late_fraction=2"], "source.late_fraction"),
             (GEN, &["sink.kind=\"mysql\""], "sink.kind"),
+            (GEN, &["sink.kind=\"postgres\""], "sink.url"),
+            (
+                GEN,
+                &[
+                    "sink.kind=\"redis\"",
+                    "sink.url=\"redis://x\"",
+                    "sink.redis_url=\"redis://y\"",
+                ],
+                "sink.redis_url",
+            ),
             (GEN, &["run.workers=0"], "run.workers"),
             (GEN, &["time.bogus=1"], "bogus"),
             ("[source]\nkind = \"file\"\n", &[], "source.path"),

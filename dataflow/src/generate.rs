@@ -90,6 +90,8 @@ pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
         "results are in {} (job {:?}); try: hotlist query --config <config> --window {}\n",
         match &plan.sink {
             config::SinkPlan::Sqlite(p) => p.display().to_string(),
+            config::SinkPlan::Postgres { schema, .. } => format!("PostgreSQL (schema {schema})"),
+            config::SinkPlan::Redis(t) => format!("Redis (prefix {})", t.prefix),
             config::SinkPlan::Memory(_) => "memory".into(),
         },
         plan.job_id,

@@ -49,6 +49,9 @@ pub fn query(args: &QueryArgs) -> Result<()> {
             let plan = config::load(&args.config, &config::Overrides::default())?;
             match plan.sink {
                 SinkPlan::Sqlite(p) => (p, args.job.clone().unwrap_or(plan.job_id)),
+                SinkPlan::Postgres { .. } | SinkPlan::Redis(_) => {
+                    bail!("query reads SQLite stores; for PostgreSQL use SQL (see README), for Redis: hotlist serve --from redis")
+                }
                 SinkPlan::Memory(_) => bail!("the config's sink is in memory: nothing to query"),
             }
         }

@@ -9,11 +9,13 @@
 //! emit tick and end; everything already read is counted, published and committed before
 //! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
 
-use crate::config::{JobPlan, SinkPlan};
+use crate::config::{JobPlan, RedisTarget, SinkPlan};
 use crate::graph::{self, sink::SinkHandoff};
 use crate::source::open_partitions;
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
+use hotlist_sinks::postgres::PostgresStore;
+use hotlist_sinks::redis_store::RedisStore;
 use hotlist_sinks::{CommitBatch, SinkStore, SqliteStore};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -68,8 +70,16 @@ pub fn open_store(sink: &SinkPlan) -> Result<Box<dyn SinkStore>> {
         SinkPlan::Sqlite(path) => {
             Box::new(SqliteStore::open(path).with_context(|| format!("cannot open sink {}", path.display()))?)
         }
+        SinkPlan::Postgres { url, schema } => {
+            Box::new(PostgresStore::connect_with_schema(url, schema).context("cannot connect to the PostgreSQL sink")?)
+        }
+        SinkPlan::Redis(t) => Box::new(open_redis(t)?),
         SinkPlan::Memory(store) => Box::new(store.clone()),
     })
+}
+
+fn open_redis(t: &RedisTarget) -> Result<RedisStore> {
+    RedisStore::connect(&t.url, &t.prefix).context("cannot connect to the Redis sink")
 }
 
 /// Runs `plan` to the end of its input or until `shutdown` is set.
@@ -94,12 +104,29 @@ pub fn run_with_stats(
     store
         .prepare(&plan.job_id, &plan.windows)
         .context("cannot prepare the sink")?;
+    // Without checkpoints a run starts over: continue the store's epoch numbering after it.
+    let epoch_base = store
+        .committed_epoch(&plan.job_id)
+        .context("cannot read the sink's committed epoch")?
+        .map_or(0, |e| e + 1);
+    let fanout = match &plan.fanout {
+        None => None,
+        Some(t) => {
+            let mut r = open_redis(t)?;
+            r.prepare(&plan.job_id, &plan.windows)
+                .context("cannot prepare the Redis fan-out")?;
+            Some(Fanout {
+                store: r,
+                pending: None,
+            })
+        }
+    };
 
     let (tx, rx) = crossbeam_channel::bounded::<CommitBatch>(64);
     let writer_stats = stats.clone();
     let writer = std::thread::Builder::new()
         .name("hotlist-writer".into())
-        .spawn(move || write_loop(store, rx, &writer_stats))
+        .spawn(move || write_loop(store, fanout, rx, &writer_stats))
         .context("cannot start the sink writer thread")?;
 
     let failed = Arc::new(AtomicBool::new(false));
@@ -110,6 +137,7 @@ pub fn run_with_stats(
             .map(|p| plan.source.partition_name(p))
             .collect(),
         failed: failed.clone(),
+        epoch_base,
     })));
     let worker_plan = Arc::new(plan.clone());
     let worker_stats = stats.clone();
@@ -171,9 +199,43 @@ pub fn run_with_stats(
     })
 }
 
+/// The Redis fan-out: a serving copy of the latest lists. Its failures never stop the job:
+/// a batch that could not be written is kept and merged into the next attempt, so Redis
+/// catches up (it keeps only the newest instance per window anyway).
+struct Fanout {
+    store: RedisStore,
+    pending: Option<CommitBatch>,
+}
+
+impl Fanout {
+    fn commit(&mut self, batch: &CommitBatch) {
+        let merged = match self.pending.take() {
+            None => batch.clone(),
+            Some(mut p) => {
+                p.epoch = batch.epoch;
+                p.watermark = p.watermark.max(batch.watermark);
+                p.lists.extend(batch.lists.iter().cloned());
+                p
+            }
+        };
+        let merged = CommitBatch {
+            dead_letters: Vec::new(),
+            ..merged
+        };
+        if let Err(e) = self.store.commit(&merged) {
+            tracing::warn!(
+                "Redis fan-out commit of epoch {} failed (will retry with the next batch): {e}",
+                batch.epoch
+            );
+            self.pending = Some(merged);
+        }
+    }
+}
+
 /// Drains batches into the store, coalescing what is queued into one transaction.
 fn write_loop(
     mut store: Box<dyn SinkStore>,
+    mut fanout: Option<Fanout>,
     rx: crossbeam_channel::Receiver<CommitBatch>,
     stats: &JobStats,
 ) -> Result<()> {
@@ -195,6 +257,9 @@ fn write_loop(
         let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
         stats.commit_seconds.observe(started.elapsed().as_secs_f64());
+        if let Some(f) = fanout.as_mut() {
+            f.commit(&batch);
+        }
         stats.committed_epoch.store(batch.epoch, Relaxed);
         stats.commits.fetch_add(1, Relaxed);
         for l in &batch.lists {

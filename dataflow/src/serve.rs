@@ -1,7 +1,9 @@
 //! `hotlist serve`: the read API and live page over the job's sink store.
 
-use crate::config::{self, SinkPlan};
+use crate::config::{self, RedisTarget, SinkPlan};
 use anyhow::{Context, Result};
+use hotlist_sinks::postgres::PostgresStore;
+use hotlist_sinks::redis_store::RedisStore;
 use hotlist_sinks::{SinkError, SqliteStore, StoreReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,6 +25,19 @@ pub struct ServeArgs {
     /// Override a config key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Read from the job's sink ("sink") or from its Redis fan-out ("redis": latest lists
+    /// only; date/at lookups then find only the latest instance).
+    #[arg(long, value_enum, default_value_t = From::Sink)]
+    pub from: From,
+}
+
+/// Which store `serve` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum From {
+    /// The job's sink (SQLite, PostgreSQL or Redis).
+    Sink,
+    /// The Redis fan-out (`sink.redis_url`).
+    Redis,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -40,8 +55,20 @@ pub fn opener(sink: &SinkPlan) -> Result<Opener> {
                 SqliteStore::open_read_only(&path).map(|s| Box::new(s) as Box<dyn StoreReader>)
             }))
         }
+        SinkPlan::Postgres { url, schema } => {
+            let (url, schema) = (url.clone(), schema.clone());
+            Ok(Arc::new(move || {
+                PostgresStore::connect_with_schema(&url, &schema).map(|s| Box::new(s) as Box<dyn StoreReader>)
+            }))
+        }
+        SinkPlan::Redis(t) => Ok(redis_opener(t)),
         SinkPlan::Memory(_) => anyhow::bail!("the config's sink is in memory: nothing to serve"),
     }
+}
+
+fn redis_opener(t: &RedisTarget) -> Opener {
+    let t = t.clone();
+    Arc::new(move || RedisStore::connect(&t.url, &t.prefix).map(|s| Box::new(s) as Box<dyn StoreReader>))
 }
 
 /// Runs the server until Ctrl-C / SIGTERM.
@@ -53,7 +80,13 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             workers: None,
         },
     )?;
-    let open = opener(&plan.sink)?;
+    let open = match args.from {
+        From::Sink => opener(&plan.sink)?,
+        From::Redis => match (&plan.fanout, &plan.sink) {
+            (Some(t), _) | (None, SinkPlan::Redis(t)) => redis_opener(t),
+            _ => anyhow::bail!("--from redis: the config has no Redis (set sink.redis_url)"),
+        },
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -4,7 +4,9 @@
 //! {"item_id": "video-8841", "ts": 1713462150123, "dims": {"country": "US"}}
 //! ```
 //!
-//! - `item_id`: a non-empty JSON string of valid Unicode, at most 256 bytes of UTF-8;
+//! - `item_id`: a non-empty JSON string of valid Unicode, at most 256 bytes of UTF-8, without
+//!   U+0000 (a deliberate tightening of DESIGN.md: PostgreSQL text cannot store it, and one such
+//!   id would otherwise make every commit of the epoch fail);
 //! - `ts`: an integer of milliseconds since the epoch (may be negative), or an RFC 3339 string
 //!   with an offset (fraction digits beyond milliseconds truncated); a digit string, a float,
 //!   a boolean or null is bad;
@@ -50,6 +52,9 @@ pub enum BadRecord {
     /// `item_id` is longer than [`MAX_ITEM_ID_BYTES`].
     #[error("item_id is {0} bytes long (at most 256)")]
     ItemIdTooLong(usize),
+    /// `item_id` contains U+0000, which SQL text columns (PostgreSQL) cannot store.
+    #[error("item_id contains U+0000 (NUL)")]
+    NulInItemId,
     /// Any other violation: malformed JSON, missing or mistyped fields, trailing garbage.
     #[error("{0}")]
     Invalid(String),
@@ -70,6 +75,9 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
     }
     if item_id.len() > MAX_ITEM_ID_BYTES {
         return Err(BadRecord::ItemIdTooLong(item_id.len()));
+    }
+    if item_id.contains('\0') {
+        return Err(BadRecord::NulInItemId);
     }
     Ok(ParsedEvent { item_id, ts: wire.ts.0 })
 }
@@ -259,5 +267,6 @@ mod tests {
         assert_eq!(bad(b"[]"), BadRecord::NotObject);
         assert_eq!(bad(br#"{"item_id":"","ts":0}"#), BadRecord::EmptyItemId);
         assert_eq!(bad(long.as_bytes()), BadRecord::ItemIdTooLong(258));
+        assert_eq!(bad(br#"{"item_id":"a\u0000b","ts":0}"#), BadRecord::NulInItemId);
     }
 }

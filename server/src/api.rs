@@ -174,21 +174,28 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
             }
         }
     };
-    let etag = format!("\"{}-{}-{}-{}\"", list.window, list.start.0, list.revision, k);
+    // as_of tells apart equal revision numbers of different runs over the same store
+    let etag = format!(
+        "\"{}-{}-{}-{}-{}\"",
+        list.window, list.start.0, list.revision, list.as_of.0, k
+    );
+    // Only a URL naming an instance (at/date) may be cached forever once its list is final:
+    // "latest" moves on to the next instance.
+    let immutable = at.is_some() && list.state == ListState::Final;
     if headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag))
     {
         let mut r = StatusCode::NOT_MODIFIED.into_response();
-        set_cache_headers(&mut r, &etag, &list, app.max_age);
+        set_cache_headers(&mut r, &etag, immutable, app.max_age);
         return Ok(r);
     }
     let body = list_json(&list, k);
     let mut r = Response::new(Body::from(body));
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    set_cache_headers(&mut r, &etag, &list, app.max_age);
+    set_cache_headers(&mut r, &etag, immutable, app.max_age);
     Ok(r)
 }
 
@@ -254,11 +261,11 @@ impl HistoryWorker {
     }
 }
 
-fn set_cache_headers(r: &mut Response, etag: &str, list: &StoredList, max_age: Duration) {
+fn set_cache_headers(r: &mut Response, etag: &str, immutable: bool, max_age: Duration) {
     if let Ok(v) = HeaderValue::from_str(etag) {
         r.headers_mut().insert(header::ETAG, v);
     }
-    let cc = if list.state == ListState::Final {
+    let cc = if immutable {
         "public, max-age=31536000, immutable".to_string()
     } else {
         format!("public, max-age={}", max_age.as_secs().max(1))

@@ -63,7 +63,17 @@ async fn etag_and_cache_control() {
         .await
         .expect("get");
     assert_eq!(r.status(), 200, "a new revision invalidates the ETag");
-    assert_eq!(r.headers()["cache-control"], "public, max-age=31536000, immutable");
+    assert_eq!(
+        r.headers()["cache-control"],
+        "public, max-age=1",
+        "'latest' moves on: never immutable"
+    );
+    let r = h.get("/v1/top?window=1m&at=0").await;
+    assert_eq!(
+        r.headers()["cache-control"],
+        "public, max-age=31536000, immutable",
+        "a final instance by time is"
+    );
     h.stop().await;
 }
 

@@ -1148,11 +1148,12 @@ mod tests {
             let url = test_url();
             if let Err(e) = Client::connect(&url, NoTls) {
                 panic!(
-                    "PostgreSQL is not reachable at {} ({e}). These tests need a real server: start it \
+                    "PostgreSQL is not reachable at {} ({}). These tests need a real server: start it \
                      (`sudo service postgresql start` or `pg_ctlcluster 15 main start`), create the database \
                      (`createdb -h 127.0.0.1 -U postgres test`) with trust auth for user postgres on 127.0.0.1, \
                      or set HOTLIST_TEST_POSTGRES_URL to another server.",
-                    redact(&url)
+                    redact(&url),
+                    describe(&e)
                 );
             }
             let mut h = RandomState::new().build_hasher();
@@ -1615,8 +1616,9 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "probing on postgresql://127.0.0.1:5432/test schema {} failed: db error: ERROR: relation \"no_such_table\" \
-                 does not exist (SQLSTATE 42P01)",
+                "probing on {} schema {} failed: db error: ERROR: relation \"no_such_table\" does not exist \
+                 (SQLSTATE 42P01)",
+                redact(&db.url),
                 db.schema
             )
         );
@@ -1643,6 +1645,7 @@ mod tests {
         match store.commit(&b) {
             Ok(committed) => assert!(committed),
             Err(e) => {
+                eprintln!("after the backend was terminated: {e}");
                 assert!(e.retryable(), "{e}");
                 assert!(e.to_string().contains("commit of job \"hotlist\" epoch 2"), "{e}");
                 assert!(store.commit(&b).unwrap());
@@ -1651,6 +1654,40 @@ mod tests {
         let new_pid: i32 = store.client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
         assert_ne!(pid, new_pid);
         assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap().unwrap().revision, 2);
+    }
+
+    #[test]
+    fn simultaneous_first_starts_do_not_race() {
+        let db = TestDb::new();
+        let start = Barrier::new(6);
+        std::thread::scope(|s| {
+            let starts: Vec<_> = (0..6)
+                .map(|_| {
+                    let (db, start) = (&db, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        // Each creates the schema and tables if missing: exactly one of them does.
+                        PostgresStore::connect_with_schema(&db.url, &db.schema).map(|_| ())
+                    })
+                })
+                .collect();
+            for st in starts {
+                st.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+            }
+        });
+        let version: i64 = db
+            .client()
+            .query_one("SELECT version FROM hotlist_schema", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(version, SCHEMA_VERSION);
+        // A newer schema is refused rather than written to.
+        db.client()
+            .batch_execute("UPDATE hotlist_schema SET version = 99")
+            .unwrap();
+        let err = PostgresStore::connect_with_schema(&db.url, &db.schema).unwrap_err();
+        assert!(matches!(err, SinkError::Schema { .. }), "{err}");
+        assert!(!err.retryable());
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub struct SinkHandoff {
     pub partition_names: Vec<String>,
     /// Set when the writer is gone: the job must stop.
     pub failed: Arc<AtomicBool>,
+    /// Added to timely epochs: the first epoch after what the store already committed for
+    /// this job, so a rerun's commits are not skipped as already done.
+    pub epoch_base: u64,
 }
 
 type Pending = (Capability<u64>, Vec<PublishedList>, Vec<DeadLetter>);
@@ -89,7 +92,7 @@ pub fn sink<'scope>(
                         .collect();
                     let batch = CommitBatch {
                         job: h.job.clone(),
-                        epoch: t,
+                        epoch: h.epoch_base + t,
                         watermark,
                         lists,
                         dead_letters,

@@ -1,0 +1,416 @@
+//! The live page in a real headless browser: `hotlist run` fills an SQLite store, `hotlist serve`
+//! serves it, and tests/browser/live_page.mjs (Playwright driving the system Chromium) checks
+//! that the page at `/` shows each window's list exactly as `/v1/top` returns it, and that it
+//! follows the store when a second run commits new lists. Screenshots go to
+//! target/test-artifacts/live-page.png and live-page-updated.png.
+//!
+//! Needs Node.js and Chromium ($CHROMIUM or /usr/bin/chromium); runs `npm ci` in tests/browser
+//! when its node_modules is missing. Fails (never skips) when either is missing.
+
+use hotlist_tests::hotlist_bin;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// Window name -> [(item, count)] in rank order.
+type Lists = BTreeMap<String, Vec<(String, u64)>>;
+
+/// Rows the page asks for (`ROWS` in server/static/index.html).
+const PAGE_ROWS: u64 = 20;
+const WAIT: Duration = Duration::from_secs(20);
+
+// The first run commits everything in epoch 0 (`epoch_interval` far above its runtime).
+const CONFIG: &str = r#"
+[job]
+id = "browser"
+
+[source]
+kind = "generator"
+seed = 1
+events = 20000
+start = 0
+partitions = 2
+items = 50
+rate = 100          # events/s of event time per partition: 100 s of data, two 1m windows
+
+[[window]]
+name = "1m"
+size = "1m"
+k = 10
+
+[[window]]
+name = "5m"
+size = "5m"
+k = 10
+
+[sink]
+kind = "sqlite"
+path = "hotlist.db"
+
+[run]
+epoch_interval = "1h"
+"#;
+
+/// Kills (and reaps) a child process when dropped, whatever the test's outcome.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A minimal HTTP/1.0 GET against 127.0.0.1:`port`: (status, body).
+fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad HTTP response: {raw:?}"));
+    let (head, body) = raw.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(bad)?;
+    Ok((code, body.to_string()))
+}
+
+fn get_json(port: u16, path: &str) -> Value {
+    let (code, body) = http_get(port, path).unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    assert_eq!(code, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The lists the page should show: each window's latest list, as many rows as the page asks for.
+fn api_lists(port: u16) -> (Lists, Value) {
+    let windows = get_json(port, "/v1/windows");
+    let mut lists = Lists::new();
+    for w in windows["windows"].as_array().expect("windows array") {
+        let name = w["name"].as_str().expect("window name");
+        if w["latest"].is_null() {
+            continue;
+        }
+        let k = w["k"].as_u64().expect("window k").min(PAGE_ROWS);
+        let top = get_json(port, &format!("/v1/top?window={}&k={k}", encode(name)));
+        let items = top["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|it| {
+                (
+                    it["item_id"].as_str().expect("item_id").to_string(),
+                    it["count"].as_u64().expect("count"),
+                )
+            })
+            .collect();
+        lists.insert(name.to_string(), items);
+    }
+    (lists, windows)
+}
+
+/// `{"window": [["item", count], …]}` from the page script.
+fn page_lists(v: &Value) -> Lists {
+    v.as_object()
+        .expect("lists object")
+        .iter()
+        .map(|(w, rows)| {
+            let rows = rows
+                .as_array()
+                .expect("rows")
+                .iter()
+                .map(|r| (r[0].as_str().expect("item").to_string(), r[1].as_u64().expect("count")))
+                .collect();
+            (w.clone(), rows)
+        })
+        .collect()
+}
+
+fn chromium_path() -> PathBuf {
+    let path = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        path.exists(),
+        "Chromium not found at {} (set $CHROMIUM to another binary): the browser test needs it; \
+         scripts/test installs it (apt-get install chromium)",
+        path.display()
+    );
+    path
+}
+
+/// Makes sure tests/browser/node_modules exists (`npm ci` from the lock file otherwise).
+fn ensure_node_modules(dir: &Path) {
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "node not found: the browser test needs Node.js 18+ and npm; scripts/test installs them"
+    );
+    if dir.join("node_modules/playwright-core/package.json").exists() {
+        return;
+    }
+    eprintln!("browser test: running `npm ci` in {}", dir.display());
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .status()
+        .expect("spawn npm (the browser test needs Node.js and npm)");
+    assert!(status.success(), "`npm ci` in {} failed ({status})", dir.display());
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+fn run_job(dir: &Path, extra: &[&str]) {
+    let mut args = vec!["run", "--config", "hotlist.toml", "--progress", "never"];
+    args.extend_from_slice(extra);
+    hotlist_tests::run_hotlist(dir, &args, true);
+}
+
+/// Starts `hotlist serve` and waits (bounded) until /healthz answers 200.
+fn start_server(dir: &Path, port: u16) -> KillOnDrop {
+    let log = |name: &str| std::fs::File::create(dir.join(name)).expect("server log file");
+    let child = Command::new(hotlist_bin())
+        .args([
+            "serve",
+            "--config",
+            "hotlist.toml",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log("serve.out"))
+        .stderr(log("serve.err"))
+        .spawn()
+        .expect("spawn hotlist serve");
+    let mut server = KillOnDrop(child);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok((200, _)) = http_get(port, "/healthz") {
+            return server;
+        }
+        let exited = server.0.try_wait().expect("poll hotlist serve");
+        if exited.is_some() || Instant::now() > deadline {
+            let out = std::fs::read_to_string(dir.join("serve.out")).unwrap_or_default();
+            let err = std::fs::read_to_string(dir.join("serve.err")).unwrap_or_default();
+            panic!(
+                "hotlist serve on port {port} did not become healthy within {WAIT:?} (exit: {exited:?})\n\
+                 --- stdout\n{out}\n--- stderr\n{err}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The job's committed epoch in the SQLite store.
+fn committed_epoch(dir: &Path) -> u64 {
+    let db = rusqlite::Connection::open(dir.join("hotlist.db")).expect("open hotlist.db");
+    let epoch: i64 = db
+        .query_row("SELECT epoch FROM hotlist_commits WHERE job = 'browser'", [], |r| {
+            r.get(0)
+        })
+        .expect("read the committed epoch");
+    epoch as u64
+}
+
+/// Polls the API (bounded) until it serves the commit of `epoch`; returns its lists then.
+fn wait_for_epoch(port: u16, epoch: u64) -> (Lists, Value) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let windows = get_json(port, "/v1/windows");
+        if windows["epoch"].as_u64() == Some(epoch) {
+            return api_lists(port);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the API does not serve epoch {epoch} {WAIT:?} after the run committed it: {windows}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The page script: its stdin, and its stdout lines (read on a thread, so reads are bounded).
+struct Page {
+    child: KillOnDrop,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Page {
+    fn start(script_dir: &Path, chromium: &Path, url: &str, shot: &Path) -> Page {
+        let mut child = Command::new("node")
+            .arg(script_dir.join("live_page.mjs"))
+            .arg(url)
+            .arg(shot)
+            .current_dir(script_dir)
+            .env("CHROMIUM", chromium)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn node");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("node stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Page {
+            child: KillOnDrop(child),
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next JSON line; panics on the script's `{"error":…}`, EOF or a timeout.
+    fn next(&mut self, expect: &str) -> Value {
+        // The script bounds each of its waits by 20 s; leave room for the browser's start.
+        let line = self.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| {
+            panic!(
+                "no {expect:?} line from live_page.mjs ({e}); exit: {:?}",
+                self.child.0.try_wait()
+            )
+        });
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("live_page.mjs printed {line:?}: {e}"));
+        assert!(v.get("error").is_none(), "live_page.mjs failed: {}", v["error"]);
+        assert_eq!(
+            v[expect],
+            Value::Bool(true),
+            "expected {expect:?} from live_page.mjs, got {v}"
+        );
+        v
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("node stdin");
+        writeln!(stdin, "{line}")
+            .and_then(|_| stdin.flush())
+            .expect("write to live_page.mjs");
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(s) = self.child.0.try_wait().expect("poll node") {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "live_page.mjs did not exit within {WAIT:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "live_page.mjs exited with {status}");
+    }
+}
+
+fn assert_screenshot(path: &Path) {
+    let len = std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("screenshot {}: {e}", path.display()))
+        .len();
+    assert!(len > 10 * 1024, "screenshot {} is only {len} bytes", path.display());
+}
+
+#[test]
+fn live_page_shows_and_follows_the_lists() {
+    let started = Instant::now();
+    let chromium = chromium_path();
+    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    ensure_node_modules(&script_dir);
+    let bin = hotlist_bin();
+    let artifacts = bin
+        .parent()
+        .and_then(|profile| profile.parent())
+        .expect("target dir")
+        .join("test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    let shot = artifacts.join("live-page.png");
+    let shot_updated = artifacts.join("live-page-updated.png");
+    for p in [&shot, &shot_updated] {
+        let _ = std::fs::remove_file(p);
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("write config");
+    run_job(dir.path(), &[]);
+
+    let port = free_port();
+    let _server = start_server(dir.path(), port);
+    let (before, windows) = wait_for_epoch(port, committed_epoch(dir.path()));
+    assert_eq!(before.len(), 2, "both windows have a list: {windows}");
+    assert!(before.values().all(|l| !l.is_empty()), "{before:?}");
+
+    let mut page = Page::start(&script_dir, &chromium, &format!("http://127.0.0.1:{port}/"), &shot);
+    let ready = page.next("ready");
+    let shown = page_lists(&ready["lists"]);
+    assert_eq!(shown, before, "the page shows the API's lists");
+
+    // New data in the same store. The store skips commits at or below its committed epoch (the
+    // first run committed epoch 0), so this run closes an epoch every millisecond, in small
+    // batches, one epoch in flight: its later epochs commit the new lists.
+    run_job(
+        dir.path(),
+        &[
+            "--set",
+            "source.seed=7",
+            "--set",
+            "source.events=40000",
+            "--set",
+            "run.epoch_interval=1ms",
+            "--set",
+            "run.batch_size=16",
+            "--set",
+            "run.max_epochs_in_flight=1",
+        ],
+    );
+    let epoch = committed_epoch(dir.path());
+    assert!(
+        epoch > 0,
+        "the second run committed no epoch after the first run's epoch 0"
+    );
+    let (after, windows) = wait_for_epoch(port, epoch);
+    assert_ne!(after, before, "the second run changed the API's lists: {windows}");
+
+    page.send("changed");
+    let updated = page.next("updated");
+    let shown_updated = page_lists(&updated["lists"]);
+    assert_ne!(shown_updated, shown, "the page's lists changed");
+    assert_eq!(shown_updated, after, "the page shows the API's new lists");
+    page.finish();
+
+    assert_screenshot(&shot);
+    assert_screenshot(&shot_updated);
+    eprintln!(
+        "browser test: ok in {:.1?}; screenshots {} and {}",
+        started.elapsed(),
+        shot.display(),
+        shot_updated.display()
+    );
+}

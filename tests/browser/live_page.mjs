@@ -1,0 +1,166 @@
+// Drives hotlist's live page in headless Chromium for tests/browser.rs.
+//
+//   node live_page.mjs URL SCREENSHOT_PATH
+//
+// 1. Opens URL and waits (bounded) until a poll of the page completed and every
+//    <section data-window> shows at least one <li data-item>; takes a full-page screenshot to
+//    SCREENSHOT_PATH and prints {"ready":true,"lists":{window:[[item,count],…]}}.
+// 2. Waits for a line `changed` on stdin, then (bounded) for a poll of the page that started
+//    after that line and whose lists differ from step 1; takes a second screenshot
+//    (SCREENSHOT_PATH with `-updated` before the extension) and prints {"updated":true,"lists":…}.
+// Any timeout or error (including the page's #status saying it cannot reach the server) prints
+// {"error":"…"} and exits 1. Uses the system Chromium ($CHROMIUM or /usr/bin/chromium); never
+// downloads a browser.
+import path from "node:path";
+import readline from "node:readline";
+import { chromium } from "playwright-core";
+
+const TIMEOUT_MS = 20_000;
+const POLL_MS = 100;
+
+function emit(obj) {
+  process.stdout.write(JSON.stringify(obj) + "\n");
+}
+
+function updatedPath(p) {
+  const { dir, name, ext } = path.parse(p);
+  return path.join(dir, `${name}-updated${ext}`);
+}
+
+// Reads the page: its lists, whether a poll completed, the poll counter and the status line.
+function readPage() {
+  const lists = {};
+  for (const section of document.querySelectorAll("section[data-window]")) {
+    lists[section.dataset.window] = [...section.querySelectorAll("li[data-item]")].map((li) => [
+      li.dataset.item,
+      Number((li.querySelector(".count")?.textContent ?? "").replace(/[^0-9]/g, "")),
+    ]);
+  }
+  const status = document.getElementById("status");
+  return {
+    lists,
+    ticks: window.__hotlistTicks ?? 0,
+    statusText: status ? status.textContent : "",
+    stale: status ? status.classList.contains("stale") || /cannot reach/i.test(status.textContent) : false,
+  };
+}
+
+// Polls the page until `done(state)` holds; throws on the status line's error or the deadline.
+async function waitFor(page, what, done) {
+  const deadline = Date.now() + TIMEOUT_MS;
+  let state;
+  for (;;) {
+    state = await page.evaluate(readPage);
+    if (state.stale) throw new Error(`page cannot reach the server: ${state.statusText}`);
+    if (done(state)) return state;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${TIMEOUT_MS} ms waiting for ${what}; last page state: ${JSON.stringify(state)}`);
+    }
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+// The next line on stdin (bounded by no timeout: the test harness sends it or closes stdin).
+function lineReader() {
+  const rl = readline.createInterface({ input: process.stdin });
+  const lines = [];
+  const waiters = [];
+  let closed = false;
+  rl.on("line", (l) => (waiters.length ? waiters.shift().resolve(l) : lines.push(l)));
+  rl.on("close", () => {
+    closed = true;
+    while (waiters.length) waiters.shift().reject(new Error("stdin closed before `changed`"));
+  });
+  return {
+    next: () =>
+      lines.length
+        ? Promise.resolve(lines.shift())
+        : closed
+          ? Promise.reject(new Error("stdin closed before `changed`"))
+          : new Promise((resolve, reject) => waiters.push({ resolve, reject })),
+    close: () => rl.close(),
+  };
+}
+
+async function main() {
+  const [url, shot] = process.argv.slice(2);
+  if (!url || !shot) throw new Error("usage: node live_page.mjs URL SCREENSHOT_PATH");
+  const stdin = lineReader();
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: [
+      "--headless=new",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+    timeout: TIMEOUT_MS,
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const pageErrors = [];
+    page.on("pageerror", (e) => pageErrors.push(String(e)));
+    // Count completed polls: every tick of the page ends by rewriting #status.
+    await page.addInitScript(() => {
+      window.__hotlistTicks = 0;
+      document.addEventListener("DOMContentLoaded", () => {
+        const status = document.getElementById("status");
+        if (status) {
+          new MutationObserver(() => window.__hotlistTicks++).observe(status, {
+            childList: true,
+            characterData: true,
+            subtree: true,
+          });
+        }
+      });
+    });
+    const response = await page.goto(url, { timeout: TIMEOUT_MS, waitUntil: "domcontentloaded" });
+    if (!response || !response.ok()) throw new Error(`GET ${url}: ${response ? response.status() : "no response"}`);
+
+    const ready = await waitFor(
+      page,
+      "every window section to show at least one item",
+      (s) =>
+        s.statusText.startsWith("updated") &&
+        Object.keys(s.lists).length > 0 &&
+        Object.values(s.lists).every((l) => l.length > 0),
+    );
+    if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
+    await page.screenshot({ path: shot, fullPage: true });
+    emit({ ready: true, lists: ready.lists });
+
+    for (;;) {
+      const line = (await stdin.next()).trim();
+      if (line === "changed") break;
+      if (line !== "") throw new Error(`unexpected line on stdin: ${JSON.stringify(line)}`);
+    }
+    stdin.close();
+    // A poll that started after `changed` must have completed (two more #status rewrites), so
+    // a list caught half-way through a store update is not reported.
+    const { ticks: t0 } = await page.evaluate(readPage);
+    const before = JSON.stringify(ready.lists);
+    const updated = await waitFor(
+      page,
+      "the lists to change",
+      (s) => s.ticks >= t0 + 2 && JSON.stringify(s.lists) !== before && Object.values(s.lists).every((l) => l.length > 0),
+    );
+    if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
+    await page.screenshot({ path: updatedPath(shot), fullPage: true });
+    emit({ updated: true, lists: updated.lists });
+  } finally {
+    stdin.close();
+    await browser.close().catch(() => {});
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    emit({ error: String(e && e.message ? e.message : e) });
+    process.exit(1);
+  },
+);
