@@ -84,9 +84,15 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
         let _ = registry.register(m);
     }
     let scalar = |name: &str, help: &str, v: i64| {
-        let g = IntGauge::new(name, help).expect("valid metric");
-        g.set(v);
-        let _ = registry.register(Box::new(g));
+        if name.ends_with("_total") {
+            let c = prometheus::IntCounter::new(name, help).expect("valid metric");
+            c.inc_by(v.max(0) as u64);
+            let _ = registry.register(Box::new(c));
+        } else {
+            let g = IntGauge::new(name, help).expect("valid metric");
+            g.set(v);
+            let _ = registry.register(Box::new(g));
+        }
     };
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as i64;
     scalar(
