@@ -4,22 +4,18 @@
 //! it computes the same global watermark the counters computed for that epoch and lets
 //! `hotlist_operators::merge::ListMerger` decide what to publish.
 
+use super::epoch_stash::{Epoch, EpochStash};
 use crate::stats::JobStats;
 use hotlist_operators::merge::ListMerger;
 use hotlist_operators::record::{Control, ListState, LocalList, PublishedList};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
-
-/// An epoch's inputs, held under its capability until the frontier passes it.
-type Pending = (Capability<u64>, Vec<LocalList>, Vec<Control>);
 
 /// Merges local lists into published revisions on worker 0.
 pub fn merge_lists<'scope>(
@@ -38,33 +34,19 @@ pub fn merge_lists<'scope>(
         move |_cap, _info| {
             let mut merger = ListMerger::new(windows, allowed_lateness);
             let mut global = GlobalWatermark::new();
-            let mut stash: BTreeMap<u64, Pending> = BTreeMap::new();
+            let mut stash: EpochStash<LocalList, Control> = EpochStash::new(&[0]);
             move |(in_lists, f1), (in_control, f2), output| {
-                in_lists.for_each_stamp(|cap, data| {
-                    let Some(c) = cap.retain_least(output.output_index()) else {
-                        return;
-                    };
-                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
-                    for d in data {
-                        e.1.append(d);
-                    }
-                });
-                in_control.for_each_stamp(|cap, data| {
-                    let Some(c) = cap.retain_least(output.output_index()) else {
-                        return;
-                    };
-                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
-                    for d in data {
-                        e.2.append(d);
-                    }
-                });
-                while let Some((&t, _)) = stash.first_key_value() {
-                    if f1.less_equal(&t) || f2.less_equal(&t) {
-                        break;
-                    }
-                    let Some((_, (cap, lists, controls))) = stash.pop_first() else {
-                        break;
-                    };
+                in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
+                in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
+                while let Some((
+                    _,
+                    Epoch {
+                        caps,
+                        first: lists,
+                        second: controls,
+                    },
+                )) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t))
+                {
                     for l in lists {
                         merger.receive(l);
                     }
@@ -99,7 +81,7 @@ pub fn merge_lists<'scope>(
                         }
                     }
                     if !published.is_empty() {
-                        output.session(&cap).give_container(&mut published);
+                        output.session(&caps[0]).give_container(&mut published);
                     }
                 }
             }

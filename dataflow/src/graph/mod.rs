@@ -8,6 +8,7 @@
 //!                         WindowCount ──sealed dead letters───────────────────────────────────────────┘
 //! ```
 
+pub mod epoch_stash;
 pub mod merge_lists;
 pub mod sink;
 pub mod window_count;

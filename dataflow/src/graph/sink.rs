@@ -5,16 +5,15 @@
 //! sources' in-flight bound turns that into backpressure on reading. The operator's output
 //! carries nothing; its frontier (seen by the probe) says which epochs have been handed off.
 
+use super::epoch_stash::{Epoch, EpochStash};
 use hotlist_operators::record::{DeadLetter, PublishedList};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
-use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 /// Where completed epochs go (worker 0 only).
@@ -32,8 +31,6 @@ pub struct SinkHandoff {
     pub epoch_base: u64,
 }
 
-type Pending = (Capability<u64>, Vec<PublishedList>, Vec<DeadLetter>);
-
 /// Hands completed epochs to the writer.
 pub fn sink<'scope>(
     lists: Stream<'scope, u64, Vec<PublishedList>>,
@@ -47,36 +44,22 @@ pub fn sink<'scope>(
         "Sink",
         move |_cap, _info| {
             let mut handoff = handoff;
-            let mut stash: BTreeMap<u64, Pending> = BTreeMap::new();
+            let mut stash: EpochStash<PublishedList, DeadLetter> = EpochStash::new(&[0]); // hold the output until handed off
             let mut watermark = Millis::MIN;
             move |(in_lists, f1),
                   (in_dead, f2),
-                  output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
-                in_lists.for_each_stamp(|cap, data| {
-                    let Some(c) = cap.retain_least(output.output_index()) else {
-                        return;
-                    };
-                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
-                    for d in data {
-                        e.1.append(d);
-                    }
-                });
-                in_dead.for_each_stamp(|cap, data| {
-                    let Some(c) = cap.retain_least(output.output_index()) else {
-                        return;
-                    };
-                    let e = stash.entry(*c.time()).or_insert_with(|| (c, Vec::new(), Vec::new()));
-                    for d in data {
-                        e.2.append(d);
-                    }
-                });
-                while let Some((&t, _)) = stash.first_key_value() {
-                    if f1.less_equal(&t) || f2.less_equal(&t) {
-                        break;
-                    }
-                    let Some((_, (_cap, lists, dead))) = stash.pop_first() else {
-                        break;
-                    };
+                  _output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
+                in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
+                in_dead.for_each_stamp(|cap, data| stash.second(&cap, data));
+                while let Some((
+                    t,
+                    Epoch {
+                        first: lists,
+                        second: dead,
+                        ..
+                    },
+                )) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t))
+                {
                     let Some(h) = handoff.as_mut() else { continue };
                     watermark = lists.iter().map(|l| l.watermark).fold(watermark, Millis::max);
                     let dead_letters = dead

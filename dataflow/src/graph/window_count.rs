@@ -6,6 +6,7 @@
 //! worker the same global watermark for the same epoch. The algorithm itself lives in
 //! `hotlist_operators::counter`; this file only wires it to timely.
 
+use super::epoch_stash::{Epoch, EpochStash};
 use crate::stats::JobStats;
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::key_group;
@@ -13,7 +14,6 @@ use hotlist_operators::record::{Control, DeadLetter, LocalList, TimedEvent};
 use hotlist_operators::time::Span;
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,14 +21,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
-use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
-
-struct EpochStash {
-    caps: (Capability<u64>, Capability<u64>),
-    events: Vec<Vec<TimedEvent>>,
-    controls: Vec<Control>,
-}
 
 /// Counts events per window on each worker; returns the local lists and `sealed` dead letters.
 pub fn window_count<'scope>(
@@ -54,30 +47,28 @@ pub fn window_count<'scope>(
     builder.build(move |_initial_caps| {
         let mut counter = WindowedCounter::new(windows, allowed_lateness, worker as u32);
         let mut global = GlobalWatermark::new();
-        let mut stash: BTreeMap<u64, EpochStash> = BTreeMap::new();
+        let mut stash: EpochStash<Vec<TimedEvent>, Control> = EpochStash::new(&[0, 1]);
         let mut last_stats = Instant::now() - Duration::from_secs(10);
         move |frontiers| {
-            // stash input under the capabilities of its epoch
+            // stash input under the capabilities of its epoch (events stay in their batches)
             in_events.for_each_stamp(|cap, data| {
-                let Some(&t) = cap.least() else { return };
-                let entry = stash.entry(t).or_insert_with(|| new_stash(&cap));
-                entry.events.extend(data.map(std::mem::take));
-            });
-            in_control.for_each_stamp(|cap, data| {
-                let Some(&t) = cap.least() else { return };
-                let entry = stash.entry(t).or_insert_with(|| new_stash(&cap));
-                for d in data {
-                    entry.controls.append(d);
+                if let Some(batches) = stash.first_mut(&cap) {
+                    batches.extend(data.map(std::mem::take));
                 }
             });
+            in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
             // apply every epoch the frontier has passed, in order
-            while let Some((&t, _)) = stash.first_key_value() {
-                if frontiers.iter().any(|f| f.less_equal(&t)) {
-                    break;
-                }
-                let Some((_, s)) = stash.pop_first() else { break };
+            while let Some((
+                _,
+                Epoch {
+                    caps,
+                    first: events,
+                    second: controls,
+                },
+            )) = stash.pop_complete(|t| frontiers.iter().any(|f| f.less_equal(t)))
+            {
                 let mut dead = Vec::new();
-                for batch in &s.events {
+                for batch in &events {
                     for ev in batch {
                         if let Some(d) = counter.apply(ev) {
                             dead.push(d);
@@ -85,7 +76,7 @@ pub fn window_count<'scope>(
                     }
                 }
                 let mut tick = false;
-                for c in s.controls {
+                for c in controls {
                     match c {
                         Control::Partition {
                             partition,
@@ -98,11 +89,11 @@ pub fn window_count<'scope>(
                 }
                 let mut lists = counter.advance(global.advance(), tick);
                 if !lists.is_empty() {
-                    out_lists.activate().session(&s.caps.0).give_container(&mut lists);
+                    out_lists.activate().session(&caps[0]).give_container(&mut lists);
                 }
                 if !dead.is_empty() {
                     stats.sealed_dropped.fetch_add(dead.len() as u64, Relaxed);
-                    out_dead.activate().session(&s.caps.1).give_container(&mut dead);
+                    out_dead.activate().session(&caps[1]).give_container(&mut dead);
                 }
                 if tick || last_stats.elapsed() >= Duration::from_secs(1) {
                     last_stats = Instant::now();
@@ -116,15 +107,4 @@ pub fn window_count<'scope>(
         }
     });
     (lists, dead)
-}
-
-fn new_stash(cap: &timely::dataflow::operators::InputCapability<u64>) -> EpochStash {
-    // One capability per output port: a capability is bound to the port it was minted for.
-    let c0 = cap.retain_least(0).expect("u64 time has a least element");
-    let c1 = cap.retain_least(1).expect("u64 time has a least element");
-    EpochStash {
-        caps: (c0, c1),
-        events: Vec::new(),
-        controls: Vec::new(),
-    }
 }
