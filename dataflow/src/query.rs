@@ -5,17 +5,17 @@
 //! the "last `size` up to TIME" view); `--date D` is `--at D` at 00:00 UTC (for a `1d` window:
 //! that day's list).
 
-use crate::config::{self, SinkPlan};
+use crate::config;
 use anyhow::{anyhow, bail, Result};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
-use hotlist_sinks::{SqliteStore, StoredList};
+use hotlist_sinks::{SqliteStore, StoreReader, StoredList};
 use std::path::PathBuf;
 
 /// Arguments of `hotlist query`.
 #[derive(clap::Args, Debug)]
 pub struct QueryArgs {
-    /// The job's config (to find the store and the job id).
+    /// The job's config (to find the store — SQLite, PostgreSQL or Redis — and the job id).
     #[arg(long, short, default_value = "configs/local.toml", conflicts_with = "db")]
     pub config: PathBuf,
     /// Read this SQLite file directly instead of the config's sink.
@@ -43,21 +43,15 @@ pub struct QueryArgs {
 
 /// Runs the query and prints the result.
 pub fn query(args: &QueryArgs) -> Result<()> {
-    let (path, job) = match &args.db {
-        Some(db) => (db.clone(), args.job.clone().unwrap_or_else(|| "hotlist".into())),
+    let (mut store, job): (Box<dyn StoreReader>, String) = match &args.db {
+        Some(db) => (Box::new(SqliteStore::open_read_only(db)?), args.job.clone().unwrap_or_else(|| "hotlist".into())),
         None => {
             let plan = config::load(&args.config, &config::Overrides::default())?;
-            match plan.sink {
-                SinkPlan::Sqlite(p) => (p, args.job.clone().unwrap_or(plan.job_id)),
-                SinkPlan::Postgres { .. } | SinkPlan::Redis(_) => {
-                    bail!("query reads SQLite stores; for PostgreSQL use SQL (see README), for Redis: hotlist serve --from redis")
-                }
-                SinkPlan::Memory(_) => bail!("the config's sink is in memory: nothing to query"),
-            }
+            let open = crate::serve::opener(&plan.sink)?;
+            (open()?, args.job.clone().unwrap_or(plan.job_id))
         }
     };
-    let store = SqliteStore::open_read_only(&path)?;
-    let list = find_list(&store, &job, args)?;
+    let list = find_list(store.as_mut(), &job, args)?;
     let shown = args.k.unwrap_or(usize::MAX);
     if args.json {
         println!("{}", to_json(&list, shown));
@@ -67,7 +61,7 @@ pub fn query(args: &QueryArgs) -> Result<()> {
     Ok(())
 }
 
-fn find_list(store: &SqliteStore, job: &str, args: &QueryArgs) -> Result<StoredList> {
+fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result<StoredList> {
     let windows = store.windows(job)?;
     let Some(w) = windows.iter().find(|w| w.name == args.window) else {
         let names: Vec<&str> = windows.iter().map(|w| w.name.as_str()).collect();

@@ -15,6 +15,8 @@ pub mod postgres;
 pub mod redis_store;
 pub mod sqlite;
 pub mod store;
+#[cfg(test)]
+mod test_fixtures;
 pub mod types;
 
 pub use error::SinkError;

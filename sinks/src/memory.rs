@@ -101,34 +101,30 @@ impl SinkStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, RankedItem};
+    use crate::test_fixtures::{self, items, list_with, not_json};
+    use hotlist_operators::record::ListState;
     use hotlist_operators::time::Span;
 
+    /// Revision `revision` of the `1m` instance at `start` with `n` items: always open, computed
+    /// at watermark `start`, published at 1.
     fn list(start: i64, revision: u32, n: usize) -> PublishedList {
         PublishedList {
-            window: "1m".into(),
-            start: Millis(start),
-            end: Millis(start + 60_000),
-            revision,
             state: ListState::Open,
             watermark: Millis(start),
             as_of: Millis(1),
-            items: (0..n)
-                .map(|i| RankedItem {
-                    item_id: format!("r{revision}-{i}").into(),
-                    count: (n - i) as u64,
-                })
-                .collect(),
+            ..list_with(
+                start,
+                revision,
+                items(n, |i| format!("r{revision}-{i}"), |i| (n - i) as u64),
+            )
         }
     }
 
+    /// The shared batch of `lists` at `epoch`, but with watermark `epoch`.
     fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
         CommitBatch {
-            job: "hotlist".into(),
-            epoch,
             watermark: Millis(epoch as i64),
-            lists,
-            dead_letters: vec![],
+            ..test_fixtures::batch(epoch, lists)
         }
     }
 
@@ -162,16 +158,7 @@ mod tests {
     fn dead_letters_append() {
         let reader = MemoryStore::new();
         let mut store = reader.clone();
-        let letter = |pos: u64| SourcedDeadLetter {
-            source: "file:a.jsonl".into(),
-            letter: DeadLetter {
-                partition: PartitionId(0),
-                position: pos,
-                raw: vec![0xff, 0xfe, b'{'],
-                reason: DeadReason::Bad,
-                detail: "not json".into(),
-            },
-        };
+        let letter = |pos: u64| not_json(pos, &[0xff, 0xfe, b'{']);
         let mut b = batch(1, vec![]);
         b.dead_letters = vec![letter(1), letter(2)];
         assert!(store.commit(&b).unwrap());

@@ -1123,13 +1123,13 @@ impl StoreReader for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_fixtures::{
+        batch, letter, list, measure_throughput, race_commits_and_reads, rows_for, windows, JOB,
+    };
     use hotlist_operators::record::{DeadReason, PublishedList};
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Barrier;
-
-    const JOB: &str = "hotlist";
 
     /// The test server: `HOTLIST_TEST_POSTGRES_URL`, or the local one.
     fn test_url() -> String {
@@ -1186,53 +1186,6 @@ mod tests {
             if let Err(e) = dropped {
                 eprintln!("could not drop test schema {}: {e}", self.schema);
             }
-        }
-    }
-
-    /// Revision `revision` of the `1m` instance at `start`, with `n` items whose ids name the
-    /// revision (so a reader can tell rows of different revisions apart).
-    fn list(start: i64, revision: u32, n: usize) -> PublishedList {
-        PublishedList {
-            window: "1m".into(),
-            start: Millis(start),
-            end: Millis(start + 60_000),
-            revision,
-            state: if revision >= 3 {
-                ListState::Final
-            } else {
-                ListState::Open
-            },
-            watermark: Millis(start + 1),
-            as_of: Millis(1_700_000_000_000),
-            items: (0..n)
-                .map(|i| RankedItem {
-                    item_id: format!("r{revision}-item{i}").into(),
-                    count: (n - i) as u64 * 10,
-                })
-                .collect(),
-        }
-    }
-
-    fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
-        CommitBatch {
-            job: JOB.into(),
-            epoch,
-            watermark: Millis(epoch as i64 * 1000),
-            lists,
-            dead_letters: vec![],
-        }
-    }
-
-    fn letter(pos: u64, reason: DeadReason, raw: &[u8]) -> SourcedDeadLetter {
-        SourcedDeadLetter {
-            source: "file:events/a.jsonl".into(),
-            letter: DeadLetter {
-                partition: PartitionId(3),
-                position: pos,
-                raw: raw.to_vec(),
-                reason,
-                detail: format!("detail {pos}"),
-            },
         }
     }
 
@@ -1461,15 +1414,7 @@ mod tests {
         let db = TestDb::new();
         let mut store = db.store();
         let m = |n| Span::from_millis(n);
-        let windows = vec![
-            WindowSpec::tumbling("5m", m(300_000), 10),
-            WindowSpec {
-                name: "1m".into(),
-                size: m(60_000),
-                slide: m(30_000),
-                k: 3,
-            },
-        ];
+        let windows = windows();
         assert!(store.windows(JOB).unwrap().is_empty());
         store.prepare(JOB, &windows).unwrap();
         let stored = store.windows(JOB).unwrap();
@@ -1730,47 +1675,20 @@ mod tests {
     #[test]
     fn concurrent_reader_never_sees_a_mix_of_revisions() {
         const REVISIONS: u32 = 150;
-        let rows_for = |revision: u32| match revision % 2 {
-            0 => 7,
-            _ => 120,
-        };
         let db = TestDb::new();
         let mut writer = db.store();
         assert!(writer.commit(&batch(1, vec![list(0, 1, rows_for(1))])).unwrap());
         let mut reader = db.store();
-        let done = AtomicBool::new(false);
-        let start = Barrier::new(2);
-        let (done, start) = (&done, &start);
-        let (reads, last) = std::thread::scope(|s| {
-            s.spawn(move || {
-                start.wait();
-                for revision in 2..=REVISIONS {
-                    let l = list(0, revision, rows_for(revision));
-                    assert!(writer.commit(&batch(u64::from(revision), vec![l])).unwrap());
-                }
-                done.store(true, Ordering::Release);
-            });
-            let r = s.spawn(move || {
-                start.wait();
-                let (mut reads, mut last) = (0u32, 0u32);
-                loop {
-                    // Read `done` first: a read that starts after it is set sees the last commit.
-                    let finished = done.load(Ordering::Acquire);
-                    let l = reader.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
-                    assert!(l.revision >= last, "revisions went backwards");
-                    assert_eq!(l.items.len(), rows_for(l.revision));
-                    let prefix = format!("r{}-", l.revision);
-                    assert!(l.items.iter().all(|i| i.item_id.starts_with(&prefix)));
-                    let latest = reader.latest(JOB, "1m").unwrap().unwrap();
-                    assert!(latest.revision >= l.revision);
-                    assert_eq!(latest.items.len(), rows_for(latest.revision));
-                    (reads, last) = (reads + 1, latest.revision);
-                    if finished {
-                        return (reads, last);
-                    }
-                }
-            });
-            r.join().unwrap()
+        let (reads, last) = race_commits_and_reads(REVISIONS, writer, list, move |last| {
+            let l = reader.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
+            assert!(l.revision >= last, "revisions went backwards");
+            assert_eq!(l.items.len(), rows_for(l.revision));
+            let prefix = format!("r{}-", l.revision);
+            assert!(l.items.iter().all(|i| i.item_id.starts_with(&prefix)));
+            let latest = reader.latest(JOB, "1m").unwrap().unwrap();
+            assert!(latest.revision >= l.revision);
+            assert_eq!(latest.items.len(), rows_for(latest.revision));
+            latest.revision
         });
         assert_eq!(last, REVISIONS);
         assert!(reads >= 1);
@@ -1784,23 +1702,6 @@ mod tests {
     fn throughput() {
         let db = TestDb::new();
         let mut store = db.store();
-        for (lists, k) in [(200usize, 100usize), (20, 10_000)] {
-            let t = std::time::Instant::now();
-            let epochs = 20u64;
-            for e in 1..=epochs {
-                let b = batch(
-                    e + store.committed_epoch(JOB).unwrap().unwrap_or(0),
-                    (0..lists).map(|i| list(i as i64 * 60_000, e as u32, k)).collect(),
-                );
-                assert!(store.commit(&b).unwrap());
-            }
-            let secs = t.elapsed().as_secs_f64();
-            let rows = epochs as f64 * (lists * k) as f64;
-            eprintln!(
-                "{lists} lists x K={k}: {:.0} lists/s, {:.0} rows/s",
-                epochs as f64 * lists as f64 / secs,
-                rows / secs
-            );
-        }
+        measure_throughput(&mut store);
     }
 }

@@ -814,12 +814,8 @@ mod tests {
     //! its own random key prefix and deletes its keys when it ends, even on failure.
 
     use super::*;
-    use crate::types::SourcedDeadLetter;
-    use hotlist_operators::record::{DeadLetter, DeadReason, PartitionId};
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::Barrier;
-
-    const JOB: &str = "hotlist";
+    use crate::test_fixtures::{batch, items, list_with, not_json, race_commits_and_reads, rows_for, windows, JOB};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     fn test_url() -> String {
         std::env::var("HOTLIST_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_string())
@@ -915,35 +911,8 @@ mod tests {
     /// Revision `revision` of the `1m` instance at `start` with `n` items: ids name the
     /// revision and every count is `revision * 1000 + (n - i)`, so both identify the revision.
     fn list(start: i64, revision: u32, n: usize) -> PublishedList {
-        PublishedList {
-            window: "1m".into(),
-            start: Millis(start),
-            end: Millis(start + 60_000),
-            revision,
-            state: if revision >= 3 {
-                ListState::Final
-            } else {
-                ListState::Open
-            },
-            watermark: Millis(start + 1),
-            as_of: Millis(1_700_000_000_000),
-            items: (0..n)
-                .map(|i| RankedItem {
-                    item_id: format!("r{revision}-item{i:03}").into(),
-                    count: u64::from(revision) * 1000 + (n - i) as u64,
-                })
-                .collect(),
-        }
-    }
-
-    fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
-        CommitBatch {
-            job: JOB.into(),
-            epoch,
-            watermark: Millis(epoch as i64 * 1000),
-            lists,
-            dead_letters: vec![],
-        }
+        let count = |i| u64::from(revision) * 1000 + (n - i) as u64;
+        list_with(start, revision, items(n, |i| format!("r{revision}-item{i:03}"), count))
     }
 
     #[test]
@@ -1116,16 +1085,8 @@ mod tests {
         let mut fx = Fixture::new();
         let mut store = fx.store();
         let m = Span::from_millis;
-        let windows = vec![
-            WindowSpec::tumbling("5m", m(300_000), 10),
-            WindowSpec {
-                name: "1m".into(),
-                size: m(60_000),
-                slide: m(30_000),
-                k: 3,
-            },
-            WindowSpec::tumbling("q\"\\/\u{1}ü😀", m(86_400_000), 1),
-        ];
+        let mut windows = windows();
+        windows.push(WindowSpec::tumbling("q\"\\/\u{1}ü😀", m(86_400_000), 1));
         assert!(store.windows(JOB).unwrap().is_empty());
         store.prepare(JOB, &windows).unwrap();
         assert_eq!(
@@ -1162,16 +1123,7 @@ mod tests {
         assert_eq!(store.last_commit(JOB).unwrap(), None);
         let mut b = batch(7, vec![]);
         b.watermark = Millis(-5);
-        b.dead_letters = vec![SourcedDeadLetter {
-            source: "file:a.jsonl".into(),
-            letter: DeadLetter {
-                partition: PartitionId(0),
-                position: 1,
-                raw: vec![0xff],
-                reason: DeadReason::Bad,
-                detail: "not json".into(),
-            },
-        }];
+        b.dead_letters = vec![not_json(1, &[0xff])];
         let before = Millis::now().0;
         assert!(store.commit(&b).unwrap());
         assert_eq!(store.last_commit(JOB).unwrap(), Some((7, Millis(-5))));
@@ -1398,49 +1350,22 @@ mod tests {
     #[test]
     fn concurrent_reader_never_sees_a_mix_of_revisions() {
         const REVISIONS: u32 = 200;
-        let rows_for = |revision: u32| match revision % 2 {
-            0 => 7,
-            _ => 120,
-        };
         let fx = Fixture::new();
         let mut writer = fx.store();
         let mut reader = fx.store();
         assert!(writer.commit(&batch(1, vec![list(0, 1, rows_for(1))])).unwrap());
-        let done = AtomicBool::new(false);
-        let start = Barrier::new(2);
-        let (done, start) = (&done, &start);
-        let (reads, last) = std::thread::scope(|s| {
-            s.spawn(move || {
-                start.wait();
-                for revision in 2..=REVISIONS {
-                    let l = list(0, revision, rows_for(revision));
-                    assert!(writer.commit(&batch(u64::from(revision), vec![l])).unwrap());
-                }
-                done.store(true, Ordering::Release);
-            });
-            let r = s.spawn(move || {
-                start.wait();
-                let (mut reads, mut last) = (0u32, 0u32);
-                loop {
-                    // Read `done` first: a read that starts after it is set sees the last commit.
-                    let finished = done.load(Ordering::Acquire);
-                    // `latest` itself fails if the member count differs from item_count.
-                    let l = reader.latest(JOB, "1m").unwrap().unwrap();
-                    assert!(l.revision >= last, "revisions went backwards");
-                    assert_eq!(l.items.len(), rows_for(l.revision));
-                    let prefix = format!("r{}-", l.revision);
-                    for item in &l.items {
-                        assert_eq!(item.count / 1000, u64::from(l.revision), "{item:?}");
-                        assert!(item.item_id.starts_with(&prefix), "{item:?}");
-                    }
-                    assert_eq!(l, StoredList::from(list(0, l.revision, rows_for(l.revision))));
-                    (reads, last) = (reads + 1, l.revision);
-                    if finished {
-                        return (reads, last);
-                    }
-                }
-            });
-            r.join().unwrap()
+        let (reads, last) = race_commits_and_reads(REVISIONS, writer, list, move |last| {
+            // `latest` itself fails if the member count differs from item_count.
+            let l = reader.latest(JOB, "1m").unwrap().unwrap();
+            assert!(l.revision >= last, "revisions went backwards");
+            assert_eq!(l.items.len(), rows_for(l.revision));
+            let prefix = format!("r{}-", l.revision);
+            for item in &l.items {
+                assert_eq!(item.count / 1000, u64::from(l.revision), "{item:?}");
+                assert!(item.item_id.starts_with(&prefix), "{item:?}");
+            }
+            assert_eq!(l, StoredList::from(list(0, l.revision, rows_for(l.revision))));
+            l.revision
         });
         assert_eq!(last, REVISIONS);
         assert!(reads >= 1);
