@@ -414,15 +414,29 @@ fn binary_into_postgres_with_redis_fanout() {
     }
 
     // `hotlist query` reads PostgreSQL through the same config
-    let newest_1m = want.keys().filter(|k| k.0 == "1m").max_by_key(|k| k.1).expect("1m").clone();
-    let out = run_hotlist(dir.path(), &["query", "--config", "hotlist.toml", "--window", "1m", "--json"], true);
+    let newest_1m = want
+        .keys()
+        .filter(|k| k.0 == "1m")
+        .max_by_key(|k| k.1)
+        .expect("1m")
+        .clone();
+    let out = run_hotlist(
+        dir.path(),
+        &["query", "--config", "hotlist.toml", "--window", "1m", "--json"],
+        true,
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["window_start"], newest_1m.1);
     let got: Vec<(String, u64)> = v["items"]
         .as_array()
         .expect("items")
         .iter()
-        .map(|i| (i["item_id"].as_str().unwrap_or_default().to_string(), i["count"].as_u64().unwrap_or(0)))
+        .map(|i| {
+            (
+                i["item_id"].as_str().unwrap_or_default().to_string(),
+                i["count"].as_u64().unwrap_or(0),
+            )
+        })
         .collect();
     assert_eq!(got, want[&newest_1m]);
 }

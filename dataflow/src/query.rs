@@ -44,7 +44,10 @@ pub struct QueryArgs {
 /// Runs the query and prints the result.
 pub fn query(args: &QueryArgs) -> Result<()> {
     let (mut store, job): (Box<dyn StoreReader>, String) = match &args.db {
-        Some(db) => (Box::new(SqliteStore::open_read_only(db)?), args.job.clone().unwrap_or_else(|| "hotlist".into())),
+        Some(db) => (
+            Box::new(SqliteStore::open_read_only(db)?),
+            args.job.clone().unwrap_or_else(|| "hotlist".into()),
+        ),
         None => {
             let plan = config::load(&args.config, &config::Overrides::default())?;
             let open = crate::serve::opener(&plan.sink)?;
