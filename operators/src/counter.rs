@@ -14,8 +14,10 @@
 //! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
 //! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
 
+use crate::hash::{item_hash, key_group};
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
-use crate::record::{DeadLetter, DeadReason, LocalList, RankedItem, TimedEvent};
+use crate::record::{DeadLetter, DeadReason, ItemId, LocalList, RankedItem, TimedEvent};
+use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneCounts, SnapshotError};
 use crate::time::{Millis, Span};
 use crate::topk::{rank_cmp, select_top_by};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
@@ -100,6 +102,9 @@ pub struct WindowedCounter {
     global_wm: Millis,
     seq: u64,
     scratch: FxMap<ItemIdx, u64>,
+    /// Set by `restore`: the next `advance` emits every instance (the merger's per-worker lists
+    /// are not in snapshots, so it needs all of them once).
+    force_emit: bool,
 }
 
 impl WindowedCounter {
@@ -131,7 +136,120 @@ impl WindowedCounter {
             global_wm: Millis::MIN,
             seq: 1,
             scratch: FxMap::default(),
+            force_emit: false,
         }
+    }
+
+    /// The counting state as of the last `advance`, by key group (call between epochs).
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
+        fn state(groups: &mut BTreeMap<u32, KeyGroupState>, kg: u32) -> &mut KeyGroupState {
+            groups.entry(kg).or_insert_with(|| KeyGroupState {
+                key_group: kg,
+                ..Default::default()
+            })
+        }
+        for (g, group) in self.groups.iter().enumerate() {
+            for pane in group.slots.iter().flatten() {
+                let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
+                self.pane_counts(g, pane, |i, c| {
+                    if c > 0 {
+                        let kg = key_group(self.interner.hash(i));
+                        per_kg.entry(kg).or_default().push((self.interner.id(i).clone(), c));
+                    }
+                });
+                for (kg, mut items) in per_kg {
+                    items.sort();
+                    state(&mut groups, kg).panes.push(PaneCounts {
+                        width: group.width,
+                        start: pane.start,
+                        items,
+                    });
+                }
+            }
+        }
+        for (key, inst) in &self.instances {
+            let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
+            for (i, c) in &inst.exclusions {
+                per_kg
+                    .entry(key_group(self.interner.hash(*i)))
+                    .or_default()
+                    .push((self.interner.id(*i).clone(), *c));
+            }
+            for (kg, mut items) in per_kg {
+                items.sort();
+                state(&mut groups, kg)
+                    .exclusions
+                    .push(InstanceCounts { instance: *key, items });
+            }
+        }
+        CounterSnapshot {
+            windows: self.windows.clone(),
+            allowed_lateness: self.allowed_lateness,
+            watermark: self.global_wm,
+            key_groups: groups.into_values().collect(),
+        }
+    }
+
+    /// The counter of `worker` (of `workers`) restored from the snapshots of all the workers
+    /// that wrote them (any number): it keeps the key groups it owns under the new count.
+    pub fn restore(
+        windows: Vec<WindowSpec>,
+        allowed_lateness: Span,
+        worker: u32,
+        workers: usize,
+        snapshots: &[CounterSnapshot],
+    ) -> Result<WindowedCounter, SnapshotError> {
+        let mut c = WindowedCounter::new(windows, allowed_lateness, worker);
+        for s in snapshots {
+            if s.windows != c.windows || s.allowed_lateness != c.allowed_lateness {
+                return Err(SnapshotError::Incompatible);
+            }
+            c.global_wm = c.global_wm.max(s.watermark);
+        }
+        let sealed_h = c.global_wm.minus(c.allowed_lateness);
+        for s in snapshots {
+            for kg in s
+                .key_groups
+                .iter()
+                .filter(|k| k.key_group as usize % workers.max(1) == worker as usize)
+            {
+                for pane in &kg.panes {
+                    let g = c
+                        .groups
+                        .iter()
+                        .position(|g| g.width == pane.width)
+                        .ok_or(SnapshotError::Incompatible)?;
+                    let Some(slot) = c.pane_slot(g, pane.start, sealed_h) else {
+                        continue;
+                    };
+                    for (id, count) in &pane.items {
+                        let idx = c.interner.intern(id, item_hash(id));
+                        let p = c.groups[g].slots[slot].as_mut().expect("live slot");
+                        match p.counts.entry(idx) {
+                            Entry::Occupied(mut o) => *o.get_mut() += count,
+                            Entry::Vacant(v) => {
+                                v.insert(*count);
+                                c.interner.retain(idx);
+                            }
+                        }
+                    }
+                }
+                for ex in &kg.exclusions {
+                    for (id, count) in &ex.items {
+                        let idx = c.interner.intern(id, item_hash(id));
+                        *c.instances
+                            .entry(ex.instance)
+                            .or_default()
+                            .exclusions
+                            .entry(idx)
+                            .or_insert(0) += count;
+                    }
+                }
+            }
+        }
+        c.force_emit = true;
+        Ok(c)
     }
 
     /// The global watermark as of the last `advance`.
@@ -371,12 +489,13 @@ impl WindowedCounter {
         let wm = self.global_wm;
         let sealed_h = wm.minus(self.allowed_lateness);
         let mut out = Vec::new();
+        let force = std::mem::take(&mut self.force_emit);
         let keys: Vec<InstanceKey> = self.instances.keys().copied().collect();
         for key in keys {
             let end = self.windows[key.window.0 as usize].end_of(key.start);
             let open = end > wm;
             let sealed = end <= sealed_h;
-            if (tick || !open) && self.is_dirty(key) {
+            if force || ((tick || !open) && self.is_dirty(key)) {
                 let items = self.instance_top_k(key);
                 out.push(LocalList {
                     instance: key,

@@ -11,6 +11,7 @@
 //! - [`counter`]: the exact windowed counter state of one worker (panes, lateness, emission);
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
+//! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group);
 //! - [`record`]: the plain records that travel between operators and into sinks.
 //!
 //! Everything here is deterministic: the same inputs in the same order give the same outputs.
@@ -23,6 +24,7 @@ pub mod interner;
 pub mod lateness;
 pub mod merge;
 pub mod record;
+pub mod snapshot;
 pub mod time;
 pub mod topk;
 pub mod watermark;

@@ -7,6 +7,7 @@
 //! Sealed instances are published with state `Final` once and then forgotten.
 
 use crate::record::{ListState, LocalList, PublishedList, RankedItem};
+use crate::snapshot::{MergerSnapshot, PublishedState};
 use crate::time::{Millis, Span};
 use crate::topk::merge_top_k;
 use crate::window::{list_state, InstanceKey, WindowSpec};
@@ -77,6 +78,39 @@ impl ListMerger {
             state != ListState::Final
         });
         out
+    }
+
+    /// What was published per live instance (call between epochs).
+    pub fn snapshot(&self) -> MergerSnapshot {
+        MergerSnapshot {
+            instances: self
+                .instances
+                .iter()
+                .map(|(k, m)| PublishedState {
+                    instance: *k,
+                    revision: m.revision,
+                    published: m.published.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A merger that continues from a snapshot. Its per-worker lists start empty: restored
+    /// counters send all of theirs in their first epoch, before anything is published.
+    pub fn restore(windows: Vec<WindowSpec>, allowed_lateness: Span, s: &MergerSnapshot) -> ListMerger {
+        let mut m = ListMerger::new(windows, allowed_lateness);
+        for p in &s.instances {
+            m.instances.insert(
+                p.instance,
+                Merging {
+                    locals: BTreeMap::new(),
+                    changed: false,
+                    published: p.published.clone(),
+                    revision: p.revision,
+                },
+            );
+        }
+        m
     }
 
     /// Instances being merged (not yet sealed).

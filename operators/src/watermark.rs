@@ -110,6 +110,13 @@ impl GlobalWatermark {
         self.get()
     }
 
+    /// Continues from a restored global watermark (it never goes below it).
+    pub fn restore(&mut self, watermark: Millis) {
+        if watermark != Millis::MIN {
+            self.current = Some(self.current.map_or(watermark, |c| c.max(watermark)));
+        }
+    }
+
     /// The watermark as of the last `advance`.
     pub fn get(&self) -> Millis {
         self.current.unwrap_or(Millis::MIN)

@@ -1,0 +1,233 @@
+//! Checkpoint snapshots: versioned, checksummed, keyed by key group.
+//!
+//! A snapshot is plain data ([`CounterSnapshot`], [`MergerSnapshot`], [`SourceSnapshot`]) that
+//! `WindowedCounter::snapshot` / `restore` and friends produce and consume. Counter state is
+//! grouped by **key group** (the top 12 bits of the pinned item hash), so state written by `n`
+//! workers can be restored onto `m` workers: each new worker keeps the groups it owns
+//! (`key_group % m == worker`). Transient fields (caches, dirty flags, inline layout) are not
+//! part of it: a restored counter re-derives them and re-emits its lists once.
+//!
+//! On disk a snapshot is an envelope: magic `HLSNAP`, format version, payload length, XXH3-64 of
+//! the payload, then the payload (bincode). A torn or corrupt file fails [`decode`] with a
+//! typed error instead of restoring garbage.
+
+use crate::record::{ItemId, ListState, PartitionId, PartitionStatus, RankedItem};
+use crate::time::{Millis, Span};
+use crate::window::{InstanceKey, WindowSpec};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The current snapshot format version.
+pub const FORMAT_VERSION: u16 = 1;
+const MAGIC: &[u8; 6] = b"HLSNAP";
+const HEADER: usize = 6 + 2 + 8 + 8;
+
+/// One worker's counter state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterSnapshot {
+    /// The windows the state was counted for (a restore checks they are the same).
+    pub windows: Vec<WindowSpec>,
+    /// The allowed lateness it was counted with.
+    pub allowed_lateness: Span,
+    /// The global watermark as of the snapshot's epoch.
+    pub watermark: Millis,
+    /// State per key group, ascending, only non-empty groups.
+    pub key_groups: Vec<KeyGroupState>,
+}
+
+/// The counter state of one key group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct KeyGroupState {
+    /// The key group.
+    pub key_group: u32,
+    /// Live pane counts of its items.
+    pub panes: Vec<PaneCounts>,
+    /// Late-event exclusions of its items.
+    pub exclusions: Vec<InstanceCounts>,
+}
+
+/// Counts of one pane (of the pane group of width `width`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaneCounts {
+    /// The pane group's width.
+    pub width: Span,
+    /// The pane's start.
+    pub start: Millis,
+    /// (item, count), sorted by item.
+    pub items: Vec<(ItemId, u64)>,
+}
+
+/// Counts attached to one window instance (exclusions).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceCounts {
+    /// The instance.
+    pub instance: InstanceKey,
+    /// (item, count), sorted by item.
+    pub items: Vec<(ItemId, u64)>,
+}
+
+/// The merger's state (worker 0): what was published, so revisions continue and unchanged
+/// lists are not published again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MergerSnapshot {
+    /// Per live instance: last revision, its state and list.
+    pub instances: Vec<PublishedState>,
+}
+
+/// The last publication of one instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedState {
+    /// The instance.
+    pub instance: InstanceKey,
+    /// Its last revision.
+    pub revision: u32,
+    /// The state and list of that revision (`None`: nothing published yet).
+    pub published: Option<(ListState, Vec<RankedItem>)>,
+}
+
+/// A source's state: where to resume each partition and its clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SourceSnapshot {
+    /// Per partition.
+    pub partitions: Vec<PartitionState>,
+}
+
+/// Resume point of one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// The partition.
+    pub partition: PartitionId,
+    /// Records consumed (the next position to read; a Kafka offset for Kafka).
+    pub position: u64,
+    /// Largest event time seen (`Millis::MIN`: none).
+    pub max_ts: Millis,
+    /// Status at the snapshot.
+    pub status: PartitionStatus,
+}
+
+/// Why a snapshot cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// Shorter than its header or its declared length: a torn write.
+    #[error("snapshot is truncated ({0} bytes)")]
+    Truncated(usize),
+    /// Not a snapshot at all.
+    #[error("not a hotlist snapshot (bad magic)")]
+    BadMagic,
+    /// Written by a newer format.
+    #[error("snapshot format version {0} is not supported (this build reads {FORMAT_VERSION})")]
+    Version(u16),
+    /// The payload does not match its checksum.
+    #[error("snapshot checksum mismatch: corrupt")]
+    Checksum,
+    /// The payload does not decode.
+    #[error("snapshot payload does not decode: {0}")]
+    Payload(String),
+    /// The snapshot was taken with other windows or lateness than the job has now.
+    #[error("snapshot is for other windows or allowed lateness than this job's")]
+    Incompatible,
+}
+
+/// Encodes a snapshot into its envelope.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let payload = bincode::serialize(value).expect("snapshot types serialize");
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Decodes and verifies an envelope.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
+    if bytes.len() < HEADER {
+        return Err(SnapshotError::Truncated(bytes.len()));
+    }
+    if &bytes[..6] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if version != FORMAT_VERSION {
+        return Err(SnapshotError::Version(version));
+    }
+    let len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let sum = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let payload = &bytes[HEADER..];
+    if payload.len() as u64 != len {
+        return Err(SnapshotError::Truncated(bytes.len()));
+    }
+    if xxhash_rust::xxh3::xxh3_64(payload) != sum {
+        return Err(SnapshotError::Checksum);
+    }
+    bincode::deserialize(payload).map_err(|e| SnapshotError::Payload(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowId;
+
+    fn sample() -> CounterSnapshot {
+        CounterSnapshot {
+            windows: crate::window::default_windows(),
+            allowed_lateness: Span::from_millis(60_000),
+            watermark: Millis(123),
+            key_groups: vec![KeyGroupState {
+                key_group: 7,
+                panes: vec![PaneCounts {
+                    width: Span::from_millis(60_000),
+                    start: Millis(-60_000),
+                    items: vec![("a".into(), 3), ("é".into(), u64::MAX)],
+                }],
+                exclusions: vec![InstanceCounts {
+                    instance: InstanceKey {
+                        window: WindowId(1),
+                        start: Millis(0),
+                    },
+                    items: vec![("a".into(), 1)],
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = sample();
+        assert_eq!(decode::<CounterSnapshot>(&encode(&s)), Ok(s));
+        let src = SourceSnapshot {
+            partitions: vec![PartitionState {
+                partition: PartitionId(2),
+                position: 99,
+                max_ts: Millis::MIN,
+                status: PartitionStatus::Idle,
+            }],
+        };
+        assert_eq!(decode::<SourceSnapshot>(&encode(&src)), Ok(src));
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let bytes = encode(&sample());
+        for i in [HEADER, HEADER + 5, bytes.len() - 1] {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            assert_eq!(decode::<CounterSnapshot>(&b), Err(SnapshotError::Checksum), "byte {i}");
+        }
+        assert_eq!(
+            decode::<CounterSnapshot>(&bytes[..bytes.len() - 3]),
+            Err(SnapshotError::Truncated(bytes.len() - 3))
+        );
+        assert_eq!(
+            decode::<CounterSnapshot>(&bytes[..10]),
+            Err(SnapshotError::Truncated(10))
+        );
+        let mut b = bytes.clone();
+        b[0] = b'X';
+        assert_eq!(decode::<CounterSnapshot>(&b), Err(SnapshotError::BadMagic));
+        let mut b = bytes;
+        b[6] = 9;
+        assert_eq!(decode::<CounterSnapshot>(&b), Err(SnapshotError::Version(9)));
+    }
+}
