@@ -106,8 +106,12 @@ struct RawSink {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCheckpoint {
+    /// Where checkpoint directories go (one per committed checkpoint, under the job id).
     dir: Option<String>,
+    /// How often to checkpoint (rounded to whole epochs). Results are committed at checkpoints.
     interval: Option<String>,
+    /// How many checkpoints to keep.
+    retain: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -177,6 +181,17 @@ pub enum SinkPlan {
     Memory(hotlist_sinks::MemoryStore),
 }
 
+/// Checkpoint settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointPlan {
+    /// Base directory; checkpoints live in `dir/<job>/<epoch>/`.
+    pub dir: PathBuf,
+    /// Checkpoint every this many epochs.
+    pub every_epochs: u64,
+    /// Checkpoints kept.
+    pub retain: usize,
+}
+
 /// A Redis server and key prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisTarget {
@@ -214,6 +229,8 @@ pub struct JobPlan {
     pub sink: SinkPlan,
     /// Also write latest lists to Redis (serving fan-out).
     pub fanout: Option<RedisTarget>,
+    /// Checkpointing (exactly-once restarts), if configured.
+    pub checkpoint: Option<CheckpointPlan>,
     /// Timely worker threads.
     pub workers: usize,
     /// Epoch length (wall clock).
@@ -356,12 +373,6 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     if fanout.is_some() && matches!(sink, SinkPlan::Redis(_)) {
         bail!("sink.redis_url: the sink is Redis already");
     }
-    if let Some(cp) = &raw.checkpoint {
-        // Stable keys, parsed and checked now; checkpointing itself is not implemented yet.
-        span("checkpoint.interval", &cp.interval, "5s")?;
-        let _ = &cp.dir;
-        tracing::warn!("[checkpoint] is accepted but checkpoints are not implemented in this version");
-    }
     let workers = overrides.workers.or(raw.run.workers).unwrap_or(1);
     if workers == 0 || workers > 256 {
         bail!("run.workers: must be between 1 and 256, got {workers}");
@@ -371,6 +382,27 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         bail!("run.epoch_interval: must be positive");
     }
     let max_epochs_in_flight = raw.run.max_epochs_in_flight.unwrap_or(4).max(1);
+    let checkpoint = match &raw.checkpoint {
+        None => None,
+        Some(cp) => {
+            let interval = span("checkpoint.interval", &cp.interval, "5s")?;
+            if matches!(source, SourcePlan::Stdin) {
+                bail!("[checkpoint]: standard input cannot be replayed, so it cannot be checkpointed");
+            }
+            if matches!(sink, SinkPlan::Redis(_)) {
+                bail!("[checkpoint]: Redis keeps only latest lists; checkpoint into SQLite or PostgreSQL");
+            }
+            let retain = cp.retain.unwrap_or(3);
+            if retain == 0 {
+                bail!("checkpoint.retain: must be at least 1");
+            }
+            Some(CheckpointPlan {
+                dir: PathBuf::from(cp.dir.as_deref().unwrap_or("checkpoints")),
+                every_epochs: (interval.as_millis() / epoch_interval.as_millis().max(1)).max(1),
+                retain,
+            })
+        }
+    };
     let batch_size = raw.run.batch_size.unwrap_or(8192);
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");
@@ -382,6 +414,7 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         time,
         sink,
         fanout,
+        checkpoint,
         workers,
         epoch_interval,
         max_epochs_in_flight,

@@ -4,11 +4,13 @@
 //! - [`config`]: TOML + `--set` overrides validated into a [`config::JobPlan`];
 //! - [`source`]: the source operator and its partition readers (files, stdin, generator);
 //! - [`graph`]: the dataflow (window count, merge, sink hand-off);
+//! - [`checkpoint`]: checkpoints on disk (layout, atomic writes, restore, retention);
 //! - [`run`]: workers, the sink writer thread, progress display;
 //! - [`query`], [`serve`], [`bench`], [`generate`]: the other subcommands.
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod checkpoint;
 pub mod config;
 pub mod generate;
 pub mod graph;

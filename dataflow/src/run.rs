@@ -9,7 +9,9 @@
 //! emit tick and end; everything already read is counted, published and committed before
 //! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
 
-use crate::config::{JobPlan, RedisTarget, SinkPlan};
+use crate::checkpoint;
+use crate::config::{CheckpointPlan, JobPlan, RedisTarget, SinkPlan};
+use crate::graph::RunCtx;
 use crate::graph::{self, sink::SinkHandoff};
 use crate::source::open_partitions;
 use crate::stats::JobStats;
@@ -104,11 +106,46 @@ pub fn run_with_stats(
     store
         .prepare(&plan.job_id, &plan.windows)
         .context("cannot prepare the sink")?;
-    // Without checkpoints a run starts over: continue the store's epoch numbering after it.
-    let epoch_base = store
+    // Epochs continue the store's numbering, so a new run's commits are never skipped.
+    let committed = store
         .committed_epoch(&plan.job_id)
-        .context("cannot read the sink's committed epoch")?
-        .map_or(0, |e| e + 1);
+        .context("cannot read the sink's committed epoch")?;
+    let epoch_base = committed.map_or(0, |e| e + 1);
+    let restore = match &plan.checkpoint {
+        None => None,
+        Some(cp) => {
+            checkpoint::remove_uncommitted(&cp.dir, &plan.job_id, committed);
+            match committed {
+                None => None,
+                Some(c) => match checkpoint::restore_latest(&cp.dir, &plan.job_id, c)? {
+                    Some(r) => {
+                        tracing::info!(
+                            "restoring checkpoint {} ({} counter file(s)) for job {:?}",
+                            r.epoch,
+                            r.counters.len(),
+                            plan.job_id
+                        );
+                        Some(Arc::new(r))
+                    }
+                    None => {
+                        tracing::warn!(
+                            "no usable checkpoint for job {:?} in {}: starting from the beginning of the input",
+                            plan.job_id,
+                            cp.dir.display()
+                        );
+                        None
+                    }
+                },
+            }
+        }
+    };
+    let ctx = RunCtx {
+        epoch_base,
+        restore,
+        checkpoint: plan.checkpoint.clone(),
+        job: plan.job_id.clone(),
+        fatal: Arc::new(Mutex::new(None)),
+    };
     let fanout = match &plan.fanout {
         None => None,
         Some(t) => {
@@ -126,7 +163,11 @@ pub fn run_with_stats(
     let writer_stats = stats.clone();
     let writer = std::thread::Builder::new()
         .name("hotlist-writer".into())
-        .spawn(move || write_loop(store, fanout, rx, &writer_stats))
+        .spawn({
+            let checkpoint = plan.checkpoint.clone();
+            let (job, workers) = (plan.job_id.clone(), plan.workers);
+            move || write_loop(store, fanout, rx, &writer_stats, checkpoint.map(|c| (c, job, workers)))
+        })
         .context("cannot start the sink writer thread")?;
 
     let failed = Arc::new(AtomicBool::new(false));
@@ -143,6 +184,7 @@ pub fn run_with_stats(
     let worker_stats = stats.clone();
     let worker_shutdown = shutdown.clone();
     let worker_failed = failed.clone();
+    let worker_ctx = ctx.clone();
     let config = timely::Config::process(plan.workers);
     let guards = timely::execute(config, move |worker| -> Result<(), String> {
         let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
@@ -154,10 +196,11 @@ pub fn run_with_stats(
         let plan = worker_plan.clone();
         let stats = worker_stats.clone();
         let stop = worker_shutdown.clone();
+        let ctx = worker_ctx.clone();
         let probe =
-            worker.dataflow::<u64, _, _>(move |scope| graph::build(scope, &plan, readers, handoff, stats, stop));
+            worker.dataflow::<u64, _, _>(move |scope| graph::build(scope, &plan, readers, handoff, stats, stop, ctx));
         while !probe.done() {
-            if worker_failed.load(Relaxed) {
+            if worker_failed.load(Relaxed) || worker_ctx.failed() {
                 worker_shutdown.store(true, Relaxed);
             }
             worker.step_or_park(Some(Duration::from_millis(20)));
@@ -179,6 +222,9 @@ pub fn run_with_stats(
     }
     let writer_result = writer.join().map_err(|_| anyhow!("sink writer panicked"))?;
     writer_result?;
+    if let Some(e) = ctx.fatal.lock().ok().and_then(|f| f.clone()) {
+        return Err(anyhow!("{e}"));
+    }
     if let Some(e) = worker_error {
         return Err(e);
     }
@@ -232,12 +278,15 @@ impl Fanout {
     }
 }
 
-/// Drains batches into the store, coalescing what is queued into one transaction.
+/// Drains batches into the store, coalescing what is queued into one transaction. With
+/// checkpoints, every batch is a checkpoint's: after its commit the manifest is written and old
+/// checkpoints are removed.
 fn write_loop(
     mut store: Box<dyn SinkStore>,
     mut fanout: Option<Fanout>,
     rx: crossbeam_channel::Receiver<CommitBatch>,
     stats: &JobStats,
+    checkpoint: Option<(CheckpointPlan, String, usize)>,
 ) -> Result<()> {
     const MAX_COALESCE: usize = 256;
     while let Ok(mut batch) = rx.recv() {
@@ -259,6 +308,18 @@ fn write_loop(
         stats.commit_seconds.observe(started.elapsed().as_secs_f64());
         if let Some(f) = fanout.as_mut() {
             f.commit(&batch);
+        }
+        if let Some((cp, job, workers)) = &checkpoint {
+            let manifest = serde_json::json!({
+                "job": job, "epoch": batch.epoch, "workers": workers,
+                "watermark": batch.watermark.0, "committed_at": hotlist_operators::time::Millis::now().0,
+            });
+            if let Err(e) = checkpoint::after_commit(&cp.dir, job, batch.epoch, cp.retain, &manifest) {
+                tracing::warn!(
+                    "checkpoint {} committed, but its manifest or cleanup failed: {e:#}",
+                    batch.epoch
+                );
+            }
         }
         stats.committed_epoch.store(batch.epoch, Relaxed);
         stats.commits.fetch_add(1, Relaxed);

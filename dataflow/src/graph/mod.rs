@@ -13,17 +13,69 @@ pub mod merge_lists;
 pub mod sink;
 pub mod window_count;
 
-use crate::config::JobPlan;
+use crate::checkpoint::Restored;
+use crate::config::{CheckpointPlan, JobPlan};
 use crate::source::{source, Reader};
 use crate::stats::JobStats;
 use hotlist_operators::record::PartitionId;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::Mutex;
 use timely::dataflow::operators::core::Concat;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::Probe;
 use timely::dataflow::Scope;
+
+/// What a run shares with its operators beyond the plan.
+#[derive(Clone)]
+pub struct RunCtx {
+    /// Added to timely epochs to get sink epochs (the store's committed epoch + 1).
+    pub epoch_base: u64,
+    /// State to resume from.
+    pub restore: Option<Arc<Restored>>,
+    /// Checkpointing, if on.
+    pub checkpoint: Option<CheckpointPlan>,
+    /// The job id.
+    pub job: String,
+    /// The first fatal error of any operator (the run fails with it; nothing more commits).
+    pub fatal: Arc<Mutex<Option<String>>>,
+}
+
+impl RunCtx {
+    /// Records a fatal error (the first one wins).
+    pub fn fail(&self, message: String) {
+        if let Ok(mut f) = self.fatal.lock() {
+            if f.is_none() {
+                tracing::error!("{message}");
+                *f = Some(message);
+            }
+        }
+    }
+
+    /// Whether an operator failed.
+    pub fn failed(&self) -> bool {
+        self.fatal.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    /// The directory of the checkpoint at timely epoch `t`, if checkpointing.
+    pub fn checkpoint_dir(&self, t: u64) -> Option<std::path::PathBuf> {
+        self.checkpoint
+            .as_ref()
+            .map(|c| crate::checkpoint::checkpoint_dir(&c.dir, &self.job, self.epoch_base + t))
+    }
+
+    /// Whether timely epoch `t` is a checkpoint epoch, given the global watermark after it:
+    /// every `every_epochs` epochs, and when all input has ended.
+    pub fn is_checkpoint(&self, t: u64, global: hotlist_operators::time::Millis) -> bool {
+        self.checkpoint
+            .as_ref()
+            .is_some_and(|c| t.is_multiple_of(c.every_epochs) || global == hotlist_operators::time::Millis::MAX)
+    }
+}
 
 /// Builds the job's graph in `scope`; returns the probe at its end.
 pub fn build<'scope>(
@@ -33,9 +85,18 @@ pub fn build<'scope>(
     handoff: Option<sink::SinkHandoff>,
     stats: Arc<JobStats>,
     shutdown: Arc<AtomicBool>,
+    ctx: RunCtx,
 ) -> ProbeHandle<u64> {
     let probe = ProbeHandle::new();
-    let src = source(scope, plan, readers, probe.clone(), stats.clone(), shutdown);
+    let src = source(
+        scope,
+        plan,
+        readers,
+        probe.clone(),
+        stats.clone(),
+        shutdown,
+        ctx.restore.as_deref(),
+    );
     let control = src.control.broadcast();
     let (lists, sealed) = window_count::window_count(
         src.events,
@@ -43,9 +104,20 @@ pub fn build<'scope>(
         plan.windows.clone(),
         plan.time.allowed_lateness,
         stats.clone(),
+        ctx.clone(),
     );
-    let published = merge_lists::merge_lists(lists, control, plan.windows.clone(), plan.time.allowed_lateness, stats);
+    // checkpoint epochs the merger (worker 0) decided, for the sink on the same worker thread
+    let checkpoints: Rc<RefCell<BTreeSet<u64>>> = Rc::new(RefCell::new(BTreeSet::new()));
+    let published = merge_lists::merge_lists(
+        lists,
+        control,
+        plan.windows.clone(),
+        plan.time,
+        stats,
+        ctx.clone(),
+        checkpoints.clone(),
+    );
     let dead = src.dead.concat(sealed);
-    sink::sink(published, dead, handoff).probe_with(&probe);
+    sink::sink(published, dead, handoff, ctx, checkpoints).probe_with(&probe);
     probe
 }

@@ -9,6 +9,9 @@ use super::epoch_stash::{Epoch, EpochStash};
 use hotlist_operators::record::{DeadLetter, PublishedList};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
@@ -36,6 +39,8 @@ pub fn sink<'scope>(
     lists: Stream<'scope, u64, Vec<PublishedList>>,
     dead: Stream<'scope, u64, Vec<DeadLetter>>,
     handoff: Option<SinkHandoff>,
+    ctx: super::RunCtx,
+    checkpoints: Rc<RefCell<BTreeSet<u64>>>,
 ) -> Stream<'scope, u64, Vec<()>> {
     lists.binary_frontier(
         dead,
@@ -44,45 +49,43 @@ pub fn sink<'scope>(
         "Sink",
         move |_cap, _info| {
             let mut handoff = handoff;
-            let mut stash: EpochStash<PublishedList, DeadLetter> = EpochStash::new(&[0]); // hold the output until handed off
+            let checkpointing = ctx.checkpoint.is_some();
+            // Without checkpoints, hold each epoch's output capability until it is handed off
+            // (so the probe, and the sources' in-flight bound, reflect the sink). With them,
+            // results wait for the next checkpoint, many epochs away: hold data, not epochs.
+            let ports: &[usize] = if checkpointing { &[] } else { &[0] };
+            let mut stash: EpochStash<PublishedList, DeadLetter> = EpochStash::new(ports);
             let mut watermark = Millis::MIN;
             move |(in_lists, f1),
                   (in_dead, f2),
                   _output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
                 in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
                 in_dead.for_each_stamp(|cap, data| stash.second(&cap, data));
-                while let Some((
-                    t,
-                    Epoch {
-                        first: lists,
-                        second: dead,
-                        ..
-                    },
-                )) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t))
-                {
-                    let Some(h) = handoff.as_mut() else { continue };
-                    watermark = lists.iter().map(|l| l.watermark).fold(watermark, Millis::max);
-                    let dead_letters = dead
-                        .into_iter()
-                        .map(|letter| SourcedDeadLetter {
-                            source: h
-                                .partition_names
-                                .get(letter.partition.0 as usize)
-                                .cloned()
-                                .unwrap_or_default(),
-                            letter,
-                        })
-                        .collect();
-                    let batch = CommitBatch {
-                        job: h.job.clone(),
-                        epoch: h.epoch_base + t,
-                        watermark,
-                        lists,
-                        dead_letters,
-                    };
-                    if h.tx.send(batch).is_err() {
-                        h.failed.store(true, Relaxed);
-                        handoff = None;
+                let pending_at = |t: &u64| f1.less_equal(t) || f2.less_equal(t);
+                if !checkpointing {
+                    while let Some((t, Epoch { first, second, .. })) = stash.pop_complete(pending_at) {
+                        hand_off(&mut handoff, t, first, second, &mut watermark);
+                    }
+                } else {
+                    // commit at checkpoint epochs: everything up to the checkpoint, one batch
+                    loop {
+                        let Some(c) = checkpoints.borrow().first().copied() else {
+                            break;
+                        };
+                        if pending_at(&c) {
+                            break;
+                        }
+                        checkpoints.borrow_mut().pop_first();
+                        let (mut lists, mut dead) = (Vec::new(), Vec::new());
+                        while let Some((_, e)) = stash.pop_complete(|t| *t > c || pending_at(t)) {
+                            lists.extend(e.first);
+                            dead.extend(e.second);
+                        }
+                        if ctx.failed() {
+                            handoff = None; // a checkpoint file is missing: commit nothing more
+                            break;
+                        }
+                        hand_off(&mut handoff, c, lists, dead, &mut watermark);
                     }
                 }
                 if f1.is_empty() && f2.is_empty() {
@@ -92,4 +95,38 @@ pub fn sink<'scope>(
             }
         },
     )
+}
+
+/// Sends epoch `t`'s results (timely epoch; the batch carries the sink epoch) to the writer.
+fn hand_off(
+    handoff: &mut Option<SinkHandoff>,
+    t: u64,
+    lists: Vec<PublishedList>,
+    dead: Vec<DeadLetter>,
+    watermark: &mut Millis,
+) {
+    let Some(h) = handoff.as_mut() else { return };
+    *watermark = lists.iter().map(|l| l.watermark).fold(*watermark, Millis::max);
+    let dead_letters = dead
+        .into_iter()
+        .map(|letter| SourcedDeadLetter {
+            source: h
+                .partition_names
+                .get(letter.partition.0 as usize)
+                .cloned()
+                .unwrap_or_default(),
+            letter,
+        })
+        .collect();
+    let batch = CommitBatch {
+        job: h.job.clone(),
+        epoch: h.epoch_base + t,
+        watermark: *watermark,
+        lists,
+        dead_letters,
+    };
+    if h.tx.send(batch).is_err() {
+        h.failed.store(true, Relaxed);
+        *handoff = None;
+    }
 }

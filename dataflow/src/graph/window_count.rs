@@ -30,12 +30,14 @@ pub fn window_count<'scope>(
     windows: Vec<WindowSpec>,
     allowed_lateness: Span,
     stats: Arc<JobStats>,
+    ctx: super::RunCtx,
 ) -> (
     Stream<'scope, u64, Vec<LocalList>>,
     Stream<'scope, u64, Vec<DeadLetter>>,
 ) {
     let scope = events.scope();
     let worker = scope.index();
+    let peers = scope.peers();
     let mut builder = OperatorBuilder::new("WindowCount".to_string(), scope);
     let mut in_events = builder.new_input(events, Exchange::new(|e: &TimedEvent| key_group(e.hash) as u64));
     let mut in_control = builder.new_input(control, Pipeline);
@@ -45,8 +47,16 @@ pub fn window_count<'scope>(
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
 
     builder.build(move |_initial_caps| {
-        let mut counter = WindowedCounter::new(windows, allowed_lateness, worker as u32);
+        let mut counter = match &ctx.restore {
+            None => WindowedCounter::new(windows.clone(), allowed_lateness, worker as u32),
+            Some(r) => WindowedCounter::restore(windows.clone(), allowed_lateness, worker as u32, peers, &r.counters)
+                .unwrap_or_else(|e| {
+                    ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
+                    WindowedCounter::new(windows.clone(), allowed_lateness, worker as u32)
+                }),
+        };
         let mut global = GlobalWatermark::new();
+        global.restore(counter.watermark());
         let mut stash: EpochStash<Vec<TimedEvent>, Control> = EpochStash::new(&[0, 1]);
         let mut last_stats = Instant::now() - Duration::from_secs(10);
         move |frontiers| {
@@ -59,7 +69,7 @@ pub fn window_count<'scope>(
             in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
             // apply every epoch the frontier has passed, in order
             while let Some((
-                _,
+                t,
                 Epoch {
                     caps,
                     first: events,
@@ -87,7 +97,16 @@ pub fn window_count<'scope>(
                         Control::EmitTick => tick = true,
                     }
                 }
-                let mut lists = counter.advance(global.advance(), tick);
+                let wm = global.advance();
+                let mut lists = counter.advance(wm, tick);
+                if ctx.is_checkpoint(t, wm) {
+                    if let Some(dir) = ctx.checkpoint_dir(t) {
+                        let name = format!("counter-{worker:04}.snap");
+                        if let Err(e) = crate::checkpoint::write_snapshot(&dir, &name, &counter.snapshot()) {
+                            ctx.fail(format!("checkpoint write failed: {e:#}"));
+                        }
+                    }
+                }
                 if !lists.is_empty() {
                     out_lists.activate().session(&caps[0]).give_container(&mut lists);
                 }

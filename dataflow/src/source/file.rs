@@ -29,6 +29,25 @@ impl FileReader {
         })
     }
 
+    /// Skips the first `lines` lines (resuming from a checkpoint). A file shorter than that
+    /// has shrunk since: it is an error, so the job does not silently miss data.
+    pub fn skip_to(&mut self, lines: u64) -> Result<()> {
+        for n in 0..lines {
+            self.line.clear();
+            let read = self
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .with_context(|| format!("reading {}", self.path.display()))?;
+            if read == 0 {
+                anyhow::bail!(
+                    "{} has {n} lines, fewer than the checkpoint's {lines}",
+                    self.path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Reads up to `budget` lines.
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {

@@ -44,6 +44,15 @@ impl GeneratorReader {
         })
     }
 
+    /// Jumps to `position` (resuming from a checkpoint); pacing continues from there.
+    pub fn skip_to(&mut self, position: u64) {
+        self.stream.skip_to(position);
+        if let Some((t0, rate)) = self.pace.as_mut() {
+            let ahead = std::time::Duration::from_millis((position as u128 * 1000 / (*rate).max(1) as u128) as u64);
+            *t0 = t0.checked_sub(ahead).unwrap_or(*t0);
+        }
+    }
+
     /// Produces up to `budget` records (fewer when paced).
     #[inline]
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {

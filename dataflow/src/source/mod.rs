@@ -69,6 +69,18 @@ impl Reader {
         }
     }
 
+    /// Skips to `position` records from the start (a restore).
+    fn skip_to(&mut self, position: u64) -> anyhow::Result<()> {
+        match self {
+            Reader::File(r) => r.skip_to(position),
+            Reader::Stdin(_) => anyhow::bail!("standard input cannot be replayed"),
+            Reader::Generator(r) => {
+                r.skip_to(position);
+                Ok(())
+            }
+        }
+    }
+
     /// Whether "no data right now" can last (so the partition may go idle).
     fn can_idle(&self) -> bool {
         matches!(self, Reader::Stdin(_))
@@ -132,6 +144,7 @@ pub fn source<'scope>(
     probe: ProbeHandle<u64>,
     stats: Arc<JobStats>,
     shutdown: Arc<AtomicBool>,
+    restore: Option<&crate::checkpoint::Restored>,
 ) -> SourceStreams<'scope> {
     let mut builder = OperatorBuilder::new("Source".to_string(), scope);
     let info = builder.operator_info();
@@ -154,18 +167,33 @@ pub fn source<'scope>(
     let in_flight = plan.max_epochs_in_flight;
     let batch = plan.batch_size;
     let now = Instant::now();
-    let mut partitions: Vec<Partition> = readers
-        .into_iter()
-        .map(|(id, reader)| Partition {
+    let mut partitions: Vec<Partition> = Vec::new();
+    for (id, mut reader) in readers {
+        let mut clock = PartitionClock::new(ooo);
+        let mut position = 0;
+        let mut status = PartitionStatus::Active;
+        if let Some(state) = restore.and_then(|r| r.sources.partitions.iter().find(|p| p.partition == id)) {
+            // Resume where the checkpoint left this partition.
+            if let Err(e) = reader.skip_to(state.position) {
+                tracing::error!("partition {}: cannot resume at {}: {e:#}", id.0, state.position);
+            }
+            position = state.position;
+            clock = PartitionClock::with_max(ooo, state.max_ts);
+            if state.status == PartitionStatus::Finished {
+                clock.finish();
+                status = PartitionStatus::Finished;
+            }
+        }
+        partitions.push(Partition {
             id,
             reader,
-            clock: PartitionClock::new(ooo),
-            position: 0,
-            status: PartitionStatus::Active,
+            clock,
+            position,
+            status,
             last_data: now,
             tally: Tally::default(),
-        })
-        .collect();
+        });
+    }
 
     builder.build(move |caps| {
         let mut caps = if partitions.is_empty() { None } else { Some(caps) };
