@@ -268,6 +268,14 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     let at = bytes.len() - 1;
     bytes[at] ^= 0xff;
     std::fs::write(&file, bytes).expect("corrupt it");
+    // `hotlist checkpoints verify` finds it too
+    let verify = hotlist_tests::run_hotlist(
+        dir.path(),
+        &["checkpoints", "verify", "--config", "hotlist.toml"],
+        false,
+    );
+    assert_eq!(verify.status.code(), Some(1), "verify fails on the corrupt checkpoint");
+    assert!(String::from_utf8_lossy(&verify.stdout).contains("BAD: counter-0000.snap: snapshot checksum mismatch"));
     let out = spawn(dir.path(), 2).wait_with_output().expect("restart");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -283,4 +291,91 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     let mut distinct = got.1.clone();
     distinct.dedup();
     assert_eq!(distinct, want.1);
+}
+
+/// SIGTERM stops gracefully: the current epoch becomes a checkpoint, it is committed, exit 0;
+/// the next start restores exactly that checkpoint. `checkpoints list/show/verify` see it.
+#[test]
+fn sigterm_commits_a_final_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = CONFIG
+        .replace(
+            "kind = \"file\"\npath = \"in/*.jsonl\"",
+            "kind = \"generator\"\nitems = 500\npartitions = 2\nrate = 5000\npace = true",
+        )
+        .replace("interval = \"10ms\"", "interval = \"10s\"");
+    assert!(
+        config.contains("generator") && config.contains("10s\"\nretain"),
+        "config rewritten"
+    );
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let child = spawn(dir.path(), 2);
+    // the first periodic checkpoint is epoch 0; wait for it, then stop long before the next
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.path().join("ckpt/crash").exists()
+        || std::fs::read_dir(dir.path().join("ckpt/crash"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0
+    {
+        assert!(Instant::now() < deadline, "no checkpoint");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300)); // let it read some more (not synchronisation)
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "graceful stop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed: i64 = Connection::open(dir.path().join("out.db"))
+        .expect("db")
+        .query_row("SELECT epoch FROM hotlist_commits WHERE job = 'crash'", [], |r| {
+            r.get(0)
+        })
+        .expect("a commit");
+    assert!(
+        committed > 0,
+        "the stop committed a checkpoint beyond the first periodic one"
+    );
+    let list = hotlist_tests::run_hotlist(dir.path(), &["checkpoints", "list", "--config", "hotlist.toml"], true);
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.trim_start().starts_with(&committed.to_string())),
+        "{text}"
+    );
+    let show = hotlist_tests::run_hotlist(
+        dir.path(),
+        &[
+            "checkpoints",
+            "show",
+            &committed.to_string(),
+            "--config",
+            "hotlist.toml",
+        ],
+        true,
+    );
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains("partition 1: position"),
+        "{}",
+        String::from_utf8_lossy(&show.stdout)
+    );
+    hotlist_tests::run_hotlist(dir.path(), &["checkpoints", "verify", "--config", "hotlist.toml"], true);
+    // the next start restores exactly the committed checkpoint
+    let mut child = spawn(dir.path(), 1);
+    let stderr = child.stderr.take().expect("stderr");
+    let first = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .find(|l| l.contains("restoring checkpoint"))
+        .expect("a restore line");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.contains(&format!("restoring checkpoint {committed} ")), "{first}");
 }

@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod checkpoint;
+pub mod checkpoints_cli;
 pub mod config;
 pub mod generate;
 pub mod graph;

@@ -49,6 +49,8 @@ enum Command {
     Query(query::QueryArgs),
     /// Serve the lists over HTTP: JSON API, live page, metrics.
     Serve(serve::ServeArgs),
+    /// Inspect checkpoints: list, show EPOCH, verify [EPOCH].
+    Checkpoints(hotlist_dataflow::checkpoints_cli::CheckpointsArgs),
     /// Measure throughput: generator in memory, and JSON lines from a file.
     Bench(bench::BenchArgs),
     /// Write the configured generator's records as JSON-lines files (one per partition).
@@ -115,6 +117,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Query(args) => query::query(&args),
         Command::Serve(args) => serve::serve(&args),
+        Command::Checkpoints(args) => hotlist_dataflow::checkpoints_cli::checkpoints(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Generate(args) => generate::generate(&args),
     }

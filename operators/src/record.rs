@@ -58,6 +58,8 @@ pub enum Control {
     },
     /// Emit provisional lists of open windows in this epoch (every `emit_interval`).
     EmitTick,
+    /// Make this epoch a checkpoint (a source is stopping: finish, checkpoint, commit).
+    Checkpoint,
 }
 
 /// A ranked entry of a top-K list.

@@ -68,6 +68,7 @@ pub fn merge_lists<'scope>(
                     for l in lists {
                         merger.receive(l);
                     }
+                    let requested = controls.contains(&Control::Checkpoint);
                     for c in controls {
                         if let Control::Partition {
                             partition,
@@ -95,7 +96,7 @@ pub fn merge_lists<'scope>(
                     }
                     let wm = global.advance();
                     let mut published = merger.advance(wm, Millis::now());
-                    if is_leader && ctx.is_checkpoint(t, wm) {
+                    if is_leader && ctx.is_checkpoint(t, wm, requested) {
                         if let Some(dir) = ctx.checkpoint_dir(t) {
                             let sources = SourceSnapshot {
                                 partitions: partitions.values().cloned().collect(),

@@ -68,12 +68,13 @@ impl RunCtx {
             .map(|c| crate::checkpoint::checkpoint_dir(&c.dir, &self.job, self.epoch_base + t))
     }
 
-    /// Whether timely epoch `t` is a checkpoint epoch, given the global watermark after it:
-    /// every `every_epochs` epochs, and when all input has ended.
-    pub fn is_checkpoint(&self, t: u64, global: hotlist_operators::time::Millis) -> bool {
-        self.checkpoint
-            .as_ref()
-            .is_some_and(|c| t.is_multiple_of(c.every_epochs) || global == hotlist_operators::time::Millis::MAX)
+    /// Whether timely epoch `t` is a checkpoint epoch, given the global watermark after it and
+    /// whether a source asked for one (it is stopping): every `every_epochs` epochs, when all
+    /// input has ended, and on a graceful stop. Every worker decides alike from the same data.
+    pub fn is_checkpoint(&self, t: u64, global: hotlist_operators::time::Millis, requested: bool) -> bool {
+        self.checkpoint.as_ref().is_some_and(|c| {
+            requested || t.is_multiple_of(c.every_epochs) || global == hotlist_operators::time::Millis::MAX
+        })
     }
 }
 

@@ -86,6 +86,7 @@ pub fn window_count<'scope>(
                     }
                 }
                 let mut tick = false;
+                let requested = controls.contains(&Control::Checkpoint);
                 for c in controls {
                     match c {
                         Control::Partition {
@@ -95,11 +96,12 @@ pub fn window_count<'scope>(
                             ..
                         } => global.update(partition, watermark, status),
                         Control::EmitTick => tick = true,
+                        Control::Checkpoint => {}
                     }
                 }
                 let wm = global.advance();
                 let mut lists = counter.advance(wm, tick);
-                if ctx.is_checkpoint(t, wm) {
+                if ctx.is_checkpoint(t, wm, requested) {
                     if let Some(dir) = ctx.checkpoint_dir(t) {
                         let name = format!("counter-{worker:04}.snap");
                         if let Err(e) = crate::checkpoint::write_snapshot(&dir, &name, &counter.snapshot()) {

@@ -303,6 +303,9 @@ pub fn source<'scope>(
                     controls.push(Control::EmitTick);
                     last_tick = Instant::now();
                 }
+                if stopping {
+                    controls.push(Control::Checkpoint);
+                }
                 out_control.activate().session(&c[1]).give_container(&mut controls);
                 if ended || stopping {
                     caps = None;
