@@ -93,44 +93,10 @@ fn spawn(dir: &Path, workers: usize) -> std::process::Child {
 }
 
 fn results(db: &Path) -> (model::Lists, model::Dead) {
-    let conn = Connection::open(db).expect("open db");
-    let mut lists = model::Lists::new();
-    let mut stmt = conn
-        .prepare("SELECT window_name, window_start, window_end, item_id, count, final FROM topk WHERE job = 'crash' ORDER BY window_name, window_start, rank")
-        .expect("prepare");
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, i64>(5)?,
-            ))
-        })
-        .expect("query");
-    for row in rows {
-        let (w, s, e, item, count, fin) = row.expect("row");
-        assert_eq!(fin, 1, "sealed");
-        lists.entry((w, s, e)).or_default().push((item, count as u64));
-    }
-    let mut stmt = conn
-        .prepare("SELECT partition, position, reason FROM dead_letters WHERE job = 'crash'")
-        .expect("prepare");
-    let mut dead: model::Dead = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)? as u32,
-                r.get::<_, i64>(1)? as u64,
-                r.get::<_, String>(2)?,
-            ))
-        })
-        .expect("query")
-        .map(|r| r.expect("row"))
-        .collect();
-    dead.sort();
-    (lists, dead)
+    (
+        hotlist_tests::sqlite_sealed_lists(db, "crash"),
+        hotlist_tests::sqlite_dead_letters(db, "crash").0,
+    )
 }
 
 fn setup(parts: &[Vec<Vec<u8>>]) -> tempfile::TempDir {

@@ -4,7 +4,6 @@
 use hotlist_tests::inputs::{random_partitions, write_partitions, Shape};
 use hotlist_tests::model::{self, ModelWindow};
 use hotlist_tests::run_hotlist;
-use rusqlite::Connection;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -83,70 +82,12 @@ fn shape() -> Shape {
     }
 }
 
-/// Sealed rows of the `topk` table: (window, start, end) -> ranked (item, count).
 fn sealed_rows(db: &Path) -> model::Lists {
-    let conn = Connection::open(db).expect("open db");
-    let mut stmt = conn
-        .prepare(
-            "SELECT window_name, window_start, window_end, rank, item_id, count, final, state FROM topk \
-             WHERE job = 'e2e' ORDER BY window_name, window_start, rank",
-        )
-        .expect("prepare");
-    let mut lists = model::Lists::new();
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, i64>(6)?,
-                r.get::<_, String>(7)?,
-            ))
-        })
-        .expect("query");
-    for row in rows {
-        let (w, s, e, rank, item, count, fin, state) = row.expect("row");
-        assert_eq!(
-            (fin, state.as_str()),
-            (1, "final"),
-            "every window of a bounded run is sealed"
-        );
-        let list = lists.entry((w, s, e)).or_default();
-        assert_eq!(rank as usize, list.len() + 1, "ranks are dense from 1");
-        list.push((item, count as u64));
-    }
-    lists
+    hotlist_tests::sqlite_sealed_lists(db, "e2e")
 }
 
 fn dead_rows(db: &Path) -> (model::Dead, BTreeMap<(u32, u64), Vec<u8>>) {
-    let conn = Connection::open(db).expect("open db");
-    let mut stmt = conn
-        .prepare("SELECT partition, position, reason, raw FROM dead_letters WHERE job = 'e2e'")
-        .expect("prepare");
-    let mut dead = Vec::new();
-    let mut raw = BTreeMap::new();
-    for row in stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Vec<u8>>(3)?,
-            ))
-        })
-        .expect("query")
-    {
-        let (p, pos, reason, bytes) = row.expect("row");
-        if reason == "bad" {
-            raw.insert((p as u32, pos as u64), bytes);
-        }
-        dead.push((p as u32, pos as u64, reason));
-    }
-    dead.sort();
-    (dead, raw)
+    hotlist_tests::sqlite_dead_letters(db, "e2e")
 }
 
 /// Sealed `topk` rows and `dead_letters` equal an independent computation, with 1 and 3

@@ -53,3 +53,72 @@ pub fn run_hotlist(dir: &std::path::Path, args: &[&str], expect_ok: bool) -> Out
     }
     out
 }
+
+/// The sealed lists a job stored in a SQLite `topk` table: checks every row is final and ranks
+/// are dense from 1.
+pub fn sqlite_sealed_lists(db: &std::path::Path, job: &str) -> model::Lists {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare(
+            "SELECT window_name, window_start, window_end, rank, item_id, count, final, state FROM topk \
+             WHERE job = ?1 ORDER BY window_name, window_start, rank",
+        )
+        .expect("prepare");
+    let rows = stmt
+        .query_map([job], |r| {
+            Ok((
+                (r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?),
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, i64>(5)?,
+                (r.get::<_, i64>(6)?, r.get::<_, String>(7)?),
+            ))
+        })
+        .expect("query");
+    let mut lists = model::Lists::new();
+    for row in rows {
+        let (key, rank, item, count, (fin, state)) = row.expect("row");
+        assert_eq!(
+            (fin, state.as_str()),
+            (1, "final"),
+            "every window of a bounded run is sealed: {key:?}"
+        );
+        let list = lists.entry(key).or_default();
+        assert_eq!(rank as usize, list.len() + 1, "ranks are dense from 1");
+        list.push((item, count as u64));
+    }
+    lists
+}
+
+/// The dead letters a job stored in SQLite, sorted, and the raw bytes of the `bad` ones by
+/// (partition, position).
+pub fn sqlite_dead_letters(
+    db: &std::path::Path,
+    job: &str,
+) -> (model::Dead, std::collections::BTreeMap<(u32, u64), Vec<u8>>) {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare("SELECT partition, position, reason, raw FROM dead_letters WHERE job = ?1")
+        .expect("prepare");
+    let rows = stmt
+        .query_map([job], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u32,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, String>(2)?,
+                r.get::<_, Vec<u8>>(3)?,
+            ))
+        })
+        .expect("query");
+    let mut dead = Vec::new();
+    let mut raw = std::collections::BTreeMap::new();
+    for row in rows {
+        let (p, pos, reason, bytes) = row.expect("row");
+        if reason == "bad" {
+            raw.insert((p, pos), bytes);
+        }
+        dead.push((p, pos, reason));
+    }
+    dead.sort();
+    (dead, raw)
+}
