@@ -345,3 +345,134 @@ fn sigterm_commits_a_final_checkpoint() {
     let _ = child.wait();
     assert!(first.contains(&format!("restoring checkpoint {committed} ")), "{first}");
 }
+
+/// Two distinct free loopback ports (both listeners are held until both are known, so the
+/// OS cannot hand out the same port twice).
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    (
+        a.local_addr().expect("addr").port(),
+        b.local_addr().expect("addr").port(),
+    )
+}
+
+/// Starts both processes of a 2-process × 1-worker cluster on fresh loopback ports.
+fn spawn_cluster(dir: &Path) -> Vec<std::process::Child> {
+    let (a, b) = free_ports();
+    let hosts = format!("127.0.0.1:{a}\n127.0.0.1:{b}\n");
+    std::fs::write(dir.join("hosts.txt"), hosts).expect("hostfile");
+    (0..2)
+        .map(|i| {
+            Command::new(hotlist_tests::hotlist_bin())
+                .args([
+                    "run",
+                    "--config",
+                    "hotlist.toml",
+                    "--progress",
+                    "never",
+                    "--workers",
+                    "1",
+                ])
+                .args([
+                    "--processes",
+                    "2",
+                    "--process",
+                    &i.to_string(),
+                    "--hostfile",
+                    "hosts.txt",
+                ])
+                .current_dir(dir)
+                .env("HOTLIST_LOG", "hotlist=info,warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn hotlist")
+        })
+        .collect()
+}
+
+/// Waits (bounded) for a process to exit, else kills it; returns whether it exited by itself.
+fn reap(child: &mut std::process::Child, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if child.try_wait().expect("try_wait").is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+/// Two processes × one worker on loopback: killing one process (SIGKILL) takes the cluster
+/// down (fate-sharing: the survivor is reaped), both restart from the committed checkpoint,
+/// and the final results equal the model, every dead letter once.
+#[test]
+fn two_processes_killing_one_loses_and_duplicates_nothing() {
+    let mut sh = shape();
+    sh.lines = 8000;
+    let parts = random_partitions(33, &sh);
+    let want = model::run(&parts, &windows(), 2_000, 30_000);
+    let dir = setup(&parts);
+    let newest_committed = |dir: &Path| -> u64 {
+        std::fs::read_dir(dir.join("ckpt/crash"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.path().join("MANIFEST").exists())
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    let (mut kills, mut logs) = (0, String::new());
+    let mut completed = false;
+    for attempt in 0..10 {
+        let before = newest_committed(dir.path());
+        let mut procs = spawn_cluster(dir.path());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut ended = false;
+        while newest_committed(dir.path()) <= before {
+            if procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
+                ended = true;
+                break;
+            }
+            assert!(Instant::now() < deadline, "no progress:\n{logs}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if !ended && kills < 3 {
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..15))); // fault injection timing
+            let victim = attempt % 2;
+            let _ = procs[victim].kill();
+            kills += 1;
+            let survivor = 1 - victim;
+            let exited = reap(&mut procs[survivor], Duration::from_secs(5));
+            let _ = procs[victim].wait();
+            logs.push_str(&format!(
+                "--- attempt {attempt}: killed process {victim}; survivor exited by itself: {exited}\n"
+            ));
+            for p in procs {
+                let out = p.wait_with_output().expect("output");
+                logs.push_str(&String::from_utf8_lossy(&out.stderr));
+            }
+            continue;
+        }
+        // let both run to the end
+        for p in procs.iter_mut() {
+            assert!(reap(p, Duration::from_secs(60)), "the cluster did not finish:\n{logs}");
+        }
+        for p in procs {
+            let out = p.wait_with_output().expect("output");
+            assert!(out.status.success(), "{logs}\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        completed = true;
+        break;
+    }
+    assert!(completed && kills >= 3, "kills {kills}, completed {completed}:\n{logs}");
+    let got = results(&dir.path().join("out.db"));
+    assert_eq!(got.0, want.0, "sealed lists after {kills} kills\n{logs}");
+    assert_eq!(got.1, want.1, "dead letters exactly once after {kills} kills\n{logs}");
+}

@@ -106,6 +106,7 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
         epoch_interval: Span::from_millis(1),
         max_epochs_in_flight: 2,
         batch_size: c.batch,
+        cluster: None,
     };
     let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;

@@ -121,13 +121,14 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         epoch_interval: Span::from_millis(100),
         max_epochs_in_flight: 4,
         batch_size: 8192,
+        cluster: None,
     }
 }
 
 /// Runs one measured job while sampling the state gauges.
 fn measure(name: &'static str, plan: &JobPlan, input_bytes: u64) -> Result<BenchResult> {
     let rss_before = rss_bytes().0;
-    let stats = Arc::new(JobStats::new(plan.workers, plan.source.partitions() as usize));
+    let stats = Arc::new(JobStats::new(plan.total_workers(), plan.source.partitions() as usize));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let stats = stats.clone();

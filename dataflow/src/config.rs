@@ -125,6 +125,12 @@ struct RawRun {
     max_epochs_in_flight: Option<u64>,
     /// Records a source reads per activation (over all its partitions).
     batch_size: Option<usize>,
+    /// Processes in the cluster (default 1). Each runs `workers` threads.
+    processes: Option<usize>,
+    /// This process's index, 0-based.
+    process: Option<usize>,
+    /// File with one `host:port` per line, in process order (required with processes > 1).
+    hostfile: Option<String>,
 }
 
 /// Where events come from.
@@ -239,6 +245,24 @@ pub struct JobPlan {
     pub max_epochs_in_flight: u64,
     /// Records a source reads per activation.
     pub batch_size: usize,
+    /// Multi-process settings (None: one process).
+    pub cluster: Option<ClusterPlan>,
+}
+
+/// A cluster of processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterPlan {
+    /// This process's index.
+    pub process: usize,
+    /// `host:port` of every process, in process order.
+    pub addresses: Vec<String>,
+}
+
+impl JobPlan {
+    /// Workers over all processes.
+    pub fn total_workers(&self) -> usize {
+        self.workers * self.cluster.as_ref().map_or(1, |c| c.addresses.len())
+    }
 }
 
 /// Command-line overrides.
@@ -248,6 +272,12 @@ pub struct Overrides {
     pub set: Vec<String>,
     /// `--workers N`.
     pub workers: Option<usize>,
+    /// `--processes N`.
+    pub processes: Option<usize>,
+    /// `--process I`.
+    pub process: Option<usize>,
+    /// `--hostfile F`.
+    pub hostfile: Option<PathBuf>,
 }
 
 /// Reads, overrides and validates a config file.
@@ -404,6 +434,39 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         }
     };
     let batch_size = raw.run.batch_size.unwrap_or(8192);
+    let processes = overrides.processes.or(raw.run.processes).unwrap_or(1);
+    let cluster = if processes <= 1 {
+        None
+    } else {
+        let process = overrides
+            .process
+            .or(raw.run.process)
+            .ok_or_else(|| anyhow!("run.process: required with {processes} processes (--process I)"))?;
+        if process >= processes {
+            bail!("run.process: {process} is not below run.processes ({processes})");
+        }
+        let hostfile = overrides
+            .hostfile
+            .clone()
+            .or(raw.run.hostfile.as_ref().map(PathBuf::from))
+            .ok_or_else(|| anyhow!("run.hostfile: required with {processes} processes (--hostfile F)"))?;
+        let text = std::fs::read_to_string(&hostfile)
+            .with_context(|| format!("run.hostfile: cannot read {}", hostfile.display()))?;
+        let addresses: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        if addresses.len() != processes {
+            bail!(
+                "run.hostfile: {} lists {} addresses for {processes} processes",
+                hostfile.display(),
+                addresses.len()
+            );
+        }
+        Some(ClusterPlan { process, addresses })
+    };
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");
     }
@@ -419,6 +482,7 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         epoch_interval,
         max_epochs_in_flight,
         batch_size,
+        cluster,
     })
 }
 
@@ -504,6 +568,7 @@ mod tests {
         let o = Overrides {
             set: set.iter().map(|s| s.to_string()).collect(),
             workers: None,
+            ..Default::default()
         };
         parse(text, Path::new("."), &o)
     }

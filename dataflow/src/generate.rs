@@ -30,6 +30,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         &config::Overrides {
             set: args.set.clone(),
             workers: None,
+            ..Default::default()
         },
     )?;
     let SourcePlan::Generator { spec, .. } = &plan.source else {

@@ -41,6 +41,15 @@ enum Command {
         /// Progress display while running.
         #[arg(long, value_enum, default_value_t = run::Progress::Auto)]
         progress: run::Progress,
+        /// Processes in a cluster (each runs --workers threads); needs --process and --hostfile.
+        #[arg(long)]
+        processes: Option<usize>,
+        /// This process's index in the cluster (0-based).
+        #[arg(long)]
+        process: Option<usize>,
+        /// File of `host:port` lines, one per process, in process order.
+        #[arg(long)]
+        hostfile: Option<PathBuf>,
         /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
@@ -81,9 +90,21 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             workers,
             set,
             progress,
+            processes,
+            process,
+            hostfile,
             metrics_addr,
         } => {
-            let plan = config::load(&path, &config::Overrides { set, workers })?;
+            let plan = config::load(
+                &path,
+                &config::Overrides {
+                    set,
+                    workers,
+                    processes,
+                    process,
+                    hostfile,
+                },
+            )?;
             let shutdown = Arc::new(AtomicBool::new(false));
             let flag = shutdown.clone();
             ctrlc::set_handler(move || {
@@ -94,7 +115,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 eprintln!("\nstopping: finishing the current epoch and committing (Ctrl-C again to abort)");
             })?;
             let stats = Arc::new(hotlist_dataflow::stats::JobStats::new(
-                plan.workers,
+                plan.total_workers(),
                 plan.source.partitions() as usize,
             ));
             if let Some(addr) = metrics_addr {

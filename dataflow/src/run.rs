@@ -90,7 +90,7 @@ pub fn run(plan: &JobPlan, progress: Progress, shutdown: Arc<AtomicBool>) -> Res
         plan,
         progress,
         shutdown,
-        Arc::new(JobStats::new(plan.workers, plan.source.partitions() as usize)),
+        Arc::new(JobStats::new(plan.total_workers(), plan.source.partitions() as usize)),
     )
 }
 
@@ -185,7 +185,19 @@ pub fn run_with_stats(
     let worker_shutdown = shutdown.clone();
     let worker_failed = failed.clone();
     let worker_ctx = ctx.clone();
-    let config = timely::Config::process(plan.workers);
+    let config = match &plan.cluster {
+        None => timely::Config::process(plan.workers),
+        Some(c) => timely::Config {
+            communication: timely::CommunicationConfig::Cluster {
+                threads: plan.workers,
+                process: c.process,
+                addresses: c.addresses.clone(),
+                report: false,
+                zerocopy: false,
+            },
+            worker: timely::WorkerConfig::default(),
+        },
+    };
     let guards = timely::execute(config, move |worker| -> Result<(), String> {
         let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
         let handoff = if worker.index() == 0 {

@@ -78,6 +78,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         &config::Overrides {
             set: args.set.clone(),
             workers: None,
+            ..Default::default()
         },
     )?;
     let open = match args.from {

@@ -124,6 +124,20 @@ impl JobStats {
         self.live_items.iter().map(|a| a.load(Relaxed)).sum()
     }
 
+    /// Records worker `w`'s state gauges (global worker index) and the peak of live counters.
+    pub fn set_worker_state(&self, w: usize, counters: usize, bytes: usize, items: usize) {
+        if let (Some(c), Some(b), Some(i)) = (
+            self.live_counters.get(w),
+            self.state_bytes.get(w),
+            self.live_items.get(w),
+        ) {
+            c.store(counters as u64, Relaxed);
+            b.store(bytes as u64, Relaxed);
+            i.store(items as u64, Relaxed);
+        }
+        self.peak_counters.fetch_max(self.total_counters(), Relaxed);
+    }
+
     /// Records a committed list as the window's latest if it is the newest instance.
     pub fn note_committed(&self, list: &PublishedList) {
         if let Ok(mut latest) = self.latest.lock() {

@@ -119,10 +119,7 @@ pub fn window_count<'scope>(
                 if tick || last_stats.elapsed() >= Duration::from_secs(1) {
                     last_stats = Instant::now();
                     let st = counter.stats();
-                    stats.live_counters[worker].store(st.live_counters as u64, Relaxed);
-                    stats.state_bytes[worker].store(st.heap_bytes as u64, Relaxed);
-                    stats.live_items[worker].store(st.live_items as u64, Relaxed);
-                    stats.peak_counters.fetch_max(stats.total_counters(), Relaxed);
+                    stats.set_worker_state(worker, st.live_counters, st.heap_bytes, st.live_items);
                 }
             }
         }
