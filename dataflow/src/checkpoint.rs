@@ -17,8 +17,10 @@
 //! older checkpoint is safe: results are replaced per window instance and epochs only grow.
 
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::record::PartitionId;
 use hotlist_operators::snapshot::{self, CounterSnapshot, MergerSnapshot, SourceSnapshot};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -61,6 +63,11 @@ pub struct Restored {
     pub merger: MergerSnapshot,
     /// Partition positions and clocks.
     pub sources: SourceSnapshot,
+    /// When an older checkpoint was restored because newer committed ones were unusable: per
+    /// partition, the position up to which records were already committed (from a newer
+    /// checkpoint's intact `sources.snap`). Dead letters up to there were committed already and
+    /// are not sent again.
+    pub committed_positions: BTreeMap<PartitionId, u64>,
 }
 
 /// Loads and verifies one checkpoint directory.
@@ -89,6 +96,7 @@ pub fn load(dir: &Path, epoch: u64) -> Result<Restored> {
         counters,
         merger,
         sources,
+        committed_positions: BTreeMap::new(),
     })
 }
 
@@ -107,19 +115,32 @@ pub fn list(base: &Path, job: &str) -> Vec<u64> {
 /// The newest valid checkpoint at or below the sink's committed epoch. A corrupt or incomplete
 /// checkpoint is skipped with a clear log line; `Ok(None)` when none is usable.
 pub fn restore_latest(base: &Path, job: &str, committed: u64) -> Result<Option<Restored>> {
+    let mut committed_positions: BTreeMap<PartitionId, u64> = BTreeMap::new();
     for epoch in list(base, job).into_iter().filter(|e| *e <= committed) {
         let dir = checkpoint_dir(base, job, epoch);
         match load(&dir, epoch) {
-            Ok(r) => {
+            Ok(mut r) => {
                 if epoch != committed {
                     tracing::warn!("restoring the older checkpoint {epoch} instead of the committed {committed}");
                 }
+                r.committed_positions = committed_positions;
                 return Ok(Some(r));
             }
-            Err(e) => tracing::error!(
-                "checkpoint {} is unusable ({e:#}); trying the previous one",
-                dir.display()
-            ),
+            Err(e) => {
+                tracing::error!(
+                    "checkpoint {} is unusable ({e:#}); trying the previous one",
+                    dir.display()
+                );
+                // it was committed: what its sources had read is in the store already
+                if let Ok(bytes) = std::fs::read(dir.join("sources.snap")) {
+                    if let Ok(s) = snapshot::decode::<SourceSnapshot>(&bytes) {
+                        for p in s.partitions {
+                            let e = committed_positions.entry(p.partition).or_insert(0);
+                            *e = (*e).max(p.position);
+                        }
+                    }
+                }
+            }
         }
     }
     Ok(None)

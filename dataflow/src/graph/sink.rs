@@ -85,6 +85,14 @@ pub fn sink<'scope>(
                             handoff = None; // a checkpoint file is missing: commit nothing more
                             break;
                         }
+                        // after a fallback to an older checkpoint: drop dead letters the store has
+                        let dead = match ctx.restore.as_deref() {
+                            Some(r) if !r.committed_positions.is_empty() => dead
+                                .into_iter()
+                                .filter(|d| r.committed_positions.get(&d.partition).is_none_or(|p| d.position > *p))
+                                .collect(),
+                            _ => dead,
+                        };
                         hand_off(&mut handoff, c, lists, dead, &mut watermark);
                     }
                 }
