@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{default_windows, validate_all, WindowSpec};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The whole file, as written.
@@ -140,6 +141,13 @@ pub enum SourcePlan {
     Files(Vec<PathBuf>),
     /// JSON lines on standard input: one partition.
     Stdin,
+    /// A Kafka topic: partition `p` is input partition `p`.
+    Kafka {
+        /// Connection settings.
+        spec: crate::source::kafka::KafkaSpec,
+        /// The topic's partition count (asked from the broker when the run starts).
+        partitions: u32,
+    },
     /// The deterministic generator.
     Generator {
         /// Its settings.
@@ -156,6 +164,7 @@ impl SourcePlan {
             SourcePlan::Files(paths) => paths.len() as u32,
             SourcePlan::Stdin => 1,
             SourcePlan::Generator { spec, .. } => spec.partitions,
+            SourcePlan::Kafka { partitions, .. } => *partitions,
         }
     }
 
@@ -165,6 +174,7 @@ impl SourcePlan {
             SourcePlan::Files(paths) => format!("file:{}", paths[p as usize].display()),
             SourcePlan::Stdin => "stdin".to_string(),
             SourcePlan::Generator { .. } => format!("generator:{p}"),
+            SourcePlan::Kafka { spec, .. } => format!("kafka:{}/{p}", spec.topic),
         }
     }
 }
@@ -555,7 +565,31 @@ fn validate_source(s: RawSource) -> Result<SourcePlan> {
                 pace: s.pace.unwrap_or(false),
             })
         }
-        "kafka" => bail!("source.kind \"kafka\" is not available in this version (use \"file\" or \"generator\")"),
+        "kafka" => {
+            if generator_keys || s.path.is_some() {
+                bail!("source: file/generator keys given for kind = \"kafka\"");
+            }
+            let mut options = BTreeMap::new();
+            for (k, v) in s.options.unwrap_or_default() {
+                let v = match v {
+                    toml::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                options.insert(k, v);
+            }
+            let spec = crate::source::kafka::KafkaSpec {
+                brokers: s
+                    .brokers
+                    .ok_or_else(|| anyhow!("source.brokers: required for kind = \"kafka\""))?,
+                topic: s
+                    .topic
+                    .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
+                group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
+                bounded: s.bounded.unwrap_or(false),
+                options,
+            };
+            Ok(SourcePlan::Kafka { spec, partitions: 0 })
+        }
         other => bail!("source.kind: unknown kind {other:?} (expected \"file\", \"generator\" or \"kafka\")"),
     }
 }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod generate;
 pub mod graph;
 pub mod metrics;
+pub mod produce;
 pub mod query;
 pub mod run;
 pub mod serve;

@@ -62,6 +62,8 @@ enum Command {
     Checkpoints(hotlist_dataflow::checkpoints_cli::CheckpointsArgs),
     /// Measure throughput: generator in memory, and JSON lines from a file.
     Bench(bench::BenchArgs),
+    /// Write the configured generator's records to a Kafka topic (partition p → partition p).
+    Produce(hotlist_dataflow::produce::ProduceArgs),
     /// Write the configured generator's records as JSON-lines files (one per partition).
     Generate(generate::GenerateArgs),
 }
@@ -105,6 +107,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     hostfile,
                 },
             )?;
+            let plan = run::resolve_source(&plan)?;
             let shutdown = Arc::new(AtomicBool::new(false));
             let flag = shutdown.clone();
             ctrlc::set_handler(move || {
@@ -140,6 +143,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve::serve(&args),
         Command::Checkpoints(args) => hotlist_dataflow::checkpoints_cli::checkpoints(&args),
         Command::Bench(args) => bench::bench(&args),
+        Command::Produce(args) => hotlist_dataflow::produce::produce(&args),
         Command::Generate(args) => generate::generate(&args),
     }
 }

@@ -10,9 +10,10 @@
 //! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
 
 use crate::checkpoint;
-use crate::config::{CheckpointPlan, JobPlan, RedisTarget, SinkPlan};
+use crate::config::{CheckpointPlan, JobPlan, RedisTarget, SinkPlan, SourcePlan};
 use crate::graph::RunCtx;
 use crate::graph::{self, sink::SinkHandoff};
+use crate::source::kafka;
 use crate::source::open_partitions;
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
@@ -84,6 +85,19 @@ fn open_redis(t: &RedisTarget) -> Result<RedisStore> {
     RedisStore::connect(&t.url, &t.prefix).context("cannot connect to the Redis sink")
 }
 
+/// Completes what a plan can only know at run time: a Kafka topic's partition count.
+pub fn resolve_source(plan: &JobPlan) -> Result<JobPlan> {
+    let mut p = plan.clone();
+    if let SourcePlan::Kafka { spec, partitions: 0 } = &plan.source {
+        let n = kafka::partition_count(spec, Duration::from_secs(30))?;
+        p.source = SourcePlan::Kafka {
+            spec: spec.clone(),
+            partitions: n,
+        };
+    }
+    Ok(p)
+}
+
 /// Runs `plan` to the end of its input or until `shutdown` is set.
 pub fn run(plan: &JobPlan, progress: Progress, shutdown: Arc<AtomicBool>) -> Result<RunSummary> {
     run_with_stats(
@@ -102,6 +116,8 @@ pub fn run_with_stats(
     stats: Arc<JobStats>,
 ) -> Result<RunSummary> {
     let started = Instant::now();
+    let resolved = resolve_source(plan)?;
+    let plan = &resolved;
     let mut store = open_store(&plan.sink)?;
     store
         .prepare(&plan.job_id, &plan.windows)

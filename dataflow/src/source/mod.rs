@@ -13,6 +13,7 @@
 pub mod file;
 pub mod generator;
 pub mod generator_model;
+pub mod kafka;
 
 use crate::config::{JobPlan, SourcePlan};
 use crate::stats::JobStats;
@@ -36,6 +37,8 @@ pub enum Record<'a> {
     Line(&'a [u8]),
     /// An already-structured event (generator).
     Event(&'a ItemId, Millis),
+    /// A raw line at an explicit position (Kafka: the message's offset).
+    LineAt(&'a [u8], u64),
 }
 
 /// What a read call found.
@@ -57,6 +60,8 @@ pub enum Reader {
     Stdin(file::StdinReader),
     /// The generator (boxed: it is much larger than the other readers).
     Generator(Box<generator::GeneratorReader>),
+    /// A Kafka partition.
+    Kafka(Box<kafka::KafkaReader>),
 }
 
 impl Reader {
@@ -66,6 +71,7 @@ impl Reader {
             Reader::File(r) => r.read(budget, f),
             Reader::Stdin(r) => r.read(budget, f),
             Reader::Generator(r) => r.read(budget, f),
+            Reader::Kafka(r) => r.read(budget, f),
         }
     }
 
@@ -78,12 +84,13 @@ impl Reader {
                 r.skip_to(position);
                 Ok(())
             }
+            Reader::Kafka(r) => r.seek(position),
         }
     }
 
     /// Whether "no data right now" can last (so the partition may go idle).
     fn can_idle(&self) -> bool {
-        matches!(self, Reader::Stdin(_))
+        matches!(self, Reader::Stdin(_) | Reader::Kafka(_))
     }
 }
 
@@ -129,6 +136,7 @@ pub fn open_partitions(plan: &JobPlan, index: usize, peers: usize) -> anyhow::Re
             SourcePlan::Generator { spec, pace } => {
                 Reader::Generator(Box::new(generator::GeneratorReader::new(spec, p, *pace)?))
             }
+            SourcePlan::Kafka { spec, .. } => Reader::Kafka(Box::new(kafka::KafkaReader::open(spec, p, None)?)),
         };
         out.push((PartitionId(p), reader));
     }
@@ -230,19 +238,20 @@ pub fn source<'scope>(
                         ..
                     } = part;
                     let status = reader.read(share, &mut |rec| {
-                        *position += 1;
+                        // files and generators count records; Kafka records carry their offset
+                        let at = match rec {
+                            Record::LineAt(_, offset) => offset,
+                            _ => {
+                                *position += 1;
+                                *position
+                            }
+                        };
                         tally.records += 1;
-                        accept(
-                            rec,
-                            *id,
-                            *position,
-                            clock,
-                            &judge,
-                            &mut events_buf,
-                            &mut dead_buf,
-                            tally,
-                        );
+                        accept(rec, *id, at, clock, &judge, &mut events_buf, &mut dead_buf, tally);
                     });
+                    if let Reader::Kafka(k) = &part.reader {
+                        part.position = k.position(); // the next offset to read
+                    }
                     match status {
                         ReadStatus::Read(n) if n > 0 => {
                             produced = true;
@@ -342,7 +351,7 @@ fn accept(
     tally: &mut Tally,
 ) {
     let (item, ts, raw): (ItemId, Millis, Option<&[u8]>) = match rec {
-        Record::Line(line) => match parse_event(line) {
+        Record::Line(line) | Record::LineAt(line, _) => match parse_event(line) {
             Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line)),
             Err(bad) => {
                 tally.bad += 1;

@@ -1,0 +1,189 @@
+//! The Kafka source: one partition of a topic per reader, assigned deterministically.
+//!
+//! Partition `p` of the topic is input partition `p`, read by global worker `p % workers`, with
+//! manual assignment (no consumer-group rebalancing: ownership must not move under the
+//! checkpoints). A message holds one event or several newline-separated ones; partition order
+//! is message order, then line order. Positions are Kafka offsets: a checkpoint stores the next
+//! offset to read, and a restore seeks there. Offsets are never committed to the broker
+//! (the checkpoint is the truth). When the broker goes away, librdkafka reconnects by itself;
+//! poll errors are logged (at most every 5 s) and the partition waits.
+//!
+//! Bounded runs read up to the end offsets the partitions had at start, then end.
+
+use super::{ReadStatus, Record};
+use anyhow::{anyhow, Context, Result};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Connection settings of the Kafka source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaSpec {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// The topic.
+    pub topic: String,
+    /// `group.id` (used only for lag monitoring tools; offsets are not committed).
+    pub group_id: String,
+    /// Read up to the end offsets at start, then end.
+    pub bounded: bool,
+    /// Extra librdkafka properties (security settings and the like).
+    pub options: BTreeMap<String, String>,
+}
+
+fn client_config(spec: &KafkaSpec) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &spec.brokers)
+        .set("group.id", &spec.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "earliest");
+    for (k, v) in &spec.options {
+        c.set(k, v);
+    }
+    c
+}
+
+/// The number of partitions of the topic (asks the broker; retries for up to `timeout`).
+pub fn partition_count(spec: &KafkaSpec, timeout: Duration) -> Result<u32> {
+    let consumer: BaseConsumer = client_config(spec).create().context("cannot create a Kafka client")?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let md = consumer.fetch_metadata(Some(&spec.topic), Duration::from_secs(5));
+        match md {
+            Ok(md) => {
+                if let Some(t) = md.topics().iter().find(|t| t.name() == spec.topic) {
+                    if !t.partitions().is_empty() {
+                        return Ok(t.partitions().len() as u32);
+                    }
+                }
+            }
+            Err(e) if Instant::now() >= deadline => {
+                return Err(anyhow!(
+                    "cannot read the metadata of topic {:?} from {}: {e}",
+                    spec.topic,
+                    spec.brokers
+                ))
+            }
+            Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(anyhow!(
+                "topic {:?} has no partitions on {} (does it exist?)",
+                spec.topic,
+                spec.brokers
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Reads one partition.
+pub struct KafkaReader {
+    consumer: BaseConsumer,
+    topic: String,
+    partition: i32,
+    /// Next offset to read.
+    next: i64,
+    /// End offset for bounded runs.
+    end: Option<i64>,
+    last_error_log: Option<Instant>,
+}
+
+impl KafkaReader {
+    /// Opens partition `partition`, starting at `from` (an offset) or the earliest offset.
+    pub fn open(spec: &KafkaSpec, partition: u32, from: Option<u64>) -> Result<KafkaReader> {
+        let consumer: BaseConsumer = client_config(spec).create().context("cannot create a Kafka consumer")?;
+        let p = partition as i32;
+        let (low, high) = consumer
+            .fetch_watermarks(&spec.topic, p, Duration::from_secs(10))
+            .with_context(|| format!("cannot read the offsets of {}/{p}", spec.topic))?;
+        let next = from.map_or(low, |o| o as i64);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&spec.topic, p, Offset::Offset(next))
+            .with_context(|| format!("cannot seek {}/{p} to {next}", spec.topic))?;
+        consumer
+            .assign(&tpl)
+            .with_context(|| format!("cannot assign {}/{p}", spec.topic))?;
+        Ok(KafkaReader {
+            consumer,
+            topic: spec.topic.clone(),
+            partition: p,
+            next,
+            end: spec.bounded.then_some(high),
+            last_error_log: None,
+        })
+    }
+
+    /// Moves to `offset` (resuming from a checkpoint).
+    pub fn seek(&mut self, offset: u64) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, self.partition, Offset::Offset(offset as i64))
+            .with_context(|| format!("cannot seek {}/{} to {offset}", self.topic, self.partition))?;
+        self.consumer
+            .assign(&tpl)
+            .with_context(|| format!("cannot assign {}/{}", self.topic, self.partition))?;
+        self.next = offset as i64;
+        Ok(())
+    }
+
+    /// The next offset to read.
+    pub fn position(&self) -> u64 {
+        self.next.max(0) as u64
+    }
+
+    /// Reads up to `budget` messages; each line of a message is one record at the message's
+    /// offset.
+    pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
+        if self.end.is_some_and(|e| self.next >= e) {
+            return ReadStatus::Ended;
+        }
+        let mut n = 0;
+        while n < budget {
+            match self.consumer.poll(Duration::ZERO) {
+                None => break,
+                Some(Ok(msg)) => {
+                    let offset = msg.offset();
+                    if offset < self.next {
+                        continue; // a duplicate delivery after a seek: already read
+                    }
+                    if let Some(end) = self.end {
+                        if offset >= end {
+                            self.next = end;
+                            break;
+                        }
+                    }
+                    let payload = msg.payload().unwrap_or_default();
+                    let mut lines = payload.split(|b| *b == b'\n').peekable();
+                    while let Some(line) = lines.next() {
+                        // a trailing newline ends the last event; it is not an empty event
+                        if line.is_empty() && lines.peek().is_none() && !payload.is_empty() {
+                            break;
+                        }
+                        let line = line.strip_suffix(b"\r").unwrap_or(line);
+                        f(Record::LineAt(line, offset as u64));
+                        n += 1;
+                    }
+                    self.next = offset + 1;
+                }
+                Some(Err(e)) => {
+                    if self.last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                        tracing::warn!("kafka {}/{}: {e} (retrying)", self.topic, self.partition);
+                        self.last_error_log = Some(Instant::now());
+                    }
+                    break;
+                }
+            }
+        }
+        if n > 0 {
+            ReadStatus::Read(n)
+        } else if self.end.is_some_and(|e| self.next >= e) {
+            ReadStatus::Ended
+        } else {
+            ReadStatus::Waiting
+        }
+    }
+}
