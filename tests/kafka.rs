@@ -349,3 +349,122 @@ fn broker_outage_of_ten_seconds_is_survived() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(results(s.dir.path()), s.want);
 }
+
+/// Kafka → PostgreSQL, checkpointed: killed with SIGKILL 3 times, then PostgreSQL itself is
+/// restarted while the final run commits. The job retries and reconnects by itself, and the
+/// sealed `topk` rows and dead letters in PostgreSQL equal the model.
+#[test]
+fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
+    use rand::Rng;
+    let pg_url =
+        std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
+    let version = std::fs::read_dir("/etc/postgresql")
+        .ok()
+        .and_then(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).max())
+        .expect("a local PostgreSQL cluster managed by pg_ctlcluster (scripts/test sets it up)");
+    let schema = format!("hotlist_kafka_{:08x}", rand::rng().random::<u32>());
+    struct DropSchema(String, String);
+    impl Drop for DropSchema {
+        fn drop(&mut self) {
+            if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.1));
+            }
+        }
+    }
+    let _cleanup = DropSchema(pg_url.clone(), schema.clone());
+    let s = setup("events", true);
+    let config = std::fs::read_to_string(s.dir.path().join("hotlist.toml"))
+        .expect("config")
+        .replace(
+            "[sink]\npath = \"out.db\"",
+            &format!("[sink]\nkind = \"postgres\"\nurl = \"{pg_url}\"\nschema = \"{schema}\""),
+        );
+    assert!(config.contains("postgres"), "config rewritten");
+    std::fs::write(s.dir.path().join("hotlist.toml"), config).expect("config");
+
+    let (mut kills, mut logs) = (0, String::new());
+    let committed = |schema: &str| -> i64 {
+        postgres::Client::connect(&pg_url, postgres::NoTls)
+            .ok()
+            .and_then(|mut c| {
+                c.query_opt(
+                    &format!("SELECT epoch FROM \"{schema}\".hotlist_commits WHERE job = 'kafka'"),
+                    &[],
+                )
+                .ok()?
+            })
+            .map(|r| r.get::<_, i64>(0))
+            .unwrap_or(-1)
+    };
+    while kills < 3 {
+        let before = committed(&schema);
+        let mut child = spawn(s.dir.path(), 1 + kills % 2);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while committed(&schema) <= before {
+            assert!(
+                child.try_wait().expect("try_wait").is_none(),
+                "the run ended before it was killed:\n{logs}"
+            );
+            assert!(Instant::now() < deadline, "no progress:\n{logs}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = child.kill();
+        kills += 1;
+        logs.push_str(&String::from_utf8_lossy(
+            &child.wait_with_output().expect("wait").stderr,
+        ));
+    }
+    // the final run: restart PostgreSQL under it once it has committed again
+    let before = committed(&schema);
+    let child = spawn(s.dir.path(), 2);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed(&schema) <= before {
+        assert!(Instant::now() < deadline, "no progress:\n{logs}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let restart = Command::new("pg_ctlcluster")
+        .args(["--skip-systemctl-redirect", &version, "main", "restart"])
+        .status();
+    assert!(
+        restart.is_ok_and(|s| s.success()),
+        "cannot restart PostgreSQL {version}"
+    );
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{logs}{err}");
+    assert!(
+        err.contains("sink commit failed") && err.contains("retrying"),
+        "the restart hit a commit:\n{err}"
+    );
+
+    let mut pg = postgres::Client::connect(&pg_url, postgres::NoTls).expect("connect postgres");
+    let rows = pg
+        .query(
+            &format!(
+                "SELECT window_name, (extract(epoch from window_start) * 1000)::bigint, \
+                 (extract(epoch from window_end) * 1000)::bigint, item_id, count, final \
+                 FROM \"{schema}\".topk WHERE job = 'kafka' ORDER BY window_name, window_start, rank"
+            ),
+            &[],
+        )
+        .expect("topk");
+    let mut lists = model::Lists::new();
+    for r in rows {
+        assert!(r.get::<_, bool>(5), "sealed");
+        lists
+            .entry((r.get(0), r.get(1), r.get(2)))
+            .or_default()
+            .push((r.get(3), r.get::<_, i64>(4) as u64));
+    }
+    let mut dead: BTreeMap<(u32, String), usize> = BTreeMap::new();
+    for r in pg
+        .query(
+            &format!("SELECT partition, reason FROM \"{schema}\".dead_letters WHERE job = 'kafka'"),
+            &[],
+        )
+        .expect("dead letters")
+    {
+        *dead.entry((r.get::<_, i64>(0) as u32, r.get(1))).or_insert(0) += 1;
+    }
+    assert_eq!((lists, dead), s.want, "{logs}{err}");
+}
