@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// Directory for the JSON files (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
+    /// Also checkpoint the in-memory run (every second) and report checkpoint write time and
+    /// size, and the time to load and restore the largest checkpoint.
+    #[arg(long)]
+    pub checkpoint: bool,
 }
 
 /// One measured run.
@@ -125,8 +129,54 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
     }
 }
 
+/// Checkpoint figures of a checkpointed run: write time and size, and the time to load and
+/// restore the largest checkpoint (what a restart costs before it reads again).
+fn report_checkpoints(plan: &JobPlan, dir: &std::path::Path, stats: &JobStats) -> Result<()> {
+    let h = &stats.checkpoint_seconds;
+    let (count, sum) = (h.get_sample_count(), h.get_sample_sum());
+    let (bytes, counters) = stats.largest_checkpoint.lock().map(|l| *l).unwrap_or((0, 0));
+    let job_dir = dir.join(&plan.job_id);
+    let largest = crate::checkpoint::list(dir, &plan.job_id)
+        .into_iter()
+        .max_by_key(|e| {
+            std::fs::read_dir(job_dir.join(format!("{e:020}")))
+                .map(|rd| rd.filter_map(|f| f.ok()?.metadata().ok()).map(|m| m.len()).sum::<u64>())
+                .unwrap_or(0)
+        })
+        .context("no checkpoint was written")?;
+    let started = std::time::Instant::now();
+    let restored = crate::checkpoint::load(&crate::checkpoint::checkpoint_dir(dir, &plan.job_id, largest), largest)?;
+    let loaded = started.elapsed();
+    let counter = hotlist_operators::counter::WindowedCounter::restore(
+        plan.windows.clone(),
+        plan.time.allowed_lateness,
+        0,
+        1,
+        &restored.counters,
+    )
+    .map_err(|e| anyhow::anyhow!("restore: {e}"))?;
+    let restore = started.elapsed();
+    println!(
+        "checkpoints: {count} counter snapshots written, mean {:.0} ms each; largest {:.1} MB for {} live counters \
+         ({:.1} bytes/counter); loading it took {:.0} ms, restoring {} counters onto 1 worker {:.0} ms in all",
+        sum / count.max(1) as f64 * 1000.0,
+        bytes as f64 / 1e6,
+        counters,
+        bytes as f64 / counters.max(1) as f64,
+        loaded.as_secs_f64() * 1000.0,
+        counter.stats().live_counters,
+        restore.as_secs_f64() * 1000.0,
+    );
+    Ok(())
+}
+
 /// Runs one measured job while sampling the state gauges.
 fn measure(name: &'static str, plan: &JobPlan, input_bytes: u64) -> Result<BenchResult> {
+    measure_with_stats(name, plan, input_bytes).map(|r| r.0)
+}
+
+/// `measure`, returning the run's stats too.
+fn measure_with_stats(name: &'static str, plan: &JobPlan, input_bytes: u64) -> Result<(BenchResult, Arc<JobStats>)> {
     let rss_before = rss_bytes().0;
     let stats = Arc::new(JobStats::new(plan.total_workers(), plan.source.partitions() as usize));
     let done = Arc::new(AtomicBool::new(false));
@@ -145,21 +195,24 @@ fn measure(name: &'static str, plan: &JobPlan, input_bytes: u64) -> Result<Bench
             best
         })
     };
-    let summary = run_with_stats(plan, Progress::Never, Arc::new(AtomicBool::new(false)), stats)?;
+    let summary = run_with_stats(plan, Progress::Never, Arc::new(AtomicBool::new(false)), stats.clone())?;
     done.store(true, Relaxed);
     let (peak_counters, bytes_at_peak) = sampler.join().unwrap_or((0, 0));
     let peak_rss = rss_bytes().1;
-    Ok(BenchResult {
-        name,
-        events: summary.events_in,
-        seconds: summary.elapsed.as_secs_f64(),
-        workers: plan.workers,
-        peak_counters,
-        bytes_per_counter: bytes_at_peak as f64 / peak_counters.max(1) as f64,
-        peak_rss,
-        rss_per_counter: peak_rss.saturating_sub(rss_before) as f64 / peak_counters.max(1) as f64,
-        input_bytes,
-    })
+    Ok((
+        BenchResult {
+            name,
+            events: summary.events_in,
+            seconds: summary.elapsed.as_secs_f64(),
+            workers: plan.workers,
+            peak_counters,
+            bytes_per_counter: bytes_at_peak as f64 / peak_counters.max(1) as f64,
+            peak_rss,
+            rss_per_counter: peak_rss.saturating_sub(rss_before) as f64 / peak_counters.max(1) as f64,
+            input_bytes,
+        },
+        stats,
+    ))
 }
 
 /// (current RSS, peak RSS) in bytes, from /proc/self/status (0 where unavailable).
@@ -189,14 +242,26 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let mem_spec = spec(args, args.events);
     // Build the generator tables before timing: they are set-up, not per-event work.
     drop(GeneratorTables::new(&mem_spec).map_err(anyhow::Error::msg)?);
-    let mem_plan = plan(
+    let mut mem_plan = plan(
         args,
         SourcePlan::Generator {
             spec: mem_spec,
             pace: false,
         },
     );
-    results.push(measure("memory", &mem_plan, 0)?);
+    let ckpt_dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    if args.checkpoint {
+        mem_plan.checkpoint = Some(crate::config::CheckpointPlan {
+            dir: ckpt_dir.path().to_path_buf(),
+            every_epochs: 10,
+            retain: 1_000,
+        });
+    }
+    let (mem, stats) = measure_with_stats("memory", &mem_plan, 0)?;
+    results.push(mem);
+    if args.checkpoint {
+        report_checkpoints(&mem_plan, ckpt_dir.path(), &stats)?;
+    }
 
     if args.json_events > 0 {
         let tmp;

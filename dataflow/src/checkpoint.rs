@@ -47,9 +47,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Encodes and writes a snapshot file.
-pub fn write_snapshot<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
-    write_atomic(&dir.join(name), &snapshot::encode(value))
+/// Encodes and writes a snapshot file; returns its size in bytes.
+pub fn write_snapshot<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<usize> {
+    let bytes = snapshot::encode(value);
+    write_atomic(&dir.join(name), &bytes)?;
+    Ok(bytes.len())
 }
 
 /// Everything a restarted job needs.

@@ -2,8 +2,8 @@
 //!
 //! Per partition: records, events, bad and late counts, watermark and watermark lag (wall
 //! clock minus watermark), status; job-wide: dropped events, global watermark, revisions,
-//! windows closed and sealed, commits and their latency, live state. Checkpoint metrics and
-//! Kafka consumer lag come with checkpoints and the Kafka source.
+//! windows closed and sealed, commits and their latency, checkpoint duration and size, live
+//! state. Kafka consumer lag is not exported yet.
 
 use crate::stats::JobStats;
 use hotlist_operators::time::Millis;
@@ -144,6 +144,12 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
         let _ = registry.register(Box::new(gauge));
     }
     let _ = registry.register(Box::new(stats.commit_seconds.clone()));
+    let _ = registry.register(Box::new(stats.checkpoint_seconds.clone()));
+    scalar(
+        "hotlist_checkpoint_bytes",
+        "size of the last checkpoint's counter snapshots over all workers",
+        stats.checkpoint_bytes.iter().map(|b| b.load(Relaxed)).sum::<u64>() as i64,
+    );
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
         return format!("# error encoding metrics: {e}\n");

@@ -48,6 +48,12 @@ pub struct JobStats {
     pub partitions: Vec<PartitionStats>,
     /// Sink commit latency (seconds), and rows written.
     pub commit_seconds: prometheus::Histogram,
+    /// Time to snapshot and write one worker's counter state at a checkpoint (seconds).
+    pub checkpoint_seconds: prometheus::Histogram,
+    /// Size of each worker's last counter snapshot (bytes).
+    pub checkpoint_bytes: Vec<AtomicU64>,
+    /// The largest checkpoint seen: (bytes over all workers, live counters then).
+    pub largest_checkpoint: Mutex<(u64, u64)>,
 }
 
 /// Counters of one input partition.
@@ -101,6 +107,30 @@ impl JobStats {
                 ]),
             )
             .expect("valid histogram"),
+            checkpoint_seconds: prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new(
+                    "hotlist_checkpoint_seconds",
+                    "time to snapshot and write a worker's state",
+                )
+                .buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+            )
+            .expect("valid histogram"),
+            checkpoint_bytes: v(),
+            largest_checkpoint: Mutex::new((0, 0)),
+        }
+    }
+
+    /// Records worker `w`'s checkpoint write.
+    pub fn note_checkpoint(&self, w: usize, bytes: usize, took: std::time::Duration) {
+        self.checkpoint_seconds.observe(took.as_secs_f64());
+        if let Some(b) = self.checkpoint_bytes.get(w) {
+            b.store(bytes as u64, Relaxed);
+        }
+        let total: u64 = self.checkpoint_bytes.iter().map(|b| b.load(Relaxed)).sum();
+        if let Ok(mut l) = self.largest_checkpoint.lock() {
+            if total > l.0 {
+                *l = (total, self.total_counters());
+            }
         }
     }
 

@@ -102,7 +102,8 @@ pub fn merge_lists<'scope>(
                                 partitions: partitions.values().cloned().collect(),
                             };
                             let written = checkpoint::write_snapshot(&dir, "merger.snap", &merger.snapshot())
-                                .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources));
+                                .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
+                                .map(|_| ());
                             match written {
                                 Ok(()) => {
                                     checkpoints.borrow_mut().insert(t);

@@ -104,8 +104,10 @@ pub fn window_count<'scope>(
                 if ctx.is_checkpoint(t, wm, requested) {
                     if let Some(dir) = ctx.checkpoint_dir(t) {
                         let name = format!("counter-{worker:04}.snap");
-                        if let Err(e) = crate::checkpoint::write_snapshot(&dir, &name, &counter.snapshot()) {
-                            ctx.fail(format!("checkpoint write failed: {e:#}"));
+                        let started = Instant::now();
+                        match crate::checkpoint::write_snapshot(&dir, &name, &counter.snapshot()) {
+                            Ok(bytes) => stats.note_checkpoint(worker, bytes, started.elapsed()),
+                            Err(e) => ctx.fail(format!("checkpoint write failed: {e:#}")),
                         }
                     }
                 }
