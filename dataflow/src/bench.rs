@@ -55,6 +55,13 @@ pub struct BenchArgs {
     /// size, and the time to load and restore the largest checkpoint.
     #[arg(long)]
     pub checkpoint: bool,
+    /// Instead: compare a bare rdkafka consumer with the bounded job, both reading this topic
+    /// from the beginning (see scripts/kafka-bench).
+    #[arg(long, requires = "kafka_topic")]
+    pub kafka_brokers: Option<String>,
+    /// The topic for --kafka-brokers.
+    #[arg(long)]
+    pub kafka_topic: Option<String>,
 }
 
 /// One measured run.
@@ -230,8 +237,102 @@ pub fn rss_bytes() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// A bare consumer reading every partition of the topic to its end, with one consumer per
+/// partition polled round-robin on one thread (as the job's readers are): (messages, events,
+/// seconds). It parses nothing: the ceiling of what the broker delivers.
+fn bare_consumer(spec: &crate::source::kafka::KafkaSpec) -> Result<(u64, u64, f64)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    let n = crate::source::kafka::partition_count(spec, Duration::from_secs(30))?;
+    let mut readers = Vec::new();
+    for p in 0..n as i32 {
+        let consumer: BaseConsumer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", &spec.brokers)
+            .set("group.id", "hotlist-bench-bare")
+            .set("enable.auto.commit", "false")
+            .create()
+            .context("cannot create a Kafka consumer")?;
+        let (low, high) = consumer.fetch_watermarks(&spec.topic, p, Duration::from_secs(10))?;
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset(&spec.topic, p, rdkafka::Offset::Offset(low))?;
+        consumer.assign(&tpl)?;
+        readers.push((consumer, low, high));
+    }
+    let started = std::time::Instant::now();
+    let (mut messages, mut events) = (0u64, 0u64);
+    while readers.iter().any(|(_, next, end)| next < end) {
+        let mut got = false;
+        for (c, next, end) in readers.iter_mut().filter(|(_, n, e)| n < e) {
+            for _ in 0..1024 {
+                match c.poll(Duration::ZERO) {
+                    Some(Ok(m)) => {
+                        let payload = m.payload().unwrap_or_default();
+                        messages += 1;
+                        let lines = payload.iter().filter(|b| **b == b'\n').count() as u64;
+                        events += if payload.last() == Some(&b'\n') {
+                            lines
+                        } else {
+                            lines + 1
+                        };
+                        *next = m.offset() + 1;
+                        got = true;
+                        if *next >= *end {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }
+        if !got {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            anyhow::bail!("the bare consumer did not reach the end offsets in 10 minutes");
+        }
+    }
+    Ok((messages, events, started.elapsed().as_secs_f64()))
+}
+
+/// The Kafka comparison: bare consumer vs the bounded job (SQLite sink), same topic.
+fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
+    let spec = crate::source::kafka::KafkaSpec {
+        brokers: brokers.into(),
+        topic: topic.into(),
+        group_id: "hotlist-bench".into(),
+        bounded: true,
+        options: Default::default(),
+    };
+    let (messages, events, secs) = bare_consumer(&spec)?;
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let mut job = plan(args, SourcePlan::Kafka { spec, partitions: 0 });
+    job.sink = SinkPlan::Sqlite(dir.path().join("bench.db"));
+    let job = crate::run::resolve_source(&job)?;
+    let r = measure("kafka", &job, 0)?;
+    println!("| reader | messages | events | seconds | messages/s | events/s |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| bare rdkafka consumer | {messages} | {events} | {secs:.2} | {:.0} | {:.2} M |",
+        messages as f64 / secs,
+        events as f64 / secs / 1e6
+    );
+    println!(
+        "| hotlist job, {} worker(s), into SQLite | {messages} | {} | {:.2} | {:.0} | {:.2} M |",
+        job.workers,
+        r.events,
+        r.seconds,
+        messages as f64 / r.seconds,
+        r.events as f64 / r.seconds / 1e6
+    );
+    println!("job / bare consumer: {:.0}%", 100.0 * secs / r.seconds);
+    Ok(())
+}
+
 /// Runs the benchmark and prints a table.
 pub fn bench(args: &BenchArgs) -> Result<()> {
+    if let (Some(b), Some(t)) = (&args.kafka_brokers, &args.kafka_topic) {
+        return bench_kafka(args, b, t);
+    }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
         "hotlist bench: {} workers on {} cores; windows 1m,5m,1h,1d tumbling, K={}; Zipf({}) over {} items; {} partitions at {} events/s of event time each",

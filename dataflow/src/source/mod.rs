@@ -330,7 +330,7 @@ pub fn source<'scope>(
                 activator.activate();
             } else {
                 let left = epoch_interval.saturating_sub(epoch_started.elapsed());
-                activator.activate_after(left.min(Duration::from_millis(5)));
+                activator.activate_after(left.min(Duration::from_millis(1)));
             }
         }
     });
