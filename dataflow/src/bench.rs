@@ -243,6 +243,8 @@ pub fn rss_bytes() -> (u64, u64) {
 fn bare_consumer(spec: &crate::source::kafka::KafkaSpec) -> Result<(u64, u64, f64)> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::Message;
+    // timed from before connecting, as the job's run is
+    let started = std::time::Instant::now();
     let n = crate::source::kafka::partition_count(spec, Duration::from_secs(30))?;
     let mut readers = Vec::new();
     for p in 0..n as i32 {
@@ -258,7 +260,6 @@ fn bare_consumer(spec: &crate::source::kafka::KafkaSpec) -> Result<(u64, u64, f6
         consumer.assign(&tpl)?;
         readers.push((consumer, low, high));
     }
-    let started = std::time::Instant::now();
     let (mut messages, mut events) = (0u64, 0u64);
     while readers.iter().any(|(_, next, end)| next < end) {
         let mut got = false;
