@@ -473,3 +473,53 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
     assert_eq!(got.0, want.0, "sealed lists after {kills} kills\n{logs}");
     assert_eq!(got.1, want.1, "dead letters exactly once after {kills} kills\n{logs}");
 }
+
+/// `--from-checkpoint` replays from an older checkpoint: the input is re-read from its
+/// positions, results re-committed; lists and dead letters still equal the model.
+#[test]
+fn replay_from_an_older_checkpoint_is_exact() {
+    let mut sh = shape();
+    sh.lines = 3000;
+    let parts = random_partitions(4, &sh);
+    let want = model::run(&parts, &windows(), 2_000, 30_000);
+    let dir = setup(&parts);
+    let keep = ["--set", "checkpoint.retain=100000"];
+    let run = |extra: &[&str]| {
+        let args = [
+            &["run", "--config", "hotlist.toml", "--progress", "never"][..],
+            &keep[..],
+            extra,
+        ]
+        .concat();
+        hotlist_tests::run_hotlist(dir.path(), &args, true)
+    };
+    run(&[]);
+    assert_eq!(results(&dir.path().join("out.db")), want, "first run");
+    let mut epochs: Vec<u64> = std::fs::read_dir(dir.path().join("ckpt/crash"))
+        .expect("checkpoints")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    epochs.sort();
+    assert!(epochs.len() > 4, "several checkpoints: {epochs:?}");
+    let middle = epochs[epochs.len() / 2].to_string();
+    let out = run(&["--from-checkpoint", &middle]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("restoring checkpoint {middle} ")));
+    assert_eq!(results(&dir.path().join("out.db")), want, "after the replay");
+    // a checkpoint that does not exist is a clear error
+    let args = [
+        &[
+            "run",
+            "--config",
+            "hotlist.toml",
+            "--progress",
+            "never",
+            "--from-checkpoint",
+            "999999999",
+        ][..],
+        &keep[..],
+    ]
+    .concat();
+    let bad = hotlist_tests::run_hotlist(dir.path(), &args, false);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("never committed"));
+}

@@ -102,6 +102,7 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
         sink: SinkPlan::Memory(store.clone()),
         fanout: None,
         checkpoint: None,
+        from_checkpoint: None,
         workers,
         epoch_interval: Span::from_millis(1),
         max_epochs_in_flight: 2,

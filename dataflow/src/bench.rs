@@ -128,6 +128,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         sink: SinkPlan::Memory(hotlist_sinks::MemoryStore::new()),
         fanout: None,
         checkpoint: None,
+        from_checkpoint: None,
         workers: args.workers,
         epoch_interval: Span::from_millis(100),
         max_epochs_in_flight: 4,

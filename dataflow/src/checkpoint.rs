@@ -117,7 +117,25 @@ pub fn list(base: &Path, job: &str) -> Vec<u64> {
 /// The newest valid checkpoint at or below the sink's committed epoch. A corrupt or incomplete
 /// checkpoint is skipped with a clear log line; `Ok(None)` when none is usable.
 pub fn restore_latest(base: &Path, job: &str, committed: u64) -> Result<Option<Restored>> {
+    restore(base, job, committed, None)
+}
+
+/// Restores checkpoint `target` (an on-call replay), or with `None` the newest usable one at
+/// or below `committed`. Newer committed checkpoints that are skipped tell how far each
+/// partition's dead letters are already in the store.
+pub fn restore(base: &Path, job: &str, committed: u64, target: Option<u64>) -> Result<Option<Restored>> {
     let mut committed_positions: BTreeMap<PartitionId, u64> = BTreeMap::new();
+    if let Some(t) = target {
+        if t > committed {
+            bail!("checkpoint {t} was never committed (the store's committed epoch is {committed})");
+        }
+        for epoch in list(base, job).into_iter().filter(|e| *e <= committed && *e > t) {
+            note_positions(&checkpoint_dir(base, job, epoch), &mut committed_positions);
+        }
+        let mut r = load(&checkpoint_dir(base, job, t), t).with_context(|| format!("cannot restore checkpoint {t}"))?;
+        r.committed_positions = committed_positions;
+        return Ok(Some(r));
+    }
     for epoch in list(base, job).into_iter().filter(|e| *e <= committed) {
         let dir = checkpoint_dir(base, job, epoch);
         match load(&dir, epoch) {
@@ -134,18 +152,23 @@ pub fn restore_latest(base: &Path, job: &str, committed: u64) -> Result<Option<R
                     dir.display()
                 );
                 // it was committed: what its sources had read is in the store already
-                if let Ok(bytes) = std::fs::read(dir.join("sources.snap")) {
-                    if let Ok(s) = snapshot::decode::<SourceSnapshot>(&bytes) {
-                        for p in s.partitions {
-                            let e = committed_positions.entry(p.partition).or_insert(0);
-                            *e = (*e).max(p.position);
-                        }
-                    }
-                }
+                note_positions(&dir, &mut committed_positions);
             }
         }
     }
     Ok(None)
+}
+
+/// Adds what a committed checkpoint's sources had read to `positions` (if its file is intact).
+fn note_positions(dir: &Path, positions: &mut BTreeMap<PartitionId, u64>) {
+    if let Ok(bytes) = std::fs::read(dir.join("sources.snap")) {
+        if let Ok(s) = snapshot::decode::<SourceSnapshot>(&bytes) {
+            for p in s.partitions {
+                let e = positions.entry(p.partition).or_insert(0);
+                *e = (*e).max(p.position);
+            }
+        }
+    }
 }
 
 /// Writes the manifest of a committed checkpoint and removes committed checkpoints beyond

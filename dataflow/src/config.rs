@@ -247,6 +247,8 @@ pub struct JobPlan {
     pub fanout: Option<RedisTarget>,
     /// Checkpointing (exactly-once restarts), if configured.
     pub checkpoint: Option<CheckpointPlan>,
+    /// Restore this checkpoint instead of the latest (`--from-checkpoint`).
+    pub from_checkpoint: Option<u64>,
     /// Timely worker threads.
     pub workers: usize,
     /// Epoch length (wall clock).
@@ -288,6 +290,8 @@ pub struct Overrides {
     pub process: Option<usize>,
     /// `--hostfile F`.
     pub hostfile: Option<PathBuf>,
+    /// `--from-checkpoint EPOCH`.
+    pub from_checkpoint: Option<u64>,
 }
 
 /// Reads, overrides and validates a config file.
@@ -480,6 +484,9 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");
     }
+    if overrides.from_checkpoint.is_some() && checkpoint.is_none() {
+        bail!("--from-checkpoint needs a [checkpoint] section");
+    }
     Ok(JobPlan {
         job_id,
         source,
@@ -488,6 +495,7 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         sink,
         fanout,
         checkpoint,
+        from_checkpoint: overrides.from_checkpoint,
         workers,
         epoch_interval,
         max_epochs_in_flight,

@@ -50,6 +50,10 @@ enum Command {
         /// File of `host:port` lines, one per process, in process order.
         #[arg(long)]
         hostfile: Option<PathBuf>,
+        /// Restore this checkpoint (see `hotlist checkpoints list`) instead of the latest: the
+        /// input is re-read from there and the results re-committed.
+        #[arg(long, value_name = "EPOCH")]
+        from_checkpoint: Option<u64>,
         /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
@@ -95,6 +99,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             processes,
             process,
             hostfile,
+            from_checkpoint,
             metrics_addr,
         } => {
             let plan = config::load(
@@ -105,6 +110,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     processes,
                     process,
                     hostfile,
+                    from_checkpoint,
                 },
             )?;
             let plan = run::resolve_source(&plan)?;

@@ -132,8 +132,11 @@ pub fn run_with_stats(
         Some(cp) => {
             checkpoint::remove_uncommitted(&cp.dir, &plan.job_id, committed);
             match committed {
+                None if plan.from_checkpoint.is_some() => {
+                    anyhow::bail!("--from-checkpoint: job {:?} has no committed checkpoint", plan.job_id)
+                }
                 None => None,
-                Some(c) => match checkpoint::restore_latest(&cp.dir, &plan.job_id, c)? {
+                Some(c) => match checkpoint::restore(&cp.dir, &plan.job_id, c, plan.from_checkpoint)? {
                     Some(r) => {
                         tracing::info!(
                             "restoring checkpoint {} ({} counter file(s)) for job {:?}",
