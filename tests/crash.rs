@@ -132,25 +132,14 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
     let (mut kills, mut restored) = (0, 0);
     let mut logs = String::new();
-    let newest_committed = |dir: &Path| -> u64 {
-        std::fs::read_dir(dir.join("ckpt/crash"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter(|e| e.path().join("MANIFEST").exists())
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .unwrap_or(0)
-    };
     for attempt in 0..12 {
-        let before = newest_committed(dir.path());
+        let before = hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash"));
         let mut child = spawn(dir.path(), 1 + attempt % 3); // restores onto 1, 2, 3 workers
                                                             // wait until this run has committed a checkpoint of its own, then kill it a random few
                                                             // milliseconds later: mid-epoch, mid-checkpoint-write or mid-commit alike
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut finished = false;
-        while newest_committed(dir.path()) <= before {
+        while hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash")) <= before {
             if child.try_wait().expect("try_wait").is_some() {
                 finished = true;
                 break;
@@ -413,26 +402,15 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
     let parts = random_partitions(33, &sh);
     let want = model::run(&parts, &windows(), 2_000, 30_000);
     let dir = setup(&parts);
-    let newest_committed = |dir: &Path| -> u64 {
-        std::fs::read_dir(dir.join("ckpt/crash"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter(|e| e.path().join("MANIFEST").exists())
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .unwrap_or(0)
-    };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let (mut kills, mut logs) = (0, String::new());
     let mut completed = false;
     for attempt in 0..10 {
-        let before = newest_committed(dir.path());
+        let before = hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash"));
         let mut procs = spawn_cluster(dir.path());
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut ended = false;
-        while newest_committed(dir.path()) <= before {
+        while hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash")) <= before {
             if procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
                 ended = true;
                 break;

@@ -248,18 +248,6 @@ fn spawn(dir: &Path, workers: usize) -> Child {
         .expect("spawn hotlist")
 }
 
-fn newest_committed(dir: &Path) -> u64 {
-    std::fs::read_dir(dir.join("ckpt/kafka"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.path().join("MANIFEST").exists())
-                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
-}
-
 /// A bounded run from the topic (each partition one input partition, 3 events per message)
 /// gives exactly the model's sealed lists and dead letters.
 #[test]
@@ -288,12 +276,12 @@ fn kafka_sigkill_restarts_are_exactly_once() {
     let s = setup("events", true);
     let (mut kills, mut logs) = (0, String::new());
     for attempt in 0..12 {
-        let before = newest_committed(s.dir.path());
+        let before = hotlist_tests::newest_committed_checkpoint(&s.dir.path().join("ckpt/kafka"));
         let mut child = spawn(s.dir.path(), 1 + attempt % 3);
         // wait until this run committed a checkpoint of its own, then kill it moments later
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut finished = false;
-        while newest_committed(s.dir.path()) <= before {
+        while hotlist_tests::newest_committed_checkpoint(&s.dir.path().join("ckpt/kafka")) <= before {
             if child.try_wait().expect("try_wait").is_some() {
                 finished = true;
                 break;
@@ -330,7 +318,7 @@ fn broker_outage_of_ten_seconds_is_survived() {
     let mut s = setup("events", true);
     let mut child = spawn(s.dir.path(), 2);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while newest_committed(s.dir.path()) == 0 {
+    while hotlist_tests::newest_committed_checkpoint(&s.dir.path().join("ckpt/kafka")) == 0 {
         assert!(
             child.try_wait().expect("try_wait").is_none(),
             "finished before the outage"

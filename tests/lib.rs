@@ -122,3 +122,17 @@ pub fn sqlite_dead_letters(
     dead.sort();
     (dead, raw)
 }
+
+/// The newest checkpoint of a job's checkpoint directory (`<dir>/<job>`) that has a manifest,
+/// i.e. was committed; 0 when there is none.
+pub fn newest_committed_checkpoint(job_dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(job_dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.path().join("MANIFEST").exists())
+                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
