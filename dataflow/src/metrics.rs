@@ -3,7 +3,7 @@
 //! Per partition: records, events, bad and late counts, watermark and watermark lag (wall
 //! clock minus watermark), status; job-wide: dropped events, global watermark, revisions,
 //! windows closed and sealed, commits and their latency, checkpoint duration and size, live
-//! state. Kafka consumer lag is not exported yet.
+//! state; for Kafka partitions the consumer lag.
 
 use crate::stats::JobStats;
 use hotlist_operators::time::Millis;
@@ -76,10 +76,25 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
             lag.with_label_values(&[&label]).set(now - w as f64 / 1000.0);
         }
     }
+    let consumer_lag = IntGaugeVec::new(
+        Opts::new(
+            "hotlist_partition_consumer_lag",
+            "Kafka: high watermark minus the next offset to read",
+        ),
+        &["partition"],
+    )
+    .expect("valid metric");
+    for (p, ps) in stats.partitions.iter().enumerate() {
+        let l = ps.lag.load(Relaxed);
+        if l >= 0 {
+            consumer_lag.with_label_values(&[&p.to_string()]).set(l);
+        }
+    }
     for m in [
         Box::new(wm) as Box<dyn prometheus::core::Collector>,
         Box::new(lag),
         Box::new(status),
+        Box::new(consumer_lag),
     ] {
         let _ = registry.register(m);
     }

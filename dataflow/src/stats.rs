@@ -71,6 +71,8 @@ pub struct PartitionStats {
     pub watermark: AtomicI64,
     /// Idle (1) or not (0), finished (2).
     pub status: AtomicU64,
+    /// Kafka consumer lag in messages (-1: unknown or not Kafka).
+    pub lag: AtomicI64,
 }
 
 impl JobStats {
@@ -98,6 +100,7 @@ impl JobStats {
             partitions: (0..partitions)
                 .map(|_| PartitionStats {
                     watermark: AtomicI64::new(i64::MIN),
+                    lag: AtomicI64::new(-1),
                     ..Default::default()
                 })
                 .collect(),

@@ -91,6 +91,9 @@ pub struct KafkaReader {
     /// End offset for bounded runs.
     end: Option<i64>,
     last_error_log: Option<Instant>,
+    /// Last known high watermark, and when it was last asked for.
+    high: Option<i64>,
+    high_checked: Option<Instant>,
 }
 
 impl KafkaReader {
@@ -115,6 +118,8 @@ impl KafkaReader {
             next,
             end: spec.bounded.then_some(high),
             last_error_log: None,
+            high: Some(high),
+            high_checked: Some(Instant::now()),
         })
     }
 
@@ -128,6 +133,37 @@ impl KafkaReader {
             .with_context(|| format!("cannot assign {}/{}", self.topic, self.partition))?;
         self.next = offset as i64;
         Ok(())
+    }
+
+    /// Consumer lag: the partition's high watermark minus the next offset to read. The high
+    /// watermark comes from librdkafka's cache when it has one (no I/O), else from a short
+    /// request (≤ 100 ms) made at most every 5 s; `None` until one succeeded.
+    pub fn lag(&mut self) -> Option<u64> {
+        let topic = std::ffi::CString::new(self.topic.as_str()).ok()?;
+        let (mut low, mut high) = (-1i64, -1i64);
+        // SAFETY: the client pointer is valid for the consumer's lifetime; the topic is a valid
+        // C string; librdkafka only writes the two out-parameters (from its cache, no I/O).
+        let err = unsafe {
+            rdkafka::bindings::rd_kafka_get_watermark_offsets(
+                self.consumer.client().native_ptr(),
+                topic.as_ptr(),
+                self.partition,
+                &mut low,
+                &mut high,
+            )
+        };
+        if err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0 {
+            self.high = Some(high);
+        } else if self.high_checked.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+            self.high_checked = Some(Instant::now());
+            if let Ok((_, h)) = self
+                .consumer
+                .fetch_watermarks(&self.topic, self.partition, Duration::from_millis(100))
+            {
+                self.high = Some(h);
+            }
+        }
+        self.high.map(|h| (h - self.next).max(0) as u64)
     }
 
     /// The next offset to read.

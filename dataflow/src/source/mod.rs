@@ -249,8 +249,11 @@ pub fn source<'scope>(
                         tally.records += 1;
                         accept(rec, *id, at, clock, &judge, &mut events_buf, &mut dead_buf, tally);
                     });
-                    if let Reader::Kafka(k) = &part.reader {
+                    if let Reader::Kafka(k) = &mut part.reader {
                         part.position = k.position(); // the next offset to read
+                        if let (Some(lag), Some(ps)) = (k.lag(), stats.partitions.get(part.id.0 as usize)) {
+                            ps.lag.store(lag as i64, Relaxed);
+                        }
                     }
                     match status {
                         ReadStatus::Read(n) if n > 0 => {
