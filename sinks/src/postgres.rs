@@ -33,7 +33,7 @@ use crate::types::{
     check_batch, check_prepare, latest_revisions, parse_reason, CommitBatch, SourcedDeadLetter, StoredList,
     StoredWindow,
 };
-use hotlist_operators::record::{DeadLetter, ItemId, ListState, PartitionId, RankedItem};
+use hotlist_operators::record::{DeadLetter, ItemId, ListState, PartitionId};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use postgres::error::SqlState;
@@ -876,30 +876,8 @@ impl PostgresStore {
         };
         let start = from_pg(h.start);
         let at = || format!("job {job:?} window {window:?} instance {}", start.0);
-        let revision = u32::try_from(h.revision)
-            .map_err(|_| corrupt(loc, format!("{}: revision {} out of range", at(), h.revision)))?;
-        if i64::try_from(rows.len()).ok() != Some(h.item_count) {
-            return Err(corrupt(
-                loc,
-                format!("{}: {} rows but item_count {}", at(), rows.len(), h.item_count),
-            ));
-        }
-        let mut items = Vec::with_capacity(rows.len());
-        for (i, (rank, item_id, count, row_revision)) in rows.into_iter().enumerate() {
-            if i64::try_from(i + 1).ok() != Some(rank) || row_revision != h.revision {
-                return Err(corrupt(
-                    loc,
-                    format!(
-                        "{}: row {} has rank {rank} and revision {row_revision}, header revision {}",
-                        at(),
-                        i + 1,
-                        h.revision
-                    ),
-                ));
-            }
-            let count = non_negative(loc, count, "count")?;
-            items.push(RankedItem { item_id, count });
-        }
+        let (revision, items) =
+            crate::types::check_rows(&at(), h.revision, h.item_count, rows).map_err(|detail| corrupt(loc, detail))?;
         Ok(Some(StoredList {
             window: window.to_string(),
             start,

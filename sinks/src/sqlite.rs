@@ -497,30 +497,8 @@ impl SqliteStore {
             return Ok(None);
         };
         let at = || format!("job {job:?} window {window:?} instance {}", h.start);
-        let revision = u32::try_from(h.revision)
-            .map_err(|_| corrupt(path, format!("{}: revision {} out of range", at(), h.revision)))?;
-        if i64::try_from(rows.len()).ok() != Some(h.item_count) {
-            return Err(corrupt(
-                path,
-                format!("{}: {} rows but item_count {}", at(), rows.len(), h.item_count),
-            ));
-        }
-        let mut items = Vec::with_capacity(rows.len());
-        for (i, (rank, item_id, count, row_revision)) in rows.into_iter().enumerate() {
-            if i64::try_from(i + 1).ok() != Some(rank) || row_revision != h.revision {
-                return Err(corrupt(
-                    path,
-                    format!(
-                        "{}: row {} has rank {rank} and revision {row_revision}, header revision {}",
-                        at(),
-                        i + 1,
-                        h.revision
-                    ),
-                ));
-            }
-            let count = non_negative(path, count, "count")?;
-            items.push(RankedItem { item_id, count });
-        }
+        let (revision, items) =
+            crate::types::check_rows(&at(), h.revision, h.item_count, rows).map_err(|detail| corrupt(path, detail))?;
         Ok(Some(StoredList {
             window: window.to_string(),
             start: Millis(h.start),

@@ -185,6 +185,33 @@ pub(crate) fn latest_revisions(lists: &[PublishedList]) -> Vec<&PublishedList> {
     out
 }
 
+/// Checks a list read back from a store — its header's revision and item count, and its rows
+/// as (rank, item, count, row revision) in rank order — and returns the revision and the
+/// ranked items; `Err(detail)` names the first inconsistency (`at` says which instance).
+pub(crate) fn check_rows(
+    at: &str,
+    revision: i64,
+    item_count: i64,
+    rows: Vec<(i64, hotlist_operators::record::ItemId, i64, i64)>,
+) -> Result<(u32, Vec<hotlist_operators::record::RankedItem>), String> {
+    let rev = u32::try_from(revision).map_err(|_| format!("{at}: revision {revision} out of range"))?;
+    if i64::try_from(rows.len()).ok() != Some(item_count) {
+        return Err(format!("{at}: {} rows but item_count {item_count}", rows.len()));
+    }
+    let mut items = Vec::with_capacity(rows.len());
+    for (i, (rank, item_id, count, row_revision)) in rows.into_iter().enumerate() {
+        if i64::try_from(i + 1).ok() != Some(rank) || row_revision != revision {
+            return Err(format!(
+                "{at}: row {} has rank {rank} and revision {row_revision}, header revision {revision}",
+                i + 1
+            ));
+        }
+        let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} is negative"))?;
+        items.push(hotlist_operators::record::RankedItem { item_id, count });
+    }
+    Ok((rev, items))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
