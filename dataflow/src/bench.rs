@@ -361,11 +361,7 @@ fn bench_freshness(brokers: &str, topic: &str) -> Result<()> {
     // make sure the topic exists with data before the job asks for its partitions
     send(format!(r#"{{"item_id":"warmup","ts":{}}}"#, Millis::now().0).as_bytes())?;
     producer.flush(Duration::from_secs(10)).context("flush")?;
-    let plan = crate::run::resolve_source(&crate::config::parse(
-        &config,
-        std::path::Path::new("."),
-        &Default::default(),
-    )?)?;
+    let plan = crate::run::resolve_source(&crate::config::parse(&config, &Default::default())?)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let job = {
         let (plan, shutdown) = (plan.clone(), shutdown.clone());
@@ -451,7 +447,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
 
     let mem_spec = spec(args, args.events);
     // Build the generator tables before timing: they are set-up, not per-event work.
-    drop(GeneratorTables::new(&mem_spec).map_err(anyhow::Error::msg)?);
+    let _tables = crate::source::generator::shared_tables(&mem_spec)?; // held: the run's readers reuse them
     let mut mem_plan = plan(
         args,
         SourcePlan::Generator {

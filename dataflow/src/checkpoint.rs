@@ -114,14 +114,8 @@ pub fn list(base: &Path, job: &str) -> Vec<u64> {
     epochs
 }
 
-/// The newest valid checkpoint at or below the sink's committed epoch. A corrupt or incomplete
-/// checkpoint is skipped with a clear log line; `Ok(None)` when none is usable.
-pub fn restore_latest(base: &Path, job: &str, committed: u64) -> Result<Option<Restored>> {
-    restore(base, job, committed, None)
-}
-
 /// Restores checkpoint `target` (an on-call replay), or with `None` the newest usable one at
-/// or below `committed`. Newer committed checkpoints that are skipped tell how far each
+/// or below `committed`; a corrupt or incomplete one is skipped with a clear log line. Newer committed checkpoints that are skipped tell how far each
 /// partition's dead letters are already in the store.
 pub fn restore(base: &Path, job: &str, committed: u64, target: Option<u64>) -> Result<Option<Restored>> {
     let mut committed_positions: BTreeMap<PartitionId, u64> = BTreeMap::new();

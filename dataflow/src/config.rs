@@ -297,13 +297,12 @@ pub struct Overrides {
 /// Reads, overrides and validates a config file.
 pub fn load(path: &Path, overrides: &Overrides) -> Result<JobPlan> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    parse(&text, base, overrides).with_context(|| format!("config {}", path.display()))
+    parse(&text, overrides).with_context(|| format!("config {}", path.display()))
 }
 
 /// Parses config text; relative paths in it are taken relative to the current directory
-/// (like every other path a user types), `_base` is kept for messages.
-pub fn parse(text: &str, _base: &Path, overrides: &Overrides) -> Result<JobPlan> {
+/// (like every other path a user types).
+pub fn parse(text: &str, overrides: &Overrides) -> Result<JobPlan> {
     let mut table: toml::Table = toml::from_str(text).context("invalid TOML")?;
     for item in &overrides.set {
         apply_override(&mut table, item)?;
@@ -612,7 +611,7 @@ mod tests {
             workers: None,
             ..Default::default()
         };
-        parse(text, Path::new("."), &o)
+        parse(text, &o)
     }
 
     const GEN: &str = "[source]\nkind = \"generator\"\nevents = 10\nstart = 0\n";

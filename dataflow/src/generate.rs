@@ -1,8 +1,6 @@
-//! `hotlist generate`: the configured generator's records as JSON-lines files, and the run
-//! summary text shared by the CLI.
+//! `hotlist generate`: the configured generator's records as JSON-lines files.
 
-use crate::config::{self, JobPlan, SourcePlan};
-use crate::run::RunSummary;
+use crate::config::{self, SourcePlan};
 use crate::source::generator_model::{GeneratorTables, PartitionStream};
 use anyhow::{bail, Context, Result};
 use std::io::{BufWriter, Write};
@@ -65,38 +63,4 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         args.out.display()
     );
     Ok(())
-}
-
-/// The end-of-run summary printed by `hotlist run`.
-pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
-    let secs = s.elapsed.as_secs_f64().max(1e-9);
-    let mut out = format!(
-        "{} after {:.1}s: {} records, {} events ({:.0}/s), {} bad, {} late ({} counted nowhere), {} sealed-dropped; \
-         {} revisions, {} windows sealed, {} commits; watermark {}\n",
-        if s.stopped { "stopped" } else { "finished" },
-        secs,
-        s.records_in,
-        s.events_in,
-        s.events_in as f64 / secs,
-        s.bad,
-        s.late,
-        s.late_dropped,
-        s.sealed_dropped,
-        s.revisions,
-        s.windows_sealed,
-        s.commits,
-        s.watermark,
-    );
-    out.push_str(&format!(
-        "results are in {} (job {:?}); try: hotlist query --config <config> --window {}\n",
-        match &plan.sink {
-            config::SinkPlan::Sqlite(p) => p.display().to_string(),
-            config::SinkPlan::Postgres { schema, .. } => format!("PostgreSQL (schema {schema})"),
-            config::SinkPlan::Redis(t) => format!("Redis (prefix {})", t.prefix),
-            config::SinkPlan::Memory(_) => "memory".into(),
-        },
-        plan.job_id,
-        plan.windows.first().map(|w| w.name.as_str()).unwrap_or("1m"),
-    ));
-    out
 }

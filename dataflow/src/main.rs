@@ -142,7 +142,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             let summary = run::run_with_stats(&plan, progress, shutdown, stats.clone())?;
             let names: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
             print!("{}", run::render_lists(&stats, &names, 10));
-            print!("\n{}", generate::summary_text(&plan, &summary));
+            print!("\n{}", run::summary_text(&plan, &summary));
             Ok(())
         }
         Command::Query(args) => query::query(&args),

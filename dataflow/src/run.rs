@@ -485,3 +485,37 @@ pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
     }
     out
 }
+
+/// The end-of-run summary printed by `hotlist run`.
+pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
+    let secs = s.elapsed.as_secs_f64().max(1e-9);
+    let mut out = format!(
+        "{} after {:.1}s: {} records, {} events ({:.0}/s), {} bad, {} late ({} counted nowhere), {} sealed-dropped; \
+         {} revisions, {} windows sealed, {} commits; watermark {}\n",
+        if s.stopped { "stopped" } else { "finished" },
+        secs,
+        s.records_in,
+        s.events_in,
+        s.events_in as f64 / secs,
+        s.bad,
+        s.late,
+        s.late_dropped,
+        s.sealed_dropped,
+        s.revisions,
+        s.windows_sealed,
+        s.commits,
+        s.watermark,
+    );
+    out.push_str(&format!(
+        "results are in {} (job {:?}); try: hotlist query --config <config> --window {}\n",
+        match &plan.sink {
+            SinkPlan::Sqlite(p) => p.display().to_string(),
+            SinkPlan::Postgres { schema, .. } => format!("PostgreSQL (schema {schema})"),
+            SinkPlan::Redis(t) => format!("Redis (prefix {})", t.prefix),
+            SinkPlan::Memory(_) => "memory".into(),
+        },
+        plan.job_id,
+        plan.windows.first().map(|w| w.name.as_str()).unwrap_or("1m"),
+    ));
+    out
+}

@@ -19,7 +19,7 @@ pub struct GeneratorReader {
 }
 
 /// Tables are large (an alias table over all items): build them once per process per spec.
-fn shared_tables(spec: &GeneratorSpec) -> Result<Arc<GeneratorTables>> {
+pub fn shared_tables(spec: &GeneratorSpec) -> Result<Arc<GeneratorTables>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<GeneratorTables>>>> = OnceLock::new();
     let key = format!("{}:{}:{}", spec.seed, spec.items, spec.zipf);
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
