@@ -332,21 +332,10 @@ fn sigterm_commits_a_final_checkpoint() {
     assert!(first.contains(&format!("restoring checkpoint {committed} ")), "{first}");
 }
 
-/// Two distinct free loopback ports (both listeners are held until both are known, so the
-/// OS cannot hand out the same port twice).
-fn free_ports() -> (u16, u16) {
-    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    (
-        a.local_addr().expect("addr").port(),
-        b.local_addr().expect("addr").port(),
-    )
-}
-
 /// Starts both processes of a 2-process × 1-worker cluster on fresh loopback ports.
 fn spawn_cluster(dir: &Path) -> Vec<std::process::Child> {
-    let (a, b) = free_ports();
-    let hosts = format!("127.0.0.1:{a}\n127.0.0.1:{b}\n");
+    let ports = hotlist_tests::free_loopback_ports(2);
+    let hosts = format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]);
     std::fs::write(dir.join("hosts.txt"), hosts).expect("hostfile");
     (0..2)
         .map(|i| {
@@ -376,20 +365,6 @@ fn spawn_cluster(dir: &Path) -> Vec<std::process::Child> {
                 .expect("spawn hotlist")
         })
         .collect()
-}
-
-/// Waits (bounded) for a process to exit, else kills it; returns whether it exited by itself.
-fn reap(child: &mut std::process::Child, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if child.try_wait().expect("try_wait").is_some() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    false
 }
 
 /// Two processes × one worker on loopback: killing one process (SIGKILL) takes the cluster
@@ -424,7 +399,7 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
             let _ = procs[victim].kill();
             kills += 1;
             let survivor = 1 - victim;
-            let exited = reap(&mut procs[survivor], Duration::from_secs(5));
+            let exited = hotlist_tests::reap(&mut procs[survivor], Duration::from_secs(5));
             let _ = procs[victim].wait();
             logs.push_str(&format!(
                 "--- attempt {attempt}: killed process {victim}; survivor exited by itself: {exited}\n"
@@ -437,7 +412,10 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
         }
         // let both run to the end
         for p in procs.iter_mut() {
-            assert!(reap(p, Duration::from_secs(60)), "the cluster did not finish:\n{logs}");
+            assert!(
+                hotlist_tests::reap(p, Duration::from_secs(60)),
+                "the cluster did not finish:\n{logs}"
+            );
         }
         for p in procs {
             let out = p.wait_with_output().expect("output");

@@ -1,8 +1,10 @@
 //! Kafka end to end, against a real Kafka-protocol broker (tansu, SQLite storage, on loopback;
 //! `scripts/test` installs it): events produced by `hotlist produce` (3 events per message),
 //! the same records written as files by `hotlist generate` for the model. A bounded run equals
-//! the model; killed with SIGKILL again and again it still does; and it rides out the broker
-//! being stopped for 10 s.
+//! the model; killed with SIGKILL again and again while the producer writes (one process, and
+//! a 2-process cluster) it still does, into PostgreSQL; it rides out the broker being stopped
+//! for 10 s and PostgreSQL being restarted; reprocessing from a point in time sees exactly the
+//! newer messages.
 
 use hotlist_tests::model::{self, ModelWindow};
 use hotlist_tests::run_hotlist;
@@ -142,11 +144,16 @@ impl Drop for Broker {
     }
 }
 
-/// A broker with the topic produced, the job's config, and the model's expectation.
+/// A broker with the topic (produced, or to be produced by the test), the job's config, and
+/// the model's expectation.
 struct Setup {
     dir: tempfile::TempDir,
     broker: Broker,
     want: (model::Lists, BTreeMap<(u32, String), usize>),
+    /// Every dead letter the model expects: (partition, Kafka offset, reason, raw bytes).
+    want_dead: Vec<DeadAt>,
+    /// `hotlist produce` arguments that write the data set (3 events per message).
+    produce: Vec<String>,
 }
 
 fn dead_by_partition(dead: &model::Dead) -> BTreeMap<(u32, String), usize> {
@@ -157,24 +164,59 @@ fn dead_by_partition(dead: &model::Dead) -> BTreeMap<(u32, String), usize> {
     m
 }
 
+/// A stored dead letter: (partition, Kafka offset, reason, raw bytes).
+type DeadAt = (u32, u64, String, Vec<u8>);
+
+/// Events per message the tests produce.
+const BATCH: u64 = 3;
+
 fn setup(topic: &str, checkpoint: bool) -> Setup {
+    setup_with(topic, checkpoint, true, 6000)
+}
+
+/// Starts a broker; writes the data set (`events` records) as files for the model; produces it
+/// into `topic` now when `produce_now`; writes the job's config (Kafka source, SQLite sink;
+/// checkpoints every 10 ms when `checkpoint`).
+fn setup_with(topic: &str, checkpoint: bool, produce_now: bool, events: u64) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
     std::fs::write(dir.path().join("gen.toml"), GENERATOR).expect("config");
-    let produce = [
+    let events_set = format!("source.events={events}");
+    let produce: Vec<String> = [
         "produce",
         "--config",
         "gen.toml",
+        "--set",
+        &events_set,
         "--brokers",
         &broker.addr(),
         "--topic",
         topic,
         "--create",
-    ];
-    run_hotlist(dir.path(), &[&produce[..], &["--batch", "3"]].concat(), true);
+        "--batch",
+        &BATCH.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if produce_now {
+        run_hotlist(
+            dir.path(),
+            &produce.iter().map(String::as_str).collect::<Vec<_>>(),
+            true,
+        );
+    }
     run_hotlist(
         dir.path(),
-        &["generate", "--config", "gen.toml", "--out", "files"],
+        &[
+            "generate",
+            "--config",
+            "gen.toml",
+            "--set",
+            &events_set,
+            "--out",
+            "files",
+        ],
         true,
     );
     let mut parts = Vec::new();
@@ -186,6 +228,15 @@ fn setup(topic: &str, checkpoint: bool) -> Setup {
     }
     let (lists, dead) = model::run(&parts, &windows(), 2_000, 30_000);
     assert!(dead.iter().any(|d| d.2 == "late") && dead.iter().any(|d| d.2 == "bad"));
+    let mut want_dead: Vec<_> = dead
+        .iter()
+        .map(|(p, pos, reason)| {
+            // positions are 1-based lines; a message holds BATCH lines
+            let raw = parts[*p as usize][*pos as usize - 1].clone();
+            (*p, (*pos - 1) / BATCH, reason.clone(), raw)
+        })
+        .collect();
+    want_dead.sort();
     let mut config = GENERATOR
         .replace(
             "kind = \"generator\"",
@@ -219,6 +270,8 @@ fn setup(topic: &str, checkpoint: bool) -> Setup {
         dir,
         broker,
         want: (lists, dead_by_partition(&dead)),
+        want_dead,
+        produce,
     }
 }
 
@@ -274,46 +327,299 @@ fn bounded_kafka_run_equals_the_model() {
     assert_eq!(results(s.dir.path()), s.want);
 }
 
-/// Killed with SIGKILL at least 5 times (after each run committed a checkpoint of its own) and
-/// restarted on 1, 2, 3 workers, a checkpointed Kafka run ends exactly like the model.
-#[test]
-fn kafka_sigkill_restarts_are_exactly_once() {
-    let s = setup("events", true);
-    let (mut kills, mut logs) = (0, String::new());
-    for attempt in 0..12 {
-        let before = hotlist_tests::newest_committed_checkpoint(&s.dir.path().join("ckpt/kafka"));
-        let mut child = spawn(s.dir.path(), 1 + attempt % 3);
-        // wait until this run committed a checkpoint of its own, then kill it moments later
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut finished = false;
-        while hotlist_tests::newest_committed_checkpoint(&s.dir.path().join("ckpt/kafka")) <= before {
-            if child.try_wait().expect("try_wait").is_some() {
-                finished = true;
-                break;
-            }
-            assert!(Instant::now() < deadline, "no progress:\n{logs}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if finished {
-            let out = child.wait_with_output().expect("wait");
-            assert!(out.status.success(), "{logs}{}", String::from_utf8_lossy(&out.stderr));
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(attempt as u64 * 3 % 11)); // fault injection timing
-        let _ = child.kill();
-        kills += 1;
-        logs.push_str(&String::from_utf8_lossy(
-            &child.wait_with_output().expect("wait").stderr,
-        ));
-        if kills == 5 {
-            let out = spawn(s.dir.path(), 2).wait_with_output().expect("final run");
-            logs.push_str(&String::from_utf8_lossy(&out.stderr));
-            assert!(out.status.success(), "{logs}");
-            break;
+/// A fresh PostgreSQL schema for one test (dropped at the end).
+struct PgSchema {
+    url: String,
+    name: String,
+}
+
+impl PgSchema {
+    fn new() -> PgSchema {
+        use rand::Rng;
+        PgSchema {
+            url: std::env::var("HOTLIST_TEST_POSTGRES_URL")
+                .unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into()),
+            name: format!("hotlist_kafka_{:08x}", rand::rng().random::<u32>()),
         }
     }
-    assert!(kills >= 5, "killed {kills} times:\n{logs}");
-    assert_eq!(results(s.dir.path()), s.want, "{logs}");
+
+    /// Points the setup's job config at this schema.
+    fn use_for(&self, s: &Setup) {
+        let path = s.dir.path().join("hotlist.toml");
+        let config = std::fs::read_to_string(&path).expect("config").replace(
+            "[sink]\npath = \"out.db\"",
+            &format!(
+                "[sink]\nkind = \"postgres\"\nurl = \"{}\"\nschema = \"{}\"",
+                self.url, self.name
+            ),
+        );
+        assert!(config.contains("postgres"), "config rewritten");
+        std::fs::write(path, config).expect("config");
+    }
+
+    fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).expect("connect to PostgreSQL")
+    }
+
+    /// The job's committed epoch, -1 before the first commit (or while PostgreSQL is down).
+    fn committed(&self, job: &str) -> i64 {
+        postgres::Client::connect(&self.url, postgres::NoTls)
+            .ok()
+            .and_then(|mut c| {
+                c.query_opt(
+                    &format!("SELECT epoch FROM \"{}\".hotlist_commits WHERE job = $1", self.name),
+                    &[&job],
+                )
+                .ok()?
+            })
+            .map(|r| r.get::<_, i64>(0))
+            .unwrap_or(-1)
+    }
+
+    /// The job's sealed lists (checked: every row final, one revision per list, the
+    /// instance header agrees) and its dead letters (partition, offset, reason, raw), sorted.
+    fn results(&self, job: &str) -> (model::Lists, Vec<DeadAt>) {
+        let mut pg = self.client();
+        let rows = pg
+            .query(
+                &format!(
+                    "SELECT t.window_name, (extract(epoch from t.window_start) * 1000)::bigint, \
+                     (extract(epoch from t.window_end) * 1000)::bigint, t.item_id, t.count, t.final, \
+                     t.revision, i.revision \
+                     FROM \"{0}\".topk t JOIN \"{0}\".topk_instances i USING (job, window_name, window_start) \
+                     WHERE job = $1 ORDER BY t.window_name, t.window_start, t.rank",
+                    self.name
+                ),
+                &[&job],
+            )
+            .expect("topk");
+        let mut lists = model::Lists::new();
+        let mut revisions: BTreeMap<(String, i64, i64), i64> = BTreeMap::new();
+        for r in rows {
+            let key: (String, i64, i64) = (r.get(0), r.get(1), r.get(2));
+            assert!(r.get::<_, bool>(5), "every list is sealed: {key:?}");
+            let (row_rev, header_rev) = (r.get::<_, i64>(6), r.get::<_, i64>(7));
+            assert_eq!(row_rev, header_rev, "rows and header of {key:?} are one revision");
+            assert_eq!(
+                *revisions.entry(key.clone()).or_insert(row_rev),
+                row_rev,
+                "one revision per list: {key:?}"
+            );
+            lists
+                .entry(key)
+                .or_default()
+                .push((r.get(3), r.get::<_, i64>(4) as u64));
+        }
+        let mut dead: Vec<DeadAt> = pg
+            .query(
+                &format!(
+                    "SELECT partition, position, reason, raw FROM \"{}\".dead_letters WHERE job = $1",
+                    self.name
+                ),
+                &[&job],
+            )
+            .expect("dead letters")
+            .into_iter()
+            .map(|r| (r.get::<_, i64>(0) as u32, r.get::<_, i64>(1) as u64, r.get(2), r.get(3)))
+            .collect();
+        dead.sort();
+        (lists, dead)
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
+        }
+    }
+}
+
+/// Starts one run of the job: one process (`workers` threads) or a cluster of 2 processes × 1
+/// worker on fresh loopback ports. `crash` arms a crash point (`point:n`) in process `.1`.
+fn spawn_job(dir: &Path, cluster: bool, workers: usize, crash: Option<(&str, usize)>, extra: &[&str]) -> Vec<Child> {
+    let processes = if cluster { 2 } else { 1 };
+    if cluster {
+        let hosts: String = hotlist_tests::free_loopback_ports(2)
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}\n"))
+            .collect();
+        std::fs::write(dir.join("hosts.txt"), hosts).expect("hostfile");
+    }
+    (0..processes)
+        .map(|i| {
+            let mut cmd = Command::new(hotlist_tests::hotlist_bin());
+            cmd.args(["run", "--config", "hotlist.toml", "--progress", "never"])
+                .args(["--workers", &workers.to_string()])
+                .args(extra)
+                .current_dir(dir)
+                .env("HOTLIST_LOG", "hotlist=info,warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            if cluster {
+                cmd.args([
+                    "--processes",
+                    "2",
+                    "--process",
+                    &i.to_string(),
+                    "--hostfile",
+                    "hosts.txt",
+                ]);
+            }
+            if let Some((point, victim)) = crash {
+                if victim == i {
+                    cmd.env("HOTLIST_CRASH_AT", point);
+                }
+            }
+            cmd.spawn().expect("spawn hotlist")
+        })
+        .collect()
+}
+
+/// The acceptance crash test. While `hotlist produce --rate` writes the data set into the
+/// 3-partition topic, the job (Kafka → PostgreSQL, a checkpoint and commit every 10 ms) is
+/// killed with SIGKILL 6 times and restarted: first by armed crash points (mid-checkpoint:
+/// one snapshot file written, the others not; mid-commit: rows written, transaction open;
+/// between the commit and the checkpoint's manifest), then at random moments after each run
+/// committed a checkpoint of its own. Single process: restarts on 1, 2, 3 workers (restore onto
+/// other worker counts). Cluster: 2 processes × 1 worker, one process killed, the survivor
+/// reaped, both restarted. Once the producer is done, a bounded run finishes the topic. The
+/// sealed lists equal an uninterrupted bounded run's (fresh job id, same topic) and the model's;
+/// every dead letter is stored once, at its message's offset, with its raw bytes.
+fn crash_while_producing(cluster: bool, seed: u64) {
+    use rand::{Rng, SeedableRng};
+    use std::os::unix::process::ExitStatusExt;
+    let s = setup_with("events", true, false, 12_000);
+    let pg = PgSchema::new();
+    pg.use_for(&s);
+    let producer = Command::new(hotlist_tests::hotlist_bin())
+        .args(&s.produce)
+        .args(["--rate", "1500"])
+        .current_dir(s.dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the producer");
+    let mut producer = Some(producer);
+    // (crash point, the process it is armed in): the sink and manifest are process 0's work
+    let armed = [
+        ("checkpoint.file:3", 1),
+        ("sink.commit:2", 0),
+        ("checkpoint.manifest:2", 0),
+    ];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let ckpt = s.dir.path().join("ckpt/kafka");
+    let (mut kills, mut while_producing, mut logs) = (0, 0, String::new());
+    let live = ["--set", "source.bounded=false"];
+    while kills < 6 {
+        if let Some(mut p) = producer.take() {
+            match p.try_wait().expect("try_wait") {
+                Some(_) => {
+                    let out = p.wait_with_output().expect("producer");
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                }
+                None => producer = Some(p),
+            }
+        }
+        while_producing += producer.is_some() as usize;
+        let workers = if cluster { 1 } else { 1 + kills % 3 };
+        let crash = armed
+            .get(kills)
+            .map(|(point, victim)| (*point, if cluster { *victim } else { 0 }));
+        let before = hotlist_tests::newest_committed_checkpoint(&ckpt);
+        let mut procs = spawn_job(s.dir.path(), cluster, workers, crash, &live);
+        let victim = crash.map_or_else(|| rng.random_range(0..procs.len()), |c| c.1);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        if crash.is_some() {
+            // the armed process kills itself when it reaches the point
+            while procs[victim].try_wait().expect("try_wait").is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "crash point {crash:?} never reached:\n{logs}"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        } else {
+            while hotlist_tests::newest_committed_checkpoint(&ckpt) <= before {
+                for p in procs.iter_mut() {
+                    assert!(p.try_wait().expect("try_wait").is_none(), "a live run ended:\n{logs}");
+                }
+                assert!(Instant::now() < deadline, "no progress:\n{logs}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..15))); // fault injection timing
+            let _ = procs[victim].kill();
+        }
+        let status = procs[victim].wait().expect("wait");
+        assert_eq!(status.signal(), Some(9), "process {victim} died by SIGKILL:\n{logs}");
+        kills += 1;
+        for (i, p) in procs.iter_mut().enumerate() {
+            if i != victim {
+                hotlist_tests::reap(p, Duration::from_secs(10)); // fate-sharing: the survivor goes too
+            }
+        }
+        for (i, p) in procs.into_iter().enumerate() {
+            let out = p.wait_with_output().expect("output");
+            logs.push_str(&format!(
+                "--- kill {kills} ({crash:?}, process {i} of the run):\n{}\n",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(
+        while_producing >= 3,
+        "most kills hit while producing: {while_producing}\n{logs}"
+    );
+    if let Some(p) = producer {
+        let out = p.wait_with_output().expect("producer");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // the topic is complete: a bounded run reads it to the end and seals every window
+    let mut procs = spawn_job(s.dir.path(), cluster, if cluster { 1 } else { 2 }, None, &["--bounded"]);
+    for p in procs.iter_mut() {
+        assert!(
+            hotlist_tests::reap(p, Duration::from_secs(120)),
+            "the final run hung:\n{logs}"
+        );
+    }
+    for p in procs {
+        let out = p.wait_with_output().expect("final run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{logs}--- final run:\n{err}");
+        assert!(err.contains("restoring checkpoint"), "the final run restored: {err}");
+    }
+    // the uninterrupted run: the same topic under a fresh job id, no kills
+    run_hotlist(
+        s.dir.path(),
+        &[
+            "run",
+            "--config",
+            "hotlist.toml",
+            "--progress",
+            "never",
+            "--bounded",
+            "--set",
+            "job.id=\"clean\"",
+        ],
+        true,
+    );
+    let (got, clean) = (pg.results("kafka"), pg.results("clean"));
+    assert_eq!(got.0, clean.0, "sealed lists = the uninterrupted run's\n{logs}");
+    assert_eq!(got.0, s.want.0, "sealed lists = the model's\n{logs}");
+    assert_eq!(got.1, s.want_dead, "every dead letter once\n{logs}");
+    assert_eq!(clean.1, s.want_dead, "the uninterrupted run's dead letters");
+}
+
+/// Acceptance: one process, killed 6 times while the producer writes, restarted on 1–3 workers.
+#[test]
+fn sigkill_while_producing_into_postgres_is_exactly_once() {
+    crash_while_producing(false, 5);
+}
+
+/// Acceptance: 2 processes × 1 worker, one of them killed 6 times while the producer writes.
+#[test]
+fn two_processes_sigkill_while_producing_is_exactly_once() {
+    crash_while_producing(true, 9);
 }
 
 /// The broker stopped for 10 s mid-run: the job logs, waits, resumes by itself when the broker
@@ -370,57 +676,24 @@ fn broker_outage_of_ten_seconds_is_survived() {
     assert_eq!(results(s.dir.path()), s.want);
 }
 
-/// Kafka → PostgreSQL, checkpointed: killed with SIGKILL 3 times, then PostgreSQL itself is
+/// Kafka → PostgreSQL, checkpointed: killed with SIGKILL twice, then PostgreSQL itself is
 /// restarted while the final run commits. The job retries and reconnects by itself, and the
 /// sealed `topk` rows and dead letters in PostgreSQL equal the model.
 #[test]
 fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
-    use rand::Rng;
-    let pg_url =
-        std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
     let version = std::fs::read_dir("/etc/postgresql")
         .ok()
         .and_then(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).max())
         .expect("a local PostgreSQL cluster managed by pg_ctlcluster (scripts/test sets it up)");
-    let schema = format!("hotlist_kafka_{:08x}", rand::rng().random::<u32>());
-    struct DropSchema(String, String);
-    impl Drop for DropSchema {
-        fn drop(&mut self) {
-            if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
-                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.1));
-            }
-        }
-    }
-    let _cleanup = DropSchema(pg_url.clone(), schema.clone());
     let s = setup("events", true);
-    let config = std::fs::read_to_string(s.dir.path().join("hotlist.toml"))
-        .expect("config")
-        .replace(
-            "[sink]\npath = \"out.db\"",
-            &format!("[sink]\nkind = \"postgres\"\nurl = \"{pg_url}\"\nschema = \"{schema}\""),
-        );
-    assert!(config.contains("postgres"), "config rewritten");
-    std::fs::write(s.dir.path().join("hotlist.toml"), config).expect("config");
-
-    let (mut kills, mut logs) = (0, String::new());
-    let committed = |schema: &str| -> i64 {
-        postgres::Client::connect(&pg_url, postgres::NoTls)
-            .ok()
-            .and_then(|mut c| {
-                c.query_opt(
-                    &format!("SELECT epoch FROM \"{schema}\".hotlist_commits WHERE job = 'kafka'"),
-                    &[],
-                )
-                .ok()?
-            })
-            .map(|r| r.get::<_, i64>(0))
-            .unwrap_or(-1)
-    };
-    while kills < 3 {
-        let before = committed(&schema);
-        let mut child = spawn(s.dir.path(), 1 + kills % 2);
+    let pg = PgSchema::new();
+    pg.use_for(&s);
+    let mut logs = String::new();
+    for kill in 0..2 {
+        let before = pg.committed("kafka");
+        let mut child = spawn(s.dir.path(), 1 + kill % 2);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while committed(&schema) <= before {
+        while pg.committed("kafka") <= before {
             assert!(
                 child.try_wait().expect("try_wait").is_none(),
                 "the run ended before it was killed:\n{logs}"
@@ -429,16 +702,15 @@ fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
             std::thread::sleep(Duration::from_millis(2));
         }
         let _ = child.kill();
-        kills += 1;
         logs.push_str(&String::from_utf8_lossy(
             &child.wait_with_output().expect("wait").stderr,
         ));
     }
     // the final run: restart PostgreSQL under it once it has committed again
-    let before = committed(&schema);
+    let before = pg.committed("kafka");
     let child = spawn(s.dir.path(), 2);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while committed(&schema) <= before {
+    while pg.committed("kafka") <= before {
         assert!(Instant::now() < deadline, "no progress:\n{logs}");
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -456,35 +728,130 @@ fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
         err.contains("sink commit failed") && err.contains("retrying"),
         "the restart hit a commit:\n{err}"
     );
+    let (lists, dead) = pg.results("kafka");
+    assert_eq!(lists, s.want.0, "{logs}{err}");
+    assert_eq!(dead, s.want_dead, "{logs}{err}");
+}
 
-    let mut pg = postgres::Client::connect(&pg_url, postgres::NoTls).expect("connect postgres");
-    let rows = pg
-        .query(
-            &format!(
-                "SELECT window_name, (extract(epoch from window_start) * 1000)::bigint, \
-                 (extract(epoch from window_end) * 1000)::bigint, item_id, count, final \
-                 FROM \"{schema}\".topk WHERE job = 'kafka' ORDER BY window_name, window_start, rank"
-            ),
-            &[],
-        )
-        .expect("topk");
-    let mut lists = model::Lists::new();
-    for r in rows {
-        assert!(r.get::<_, bool>(5), "sealed");
-        lists
-            .entry((r.get(0), r.get(1), r.get(2)))
-            .or_default()
-            .push((r.get(3), r.get::<_, i64>(4) as u64));
+/// Reads the JSON-lines files `hotlist generate` wrote into `dir`, one per partition.
+fn read_parts(dir: &Path) -> Vec<Vec<Vec<u8>>> {
+    (0..3)
+        .map(|p| {
+            let text = std::fs::read(dir.join(format!("part-{p:04}.jsonl"))).expect("generated file");
+            let mut lines: Vec<Vec<u8>> = text.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+            lines.pop(); // the final newline
+            lines
+        })
+        .collect()
+}
+
+/// Reprocessing from a point in time: after data set A, then (later) data set B were produced,
+/// a bounded run under a fresh job id with `source.start_time` = the moment between them sees
+/// exactly B (= the model of B alone, dead letters at their offsets), and the live job's
+/// results (= the model of A then B) are untouched by it.
+#[test]
+fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
+    let s = setup("events", false);
+    // a moment strictly after every message of A (message timestamps are milliseconds)
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as i64
+    };
+    let between = now_ms() + 1;
+    while now_ms() <= between {
+        std::thread::yield_now();
     }
-    let mut dead: BTreeMap<(u32, String), usize> = BTreeMap::new();
-    for r in pg
-        .query(
-            &format!("SELECT partition, reason FROM \"{schema}\".dead_letters WHERE job = 'kafka'"),
-            &[],
-        )
-        .expect("dead letters")
-    {
-        *dead.entry((r.get::<_, i64>(0) as u32, r.get(1))).or_insert(0) += 1;
-    }
-    assert_eq!((lists, dead), s.want, "{logs}{err}");
+    let b_sets = [
+        "--set",
+        "source.seed=11",
+        "--set",
+        "source.start=60000",
+        "--set",
+        "source.events=3000",
+    ];
+    let mut produce_b: Vec<&str> = s
+        .produce
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--create")
+        .collect();
+    produce_b.extend_from_slice(&b_sets);
+    run_hotlist(s.dir.path(), &produce_b, true);
+    let generate_b = [
+        &["generate", "--config", "gen.toml", "--out", "files-b"][..],
+        &b_sets[..],
+    ]
+    .concat();
+    run_hotlist(s.dir.path(), &generate_b, true);
+
+    let a = read_parts(&s.dir.path().join("files"));
+    let b = read_parts(&s.dir.path().join("files-b"));
+    let a_messages: Vec<u64> = a.iter().map(|l| (l.len() as u64).div_ceil(BATCH)).collect();
+    let dead_at = |dead: model::Dead, parts: &[Vec<Vec<u8>>], skip: &dyn Fn(u32, u64) -> u64| {
+        let mut v: Vec<_> = dead
+            .into_iter()
+            .map(|(p, pos, reason)| (p, skip(p, pos), reason, parts[p as usize][pos as usize - 1].clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    // B alone, at offsets after A's messages
+    let (want_b, dead_b) = model::run(&b, &windows(), 2_000, 30_000);
+    let want_b_dead = dead_at(dead_b, &b, &|p, pos| a_messages[p as usize] + (pos - 1) / BATCH);
+    // A then B in each partition
+    let ab: Vec<Vec<Vec<u8>>> = a.iter().zip(&b).map(|(x, y)| [x.clone(), y.clone()].concat()).collect();
+    let (want_ab, dead_ab) = model::run(&ab, &windows(), 2_000, 30_000);
+    let want_ab_dead = dead_at(dead_ab, &ab, &|p, pos| {
+        let len_a = a[p as usize].len() as u64;
+        if pos <= len_a {
+            (pos - 1) / BATCH
+        } else {
+            a_messages[p as usize] + (pos - len_a - 1) / BATCH
+        }
+    });
+    assert_ne!(want_b, want_ab, "the data sets differ where it shows");
+
+    let run = |extra: &[&str]| {
+        let args = [
+            &["run", "--config", "hotlist.toml", "--progress", "never", "--bounded"][..],
+            extra,
+        ]
+        .concat();
+        run_hotlist(s.dir.path(), &args, true)
+    };
+    let full = |job: &str| {
+        let db = s.dir.path().join("out.db");
+        let (dead, raw) = hotlist_tests::sqlite_dead_letters(&db, job);
+        let mut dead: Vec<_> = dead
+            .into_iter()
+            .map(|(p, pos, reason)| {
+                let bytes = raw.get(&(p, pos)).cloned();
+                (p, pos, reason, bytes)
+            })
+            .collect();
+        dead.sort();
+        (hotlist_tests::sqlite_sealed_lists(&db, job), dead)
+    };
+    let with_raw = |v: Vec<DeadAt>| -> Vec<(u32, u64, String, Option<Vec<u8>>)> {
+        v.into_iter()
+            .map(|(p, o, r, raw)| {
+                let raw = (r == "bad").then_some(raw);
+                (p, o, r, raw)
+            })
+            .collect()
+    };
+    run(&[]);
+    let live = full("kafka");
+    assert_eq!(live.0, want_ab, "the live job read A then B");
+    let start = format!("source.start_time={between}");
+    let out = run(&["--set", "job.id=\"replay\"", "--set", &start]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("older messages skipped"), "the start is logged: {log}");
+    let replay = full("replay");
+    assert_eq!(replay.0, want_b, "the replay read exactly B");
+    assert_eq!(replay.1, with_raw(want_b_dead), "B's dead letters at their offsets");
+    assert_eq!(full("kafka"), live, "the live job's results are untouched");
+    assert_eq!(live.1, with_raw(want_ab_dead), "the live job's dead letters");
 }

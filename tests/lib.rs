@@ -136,3 +136,29 @@ pub fn newest_committed_checkpoint(job_dir: &std::path::Path) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// `n` distinct free loopback ports (all listeners are held until all are known, so the OS
+/// cannot hand out the same port twice).
+pub fn free_loopback_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().expect("local address").port())
+        .collect()
+}
+
+/// Waits (bounded) for a process to exit, else kills it; returns whether it exited by itself.
+pub fn reap(child: &mut std::process::Child, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().expect("try_wait").is_some() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}

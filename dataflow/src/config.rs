@@ -64,6 +64,9 @@ struct RawSource {
     topic: Option<String>,
     group_id: Option<String>,
     bounded: Option<bool>,
+    /// kafka: start at the first message (per partition) whose timestamp is at or after this
+    /// time (RFC 3339 or milliseconds); default: the earliest offset.
+    start_time: Option<toml::Value>,
     options: Option<toml::Table>,
 }
 
@@ -516,7 +519,11 @@ fn validate_source(s: RawSource) -> Result<SourcePlan> {
         || s.late_by.is_some()
         || s.bad_fraction.is_some()
         || s.pace.is_some();
-    let kafka_keys = s.brokers.is_some() || s.topic.is_some() || s.group_id.is_some() || s.options.is_some();
+    let kafka_keys = s.brokers.is_some()
+        || s.topic.is_some()
+        || s.group_id.is_some()
+        || s.options.is_some()
+        || s.start_time.is_some();
     match s.kind.as_str() {
         "file" => {
             if generator_keys || kafka_keys {
@@ -543,6 +550,9 @@ fn validate_source(s: RawSource) -> Result<SourcePlan> {
         "generator" => {
             if s.path.is_some() || kafka_keys {
                 bail!("source: file/kafka keys given for kind = \"generator\"");
+            }
+            if s.bounded == Some(true) && s.events.is_none() {
+                bail!("source.bounded: a generator ends after source.events events; set that");
             }
             let d = GeneratorSpec::default();
             let start = match &s.start {
@@ -584,17 +594,26 @@ fn validate_source(s: RawSource) -> Result<SourcePlan> {
                 };
                 options.insert(k, v);
             }
-            let spec = crate::source::kafka::KafkaSpec {
-                brokers: s
-                    .brokers
-                    .ok_or_else(|| anyhow!("source.brokers: required for kind = \"kafka\""))?,
-                topic: s
-                    .topic
-                    .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
-                group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
-                bounded: s.bounded.unwrap_or(false),
-                options,
-            };
+            let spec =
+                crate::source::kafka::KafkaSpec {
+                    brokers: s
+                        .brokers
+                        .ok_or_else(|| anyhow!("source.brokers: required for kind = \"kafka\""))?,
+                    topic: s
+                        .topic
+                        .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
+                    group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
+                    bounded: s.bounded.unwrap_or(false),
+                    start_time: match &s.start_time {
+                        None => None,
+                        Some(toml::Value::String(v)) => Some(Millis::parse_user(v).ok_or_else(|| {
+                            anyhow!("source.start_time: {v:?} is not an RFC 3339 time or milliseconds")
+                        })?),
+                        Some(toml::Value::Integer(ms)) => Some(Millis(*ms)),
+                        Some(other) => bail!("source.start_time: expected a string or integer, got {other}"),
+                    },
+                    options,
+                };
             Ok(SourcePlan::Kafka { spec, partitions: 0 })
         }
         other => bail!("source.kind: unknown kind {other:?} (expected \"file\", \"generator\" or \"kafka\")"),

@@ -57,6 +57,10 @@ enum Command {
         /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// Read the input as it is now, seal every window and exit (Kafka: up to the end
+        /// offsets at start; the same as source.bounded = true). For backfills and reprocessing.
+        #[arg(long)]
+        bounded: bool,
     },
     /// Print a window's list from the sink store.
     Query(query::QueryArgs),
@@ -101,7 +105,12 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             hostfile,
             from_checkpoint,
             metrics_addr,
+            bounded,
         } => {
+            let mut set = set;
+            if bounded {
+                set.push("source.bounded=true".into());
+            }
             let plan = config::load(
                 &path,
                 &config::Overrides {

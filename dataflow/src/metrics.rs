@@ -165,6 +165,11 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
         "size of the last checkpoint's counter snapshots over all workers",
         stats.checkpoint_bytes.iter().map(|b| b.load(Relaxed)).sum::<u64>() as i64,
     );
+    scalar(
+        "hotlist_checkpoint_written_bytes_total",
+        "bytes checkpoints wrote (panes unchanged since the previous checkpoint are linked, not written)",
+        load(&stats.checkpoint_written_bytes),
+    );
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
         return format!("# error encoding metrics: {e}\n");

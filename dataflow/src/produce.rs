@@ -1,9 +1,10 @@
 //! `hotlist produce`: the generator writing to a Kafka topic, so a user can try the whole
 //! pipeline (and tests can feed a real broker).
 //!
-//! Generator partition `p` goes to Kafka partition `p`, in order, so the same config written
-//! with `hotlist generate` gives exactly the files that were produced. Single-event messages
-//! are keyed by item id; with `--batch N`, N newline-terminated events share one message (the
+//! Generator partition `p` goes to Kafka partition `p`, in order (partitions take turns, one
+//! message each), so the same config written with `hotlist generate` gives exactly the files
+//! that were produced. `--rate` paces it, for a producer writing while the job runs.
+//! Single-event messages are keyed by item id; with `--batch N`, N newline-terminated events share one message (the
 //! Kafka source reads a final newline as a terminator, not as an empty event).
 
 use crate::config::{self, SourcePlan};
@@ -15,7 +16,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Arguments of `hotlist produce`.
 #[derive(clap::Args, Debug)]
@@ -38,6 +39,10 @@ pub struct ProduceArgs {
     /// Create the topic first with as many partitions as the generator has.
     #[arg(long)]
     pub create: bool,
+    /// Pace to this many events per second (all partitions together); default: as fast as
+    /// the broker takes them.
+    #[arg(long, value_name = "EVENTS_PER_SEC", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate: Option<u64>,
 }
 
 /// Produces the generator's records.
@@ -85,54 +90,49 @@ pub fn produce(args: &ProduceArgs) -> Result<()> {
     }
     let producer: BaseProducer = cfg.create().context("cannot create a Kafka producer")?;
     let tables = Arc::new(GeneratorTables::new(spec).map_err(anyhow::Error::msg)?);
+    let mut streams: Vec<Option<PartitionStream>> = (0..spec.partitions)
+        .map(|p| Some(PartitionStream::new(spec, tables.clone(), p)))
+        .collect();
     let (mut messages, mut records) = (0u64, 0u64);
-    for p in 0..spec.partitions {
-        let mut stream = PartitionStream::new(spec, tables.clone(), p);
-        let mut line = Vec::new();
-        let mut payload = Vec::new();
-        let mut in_payload = 0;
-        let mut key: Option<String> = None;
-        loop {
-            line.clear();
-            let more = stream.next_line(&mut line);
-            if more {
+    let (mut line, mut payload) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    // One message per partition in turn, so every partition's event time advances together
+    // (a partition produced long after the others would look idle, then late).
+    while streams.iter().any(Option::is_some) {
+        for (p, slot) in streams.iter_mut().enumerate() {
+            let Some(stream) = slot else { continue };
+            payload.clear();
+            let (mut in_payload, mut key) = (0, None);
+            while in_payload < args.batch {
+                line.clear();
+                if !stream.next_line(&mut line) {
+                    *slot = None;
+                    break;
+                }
                 payload.extend_from_slice(&line);
                 if args.batch > 1 {
                     // every line ends with a newline: an empty last line stays an (empty) event
                     payload.push(b'\n');
-                }
-                in_payload += 1;
-                records += 1;
-                if args.batch == 1 {
+                } else {
                     key = serde_json::from_slice::<serde_json::Value>(&line)
                         .ok()
                         .and_then(|v| v["item_id"].as_str().map(String::from));
                 }
+                in_payload += 1;
             }
-            if in_payload == args.batch || (!more && in_payload > 0) {
-                loop {
-                    let mut rec = BaseRecord::<str, [u8]>::to(&args.topic)
-                        .partition(p as i32)
-                        .payload(&payload);
-                    if let Some(k) = key.as_deref() {
-                        rec = rec.key(k);
-                    }
-                    match producer.send(rec) {
-                        Ok(()) => break,
-                        Err((e, _)) if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) => {
-                            producer.poll(Duration::from_millis(50));
-                        }
-                        Err((e, _)) => bail!("cannot produce to {}/{p}: {e}", args.topic),
-                    }
+            if in_payload == 0 {
+                continue;
+            }
+            send(&producer, &args.topic, p as i32, key.as_deref(), &payload)?;
+            messages += 1;
+            records += in_payload as u64;
+            producer.poll(Duration::ZERO);
+            if let Some(rate) = args.rate {
+                // paced: wait until the wall clock has caught up with the records sent so far
+                let due = Duration::from_secs_f64(records as f64 / rate as f64);
+                while started.elapsed() < due {
+                    producer.poll(due - started.elapsed());
                 }
-                messages += 1;
-                payload.clear();
-                in_payload = 0;
-                key = None;
-                producer.poll(Duration::ZERO);
-            }
-            if !more {
-                break;
             }
         }
     }
@@ -144,4 +144,21 @@ pub fn produce(args: &ProduceArgs) -> Result<()> {
         args.topic, args.brokers
     );
     Ok(())
+}
+
+/// Queues one message, waiting while librdkafka's queue is full.
+fn send(producer: &BaseProducer, topic: &str, partition: i32, key: Option<&str>, payload: &[u8]) -> Result<()> {
+    loop {
+        let mut rec = BaseRecord::<str, [u8]>::to(topic).partition(partition).payload(payload);
+        if let Some(k) = key {
+            rec = rec.key(k);
+        }
+        match producer.send(rec) {
+            Ok(()) => return Ok(()),
+            Err((e, _)) if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) => {
+                producer.poll(Duration::from_millis(50));
+            }
+            Err((e, _)) => bail!("cannot produce to {topic}/{partition}: {e}"),
+        }
+    }
 }

@@ -54,6 +54,10 @@ pub struct JobStats {
     pub checkpoint_bytes: Vec<AtomicU64>,
     /// The largest checkpoint seen: (bytes over all workers, live counters then).
     pub largest_checkpoint: Mutex<(u64, u64)>,
+    /// Bytes checkpoints wrote (changed panes and counter files), over all workers and checkpoints.
+    pub checkpoint_written_bytes: AtomicU64,
+    /// Bytes of those checkpoints' counter parts, linked panes included.
+    pub checkpoint_total_bytes: AtomicU64,
 }
 
 /// Counters of one input partition.
@@ -120,15 +124,19 @@ impl JobStats {
             .expect("valid histogram"),
             checkpoint_bytes: v(),
             largest_checkpoint: Mutex::new((0, 0)),
+            checkpoint_written_bytes: AtomicU64::new(0),
+            checkpoint_total_bytes: AtomicU64::new(0),
         }
     }
 
     /// Records worker `w`'s checkpoint write.
-    pub fn note_checkpoint(&self, w: usize, bytes: usize, took: std::time::Duration) {
+    pub fn note_checkpoint(&self, w: usize, part: crate::checkpoint::PartWritten, took: std::time::Duration) {
         self.checkpoint_seconds.observe(took.as_secs_f64());
         if let Some(b) = self.checkpoint_bytes.get(w) {
-            b.store(bytes as u64, Relaxed);
+            b.store(part.total as u64, Relaxed);
         }
+        self.checkpoint_written_bytes.fetch_add(part.written as u64, Relaxed);
+        self.checkpoint_total_bytes.fetch_add(part.total as u64, Relaxed);
         let total: u64 = self.checkpoint_bytes.iter().map(|b| b.load(Relaxed)).sum();
         if let Ok(mut l) = self.largest_checkpoint.lock() {
             if total > l.0 {

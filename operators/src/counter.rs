@@ -17,7 +17,7 @@
 use crate::hash::{item_hash, key_group};
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, LocalList, RankedItem, TimedEvent};
-use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneCounts, SnapshotError};
+use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneKey, PaneSegment, SnapshotError};
 use crate::time::{Millis, Span};
 use crate::topk::{rank_cmp, select_top_by};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
@@ -142,31 +142,18 @@ impl WindowedCounter {
 
     /// The counting state as of the last `advance`, by key group (call between epochs).
     pub fn snapshot(&self) -> CounterSnapshot {
+        let (base, panes) = self.snapshot_panes(None);
+        crate::snapshot::assemble(base, panes.into_iter().filter_map(|(_, seg)| seg).collect())
+    }
+
+    /// The snapshot's exclusions and metadata, no panes.
+    fn snapshot_without_panes(&self) -> CounterSnapshot {
         let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
         fn state(groups: &mut BTreeMap<u32, KeyGroupState>, kg: u32) -> &mut KeyGroupState {
             groups.entry(kg).or_insert_with(|| KeyGroupState {
                 key_group: kg,
                 ..Default::default()
             })
-        }
-        for (g, group) in self.groups.iter().enumerate() {
-            for pane in group.slots.iter().flatten() {
-                let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
-                self.pane_counts(g, pane, |i, c| {
-                    if c > 0 {
-                        let kg = key_group(self.interner.hash(i));
-                        per_kg.entry(kg).or_default().push((self.interner.id(i).clone(), c));
-                    }
-                });
-                for (kg, mut items) in per_kg {
-                    items.sort();
-                    state(&mut groups, kg).panes.push(PaneCounts {
-                        width: group.width,
-                        start: pane.start,
-                        items,
-                    });
-                }
-            }
         }
         for (key, inst) in &self.instances {
             let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
@@ -188,7 +175,50 @@ impl WindowedCounter {
             allowed_lateness: self.allowed_lateness,
             watermark: self.global_wm,
             key_groups: groups.into_values().collect(),
+            pane_files: Vec::new(),
         }
+    }
+
+    /// The apply sequence: pass the value read right after a snapshot to the next
+    /// [`snapshot_panes`](Self::snapshot_panes) as `since`.
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+
+    /// Like [`snapshot`](Self::snapshot), for incremental checkpoints: the snapshot without its
+    /// panes, and every live pane apart — `Some(segment)` when it changed at or after apply
+    /// sequence `since` (all of them when `since` is `None`), `None` when it did not (its file
+    /// from then still holds it).
+    pub fn snapshot_panes(&self, since: Option<u64>) -> (CounterSnapshot, Vec<(PaneKey, Option<PaneSegment>)>) {
+        let mut panes = Vec::new();
+        for (g, group) in self.groups.iter().enumerate() {
+            for pane in group.slots.iter().flatten() {
+                let key = PaneKey {
+                    width: group.width,
+                    start: pane.start,
+                };
+                if since.is_some_and(|s| pane.touched < s) {
+                    panes.push((key, None));
+                    continue;
+                }
+                let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
+                self.pane_counts(g, pane, |i, c| {
+                    if c > 0 {
+                        let kg = key_group(self.interner.hash(i));
+                        per_kg.entry(kg).or_default().push((self.interner.id(i).clone(), c));
+                    }
+                });
+                let key_groups = per_kg
+                    .into_iter()
+                    .map(|(kg, mut items)| {
+                        items.sort();
+                        (kg, items)
+                    })
+                    .collect();
+                panes.push((key, Some(PaneSegment { key, key_groups })));
+            }
+        }
+        (self.snapshot_without_panes(), panes)
     }
 
     /// The counter of `worker` (of `workers`) restored from the snapshots of all the workers
@@ -202,7 +232,8 @@ impl WindowedCounter {
     ) -> Result<WindowedCounter, SnapshotError> {
         let mut c = WindowedCounter::new(windows, allowed_lateness, worker);
         for s in snapshots {
-            if s.windows != c.windows || s.allowed_lateness != c.allowed_lateness {
+            // (pane files must have been put back with `snapshot::assemble` first)
+            if s.windows != c.windows || s.allowed_lateness != c.allowed_lateness || !s.pane_files.is_empty() {
                 return Err(SnapshotError::Incompatible);
             }
             c.global_wm = c.global_wm.max(s.watermark);

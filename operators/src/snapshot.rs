@@ -16,9 +16,10 @@ use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowSpec};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The current snapshot format version.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";
 const HEADER: usize = 6 + 2 + 8 + 8;
 
@@ -33,6 +34,64 @@ pub struct CounterSnapshot {
     pub watermark: Millis,
     /// State per key group, ascending, only non-empty groups.
     pub key_groups: Vec<KeyGroupState>,
+    /// Incremental checkpoints: the files (next to this one) holding the live panes, one
+    /// [`PaneSegment`] each; the panes are then not in `key_groups`. Empty for a whole snapshot.
+    pub pane_files: Vec<String>,
+}
+
+/// A pane of a worker's counter: its pane group's width and its start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PaneKey {
+    /// The pane group's width.
+    pub width: Span,
+    /// The pane's start.
+    pub start: Millis,
+}
+
+impl PaneKey {
+    /// The file of this pane in `worker`'s part of an incremental checkpoint.
+    pub fn file_name(&self, worker: usize) -> String {
+        format!("pane-{worker:04}-{}-{}.snap", self.width.as_millis(), self.start.0)
+    }
+}
+
+/// One pane's counts by key group: a file of an incremental checkpoint. A pane that has not
+/// changed since the previous checkpoint keeps its file (hard-linked into the new checkpoint),
+/// so a checkpoint writes only what changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaneSegment {
+    /// The pane.
+    pub key: PaneKey,
+    /// (key group, (item, count) sorted by item), ascending key groups, no empty ones.
+    pub key_groups: Vec<(u32, Vec<(ItemId, u64)>)>,
+}
+
+/// Puts pane segments back into the key groups of their counter snapshot: the whole snapshot
+/// that `WindowedCounter::restore` takes. Panes of a key group come out sorted by pane.
+pub fn assemble(mut base: CounterSnapshot, segments: Vec<PaneSegment>) -> CounterSnapshot {
+    let mut groups: BTreeMap<u32, KeyGroupState> = base.key_groups.drain(..).map(|k| (k.key_group, k)).collect();
+    for seg in segments {
+        for (kg, items) in seg.key_groups {
+            groups
+                .entry(kg)
+                .or_insert_with(|| KeyGroupState {
+                    key_group: kg,
+                    ..Default::default()
+                })
+                .panes
+                .push(PaneCounts {
+                    width: seg.key.width,
+                    start: seg.key.start,
+                    items,
+                });
+        }
+    }
+    for g in groups.values_mut() {
+        g.panes.sort_by_key(|p| (p.width, p.start));
+    }
+    base.key_groups = groups.into_values().collect();
+    base.pane_files.clear();
+    base
 }
 
 /// The counter state of one key group.
@@ -189,6 +248,7 @@ mod tests {
                     items: vec![("a".into(), 1)],
                 }],
             }],
+            pane_files: vec!["pane-0000-60000--60000.snap".into()],
         }
     }
 

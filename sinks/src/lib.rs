@@ -3,12 +3,14 @@
 //! Module map:
 //! - [`types`]: what goes in (`CommitBatch`, `SourcedDeadLetter`) and comes out (`StoredList`,
 //!   `StoredWindow`);
+//! - [`crash_point`]: named points where crash tests make the process SIGKILL itself;
 //! - [`error`]: `SinkError` and its retryable/permanent classification;
 //! - [`store`]: the `SinkStore` write protocol (prepare, commit, committed_epoch);
 //! - [`sqlite`]: `SqliteStore`, the SQLite sink and its read API;
 //! - [`memory`]: `MemoryStore`, an in-memory store with the same semantics, for tests.
 #![deny(missing_docs)]
 
+pub mod crash_point;
 pub mod error;
 pub mod memory;
 pub mod postgres;

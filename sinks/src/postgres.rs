@@ -1059,6 +1059,7 @@ impl SinkStore for PostgresStore {
                 )?;
             }
             tx.execute(&stmts.upsert_commit, &[&job, &epoch, &cols.watermark, &now])?;
+            crate::crash_point::crash_point("sink.commit");
             tx.commit()?;
             Ok(Ok(true))
         };

@@ -648,6 +648,7 @@ impl SinkStore for SqliteStore {
             }
         }
         write_batch(&tx, batch, Millis::now()).map_err(sql_err(path, op()))?;
+        crate::crash_point::crash_point("sink.commit");
         tx.commit().map_err(sql_err(path, op()))?;
         Ok(true)
     }

@@ -5,6 +5,11 @@
 //! frontier has passed the epoch: first the events, then the control records, which gives every
 //! worker the same global watermark for the same epoch. The algorithm itself lives in
 //! `hotlist_operators::counter`; this file only wires it to timely.
+//!
+//! At a checkpoint epoch the worker takes its counter snapshot (in memory; only the panes that
+//! changed since its previous checkpoint) and hands encoding and the durable write to a thread,
+//! holding the epoch's capability until the files are on disk: counting goes on meanwhile, and
+//! the sink still commits the epoch only after it.
 
 use super::epoch_stash::{Epoch, EpochStash};
 use crate::stats::JobStats;
@@ -39,6 +44,7 @@ pub fn window_count<'scope>(
     let worker = scope.index();
     let peers = scope.peers();
     let mut builder = OperatorBuilder::new("WindowCount".to_string(), scope);
+    let activator = scope.activator_for(builder.operator_info().address);
     let mut in_events = builder.new_input(events, Exchange::new(|e: &TimedEvent| key_group(e.hash) as u64));
     let mut in_control = builder.new_input(control, Pipeline);
     let (out_lists, lists) = builder.new_output::<Vec<LocalList>>();
@@ -59,7 +65,16 @@ pub fn window_count<'scope>(
         global.restore(counter.watermark());
         let mut stash: EpochStash<Vec<TimedEvent>, Control> = EpochStash::new(&[0, 1]);
         let mut last_stats = Instant::now() - Duration::from_secs(10);
+        // The checkpoint being written off this thread; its epoch's capability is held until
+        // the file is durable, so the sink cannot commit that epoch before it.
+        let mut writing: Option<SnapshotWrite> = None;
+        // This worker's previous checkpoint directory and the apply sequence of its snapshot:
+        // panes unchanged since are linked from there (none after a restore: all written).
+        let mut previous: Option<(std::path::PathBuf, u64)> = None;
         move |frontiers| {
+            if writing.as_ref().is_some_and(|w| w.done()) {
+                finish(writing.take(), &stats, &ctx, worker);
+            }
             // stash input under the capabilities of its epoch (events stay in their batches)
             in_events.for_each_stamp(|cap, data| {
                 if let Some(batches) = stash.first_mut(&cap) {
@@ -103,12 +118,18 @@ pub fn window_count<'scope>(
                 let mut lists = counter.advance(wm, tick);
                 if ctx.is_checkpoint(t, wm, requested) {
                     if let Some(dir) = ctx.checkpoint_dir(t) {
-                        let name = format!("counter-{worker:04}.snap");
+                        // one write at a time: wait for the previous one (bounds memory)
+                        finish(writing.take(), &stats, &ctx, worker);
                         let started = Instant::now();
-                        match crate::checkpoint::write_snapshot(&dir, &name, &counter.snapshot()) {
-                            Ok(bytes) => stats.note_checkpoint(worker, bytes, started.elapsed()),
-                            Err(e) => ctx.fail(format!("checkpoint write failed: {e:#}")),
-                        }
+                        let (base, panes) = counter.snapshot_panes(previous.as_ref().map(|p| p.1));
+                        let prev_dir = previous.replace((dir.clone(), counter.sequence())).map(|p| p.0);
+                        writing = Some(SnapshotWrite {
+                            _holds: caps[0].clone(),
+                            started,
+                            thread: std::thread::spawn(move || {
+                                crate::checkpoint::write_counter_part(&dir, worker, base, panes, prev_dir.as_deref())
+                            }),
+                        });
                     }
                 }
                 if !lists.is_empty() {
@@ -124,7 +145,34 @@ pub fn window_count<'scope>(
                     stats.set_worker_state(worker, st.live_counters, st.heap_bytes, st.live_items);
                 }
             }
+            if writing.is_some() {
+                activator.activate_after(Duration::from_millis(1)); // look again soon
+            }
         }
     });
     (lists, dead)
+}
+
+/// A counter snapshot being encoded and written on its own thread.
+struct SnapshotWrite {
+    /// The capability of the checkpoint's epoch (released when the write is done).
+    _holds: timely::dataflow::operators::Capability<u64>,
+    started: Instant,
+    thread: std::thread::JoinHandle<anyhow::Result<crate::checkpoint::PartWritten>>,
+}
+
+impl SnapshotWrite {
+    fn done(&self) -> bool {
+        self.thread.is_finished()
+    }
+}
+
+/// Waits for a snapshot write (if any), records it, and releases its epoch.
+fn finish(write: Option<SnapshotWrite>, stats: &JobStats, ctx: &super::RunCtx, worker: usize) {
+    let Some(w) = write else { return };
+    match w.thread.join() {
+        Ok(Ok(part)) => stats.note_checkpoint(worker, part, w.started.elapsed()),
+        Ok(Err(e)) => ctx.fail(format!("checkpoint write failed: {e:#}")),
+        Err(_) => ctx.fail("checkpoint write failed: the writer thread panicked".to_string()),
+    }
 }

@@ -9,9 +9,16 @@
 //! poll errors are logged (at most every 5 s) and the partition waits.
 //!
 //! Bounded runs read up to the end offsets the partitions had at start, then end.
+//!
+//! With a start time, a partition starts at the first message whose timestamp is at or after
+//! it (Kafka's own definition of `offsetsForTimes`). The broker's answer is only used as the
+//! place to start reading: messages before the first one at or after the start time are
+//! skipped by timestamp, so the result is the same on brokers that answer imprecisely (tansu
+//! answers offset 0) and after a restore from a checkpoint taken while still skipping.
 
 use super::{ReadStatus, Record};
 use anyhow::{anyhow, Context, Result};
+use hotlist_operators::time::Millis;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -30,6 +37,9 @@ pub struct KafkaSpec {
     pub group_id: String,
     /// Read up to the end offsets at start, then end.
     pub bounded: bool,
+    /// Start at the first message whose timestamp is at or after this (reprocessing from a
+    /// point in time); `None`: the earliest offset.
+    pub start_time: Option<Millis>,
     /// Extra librdkafka properties (security settings and the like).
     pub options: BTreeMap<String, String>,
 }
@@ -81,6 +91,26 @@ pub fn partition_count(spec: &KafkaSpec, timeout: Duration) -> Result<u32> {
     }
 }
 
+/// Where a partition starts for a start time: the broker's `offsetsForTimes` answer, clamped
+/// to the partition's offsets (the end when no message is that new).
+fn start_offset(consumer: &BaseConsumer, spec: &KafkaSpec, p: i32, t: Millis, low: i64, high: i64) -> Result<i64> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&spec.topic, p, Offset::Offset(t.0))
+        .with_context(|| format!("cannot ask for the offset of {}/{p} at {t:?}", spec.topic))?;
+    let found = consumer
+        .offsets_for_times(tpl, Duration::from_secs(10))
+        .with_context(|| format!("cannot look up the offset of {}/{p} at {t:?}", spec.topic))?;
+    let offset = found
+        .find_partition(&spec.topic, p)
+        .map(|e| e.offset())
+        .ok_or_else(|| anyhow!("the broker did not answer for {}/{p}", spec.topic))?;
+    Ok(match offset {
+        Offset::Offset(o) => o.clamp(low, high),
+        Offset::End => high,
+        _ => low,
+    })
+}
+
 /// Reads one partition.
 pub struct KafkaReader {
     consumer: BaseConsumer,
@@ -94,6 +124,10 @@ pub struct KafkaReader {
     /// Last known high watermark, and when it was last asked for.
     high: Option<i64>,
     high_checked: Option<Instant>,
+    /// Skip messages older than this (ms) until the first one that is not.
+    skip_before: Option<i64>,
+    /// Messages skipped that way.
+    skipped: u64,
 }
 
 impl KafkaReader {
@@ -104,7 +138,11 @@ impl KafkaReader {
         let (low, high) = consumer
             .fetch_watermarks(&spec.topic, p, Duration::from_secs(10))
             .with_context(|| format!("cannot read the offsets of {}/{p}", spec.topic))?;
-        let next = from.map_or(low, |o| o as i64);
+        let next = match (from, spec.start_time) {
+            (Some(o), _) => o as i64,
+            (None, None) => low,
+            (None, Some(t)) => start_offset(&consumer, spec, p, t, low, high)?,
+        };
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&spec.topic, p, Offset::Offset(next))
             .with_context(|| format!("cannot seek {}/{p} to {next}", spec.topic))?;
@@ -120,6 +158,8 @@ impl KafkaReader {
             last_error_log: None,
             high: Some(high),
             high_checked: Some(Instant::now()),
+            skip_before: spec.start_time.map(|t| t.0),
+            skipped: 0,
         })
     }
 
@@ -191,6 +231,21 @@ impl KafkaReader {
                             self.next = end;
                             break;
                         }
+                    }
+                    if let Some(t) = self.skip_before {
+                        if msg.timestamp().to_millis().is_some_and(|ts| ts < t) {
+                            self.skipped += 1;
+                            self.next = offset + 1;
+                            continue;
+                        }
+                        // the first message at or after the start time
+                        self.skip_before = None;
+                        tracing::info!(
+                            "kafka {}/{}: starting at offset {offset} ({} older messages skipped)",
+                            self.topic,
+                            self.partition,
+                            self.skipped
+                        );
                     }
                     let payload = msg.payload().unwrap_or_default();
                     let mut lines = payload.split(|b| *b == b'\n').peekable();
