@@ -476,6 +476,18 @@ fn spawn_job(dir: &Path, cluster: bool, workers: usize, crash: Option<(&str, usi
         .collect()
 }
 
+/// The stderr of a run's processes (each reaped: waited for briefly, else killed).
+fn outputs(mut procs: Vec<Child>) -> String {
+    for p in procs.iter_mut() {
+        hotlist_tests::reap(p, Duration::from_secs(10));
+    }
+    procs
+        .into_iter()
+        .map(|p| String::from_utf8_lossy(&p.wait_with_output().expect("output").stderr).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n--- the next process:\n")
+}
+
 /// The acceptance crash test. While `hotlist produce --rate` writes the data set into the
 /// 3-partition topic, the job (Kafka → PostgreSQL, a checkpoint and commit every 10 ms) is
 /// killed with SIGKILL 6 times and restarted: first by armed crash points (mid-checkpoint:
@@ -533,16 +545,18 @@ fn crash_while_producing(cluster: bool, seed: u64) {
         if crash.is_some() {
             // the armed process kills itself when it reaches the point
             while procs[victim].try_wait().expect("try_wait").is_none() {
-                assert!(
-                    Instant::now() < deadline,
-                    "crash point {crash:?} never reached:\n{logs}"
-                );
+                if Instant::now() > deadline || procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
+                    panic!(
+                        "crash point {crash:?} not reached:\n{logs}\n--- this run:\n{}",
+                        outputs(procs)
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
         } else {
             while hotlist_tests::newest_committed_checkpoint(&ckpt) <= before {
-                for p in procs.iter_mut() {
-                    assert!(p.try_wait().expect("try_wait").is_none(), "a live run ended:\n{logs}");
+                if procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
+                    panic!("a live run ended:\n{logs}\n--- the run that ended:\n{}", outputs(procs));
                 }
                 assert!(Instant::now() < deadline, "no progress:\n{logs}");
                 std::thread::sleep(Duration::from_millis(1));
@@ -823,14 +837,20 @@ fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
     };
     let full = |job: &str| {
         let db = s.dir.path().join("out.db");
-        let (dead, raw) = hotlist_tests::sqlite_dead_letters(&db, job);
-        let mut dead: Vec<_> = dead
-            .into_iter()
-            .map(|(p, pos, reason)| {
-                let bytes = raw.get(&(p, pos)).cloned();
-                (p, pos, reason, bytes)
+        let conn = rusqlite::Connection::open(&db).expect("open db");
+        let mut stmt = conn
+            .prepare("SELECT partition, position, reason, raw FROM dead_letters WHERE job = ?1")
+            .expect("prepare");
+        let mut dead: Vec<(u32, u64, String, Option<Vec<u8>>)> = stmt
+            .query_map([job], |r| {
+                let reason: String = r.get(2)?;
+                // (the raw bytes of `bad` ones; a late event's are its line too, checked elsewhere)
+                let raw = if reason == "bad" { Some(r.get(3)?) } else { None };
+                Ok((r.get::<_, i64>(0)? as u32, r.get::<_, i64>(1)? as u64, reason, raw))
             })
-            .collect();
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
         dead.sort();
         (hotlist_tests::sqlite_sealed_lists(&db, job), dead)
     };
