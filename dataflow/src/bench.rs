@@ -15,7 +15,7 @@ use crate::source::generator_model::{GeneratorSpec, GeneratorTables, PartitionSt
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
 use hotlist_operators::time::{Millis, Span};
-use hotlist_operators::window::default_windows;
+use hotlist_operators::window::WindowSpec;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -48,6 +48,10 @@ pub struct BenchArgs {
     /// K of every window.
     #[arg(long, default_value_t = 100)]
     pub k: usize,
+    /// The windows: SIZE or SIZE/SLIDE, comma-separated (e.g. 1m,1h/1m for a 1h window every
+    /// minute); each is named by its text.
+    #[arg(long, default_value = "1m,5m,1h,1d", value_parser = parse_windows)]
+    pub windows: Windows,
     /// Directory for the JSON files (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
@@ -62,6 +66,10 @@ pub struct BenchArgs {
     /// The topic for --kafka-brokers.
     #[arg(long)]
     pub kafka_topic: Option<String>,
+    /// With --kafka-brokers: the job writes into this PostgreSQL (a fresh schema, dropped
+    /// afterwards) instead of SQLite, e.g. postgresql://postgres@127.0.0.1:5432/test.
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
     /// With --kafka-brokers: measure freshness (event produced → visible in the topk table) on
     /// a live run instead of throughput. Creates the topic if needed.
     #[arg(long, requires = "kafka_brokers")]
@@ -114,8 +122,32 @@ fn spec(args: &BenchArgs, events: u64) -> GeneratorSpec {
     }
 }
 
+/// The windows of `--windows`.
+#[derive(Clone, Debug)]
+pub struct Windows(Vec<WindowSpec>);
+
+fn parse_windows(text: &str) -> Result<Windows, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let (size, slide) = match part.split_once('/') {
+            Some((a, b)) => (Span::parse(a)?, Span::parse(b)?),
+            None => (Span::parse(part)?, Span::parse(part)?),
+        };
+        let w = WindowSpec {
+            name: part.to_string(),
+            size,
+            slide,
+            k: 1,
+        };
+        w.validate().map_err(|e| format!("window {part:?}: {e}"))?;
+        out.push(w);
+    }
+    hotlist_operators::window::validate_all(&out).map_err(|e| e.to_string())?;
+    Ok(Windows(out))
+}
+
 fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
-    let mut windows = default_windows();
+    let mut windows = args.windows.0.clone();
     for w in &mut windows {
         w.k = args.k;
     }
@@ -306,7 +338,7 @@ fn bare_consumer(spec: &crate::source::kafka::KafkaSpec) -> Result<(u64, u64, f6
     Ok((messages, events, started.elapsed().as_secs_f64()))
 }
 
-/// The Kafka comparison: bare consumer vs the bounded job (SQLite sink), same topic.
+/// The Kafka comparison: bare consumer vs the bounded job (SQLite or PostgreSQL sink), same topic.
 fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
     let spec = crate::source::kafka::KafkaSpec {
         brokers: brokers.into(),
@@ -319,9 +351,26 @@ fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
     let (messages, events, secs) = bare_consumer(&spec)?;
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let mut job = plan(args, SourcePlan::Kafka { spec, partitions: 0 });
-    job.sink = SinkPlan::Sqlite(dir.path().join("bench.db"));
-    let job = crate::run::resolve_source(&job)?;
-    let r = measure("kafka", &job, 0)?;
+    let schema = format!("hotlist_bench_{}", std::process::id());
+    let (sink_name, r) = match &args.postgres {
+        None => {
+            job.sink = SinkPlan::Sqlite(dir.path().join("bench.db"));
+            ("SQLite", measure("kafka", &crate::run::resolve_source(&job)?, 0)?)
+        }
+        Some(url) => {
+            job.sink = SinkPlan::Postgres {
+                url: url.clone(),
+                schema: schema.clone(),
+            };
+            let r = measure("kafka", &crate::run::resolve_source(&job)?, 0);
+            let dropped = postgres::Client::connect(url, postgres::NoTls)
+                .and_then(|mut c| c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")));
+            if let Err(e) = dropped {
+                eprintln!("warning: could not drop the bench schema {schema}: {e}");
+            }
+            ("PostgreSQL", r?)
+        }
+    };
     println!("| reader | messages | events | seconds | messages/s | events/s |");
     println!("|---|---:|---:|---:|---:|---:|");
     println!(
@@ -330,7 +379,7 @@ fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
         events as f64 / secs / 1e6
     );
     println!(
-        "| hotlist job, {} worker(s), into SQLite | {messages} | {} | {:.2} | {:.0} | {:.2} M |",
+        "| hotlist job, {} worker(s), into {sink_name} | {messages} | {} | {:.2} | {:.0} | {:.2} M |",
         job.workers,
         r.events,
         r.seconds,
@@ -447,8 +496,11 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
-        "hotlist bench: {} workers on {} cores; windows 1m,5m,1h,1d tumbling, K={}; Zipf({}) over {} items; {} partitions at {} events/s of event time each",
-        args.workers, cores, args.k, args.zipf, args.items, args.partitions, args.rate
+        "hotlist bench: {} workers on {} cores; windows {}, K={}; Zipf({}) over {} items; {} partitions at {} events/s of event time each",
+        args.workers,
+        cores,
+        args.windows.0.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(","),
+        args.k, args.zipf, args.items, args.partitions, args.rate
     );
     let mut results = Vec::new();
 

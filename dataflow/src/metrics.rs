@@ -170,6 +170,11 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
         "bytes checkpoints wrote (panes unchanged since the previous checkpoint are linked, not written)",
         load(&stats.checkpoint_written_bytes),
     );
+    scalar(
+        "hotlist_checkpoint_part_bytes_total",
+        "bytes of the checkpoints' counter parts, linked panes included",
+        load(&stats.checkpoint_total_bytes),
+    );
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
         return format!("# error encoding metrics: {e}\n");

@@ -201,20 +201,24 @@ impl WindowedCounter {
                     panes.push((key, None));
                     continue;
                 }
-                let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
+                // Group by key group with an integer sort (no string comparisons: this runs on
+                // the worker thread, which waits for it).
+                let mut counts: Vec<(u32, ItemIdx, u64)> = Vec::new();
                 self.pane_counts(g, pane, |i, c| {
                     if c > 0 {
-                        let kg = key_group(self.interner.hash(i));
-                        per_kg.entry(kg).or_default().push((self.interner.id(i).clone(), c));
+                        counts.push((key_group(self.interner.hash(i)), i, c));
                     }
                 });
-                let key_groups = per_kg
-                    .into_iter()
-                    .map(|(kg, mut items)| {
-                        items.sort();
-                        (kg, items)
-                    })
-                    .collect();
+                counts.sort_unstable_by_key(|(kg, _, _)| *kg);
+                let mut key_groups: Vec<(u32, Vec<(ItemId, u64)>)> = Vec::new();
+                for (kg, i, c) in counts {
+                    if key_groups.last().is_none_or(|(last, _)| *last != kg) {
+                        key_groups.push((kg, Vec::new()));
+                    }
+                    if let Some((_, items)) = key_groups.last_mut() {
+                        items.push((self.interner.id(i).clone(), c));
+                    }
+                }
                 panes.push((key, Some(PaneSegment { key, key_groups })));
             }
         }

@@ -62,7 +62,7 @@ impl PaneKey {
 pub struct PaneSegment {
     /// The pane.
     pub key: PaneKey,
-    /// (key group, (item, count) sorted by item), ascending key groups, no empty ones.
+    /// (key group, (item, count) in no particular order), ascending key groups, no empty ones.
     pub key_groups: Vec<(u32, Vec<(ItemId, u64)>)>,
 }
 
@@ -112,7 +112,7 @@ pub struct PaneCounts {
     pub width: Span,
     /// The pane's start.
     pub start: Millis,
-    /// (item, count), sorted by item.
+    /// (item, count), in no particular order.
     pub items: Vec<(ItemId, u64)>,
 }
 

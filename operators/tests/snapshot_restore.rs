@@ -221,10 +221,13 @@ proptest! {
     }
 }
 
-/// A snapshot with each key group's panes sorted (their order carries no meaning).
+/// A snapshot with each key group's panes and their items sorted (the order carries no meaning).
 fn normalized(mut s: CounterSnapshot) -> CounterSnapshot {
     for g in &mut s.key_groups {
         g.panes.sort_by_key(|p| (p.width, p.start));
+        for p in &mut g.panes {
+            p.items.sort();
+        }
     }
     s
 }
