@@ -2,7 +2,8 @@
 //!
 //! Protocol (notes/exactly-once.md, "commit at checkpoints"): epoch `t` is a checkpoint epoch
 //! when `t % every_epochs == 0` or when every input has ended. When the frontier passes it,
-//! every counter writes `counter-<worker>.snap` and the merger (worker 0) writes `merger.snap`
+//! every counter writes its part (`counter-<worker>.snap` and its pane files, off the worker
+//! thread, the epoch held until they are durable) and the merger (worker 0) writes `merger.snap`
 //! and `sources.snap` (partition positions and clocks, from the control records). Only after
 //! that can the sink's frontier pass the epoch, so when the sink commits the results of all
 //! epochs up to `t` — in one transaction, with the checkpoint's epoch number — every file is
