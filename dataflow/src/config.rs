@@ -635,6 +635,34 @@ mod tests {
 
     const GEN: &str = "[source]\nkind = \"generator\"\nevents = 10\nstart = 0\n";
 
+    /// Kafka start times parse as RFC 3339 or milliseconds; anything else is a clear error, as
+    /// is a bounded generator without an event count.
+    #[test]
+    fn kafka_start_time_and_bounded_generator() {
+        let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+        let start = |set: &str| -> Result<Option<Millis>> {
+            match plan(kafka, &[set])?.source {
+                SourcePlan::Kafka { spec, .. } => Ok(spec.start_time),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            start("source.start_time=\"1970-01-01T00:00:01Z\"").unwrap(),
+            Some(Millis(1000))
+        );
+        assert_eq!(start("source.start_time=42").unwrap(), Some(Millis(42)));
+        assert_eq!(start("job.id=\"x\"").unwrap(), None);
+        let err = format!("{:#}", start("source.start_time=\"yesterday\"").unwrap_err());
+        assert!(err.contains("source.start_time") && err.contains("yesterday"), "{err}");
+        assert!(
+            plan(GEN, &["source.bounded=true"]).is_ok(),
+            "a bounded generator with events is fine"
+        );
+        let endless = "[source]\nkind = \"generator\"\nbounded = true\n";
+        let err = plan(endless, &[]).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("source.events"), "{err}");
+    }
+
     #[test]
     fn defaults_and_overrides() {
         let p = plan(GEN, &["time.allowed_lateness=2m", "run.workers=3", "job.id=x"]).unwrap();
