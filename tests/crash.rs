@@ -411,16 +411,28 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
             continue;
         }
         // let both run to the end
-        for p in procs.iter_mut() {
-            assert!(
-                hotlist_tests::reap(p, Duration::from_secs(60)),
-                "the cluster did not finish:\n{logs}"
-            );
-        }
-        for p in procs {
-            let out = p.wait_with_output().expect("output");
-            assert!(out.status.success(), "{logs}\n{}", String::from_utf8_lossy(&out.stderr));
-        }
+        let finished = procs
+            .iter_mut()
+            .all(|p| hotlist_tests::reap(p, Duration::from_secs(60)));
+        let outs: Vec<_> = procs
+            .into_iter()
+            .map(|p| p.wait_with_output().expect("output"))
+            .collect();
+        let errs: String = outs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                format!(
+                    "--- process {i} ({}):\n{}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+            .collect();
+        assert!(
+            finished && outs.iter().all(|o| o.status.success()),
+            "the cluster did not finish cleanly:\n{logs}\n{errs}"
+        );
         completed = true;
         break;
     }

@@ -213,9 +213,19 @@ impl SqliteStore {
         let conn = Connection::open_with_flags(path, flags).map_err(sql_err(path, "opening"))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(sql_err(path, "setting the busy timeout"))?;
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-            .map_err(sql_err(path, "switching to WAL mode"))?;
+        // Switching a new database to WAL takes an exclusive lock without waiting in the busy
+        // handler: processes opening it at once (a cluster's) retry here instead of failing.
+        let started = std::time::Instant::now();
+        let mode: String = loop {
+            match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)) {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                other => break other.map_err(sql_err(path, "switching to WAL mode"))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(SinkError::Schema {
                 path: path.to_path_buf(),
@@ -700,6 +710,29 @@ impl crate::store::StoreReader for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    /// The processes of a cluster open (and create) the database at the same moment: every
+    /// open succeeds (found by the 2-process crash test: the switch to WAL mode was "locked").
+    #[test]
+    fn concurrent_opens_of_a_new_database_all_succeed() {
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("new.db");
+            let barrier = std::sync::Barrier::new(4);
+            let errors: Vec<String> = std::thread::scope(|s| {
+                let threads: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            SqliteStore::open(&path).err().map(|e| e.to_string())
+                        })
+                    })
+                    .collect();
+                threads.into_iter().filter_map(|t| t.join().unwrap()).collect()
+            });
+            assert!(errors.is_empty(), "round {round}: {errors:?}");
+        }
+    }
+
     use super::*;
     use crate::test_fixtures::{
         batch, letter, list, measure_throughput, race_commits_and_reads, rows_for, windows, JOB,
