@@ -3,7 +3,7 @@
 //! dead letters of an uninterrupted run and of the model: nothing lost, nothing twice.
 
 use hotlist_tests::inputs::{random_partitions, write_partitions, Shape};
-use hotlist_tests::model::{self, ModelWindow};
+use hotlist_tests::model;
 use rand::{Rng, SeedableRng};
 use rusqlite::Connection;
 use std::path::Path;
@@ -41,23 +41,6 @@ epoch_interval = "2ms"
 batch_size = 24
 max_epochs_in_flight = 2
 "#;
-
-fn windows() -> Vec<ModelWindow> {
-    vec![
-        ModelWindow {
-            name: "10s".into(),
-            size: 10_000,
-            slide: 10_000,
-            k: 5,
-        },
-        ModelWindow {
-            name: "30s-hop".into(),
-            size: 30_000,
-            slide: 10_000,
-            k: 4,
-        },
-    ]
-}
 
 fn shape() -> Shape {
     Shape {
@@ -113,7 +96,7 @@ fn setup(parts: &[Vec<Vec<u8>>]) -> tempfile::TempDir {
 #[test]
 fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
     let parts = random_partitions(21, &shape());
-    let want = model::run(&parts, &windows(), 2_000, 30_000);
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
 
     // the uninterrupted run, timed
     let clean = setup(&parts);
@@ -188,7 +171,7 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     let mut sh = shape();
     sh.lines = 6000;
     let parts = random_partitions(8, &sh);
-    let want = model::run(&parts, &windows(), 2_000, 30_000);
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     let dir = setup(&parts);
     // run until at least two checkpoints are committed, then kill
     let ckpt = dir.path().join("ckpt/crash");
@@ -375,7 +358,7 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
     let mut sh = shape();
     sh.lines = 8000;
     let parts = random_partitions(33, &sh);
-    let want = model::run(&parts, &windows(), 2_000, 30_000);
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     let dir = setup(&parts);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let (mut kills, mut logs) = (0, String::new());
@@ -449,7 +432,7 @@ fn replay_from_an_older_checkpoint_is_exact() {
     let mut sh = shape();
     sh.lines = 3000;
     let parts = random_partitions(4, &sh);
-    let want = model::run(&parts, &windows(), 2_000, 30_000);
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     let dir = setup(&parts);
     let keep = ["--set", "checkpoint.retain=100000"];
     let run = |extra: &[&str]| {

@@ -6,7 +6,7 @@
 //! for 10 s and PostgreSQL being restarted; reprocessing from a point in time sees exactly the
 //! newer messages.
 
-use hotlist_tests::model::{self, ModelWindow};
+use hotlist_tests::model;
 use hotlist_tests::run_hotlist;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,23 +43,6 @@ k = 4
 [sink]
 path = "out.db"
 "#;
-
-fn windows() -> Vec<ModelWindow> {
-    vec![
-        ModelWindow {
-            name: "10s".into(),
-            size: 10_000,
-            slide: 10_000,
-            k: 5,
-        },
-        ModelWindow {
-            name: "30s-hop".into(),
-            size: 30_000,
-            slide: 10_000,
-            k: 4,
-        },
-    ]
-}
 
 /// The tansu binary: $HOTLIST_TANSU, the project's tool cache, or PATH.
 fn tansu_bin() -> PathBuf {
@@ -219,14 +202,8 @@ fn setup_with(topic: &str, checkpoint: bool, produce_now: bool, events: u64) -> 
         ],
         true,
     );
-    let mut parts = Vec::new();
-    for p in 0..3 {
-        let text = std::fs::read(dir.path().join(format!("files/part-{p:04}.jsonl"))).expect("file");
-        let mut lines: Vec<Vec<u8>> = text.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
-        lines.pop(); // the final newline
-        parts.push(lines);
-    }
-    let (lists, dead) = model::run(&parts, &windows(), 2_000, 30_000);
+    let parts = read_parts(&dir.path().join("files"));
+    let (lists, dead) = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     assert!(dead.iter().any(|d| d.2 == "late") && dead.iter().any(|d| d.2 == "bad"));
     let mut want_dead: Vec<_> = dead
         .iter()
@@ -812,11 +789,11 @@ fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
         v
     };
     // B alone, at offsets after A's messages
-    let (want_b, dead_b) = model::run(&b, &windows(), 2_000, 30_000);
+    let (want_b, dead_b) = model::run(&b, &model::crash_windows(), 2_000, 30_000);
     let want_b_dead = dead_at(dead_b, &b, &|p, pos| a_messages[p as usize] + (pos - 1) / BATCH);
     // A then B in each partition
     let ab: Vec<Vec<Vec<u8>>> = a.iter().zip(&b).map(|(x, y)| [x.clone(), y.clone()].concat()).collect();
-    let (want_ab, dead_ab) = model::run(&ab, &windows(), 2_000, 30_000);
+    let (want_ab, dead_ab) = model::run(&ab, &model::crash_windows(), 2_000, 30_000);
     let want_ab_dead = dead_at(dead_ab, &ab, &|p, pos| {
         let len_a = a[p as usize].len() as u64;
         if pos <= len_a {

@@ -98,3 +98,22 @@ pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, laten
     dead.sort();
     (lists, dead)
 }
+
+/// The windows of the crash and Kafka tests' configs: `10s` tumbling (K = 5) and `30s-hop`
+/// (30 s every 10 s, K = 4).
+pub fn crash_windows() -> Vec<ModelWindow> {
+    vec![
+        ModelWindow {
+            name: "10s".into(),
+            size: 10_000,
+            slide: 10_000,
+            k: 5,
+        },
+        ModelWindow {
+            name: "30s-hop".into(),
+            size: 30_000,
+            slide: 10_000,
+            k: 4,
+        },
+    ]
+}
