@@ -350,6 +350,48 @@ fn spawn_cluster(dir: &Path) -> Vec<std::process::Child> {
         .collect()
 }
 
+/// A cluster process whose peer never starts does not wait for ever in timely's connection
+/// set-up: after `run.connect_timeout` it exits with an error naming the missing peer, both as
+/// the process that accepts (0) and as the one that connects (1).
+#[test]
+fn a_process_whose_peer_never_starts_gives_up_after_the_connect_timeout() {
+    let dir = setup(&random_partitions(3, &Shape { lines: 100, ..shape() }));
+    let ports = hotlist_tests::free_loopback_ports(2);
+    let hosts = format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]);
+    std::fs::write(dir.path().join("hosts.txt"), hosts).expect("hostfile");
+    for process in 0..2 {
+        let mut child = Command::new(hotlist_tests::hotlist_bin())
+            .args(["run", "--config", "hotlist.toml", "--progress", "never"])
+            .args([
+                "--processes",
+                "2",
+                "--process",
+                &process.to_string(),
+                "--hostfile",
+                "hosts.txt",
+            ])
+            .args(["--set", "run.connect_timeout=\"1s\""])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hotlist");
+        assert!(
+            hotlist_tests::reap(&mut child, Duration::from_secs(60)),
+            "process {process} did not give up by itself"
+        );
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "process {process}: {err}");
+        let peer = 1 - process;
+        let want = format!("peers: {peer} at 127.0.0.1:{}", ports[peer]);
+        assert!(
+            err.contains("did not connect within 1s") && err.contains(&want),
+            "process {process}: {err}"
+        );
+    }
+}
+
 /// Two processes × one worker on loopback: killing one process (SIGKILL) takes the cluster
 /// down (fate-sharing: the survivor is reaped), both restart from the committed checkpoint,
 /// and the final results equal the model, every dead letter once.

@@ -613,8 +613,14 @@ fn two_processes_sigkill_while_producing_is_exactly_once() {
     crash_while_producing(true, 9);
 }
 
-/// The broker stopped for 10 s mid-run: the job logs, waits, resumes by itself when the broker
-/// is back, and the results are exact.
+/// The broker stopped for 10 s in the middle of a live run: the job keeps running (reporting
+/// each partition's consumer lag), resumes by itself when the broker is back and reads what is
+/// produced after the outage; after a graceful stop, a bounded run finishes the topic, and the
+/// results are exact (= the model of data set A, then B).
+///
+/// The run is live, so it cannot end before the outage: "mid-run" is a state the test waits for
+/// (every record of A read), never a race against a bounded run that librdkafka's prefetch lets
+/// finish while the broker is down.
 #[test]
 fn broker_outage_of_ten_seconds_is_survived() {
     let mut s = setup("events", true);
@@ -622,7 +628,11 @@ fn broker_outage_of_ten_seconds_is_survived() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").to_string()
     };
-    let mut child = spawn_with(s.dir.path(), 2, &["--metrics-addr", &metrics]);
+    let mut child = spawn_with(
+        s.dir.path(),
+        2,
+        &["--metrics-addr", &metrics, "--set", "source.bounded=false"],
+    );
     let scrape = || -> String {
         use std::io::{Read, Write};
         let Ok(mut c) = std::net::TcpStream::connect(&metrics) else {
@@ -639,20 +649,27 @@ fn broker_outage_of_ten_seconds_is_survived() {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     };
-    // mid-run: the job has read some records, and not yet all
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while records(&scrape()) == 0 {
-        assert!(
-            child.try_wait().expect("try_wait").is_none(),
-            "finished before the outage"
-        );
-        assert!(Instant::now() < deadline, "the job never read anything");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let wait_for_records = |n: u64, child: &mut Child, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let read = records(&scrape());
+            if read == n {
+                return;
+            }
+            assert!(read < n, "{read} records read, more than the {n} produced");
+            assert!(
+                child.try_wait().expect("try_wait").is_none(),
+                "a live run ended ({what})"
+            );
+            assert!(Instant::now() < deadline, "{what}: {read} of {n} records read");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait_for_records(6000, &mut child, "before the outage");
     s.broker.stop();
     std::thread::sleep(Duration::from_secs(10)); // the outage itself
-                                                 // the job's metrics show each partition's consumer lag (from librdkafka's cached offsets)
     let body = scrape();
+    // the job's metrics show each partition's consumer lag (from librdkafka's cached offsets)
     assert!(
         body.lines().any(|l| l.starts_with("hotlist_partition_consumer_lag{")),
         "{body}"
@@ -662,9 +679,36 @@ fn broker_outage_of_ten_seconds_is_survived() {
         "the job kept running without the broker"
     );
     s.broker.restart();
+    let (a, b) = produce_data_set_b(&s);
+    let want_ab = model::run(&a_then_b(&a, &b), &model::crash_windows(), 2_000, 30_000);
+    wait_for_records(9000, &mut child, "after the outage");
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
     let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(results(s.dir.path()), s.want);
+    assert!(
+        out.status.success(),
+        "graceful stop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // the graceful stop committed what was read; a bounded run restores it and seals the rest
+    run_hotlist(
+        s.dir.path(),
+        &[
+            "run",
+            "--config",
+            "hotlist.toml",
+            "--progress",
+            "never",
+            "--workers",
+            "1",
+        ],
+        true,
+    );
+    assert_eq!(results(s.dir.path()).0, want_ab.0, "sealed lists = model of A then B");
+    assert_eq!(results(s.dir.path()).1, dead_by_partition(&want_ab.1), "dead letters");
 }
 
 /// Kafka → PostgreSQL, checkpointed: killed with SIGKILL twice, then PostgreSQL itself is
@@ -724,8 +768,11 @@ fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
     assert_eq!(dead, s.want_dead, "{logs}{err}");
 }
 
+/// Records (raw lines) per partition.
+type Parts = Vec<Vec<Vec<u8>>>;
+
 /// Reads the JSON-lines files `hotlist generate` wrote into `dir`, one per partition.
-fn read_parts(dir: &Path) -> Vec<Vec<Vec<u8>>> {
+fn read_parts(dir: &Path) -> Parts {
     (0..3)
         .map(|p| {
             let text = std::fs::read(dir.join(format!("part-{p:04}.jsonl"))).expect("generated file");
@@ -736,24 +783,10 @@ fn read_parts(dir: &Path) -> Vec<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// Reprocessing from a point in time: after data set A, then (later) data set B were produced,
-/// a bounded run under a fresh job id with `source.start_time` = the moment between them sees
-/// exactly B (= the model of B alone, dead letters at their offsets), and the live job's
-/// results (= the model of A then B) are untouched by it.
-#[test]
-fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
-    let s = setup("events", false);
-    // a moment strictly after every message of A (message timestamps are milliseconds)
-    let now_ms = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis() as i64
-    };
-    let between = now_ms() + 1;
-    while now_ms() <= between {
-        std::thread::yield_now();
-    }
+/// Data set B: 3,000 more records (another seed, event time from 60 s) produced into the
+/// setup's topic after A, and written as files (`files-b`) for the model. Returns A's and B's
+/// records per partition.
+fn produce_data_set_b(s: &Setup) -> (Parts, Parts) {
     let b_sets = [
         "--set",
         "source.seed=11",
@@ -776,9 +809,36 @@ fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
     ]
     .concat();
     run_hotlist(s.dir.path(), &generate_b, true);
+    (
+        read_parts(&s.dir.path().join("files")),
+        read_parts(&s.dir.path().join("files-b")),
+    )
+}
 
-    let a = read_parts(&s.dir.path().join("files"));
-    let b = read_parts(&s.dir.path().join("files-b"));
+/// Each partition's records of A followed by those of B.
+fn a_then_b(a: &[Vec<Vec<u8>>], b: &[Vec<Vec<u8>>]) -> Parts {
+    a.iter().zip(b).map(|(x, y)| [x.clone(), y.clone()].concat()).collect()
+}
+
+/// Reprocessing from a point in time: after data set A, then (later) data set B were produced,
+/// a bounded run under a fresh job id with `source.start_time` = the moment between them sees
+/// exactly B (= the model of B alone, dead letters at their offsets), and the live job's
+/// results (= the model of A then B) are untouched by it.
+#[test]
+fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
+    let s = setup("events", false);
+    // a moment strictly after every message of A (message timestamps are milliseconds)
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as i64
+    };
+    let between = now_ms() + 1;
+    while now_ms() <= between {
+        std::thread::yield_now();
+    }
+    let (a, b) = produce_data_set_b(&s);
     let a_messages: Vec<u64> = a.iter().map(|l| (l.len() as u64).div_ceil(BATCH)).collect();
     let dead_at = |dead: model::Dead, parts: &[Vec<Vec<u8>>], skip: &dyn Fn(u32, u64) -> u64| {
         let mut v: Vec<_> = dead
@@ -792,7 +852,7 @@ fn reprocessing_from_a_point_in_time_sees_only_newer_messages() {
     let (want_b, dead_b) = model::run(&b, &model::crash_windows(), 2_000, 30_000);
     let want_b_dead = dead_at(dead_b, &b, &|p, pos| a_messages[p as usize] + (pos - 1) / BATCH);
     // A then B in each partition
-    let ab: Vec<Vec<Vec<u8>>> = a.iter().zip(&b).map(|(x, y)| [x.clone(), y.clone()].concat()).collect();
+    let ab = a_then_b(&a, &b);
     let (want_ab, dead_ab) = model::run(&ab, &model::crash_windows(), 2_000, 30_000);
     let want_ab_dead = dead_at(dead_ab, &ab, &|p, pos| {
         let len_a = a[p as usize].len() as u64;

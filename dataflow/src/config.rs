@@ -135,6 +135,8 @@ struct RawRun {
     process: Option<usize>,
     /// File with one `host:port` per line, in process order (required with processes > 1).
     hostfile: Option<String>,
+    /// How long a cluster process waits for all its peers to connect before it gives up.
+    connect_timeout: Option<String>,
 }
 
 /// Where events come from.
@@ -271,6 +273,8 @@ pub struct ClusterPlan {
     pub process: usize,
     /// `host:port` of every process, in process order.
     pub addresses: Vec<String>,
+    /// Give up (exit with an error) when the peers have not all connected within this.
+    pub connect_timeout: Span,
 }
 
 impl JobPlan {
@@ -481,7 +485,15 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
                 addresses.len()
             );
         }
-        Some(ClusterPlan { process, addresses })
+        let connect_timeout = span("run.connect_timeout", &raw.run.connect_timeout, "60s")?;
+        if connect_timeout == Span::ZERO {
+            bail!("run.connect_timeout: must be positive");
+        }
+        Some(ClusterPlan {
+            process,
+            addresses,
+            connect_timeout,
+        })
     };
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");
@@ -661,6 +673,33 @@ mod tests {
         let endless = "[source]\nkind = \"generator\"\nbounded = true\n";
         let err = plan(endless, &[]).map(|_| ()).unwrap_err().to_string();
         assert!(err.contains("source.events"), "{err}");
+    }
+
+    /// A cluster's connect timeout defaults to 60 s, takes a duration, and must be positive.
+    #[test]
+    fn cluster_connect_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = dir.path().join("hosts.txt");
+        std::fs::write(&hosts, "127.0.0.1:7001\n127.0.0.1:7002\n").unwrap();
+        let cluster = |set: &[&str]| -> Result<ClusterPlan> {
+            let o = Overrides {
+                set: set.iter().map(|s| s.to_string()).collect(),
+                processes: Some(2),
+                process: Some(1),
+                hostfile: Some(hosts.clone()),
+                ..Default::default()
+            };
+            Ok(parse(GEN, &o)?.cluster.expect("a cluster"))
+        };
+        let c = cluster(&[]).unwrap();
+        assert_eq!((c.process, c.addresses.len()), (1, 2));
+        assert_eq!(c.connect_timeout, Span::from_millis(60_000));
+        let c = cluster(&["run.connect_timeout=\"5s\""]).unwrap();
+        assert_eq!(c.connect_timeout, Span::from_millis(5_000));
+        for bad in ["run.connect_timeout=\"0s\"", "run.connect_timeout=\"soon\""] {
+            let err = format!("{:#}", cluster(&[bad]).unwrap_err());
+            assert!(err.contains("run.connect_timeout"), "{bad}: {err}");
+        }
     }
 
     #[test]

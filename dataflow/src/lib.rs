@@ -13,6 +13,7 @@ pub mod bench;
 pub mod checkpoint;
 pub mod checkpoints_cli;
 pub mod config;
+pub mod connect_watchdog;
 pub mod generate;
 pub mod graph;
 pub mod metrics;

@@ -11,6 +11,7 @@
 
 use crate::checkpoint;
 use crate::config::{CheckpointPlan, JobPlan, RedisTarget, SinkPlan, SourcePlan};
+use crate::connect_watchdog;
 use crate::graph::RunCtx;
 use crate::graph::{self, sink::SinkHandoff};
 use crate::source::kafka;
@@ -217,6 +218,8 @@ pub fn run_with_stats(
             worker: timely::WorkerConfig::default(),
         },
     };
+    // timely connects the cluster inside `execute`, without a time limit
+    let watchdog = plan.cluster.as_ref().map(connect_watchdog::start);
     let guards = timely::execute(config, move |worker| -> Result<(), String> {
         let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
         let handoff = if worker.index() == 0 {
@@ -239,6 +242,7 @@ pub fn run_with_stats(
         Ok(())
     })
     .map_err(|e| anyhow!("cannot start timely workers: {e}"))?;
+    drop(watchdog); // connected
 
     let display = spawn_display(plan, progress, stats.clone());
     let results = guards.join();
