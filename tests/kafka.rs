@@ -135,6 +135,8 @@ struct Setup {
     want: (model::Lists, BTreeMap<(u32, String), usize>),
     /// Every dead letter the model expects: (partition, Kafka offset, reason, raw bytes).
     want_dead: Vec<DeadAt>,
+    /// Every dead letter's (partition, Kafka offset, line in the message, reason), sorted.
+    want_dead_lines: Vec<(u32, u64, u64, String)>,
     /// `hotlist produce` arguments that write the data set (3 events per message).
     produce: Vec<String>,
 }
@@ -214,6 +216,11 @@ fn setup_with(topic: &str, checkpoint: bool, produce_now: bool, events: u64) -> 
         })
         .collect();
     want_dead.sort();
+    let mut want_dead_lines: Vec<_> = dead
+        .iter()
+        .map(|(p, pos, reason)| (*p, (*pos - 1) / BATCH, (*pos - 1) % BATCH + 1, reason.clone()))
+        .collect();
+    want_dead_lines.sort();
     let mut config = GENERATOR
         .replace(
             "kind = \"generator\"",
@@ -248,6 +255,7 @@ fn setup_with(topic: &str, checkpoint: bool, produce_now: bool, events: u64) -> 
         broker,
         want: (lists, dead_by_partition(&dead)),
         want_dead,
+        want_dead_lines,
         produce,
     }
 }
@@ -284,7 +292,8 @@ fn spawn_with(dir: &Path, workers: usize, extra: &[&str]) -> Child {
 }
 
 /// A bounded run from the topic (each partition one input partition, 3 events per message)
-/// gives exactly the model's sealed lists and dead letters.
+/// gives exactly the model's sealed lists and dead letters; each dead letter is at its
+/// message's offset, its detail naming its line in the message.
 #[test]
 fn bounded_kafka_run_equals_the_model() {
     let s = setup("events", false);
@@ -302,6 +311,24 @@ fn bounded_kafka_run_equals_the_model() {
         true,
     );
     assert_eq!(results(s.dir.path()), s.want);
+    let conn = rusqlite::Connection::open(s.dir.path().join("out.db")).expect("open db");
+    let mut stmt = conn
+        .prepare("SELECT partition, position, detail, reason FROM dead_letters WHERE job = 'kafka'")
+        .expect("prepare");
+    let mut lines: Vec<(u32, u64, u64, String)> = stmt
+        .query_map([], |r| {
+            let detail: String = r.get(2)?;
+            let line = detail
+                .rsplit_once("(line ")
+                .and_then(|(_, n)| n.strip_suffix(" of the message)")?.parse().ok())
+                .unwrap_or_else(|| panic!("no line number in {detail:?}"));
+            Ok((r.get::<_, i64>(0)? as u32, r.get::<_, i64>(1)? as u64, line, r.get(3)?))
+        })
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    lines.sort();
+    assert_eq!(lines, s.want_dead_lines, "dead letters: offset and line in the message");
 }
 
 /// A fresh PostgreSQL schema for one test (dropped at the end).

@@ -212,7 +212,7 @@ impl KafkaReader {
     }
 
     /// Reads up to `budget` messages; each line of a message is one record at the message's
-    /// offset.
+    /// offset (with its line number in the message).
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         if self.end.is_some_and(|e| self.next >= e) {
             return ReadStatus::Ended;
@@ -249,13 +249,15 @@ impl KafkaReader {
                     }
                     let payload = msg.payload().unwrap_or_default();
                     let mut lines = payload.split(|b| *b == b'\n').peekable();
+                    let mut number = 0u32;
                     while let Some(line) = lines.next() {
                         // a trailing newline ends the last event; it is not an empty event
                         if line.is_empty() && lines.peek().is_none() && !payload.is_empty() {
                             break;
                         }
                         let line = line.strip_suffix(b"\r").unwrap_or(line);
-                        f(Record::LineAt(line, offset as u64));
+                        number = number.saturating_add(1);
+                        f(Record::LineAt(line, offset as u64, number));
                         n += 1;
                     }
                     self.next = offset + 1;

@@ -37,8 +37,9 @@ pub enum Record<'a> {
     Line(&'a [u8]),
     /// An already-structured event (generator).
     Event(&'a ItemId, Millis),
-    /// A raw line at an explicit position (Kafka: the message's offset).
-    LineAt(&'a [u8], u64),
+    /// A raw line at an explicit position (Kafka: the message's offset) and its line number
+    /// within that message (1-based; a message may hold several events).
+    LineAt(&'a [u8], u64, u32),
 }
 
 /// What a read call found.
@@ -240,7 +241,7 @@ pub fn source<'scope>(
                     let status = reader.read(share, &mut |rec| {
                         // files and generators count records; Kafka records carry their offset
                         let at = match rec {
-                            Record::LineAt(_, offset) => offset,
+                            Record::LineAt(_, offset, _) => offset,
                             _ => {
                                 *position += 1;
                                 *position
@@ -353,8 +354,13 @@ fn accept(
     dead: &mut Vec<DeadLetter>,
     tally: &mut Tally,
 ) {
+    // the position of a Kafka record is its message's offset; the detail names the line in it
+    let in_message = |detail: String| match rec {
+        Record::LineAt(_, _, n) => format!("{detail} (line {n} of the message)"),
+        _ => detail,
+    };
     let (item, ts, raw): (ItemId, Millis, Option<&[u8]>) = match rec {
-        Record::Line(line) | Record::LineAt(line, _) => match parse_event(line) {
+        Record::Line(line) | Record::LineAt(line, _, _) => match parse_event(line) {
             Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line)),
             Err(bad) => {
                 tally.bad += 1;
@@ -363,7 +369,7 @@ fn accept(
                     position,
                     raw: line.to_vec(),
                     reason: DeadReason::Bad,
-                    detail: bad.to_string(),
+                    detail: in_message(bad.to_string()),
                 });
                 return;
             }
@@ -389,12 +395,12 @@ fn accept(
             position,
             raw,
             reason: DeadReason::Late,
-            detail: format!(
+            detail: in_message(format!(
                 "late for window(s) {}: partition watermark was {} (allowed lateness {})",
                 judge.names(verdict.late_windows),
                 wm_before,
                 judge.allowed_lateness()
-            ),
+            )),
         });
         if verdict.fully_late {
             return;
