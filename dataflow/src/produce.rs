@@ -130,8 +130,9 @@ pub fn produce(args: &ProduceArgs) -> Result<()> {
             if let Some(rate) = args.rate {
                 // paced: wait until the wall clock has caught up with the records sent so far
                 let due = Duration::from_secs_f64(records as f64 / rate as f64);
-                while started.elapsed() < due {
-                    producer.poll(due - started.elapsed());
+                // (read the clock once per turn: it may pass `due` between two readings)
+                while let Some(left) = due.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) {
+                    producer.poll(left);
                 }
             }
         }
