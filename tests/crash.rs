@@ -228,6 +228,76 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     assert_eq!(got.1, want.1, "dead letters exactly once after the fallback");
 }
 
+/// Incremental checkpoints link unchanged pane files instead of writing them again, so one
+/// file on disk can belong to several checkpoints. When the most widely shared pane file of the
+/// latest checkpoint is damaged (in place, as bit rot would), the fallback still finds an older
+/// checkpoint without it: a file is shared by at most `retain - 1` consecutive checkpoints. The
+/// sealed lists and dead letters are exact.
+#[test]
+fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
+    use std::os::unix::fs::MetadataExt;
+    let mut sh = shape();
+    sh.late_p = 0.0; // late events would touch old panes: fewer files to share
+    let parts = random_partitions(9, &sh);
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
+    let dir = setup(&parts);
+    let ckpt = dir.path().join("ckpt/crash");
+    let committed = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&ckpt)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.join("MANIFEST").exists())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    // run until well past the first 3 checkpoints (the retained number; every 5th epoch is
+    // one), so that unchanged panes could have been shared by all of them, then kill
+    let mut child = spawn(dir.path(), 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hotlist_tests::newest_committed_checkpoint(&ckpt) < 40 {
+        assert!(Instant::now() < deadline, "checkpoint 40 never committed");
+        assert!(child.try_wait().expect("try_wait").is_none(), "the run ended too soon");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let latest = committed().pop().expect("a committed checkpoint");
+    let shared = std::fs::read_dir(&latest)
+        .expect("read checkpoint")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pane-"))
+        .filter_map(|e| Some((e.metadata().ok()?.nlink(), e.path())))
+        .max();
+    let Some((links, file)) = shared.filter(|(links, _)| *links >= 2) else {
+        panic!("no pane file of {} is shared with another checkpoint", latest.display());
+    };
+    assert_eq!(
+        links,
+        2,
+        "{}: a file is shared by at most retain - 1 = 2 checkpoints",
+        file.display()
+    );
+    let mut bytes = std::fs::read(&file).expect("read pane file");
+    let at = bytes.len() - 1;
+    bytes[at] ^= 0xff;
+    std::fs::write(&file, bytes).expect("damage it in place"); // every link sees it
+    let out = spawn(dir.path(), 2).wait_with_output().expect("restart");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("is unusable"), "{links} links: {err}");
+    assert!(
+        err.contains("restoring the older checkpoint") && !err.contains("no usable checkpoint"),
+        "an older checkpoint without the damaged file was restored ({links} links):\n{err}"
+    );
+    let got = results(&dir.path().join("out.db"));
+    assert_eq!(got.0, want.0, "sealed lists exact after the fallback");
+    assert_eq!(got.1, want.1, "dead letters exactly once after the fallback");
+}
+
 /// SIGTERM stops gracefully: the current epoch becomes a checkpoint, it is committed, exit 0;
 /// the next start restores exactly that checkpoint. `checkpoints list/show/verify` see it.
 #[test]

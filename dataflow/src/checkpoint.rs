@@ -312,14 +312,14 @@ mod tests {
         }
         let _ = c.advance(Millis(0), false);
         let (d1, d2) = (base.path().join("1"), base.path().join("2"));
-        let (b, panes) = c.snapshot_panes(None);
+        let (b, panes) = c.snapshot_panes(None, |_| true);
         let since = c.sequence();
         let first = write_counter_part(&d1, 0, b, panes, None).expect("first part");
         assert_eq!(first.written, first.total);
         write_others(&d1);
         let _ = c.apply(&event("i9", 22));
         let _ = c.advance(Millis(0), false);
-        let (b, panes) = c.snapshot_panes(Some(since));
+        let (b, panes) = c.snapshot_panes(Some(since), |_| true);
         let second = write_counter_part(&d2, 0, b, panes, Some(&d1)).expect("second part");
         write_others(&d2);
         assert!(second.written < second.total, "{second:?}");

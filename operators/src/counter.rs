@@ -142,7 +142,7 @@ impl WindowedCounter {
 
     /// The counting state as of the last `advance`, by key group (call between epochs).
     pub fn snapshot(&self) -> CounterSnapshot {
-        let (base, panes) = self.snapshot_panes(None);
+        let (base, panes) = self.snapshot_panes(None, |_| false);
         crate::snapshot::assemble(base, panes.into_iter().filter_map(|(_, seg)| seg).collect())
     }
 
@@ -186,10 +186,14 @@ impl WindowedCounter {
     }
 
     /// Like [`snapshot`](Self::snapshot), for incremental checkpoints: the snapshot without its
-    /// panes, and every live pane apart — `Some(segment)` when it changed at or after apply
-    /// sequence `since` (all of them when `since` is `None`), `None` when it did not (its file
-    /// from then still holds it).
-    pub fn snapshot_panes(&self, since: Option<u64>) -> (CounterSnapshot, Vec<(PaneKey, Option<PaneSegment>)>) {
+    /// panes, and every live pane apart — `None` when it did not change since apply sequence
+    /// `since` and `may_reuse` allows its file from then to stand for it, `Some(segment)`
+    /// otherwise (all of them when `since` is `None`).
+    pub fn snapshot_panes(
+        &self,
+        since: Option<u64>,
+        may_reuse: impl Fn(PaneKey) -> bool,
+    ) -> (CounterSnapshot, Vec<(PaneKey, Option<PaneSegment>)>) {
         let mut panes = Vec::new();
         for (g, group) in self.groups.iter().enumerate() {
             for pane in group.slots.iter().flatten() {
@@ -197,7 +201,7 @@ impl WindowedCounter {
                     width: group.width,
                     start: pane.start,
                 };
-                if since.is_some_and(|s| pane.touched < s) {
+                if since.is_some_and(|s| pane.touched < s) && may_reuse(key) {
                     panes.push((key, None));
                     continue;
                 }

@@ -23,6 +23,7 @@ pub mod hash;
 pub mod interner;
 pub mod lateness;
 pub mod merge;
+pub mod pane_sharing;
 pub mod record;
 pub mod snapshot;
 pub mod time;

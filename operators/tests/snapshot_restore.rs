@@ -5,13 +5,14 @@
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::{item_hash, owner};
 use hotlist_operators::merge::ListMerger;
+use hotlist_operators::pane_sharing::PaneSharing;
 use hotlist_operators::record::{ListState, PartitionId, PublishedList, TimedEvent};
 use hotlist_operators::snapshot::{assemble, decode, encode, CounterSnapshot, MergerSnapshot, PaneKey, PaneSegment};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 use hotlist_operators::window::WindowSpec;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Counters of `workers` workers and the merger: the job without timely.
 struct Job {
@@ -175,6 +176,7 @@ proptest! {
         snapshot_every in 1usize..4,
         k in 1usize..4,
         lateness in 0u64..15,
+        retain in 1usize..5,
     ) {
         let lateness = Span::from_millis(lateness);
         let mut clock = PartitionClock::new(Span::from_millis(3));
@@ -191,9 +193,12 @@ proptest! {
             })
             .collect();
         let mut counter = WindowedCounter::new(windows(k), lateness, 0);
-        // the "files" of the latest checkpoint: pane -> encoded segment
-        let mut files: BTreeMap<PaneKey, Vec<u8>> = BTreeMap::new();
+        // the "files" of the latest checkpoint: pane -> (encoded segment, checkpoint that wrote it)
+        let mut files: BTreeMap<PaneKey, (Vec<u8>, usize)> = BTreeMap::new();
         let mut since: Option<u64> = None;
+        let mut sharing = PaneSharing::new(retain);
+        // every checkpoint's files, as (pane, checkpoint that wrote it)
+        let mut taken: Vec<BTreeSet<(PaneKey, usize)>> = Vec::new();
         for (i, chunk) in stamped.chunks(epoch_len).enumerate() {
             for ev in chunk {
                 let _ = counter.apply(ev);
@@ -203,20 +208,27 @@ proptest! {
             if i % snapshot_every != 0 {
                 continue;
             }
-            let (base, panes) = counter.snapshot_panes(since);
+            let (base, panes) = counter.snapshot_panes(since, |key| sharing.may_reuse(key));
             since = Some(counter.sequence());
+            sharing.taken(&panes);
             let mut next = BTreeMap::new();
             for (key, seg) in panes {
                 let file = match seg {
-                    Some(seg) => encode(&seg),
+                    Some(seg) => (encode(&seg), taken.len()),
                     None => files.get(&key).cloned().expect("an unchanged pane has its previous file"),
                 };
                 next.insert(key, file);
             }
             files = next;
-            let segments: Vec<PaneSegment> = files.values().map(|f| decode(f).expect("decodes")).collect();
+            let segments: Vec<PaneSegment> = files.values().map(|f| decode(&f.0).expect("decodes")).collect();
             let whole = normalized(counter.snapshot());
             prop_assert_eq!(normalized(assemble(base, segments)), whole);
+            // the oldest of `retain` checkpoints shares no file with the newest
+            taken.push(files.iter().map(|(key, f)| (*key, f.1)).collect());
+            if retain >= 2 && taken.len() >= retain {
+                let (newest, oldest) = (&taken[taken.len() - 1], &taken[taken.len() - retain]);
+                prop_assert!(newest.is_disjoint(oldest), "retain {}: shared {:?}", retain, newest.intersection(oldest).collect::<Vec<_>>());
+            }
         }
     }
 }
@@ -248,14 +260,14 @@ fn unchanged_panes_are_not_written_again() {
         let _ = c.apply(&ev(&format!("i{i}"), *ts));
     }
     let _ = c.advance(Millis(0), false);
-    let (_, first) = c.snapshot_panes(None);
+    let (_, first) = c.snapshot_panes(None, |_| true);
     assert!(
         first.iter().all(|(_, seg)| seg.is_some()),
         "a first snapshot writes every pane"
     );
     let since = c.sequence();
     let _ = c.advance(Millis(0), false);
-    let (_, quiet) = c.snapshot_panes(Some(since));
+    let (_, quiet) = c.snapshot_panes(Some(since), |_| true);
     assert_eq!(quiet.len(), first.len());
     assert!(
         quiet.iter().all(|(_, seg)| seg.is_none()),
@@ -264,7 +276,7 @@ fn unchanged_panes_are_not_written_again() {
     let since = c.sequence();
     let _ = c.apply(&ev("i9", 13));
     let _ = c.advance(Millis(0), false);
-    let (_, one) = c.snapshot_panes(Some(since));
+    let (_, one) = c.snapshot_panes(Some(since), |_| true);
     let changed: Vec<_> = one.iter().filter(|(_, seg)| seg.is_some()).map(|(k, _)| *k).collect();
     assert!(
         !changed.is_empty()

@@ -15,6 +15,7 @@ use super::epoch_stash::{Epoch, EpochStash};
 use crate::stats::JobStats;
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::key_group;
+use hotlist_operators::pane_sharing::PaneSharing;
 use hotlist_operators::record::{Control, DeadLetter, LocalList, TimedEvent};
 use hotlist_operators::time::Span;
 use hotlist_operators::watermark::GlobalWatermark;
@@ -71,6 +72,9 @@ pub fn window_count<'scope>(
         // This worker's previous checkpoint directory and the apply sequence of its snapshot:
         // panes unchanged since are linked from there (none after a restore: all written).
         let mut previous: Option<(std::path::PathBuf, u64)> = None;
+        // how long each linked pane file has been shared: bounded, so that a damaged file
+        // cannot spoil every retained checkpoint (see `pane_sharing`)
+        let mut sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
         move |frontiers| {
             if writing.as_ref().is_some_and(|w| w.done()) {
                 finish(writing.take(), &stats, &ctx, worker);
@@ -121,7 +125,9 @@ pub fn window_count<'scope>(
                         // one write at a time: wait for the previous one (bounds memory)
                         finish(writing.take(), &stats, &ctx, worker);
                         let started = Instant::now();
-                        let (base, panes) = counter.snapshot_panes(previous.as_ref().map(|p| p.1));
+                        let (base, panes) =
+                            counter.snapshot_panes(previous.as_ref().map(|p| p.1), |key| sharing.may_reuse(key));
+                        sharing.taken(&panes);
                         let prev_dir = previous.replace((dir.clone(), counter.sequence())).map(|p| p.0);
                         writing = Some(SnapshotWrite {
                             _holds: caps[0].clone(),
