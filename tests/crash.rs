@@ -75,6 +75,20 @@ fn spawn(dir: &Path, workers: usize) -> std::process::Child {
         .expect("spawn hotlist")
 }
 
+/// The job's committed checkpoint directories (those with a manifest), oldest first.
+fn committed_checkpoints(job_dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(job_dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("MANIFEST").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
 fn results(db: &Path) -> (model::Lists, model::Dead) {
     (
         hotlist_tests::sqlite_sealed_lists(db, "crash"),
@@ -177,18 +191,7 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     let ckpt = dir.path().join("ckpt/crash");
     let mut child = spawn(dir.path(), 1);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let committed = |d: &Path| -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(d)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.join("MANIFEST").exists())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
+    let committed = committed_checkpoints;
     while committed(&ckpt).len() < 2 {
         assert!(Instant::now() < deadline, "no two checkpoints committed");
         assert!(
@@ -242,18 +245,6 @@ fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
     let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     let dir = setup(&parts);
     let ckpt = dir.path().join("ckpt/crash");
-    let committed = || -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(&ckpt)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.join("MANIFEST").exists())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
     // run until well past the first 3 checkpoints (the retained number; every 5th epoch is
     // one), so that unchanged panes could have been shared by all of them, then kill
     let mut child = spawn(dir.path(), 1);
@@ -265,7 +256,7 @@ fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
     }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    let latest = committed().pop().expect("a committed checkpoint");
+    let latest = committed_checkpoints(&ckpt).pop().expect("a committed checkpoint");
     let shared = std::fs::read_dir(&latest)
         .expect("read checkpoint")
         .filter_map(|e| e.ok())
