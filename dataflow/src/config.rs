@@ -442,7 +442,7 @@ fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
             if matches!(sink, SinkPlan::Redis(_)) {
                 bail!("[checkpoint]: Redis keeps only latest lists; checkpoint into SQLite or PostgreSQL");
             }
-            let retain = cp.retain.unwrap_or(3);
+            let retain = cp.retain.unwrap_or(5);
             if retain == 0 {
                 bail!("checkpoint.retain: must be at least 1");
             }
@@ -673,6 +673,22 @@ mod tests {
         let endless = "[source]\nkind = \"generator\"\nbounded = true\n";
         let err = plan(endless, &[]).map(|_| ()).unwrap_err().to_string();
         assert!(err.contains("source.events"), "{err}");
+    }
+
+    /// The shipped configs (`configs/*.toml`) parse: the examples stay true to the code.
+    #[test]
+    fn shipped_configs_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            seen += 1;
+            load(&path, &Overrides::default()).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        }
+        assert!(seen >= 2, "configs found in {}", dir.display());
     }
 
     /// A cluster's connect timeout defaults to 60 s, takes a duration, and must be positive.
