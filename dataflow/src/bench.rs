@@ -56,7 +56,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
     /// Also checkpoint the in-memory run (every second) and report checkpoint write time and
-    /// size, and the time to load and restore the largest checkpoint.
+    /// size, and the time to load and restore the largest checkpoint. With --freshness: the
+    /// live job checkpoints every second (results are committed at checkpoints).
     #[arg(long)]
     pub checkpoint: bool,
     /// Instead: compare a bare rdkafka consumer with the bounded job, both reading this topic
@@ -66,8 +67,9 @@ pub struct BenchArgs {
     /// The topic for --kafka-brokers.
     #[arg(long)]
     pub kafka_topic: Option<String>,
-    /// With --kafka-brokers: the job writes into this PostgreSQL (a fresh schema, dropped
-    /// afterwards) instead of SQLite, e.g. postgresql://postgres@127.0.0.1:5432/test.
+    /// With --kafka-brokers (throughput or freshness): the job writes into this PostgreSQL (a
+    /// fresh schema, dropped afterwards) instead of SQLite, e.g.
+    /// postgresql://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
     /// With --kafka-brokers: measure freshness (event produced → visible in the topk table) on
@@ -390,18 +392,62 @@ fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
     Ok(())
 }
 
-/// Freshness: the job runs live from `topic` (default settings: emit every 1 s, no checkpoints)
-/// into SQLite, with background traffic; 30 probes, each a burst of events for a new item in
-/// one message, are timed from produce to the item's first appearance in `topk`.
-fn bench_freshness(brokers: &str, topic: &str) -> Result<()> {
-    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+/// Freshness: the job runs live from `topic` (emit every 1 s; with `--checkpoint` a checkpoint,
+/// hence a commit, every 1 s) into SQLite or `--postgres`, with background traffic; 100 probes,
+/// each a burst of events for a new item in one message, are timed from produce to the item's
+/// first appearance in `topk`, at random phases of the emit cycle.
+fn bench_freshness(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let db = dir.path().join("fresh.db");
+    let schema = format!("hotlist_fresh_{}", std::process::id());
+    let sink = match &args.postgres {
+        None => format!("path = \"{}\"", dir.path().join("fresh.db").display()),
+        Some(url) => format!("kind = \"postgres\"\nurl = \"{url}\"\nschema = \"{schema}\""),
+    };
+    let checkpoint = if args.checkpoint {
+        format!(
+            "[checkpoint]\ndir = \"{}\"\ninterval = \"1s\"\n",
+            dir.path().join("ckpt").display()
+        )
+    } else {
+        String::new()
+    };
     let config = format!(
         "[job]\nid = \"fresh\"\n[source]\nkind = \"kafka\"\nbrokers = \"{brokers}\"\ntopic = \"{topic}\"\n\
-         [time]\nidle_timeout = \"2s\"\n[[window]]\nname = \"1m\"\nsize = \"1m\"\nk = 100\n[sink]\npath = \"{}\"\n",
-        db.display()
+         [time]\nidle_timeout = \"2s\"\n[[window]]\nname = \"1m\"\nsize = \"1m\"\nk = 100\n[sink]\n{sink}\n{checkpoint}"
     );
+    let result = freshness_probes(&config, brokers, topic);
+    if let Some(url) = &args.postgres {
+        let dropped = postgres::Client::connect(url, postgres::NoTls)
+            .and_then(|mut c| c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")));
+        if let Err(e) = dropped {
+            eprintln!("warning: could not drop the bench schema {schema}: {e}");
+        }
+    }
+    let latencies = result?;
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    println!(
+        "freshness (produced -> visible in topk, into {}, emit_interval 1s, {}): {} of {PROBES} probes seen; p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        if args.postgres.is_some() { "PostgreSQL" } else { "SQLite" },
+        if args.checkpoint { "a checkpoint every 1s" } else { "no checkpoints" },
+        latencies.len(),
+        pct(0.5),
+        pct(0.99),
+        latencies.last().copied().unwrap_or(f64::NAN)
+    );
+    Ok(())
+}
+
+/// Freshness probes per run.
+const PROBES: usize = 100;
+
+/// Runs the job of `config` live and sends the probes; their latencies in ms, sorted.
+fn freshness_probes(config: &str, brokers: &str, topic: &str) -> Result<Vec<f64>> {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     let producer: BaseProducer = rdkafka::config::ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "0")
@@ -417,7 +463,8 @@ fn bench_freshness(brokers: &str, topic: &str) -> Result<()> {
     // make sure the topic exists with data before the job asks for its partitions
     send(format!(r#"{{"item_id":"warmup","ts":{}}}"#, Millis::now().0).as_bytes())?;
     producer.flush(Duration::from_secs(10)).context("flush")?;
-    let plan = crate::run::resolve_source(&crate::config::parse(&config, &Default::default())?)?;
+    let plan = crate::run::resolve_source(&crate::config::parse(config, &Default::default())?)?;
+    let open = crate::serve::opener(&plan.sink)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let job = {
         let (plan, shutdown) = (plan.clone(), shutdown.clone());
@@ -430,22 +477,34 @@ fn bench_freshness(brokers: &str, topic: &str) -> Result<()> {
             )
         })
     };
-    let wait_for = |item: &str, ts: i64, deadline: std::time::Instant| -> Result<bool> {
+    let mut reader = None;
+    let mut wait_for = |item: &str, ts: i64, deadline: std::time::Instant| -> bool {
         let start = Millis(ts - ts.rem_euclid(60_000)); // the 1m instance the probe belongs to
         while std::time::Instant::now() < deadline {
-            if let Ok(store) = hotlist_sinks::SqliteStore::open_read_only(&db) {
-                if let Some(l) = store.instance("fresh", "1m", start)? {
-                    if l.items.iter().any(|r| r.item_id == item) {
-                        return Ok(true);
-                    }
+            // (the store may not exist yet, or be restarting: open again until it answers)
+            if reader.is_none() {
+                reader = open().ok();
+            }
+            if let Some(r) = reader.as_mut() {
+                match r.instance("fresh", "1m", start) {
+                    Ok(Some(l)) if l.items.iter().any(|r| r.item_id == item) => return true,
+                    Ok(_) => {}
+                    Err(_) => reader = None,
                 }
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(false)
+        false
     };
     let mut latencies = Vec::new();
-    for i in 0..30 {
+    for i in 0..PROBES {
+        if job.is_finished() {
+            return match job.join() {
+                Ok(Err(e)) => Err(e.context("the job failed")),
+                Ok(Ok(_)) => Err(anyhow::anyhow!("the job stopped before the probes were done")),
+                Err(_) => Err(anyhow::anyhow!("the job panicked")),
+            };
+        }
         // background: 200 events of 50 ordinary items
         let now = Millis::now().0;
         let bg: Vec<String> = (0..200)
@@ -461,35 +520,24 @@ fn bench_freshness(brokers: &str, topic: &str) -> Result<()> {
         let t0 = std::time::Instant::now();
         send(probe.join("\n").as_bytes())?;
         producer.flush(Duration::from_secs(10)).context("flush")?;
-        if wait_for(&item, ts, t0 + Duration::from_secs(30))? {
+        if wait_for(&item, ts, t0 + Duration::from_secs(30)) {
             latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // a random pause: the next probe lands at a random phase of the 1 s emit (and commit)
+        // cycle, not locked to just after the emit that showed this one
+        std::thread::sleep(Duration::from_millis(100 + rand::random_range(0..1000)));
     }
     shutdown.store(true, Relaxed);
     let _ = job.join();
     latencies.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    println!(
-        "freshness (produced -> visible in topk, emit_interval 1s, no checkpoints): {} of 30 probes seen; p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-        latencies.len(),
-        pct(0.5),
-        pct(0.99),
-        latencies.last().copied().unwrap_or(f64::NAN)
-    );
-    Ok(())
+    Ok(latencies)
 }
 
 /// Runs the benchmark and prints a table.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     if let (Some(b), Some(t)) = (&args.kafka_brokers, &args.kafka_topic) {
         return if args.freshness {
-            bench_freshness(b, t)
+            bench_freshness(args, b, t)
         } else {
             bench_kafka(args, b, t)
         };
