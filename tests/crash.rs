@@ -457,6 +457,45 @@ fn a_process_whose_peer_never_starts_gives_up_after_the_connect_timeout() {
     }
 }
 
+/// Fate-sharing, cleanly: when one process of a running cluster is killed, the other stops by
+/// itself at once with one clear line and exit code 1 (not a cascade of timely panics).
+#[test]
+fn a_cluster_process_stops_with_one_clear_line_when_its_peer_dies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = CONFIG.replace(
+        "kind = \"file\"\npath = \"in/*.jsonl\"",
+        "kind = \"generator\"\nitems = 100\npartitions = 2\nrate = 2000\npace = true",
+    );
+    assert!(config.contains("generator"), "config rewritten");
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let mut procs = spawn_cluster(dir.path());
+    // running: a checkpoint of both processes committed
+    let ckpt = dir.path().join("ckpt/crash");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed_checkpoints(&ckpt).is_empty() {
+        assert!(Instant::now() < deadline, "the cluster never committed");
+        for p in procs.iter_mut() {
+            assert!(
+                p.try_wait().expect("try_wait").is_none(),
+                "a live cluster process ended"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = procs[1].kill();
+    let _ = procs[1].wait();
+    let mut survivor = procs.swap_remove(0);
+    assert!(
+        hotlist_tests::reap(&mut survivor, Duration::from_secs(30)),
+        "the survivor did not stop by itself"
+    );
+    let out = survivor.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: lost the connection to a cluster peer"), "{err}");
+    assert!(!err.contains("panicked"), "no panic cascade: {err}");
+}
+
 /// Two processes × one worker on loopback: killing one process (SIGKILL) takes the cluster
 /// down (fate-sharing: the survivor is reaped), both restart from the committed checkpoint,
 /// and the final results equal the model, every dead letter once.

@@ -17,6 +17,7 @@ pub mod connect_watchdog;
 pub mod generate;
 pub mod graph;
 pub mod metrics;
+pub mod peer_loss;
 pub mod produce;
 pub mod query;
 pub mod run;

@@ -14,6 +14,7 @@ use crate::config::{CheckpointPlan, JobPlan, RedisTarget, SinkPlan, SourcePlan};
 use crate::connect_watchdog;
 use crate::graph::RunCtx;
 use crate::graph::{self, sink::SinkHandoff};
+use crate::peer_loss;
 use crate::source::kafka;
 use crate::source::open_partitions;
 use crate::stats::JobStats;
@@ -220,6 +221,9 @@ pub fn run_with_stats(
     };
     // timely connects the cluster inside `execute`, without a time limit
     let watchdog = plan.cluster.as_ref().map(connect_watchdog::start);
+    if plan.cluster.is_some() {
+        peer_loss::exit_on_peer_loss();
+    }
     let guards = timely::execute(config, move |worker| -> Result<(), String> {
         let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
         let handoff = if worker.index() == 0 {
