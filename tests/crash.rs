@@ -415,6 +415,15 @@ fn spawn_cluster(dir: &Path) -> Vec<std::process::Child> {
         .collect()
 }
 
+/// Waits (bounded) for `child` to end by itself with exit code 1; its stderr.
+fn fails_by_itself(mut child: std::process::Child, within: Duration) -> String {
+    assert!(hotlist_tests::reap(&mut child, within), "it did not stop by itself");
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
 /// A cluster process whose peer never starts does not wait for ever in timely's connection
 /// set-up: after `run.connect_timeout` it exits with an error naming the missing peer, both as
 /// the process that accepts (0) and as the one that connects (1).
@@ -425,7 +434,7 @@ fn a_process_whose_peer_never_starts_gives_up_after_the_connect_timeout() {
     let hosts = format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]);
     std::fs::write(dir.path().join("hosts.txt"), hosts).expect("hostfile");
     for process in 0..2 {
-        let mut child = Command::new(hotlist_tests::hotlist_bin())
+        let child = Command::new(hotlist_tests::hotlist_bin())
             .args(["run", "--config", "hotlist.toml", "--progress", "never"])
             .args([
                 "--processes",
@@ -441,13 +450,7 @@ fn a_process_whose_peer_never_starts_gives_up_after_the_connect_timeout() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn hotlist");
-        assert!(
-            hotlist_tests::reap(&mut child, Duration::from_secs(60)),
-            "process {process} did not give up by itself"
-        );
-        let out = child.wait_with_output().expect("wait");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "process {process}: {err}");
+        let err = fails_by_itself(child, Duration::from_secs(60));
         let peer = 1 - process;
         let want = format!("peers: {peer} at 127.0.0.1:{}", ports[peer]);
         assert!(
@@ -484,14 +487,7 @@ fn a_cluster_process_stops_with_one_clear_line_when_its_peer_dies() {
     }
     let _ = procs[1].kill();
     let _ = procs[1].wait();
-    let mut survivor = procs.swap_remove(0);
-    assert!(
-        hotlist_tests::reap(&mut survivor, Duration::from_secs(30)),
-        "the survivor did not stop by itself"
-    );
-    let out = survivor.wait_with_output().expect("wait");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = fails_by_itself(procs.swap_remove(0), Duration::from_secs(30));
     assert!(err.contains("error: lost the connection to a cluster peer"), "{err}");
     assert!(!err.contains("panicked"), "no panic cascade: {err}");
 }

@@ -374,6 +374,17 @@ impl PgSchema {
             .unwrap_or(-1)
     }
 
+    /// Waits (up to 60 s) until the job has committed an epoch after `after`; `child`, the run
+    /// that should commit it, must not end meanwhile (`what` goes into the failure message).
+    fn await_commit_after(&self, job: &str, after: i64, child: &mut Child, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.committed(job) <= after {
+            assert!(child.try_wait().expect("try_wait").is_none(), "the run ended ({what})");
+            assert!(Instant::now() < deadline, "no commit ({what})");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The job's sealed lists (checked: every row final, one revision per list, the
     /// instance header agrees) and its dead letters (partition, offset, reason, raw), sorted.
     fn results(&self, job: &str) -> (model::Lists, Vec<DeadAt>) {
@@ -737,15 +748,7 @@ fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
     for kill in 0..2 {
         let before = pg.committed("kafka");
         let mut child = spawn(s.dir.path(), 1 + kill % 2);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while pg.committed("kafka") <= before {
-            assert!(
-                child.try_wait().expect("try_wait").is_none(),
-                "the run ended before it was killed:\n{logs}"
-            );
-            assert!(Instant::now() < deadline, "no progress:\n{logs}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        pg.await_commit_after("kafka", before, &mut child, &format!("before kill {kill}:\n{logs}"));
         let _ = child.kill();
         logs.push_str(&String::from_utf8_lossy(
             &child.wait_with_output().expect("wait").stderr,
@@ -754,20 +757,9 @@ fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
     // a live run (it cannot end before the restart; it commits a checkpoint every 10 ms, idle
     // or not): restart PostgreSQL under it once it has committed again, and wait until it
     // commits after the restart
-    let committed_by = |after: i64, child: &mut Child, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while pg.committed("kafka") <= after {
-            assert!(
-                child.try_wait().expect("try_wait").is_none(),
-                "a live run ended ({what})"
-            );
-            assert!(Instant::now() < deadline, "no commit {what}:\n{logs}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    };
     let before = pg.committed("kafka");
     let mut child = spawn_with(s.dir.path(), 2, &["--set", "source.bounded=false"]);
-    committed_by(before, &mut child, "before the restart");
+    pg.await_commit_after("kafka", before, &mut child, "before the restart");
     let restart = Command::new("pg_ctlcluster")
         .args(["--skip-systemctl-redirect", &version, "main", "restart"])
         .status();
@@ -776,7 +768,7 @@ fn kafka_into_postgres_survives_sigkill_and_a_postgres_restart() {
         "cannot restart PostgreSQL {version}"
     );
     let at_restart = pg.committed("kafka");
-    committed_by(at_restart, &mut child, "after the restart");
+    pg.await_commit_after("kafka", at_restart, &mut child, "after the restart");
     assert!(Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
