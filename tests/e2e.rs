@@ -47,24 +47,9 @@ batch_size = 64
 
 fn model_windows() -> Vec<ModelWindow> {
     vec![
-        ModelWindow {
-            name: "10s".into(),
-            size: 10_000,
-            slide: 10_000,
-            k: 5,
-        },
-        ModelWindow {
-            name: "1m".into(),
-            size: 60_000,
-            slide: 60_000,
-            k: 3,
-        },
-        ModelWindow {
-            name: "30s-hop".into(),
-            size: 30_000,
-            slide: 10_000,
-            k: 4,
-        },
+        ModelWindow::new("10s", 10_000, 10_000, 5),
+        ModelWindow::new("1m", 60_000, 60_000, 3),
+        ModelWindow::new("30s-hop", 30_000, 10_000, 4),
     ]
 }
 
@@ -248,9 +233,7 @@ fn binary_into_postgres_with_redis_fanout() {
     struct Cleanup(String, String, String, String);
     impl Drop for Cleanup {
         fn drop(&mut self) {
-            if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
-                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.1));
-            }
+            let _ = hotlist_sinks::postgres::drop_schema(&self.0, &self.1);
             if let Ok(mut c) = redis::Client::open(self.2.as_str()).and_then(|c| c.get_connection()) {
                 let keys: Vec<String> = redis::cmd("KEYS")
                     .arg(format!("{}:*", self.3))

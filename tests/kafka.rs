@@ -438,9 +438,7 @@ impl PgSchema {
 
 impl Drop for PgSchema {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
-        }
+        let _ = hotlist_sinks::postgres::drop_schema(&self.url, &self.name);
     }
 }
 

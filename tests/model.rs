@@ -16,6 +16,18 @@ pub struct ModelWindow {
     pub k: usize,
 }
 
+impl ModelWindow {
+    /// A window of `size` ms every `slide` ms (tumbling when they are equal), keeping `k`.
+    pub fn new(name: &str, size: i64, slide: i64, k: usize) -> ModelWindow {
+        ModelWindow {
+            name: name.into(),
+            size,
+            slide,
+            k,
+        }
+    }
+}
+
 /// One sealed list: (window, start, end) -> ranked (item, count).
 pub type Lists = BTreeMap<(String, i64, i64), Vec<(String, u64)>>;
 
@@ -103,17 +115,7 @@ pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, laten
 /// (30 s every 10 s, K = 4).
 pub fn crash_windows() -> Vec<ModelWindow> {
     vec![
-        ModelWindow {
-            name: "10s".into(),
-            size: 10_000,
-            slide: 10_000,
-            k: 5,
-        },
-        ModelWindow {
-            name: "30s-hop".into(),
-            size: 30_000,
-            slide: 10_000,
-            k: 4,
-        },
+        ModelWindow::new("10s", 10_000, 10_000, 5),
+        ModelWindow::new("30s-hop", 30_000, 10_000, 4),
     ]
 }

@@ -148,7 +148,7 @@ proptest! {
         let paths = write_partitions(dir.path(), &parts).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let mw: Vec<ModelWindow> = windows(&c)
             .iter()
-            .map(|w| ModelWindow { name: w.name.clone(), size: w.size.as_i64(), slide: w.slide.as_i64(), k: w.k })
+            .map(|w| ModelWindow::new(&w.name, w.size.as_i64(), w.slide.as_i64(), w.k))
             .collect();
         let want = model::run(&parts, &mw, c.ooo as i64, c.lateness as i64);
         for workers in [1, 2, 4] {
@@ -167,12 +167,7 @@ fn model_judges_lateness_per_partition() {
         br#"{"item_id":"a","ts":5}"#.to_vec(),
     ];
     let p1: Vec<Vec<u8>> = vec![br#"{"item_id":"b","ts":5}"#.to_vec()];
-    let w = vec![ModelWindow {
-        name: "t".into(),
-        size: 10,
-        slide: 10,
-        k: 5,
-    }];
+    let w = vec![ModelWindow::new("t", 10, 10, 5)];
     let (lists, dead) = model::run(&[p0, p1], &w, 0, 0);
     // partition 0's second event is late (its own watermark is 100); partition 1's is not
     assert_eq!(dead, vec![(0, 2, "late".to_string())]);

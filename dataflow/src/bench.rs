@@ -340,6 +340,13 @@ fn bare_consumer(spec: &crate::source::kafka::KafkaSpec) -> Result<(u64, u64, f6
     Ok((messages, events, started.elapsed().as_secs_f64()))
 }
 
+/// Drops a benchmark's throwaway PostgreSQL schema (a failure is only worth a warning).
+fn drop_bench_schema(url: &str, schema: &str) {
+    if let Err(e) = hotlist_sinks::postgres::drop_schema(url, schema) {
+        eprintln!("warning: could not drop the bench schema: {e}");
+    }
+}
+
 /// The Kafka comparison: bare consumer vs the bounded job (SQLite or PostgreSQL sink), same topic.
 fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
     let spec = crate::source::kafka::KafkaSpec {
@@ -365,11 +372,7 @@ fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
                 schema: schema.clone(),
             };
             let r = measure("kafka", &crate::run::resolve_source(&job)?, 0);
-            let dropped = postgres::Client::connect(url, postgres::NoTls)
-                .and_then(|mut c| c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")));
-            if let Err(e) = dropped {
-                eprintln!("warning: could not drop the bench schema {schema}: {e}");
-            }
+            drop_bench_schema(url, &schema);
             ("PostgreSQL", r?)
         }
     };
@@ -417,11 +420,7 @@ fn bench_freshness(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
     );
     let result = freshness_probes(&config, brokers, topic);
     if let Some(url) = &args.postgres {
-        let dropped = postgres::Client::connect(url, postgres::NoTls)
-            .and_then(|mut c| c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")));
-        if let Err(e) = dropped {
-            eprintln!("warning: could not drop the bench schema {schema}: {e}");
-        }
+        drop_bench_schema(url, &schema);
     }
     let latencies = result?;
     let pct = |p: f64| {

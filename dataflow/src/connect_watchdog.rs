@@ -28,7 +28,7 @@ pub fn start(cluster: &ClusterPlan) -> ConnectWatchdog {
         .map(|(i, a)| format!("{i} at {a}"))
         .collect();
     let processes = cluster.addresses.len();
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("hotlist-connect-watchdog".into())
         .spawn(move || {
             // Only the timeout fires; a disconnect is the watchdog being stood down.
@@ -40,13 +40,10 @@ pub fn start(cluster: &ClusterPlan) -> ConnectWatchdog {
                 );
                 std::process::exit(1);
             }
-        })
-        .map(|_| ConnectWatchdog { _connected: tx })
-        // Without the thread the process just waits as timely would; worth a warning, not a failure.
-        .unwrap_or_else(|e| {
-            tracing::warn!("cannot start the connection watchdog: {e}");
-            ConnectWatchdog {
-                _connected: mpsc::channel().0,
-            }
-        })
+        });
+    if let Err(e) = spawned {
+        // without it the process just waits as timely would: worth a warning, not a failure
+        tracing::warn!("cannot start the connection watchdog: {e}");
+    }
+    ConnectWatchdog { _connected: tx }
 }

@@ -51,12 +51,6 @@ impl PaneSharing {
             })
             .collect();
     }
-
-    /// Forget everything (after a restore, or when the previous checkpoint cannot be linked
-    /// from): the next checkpoint writes every pane.
-    pub fn reset(&mut self) {
-        self.holders.clear();
-    }
 }
 
 #[cfg(test)]
@@ -89,8 +83,6 @@ mod tests {
             s.taken(&[(key(0), if reuse { None } else { seg() })]);
         }
         assert_eq!(written, [true, false, true, false, true, false, true]);
-        s.reset();
-        assert!(!s.may_reuse(key(0)));
         let mut unlimited = PaneSharing::new(1);
         unlimited.taken(&[(key(0), seg())]);
         for _ in 0..100 {

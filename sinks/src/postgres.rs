@@ -427,6 +427,16 @@ fn redact_key_values(conn: &str) -> Option<String> {
     Some(out.join(" "))
 }
 
+/// Drops the schema `schema` of the database at `url` with everything in it (for throwaway
+/// schemas: benchmarks, tests). A schema that does not exist is no error.
+pub fn drop_schema(url: &str, schema: &str) -> Result<(), SinkError> {
+    let location = format!("{} schema {schema}", redact(url));
+    let mut client = Client::connect(url, NoTls).map_err(pg_err(&location, "connecting"))?;
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema)))
+        .map_err(pg_err(&location, "dropping the schema"))
+}
+
 /// `name` as a quoted SQL identifier.
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -1161,10 +1171,7 @@ mod tests {
 
     impl Drop for TestDb {
         fn drop(&mut self) {
-            let dropped = Client::connect(&self.url, NoTls).and_then(|mut c| {
-                c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(&self.schema)))
-            });
-            if let Err(e) = dropped {
+            if let Err(e) = drop_schema(&self.url, &self.schema) {
                 eprintln!("could not drop test schema {}: {e}", self.schema);
             }
         }

@@ -710,6 +710,12 @@ impl crate::store::StoreReader for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::test_fixtures::{
+        batch, letter, list, measure_throughput, race_commits_and_reads, rows_for, windows, JOB,
+    };
+    use hotlist_operators::record::DeadReason;
+
     /// The processes of a cluster open (and create) the database at the same moment: every
     /// open succeeds (found by the 2-process crash test: the switch to WAL mode was "locked").
     #[test]
@@ -732,12 +738,6 @@ mod tests {
             assert!(errors.is_empty(), "round {round}: {errors:?}");
         }
     }
-
-    use super::*;
-    use crate::test_fixtures::{
-        batch, letter, list, measure_throughput, race_commits_and_reads, rows_for, windows, JOB,
-    };
-    use hotlist_operators::record::DeadReason;
 
     fn raw_rows(path: &Path, start: i64) -> Vec<(i64, i64)> {
         let conn = Connection::open(path).unwrap();
