@@ -11,7 +11,7 @@
 
 use crate::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
 use crate::run::{run_with_stats, Progress};
-use crate::source::generator_model::{GeneratorSpec, GeneratorTables, PartitionStream};
+use crate::generator::{GeneratorSpec, GeneratorTables, PartitionStream};
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
 use hotlist_operators::time::{Millis, Span};
@@ -285,7 +285,7 @@ pub fn rss_bytes() -> (u64, u64) {
 /// A bare consumer reading every partition of the topic to its end, with one consumer per
 /// partition polled round-robin on one thread (as the job's readers are): (messages, events,
 /// seconds). It parses nothing: the ceiling of what the broker delivers.
-fn bare_consumer(spec: &crate::source::kafka::KafkaSpec) -> Result<(u64, u64, f64)> {
+fn bare_consumer(spec: &crate::config::KafkaSpec) -> Result<(u64, u64, f64)> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::Message;
     // timed from before connecting, as the job's run is
@@ -349,7 +349,7 @@ fn drop_bench_schema(url: &str, schema: &str) {
 
 /// The Kafka comparison: bare consumer vs the bounded job (SQLite or PostgreSQL sink), same topic.
 fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
-    let spec = crate::source::kafka::KafkaSpec {
+    let spec = crate::config::KafkaSpec {
         brokers: brokers.into(),
         topic: topic.into(),
         group_id: "hotlist-bench".into(),

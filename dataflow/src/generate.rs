@@ -1,7 +1,7 @@
 //! `hotlist generate`: the configured generator's records as JSON-lines files.
 
 use crate::config::{self, SourcePlan};
-use crate::source::generator_model::{GeneratorTables, PartitionStream};
+use crate::generator::{GeneratorTables, PartitionStream};
 use anyhow::{bail, Context, Result};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;

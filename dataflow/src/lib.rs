@@ -15,6 +15,7 @@ pub mod checkpoints_cli;
 pub mod config;
 pub mod connect_watchdog;
 pub mod generate;
+pub mod generator;
 pub mod graph;
 pub mod metrics;
 pub mod peer_loss;

@@ -8,7 +8,7 @@
 //! Kafka source reads a final newline as a terminator, not as an empty event).
 
 use crate::config::{self, SourcePlan};
-use crate::source::generator_model::{GeneratorTables, PartitionStream};
+use crate::generator::{GeneratorTables, PartitionStream};
 use anyhow::{bail, Context, Result};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

@@ -4,7 +4,7 @@
 //! partition is released when the wall clock has moved `i / rate` seconds since the reader
 //! started, so event time advances like real time (the embedded default's live demo).
 
-use super::generator_model::{Generated, GeneratorSpec, GeneratorTables, PartitionStream};
+use crate::generator::{Generated, GeneratorSpec, GeneratorTables, PartitionStream};
 use super::{ReadStatus, Record};
 use anyhow::{anyhow, Result};
 use std::collections::HashMap;

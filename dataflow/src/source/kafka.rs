@@ -17,32 +17,14 @@
 //! answers offset 0) and after a restore from a checkpoint taken while still skipping.
 
 use super::{ReadStatus, Record};
+use crate::config::KafkaSpec;
 use anyhow::{anyhow, Context, Result};
 use hotlist_operators::time::Millis;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-/// Connection settings of the Kafka source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KafkaSpec {
-    /// `bootstrap.servers`.
-    pub brokers: String,
-    /// The topic.
-    pub topic: String,
-    /// `group.id` (used only for lag monitoring tools; offsets are not committed).
-    pub group_id: String,
-    /// Read up to the end offsets at start, then end.
-    pub bounded: bool,
-    /// Start at the first message whose timestamp is at or after this (reprocessing from a
-    /// point in time); `None`: the earliest offset.
-    pub start_time: Option<Millis>,
-    /// Extra librdkafka properties (security settings and the like).
-    pub options: BTreeMap<String, String>,
-}
 
 fn client_config(spec: &KafkaSpec) -> ClientConfig {
     let mut c = ClientConfig::new();

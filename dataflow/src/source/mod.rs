@@ -12,7 +12,6 @@
 
 pub mod file;
 pub mod generator;
-pub mod generator_model;
 pub mod kafka;
 
 use crate::config::{JobPlan, SourcePlan};
@@ -386,7 +385,7 @@ fn accept(
             Some(r) => r.to_vec(),
             None => {
                 let mut v = Vec::new();
-                generator_model::render_json(&item, ts, &mut v);
+                crate::generator::render_json(&item, ts, &mut v);
                 v
             }
         };

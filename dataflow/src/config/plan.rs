@@ -1,0 +1,172 @@
+//! The validated job: what [`super::load`] returns and everything downstream trusts. Every value
+//! here has been checked (ranges, paths, durations); the types admit only meaningful
+//! combinations (a source or sink is one enum variant with just its own settings).
+
+use crate::generator::GeneratorSpec;
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::WindowSpec;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A validated job.
+#[derive(Clone, Debug)]
+pub struct JobPlan {
+    /// Job id.
+    pub job_id: String,
+    /// Input.
+    pub source: SourcePlan,
+    /// Windows, in configured order.
+    pub windows: Vec<WindowSpec>,
+    /// Event-time settings.
+    pub time: TimePlan,
+    /// Output.
+    pub sink: SinkPlan,
+    /// Also write latest lists to Redis (serving fan-out).
+    pub fanout: Option<RedisTarget>,
+    /// Checkpointing (exactly-once restarts), if configured.
+    pub checkpoint: Option<CheckpointPlan>,
+    /// Restore this checkpoint instead of the latest (`--from-checkpoint`).
+    pub from_checkpoint: Option<u64>,
+    /// Timely worker threads.
+    pub workers: usize,
+    /// Epoch length (wall clock).
+    pub epoch_interval: Span,
+    /// Backpressure bound.
+    pub max_epochs_in_flight: u64,
+    /// Records a source reads per activation.
+    pub batch_size: usize,
+    /// Multi-process settings (None: one process).
+    pub cluster: Option<ClusterPlan>,
+}
+
+/// A cluster of processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterPlan {
+    /// This process's index.
+    pub process: usize,
+    /// `host:port` of every process, in process order.
+    pub addresses: Vec<String>,
+    /// Give up (exit with an error) when the peers have not all connected within this.
+    pub connect_timeout: Span,
+}
+
+impl JobPlan {
+    /// Workers over all processes.
+    pub fn total_workers(&self) -> usize {
+        self.workers * self.cluster.as_ref().map_or(1, |c| c.addresses.len())
+    }
+}
+
+/// Where events come from.
+#[derive(Clone, Debug)]
+pub enum SourcePlan {
+    /// JSON-lines files, one partition each (sorted by path).
+    Files(Vec<PathBuf>),
+    /// JSON lines on standard input: one partition.
+    Stdin,
+    /// A Kafka topic: partition `p` is input partition `p`.
+    Kafka {
+        /// Connection settings.
+        spec: KafkaSpec,
+        /// The topic's partition count (asked from the broker when the run starts).
+        partitions: u32,
+    },
+    /// The deterministic generator.
+    Generator {
+        /// Its settings.
+        spec: GeneratorSpec,
+        /// Pace to the wall clock instead of running as fast as possible.
+        pace: bool,
+    },
+}
+
+impl SourcePlan {
+    /// Number of input partitions.
+    pub fn partitions(&self) -> u32 {
+        match self {
+            SourcePlan::Files(paths) => paths.len() as u32,
+            SourcePlan::Stdin => 1,
+            SourcePlan::Generator { spec, .. } => spec.partitions,
+            SourcePlan::Kafka { partitions, .. } => *partitions,
+        }
+    }
+
+    /// A short description of a partition, stored with its dead letters.
+    pub fn partition_name(&self, p: u32) -> String {
+        match self {
+            SourcePlan::Files(paths) => format!("file:{}", paths[p as usize].display()),
+            SourcePlan::Stdin => "stdin".to_string(),
+            SourcePlan::Generator { .. } => format!("generator:{p}"),
+            SourcePlan::Kafka { spec, .. } => format!("kafka:{}/{p}", spec.topic),
+        }
+    }
+}
+
+/// Connection settings of the Kafka source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaSpec {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// The topic.
+    pub topic: String,
+    /// `group.id` (used only for lag monitoring tools; offsets are not committed).
+    pub group_id: String,
+    /// Read up to the end offsets at start, then end.
+    pub bounded: bool,
+    /// Start at the first message whose timestamp is at or after this (reprocessing from a
+    /// point in time); `None`: the earliest offset.
+    pub start_time: Option<Millis>,
+    /// Extra librdkafka properties (security settings and the like).
+    pub options: BTreeMap<String, String>,
+}
+
+/// Where results go.
+#[derive(Clone, Debug)]
+pub enum SinkPlan {
+    /// The embedded SQLite file.
+    Sqlite(PathBuf),
+    /// PostgreSQL.
+    Postgres {
+        /// Connection URL.
+        url: String,
+        /// Schema (default "public").
+        schema: String,
+    },
+    /// Redis (latest lists only: no history, no dead letters).
+    Redis(RedisTarget),
+    /// An in-memory store (tests and benchmarks).
+    Memory(hotlist_sinks::MemoryStore),
+}
+
+/// Checkpoint settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointPlan {
+    /// Base directory; checkpoints live in `dir/<job>/<epoch>/`.
+    pub dir: PathBuf,
+    /// Checkpoint every this many epochs.
+    pub every_epochs: u64,
+    /// Checkpoints kept.
+    pub retain: usize,
+}
+
+/// A Redis server and key prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisTarget {
+    /// Connection URL.
+    pub url: String,
+    /// Key prefix.
+    pub prefix: String,
+}
+
+/// Event-time settings.
+#[derive(Clone, Copy, Debug)]
+pub struct TimePlan {
+    /// Partition watermark = max event time − this.
+    pub max_out_of_orderness: Span,
+    /// How long after a window's end late events are still accepted.
+    pub allowed_lateness: Span,
+    /// A partition without events for this long (wall clock) stops holding the watermark back.
+    pub idle_timeout: Span,
+    /// How often provisional lists of open windows are published (wall clock).
+    pub emit_interval: Span,
+}

@@ -1,0 +1,224 @@
+//! The config file as written: serde structs, every key optional where it has a default, every
+//! unknown key an error (`deny_unknown_fields`).
+//!
+//! `[source]` is one struct per kind, chosen by its `kind` key, so a key that belongs to
+//! another kind is rejected by serde like a typo. Nothing here checks values (ranges, paths,
+//! durations): that is [`super::validate`]'s job, which turns this into a
+//! [`JobPlan`](super::JobPlan).
+
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[job]`.
+    #[serde(default)]
+    pub job: RawJob,
+    /// `[source]` (required).
+    pub source: Option<RawSource>,
+    /// `[time]`.
+    #[serde(default)]
+    pub time: RawTime,
+    /// `[[window]]`, in order (none: the default windows).
+    #[serde(default)]
+    pub window: Vec<RawWindow>,
+    /// `[sink]`.
+    #[serde(default)]
+    pub sink: RawSink,
+    /// `[checkpoint]` (none: no checkpoints).
+    pub checkpoint: Option<RawCheckpoint>,
+    /// `[run]`.
+    #[serde(default)]
+    pub run: RawRun,
+}
+
+/// `[job]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJob {
+    /// Job id: results are stored under it, so two jobs can share a store.
+    pub id: Option<String>,
+}
+
+/// `[source]`: one kind of input, chosen by `kind = "file" | "generator" | "kafka"`.
+#[derive(Debug)]
+pub enum RawSource {
+    /// `kind = "file"`.
+    File(RawFileSource),
+    /// `kind = "generator"`.
+    Generator(RawGeneratorSource),
+    /// `kind = "kafka"`.
+    Kafka(RawKafkaSource),
+}
+
+/// `[source] kind = "file"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFileSource {
+    /// A path or a glob; each file is one partition; "-" = stdin.
+    pub path: Option<String>,
+    /// Accepted for symmetry with the other kinds (files always end).
+    pub bounded: Option<bool>,
+}
+
+/// `[source] kind = "generator"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGeneratorSource {
+    /// Seed of every partition's random stream.
+    pub seed: Option<u64>,
+    /// Number of distinct items.
+    pub items: Option<u32>,
+    /// Zipf exponent of the item popularity (0 = uniform).
+    pub zipf: Option<f64>,
+    /// Number of partitions.
+    pub partitions: Option<u32>,
+    /// Total records over all partitions (none: endless).
+    pub events: Option<u64>,
+    /// Records per second of event time, per partition.
+    pub rate: Option<u64>,
+    /// "now" (default) or an RFC 3339 time / integer milliseconds.
+    pub start: Option<toml::Value>,
+    /// On-time events are up to this much older than their base time.
+    pub jitter: Option<String>,
+    /// Fraction of events made late by `late_by`.
+    pub late_fraction: Option<f64>,
+    /// How late the late events are.
+    pub late_by: Option<String>,
+    /// Fraction of records that are bad lines.
+    pub bad_fraction: Option<f64>,
+    /// Pace the generator to the wall clock (event time advances `rate` events/s per partition).
+    pub pace: Option<bool>,
+    /// End after `events` (which must then be set).
+    pub bounded: Option<bool>,
+}
+
+/// `[source] kind = "kafka"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKafkaSource {
+    /// `bootstrap.servers`.
+    pub brokers: Option<String>,
+    /// The topic.
+    pub topic: Option<String>,
+    /// `group.id` (default "hotlist"; offsets are never committed).
+    pub group_id: Option<String>,
+    /// Read up to the end offsets at start, then end.
+    pub bounded: Option<bool>,
+    /// Start at the first message (per partition) whose timestamp is at or after this time
+    /// (RFC 3339 or milliseconds); default: the earliest offset.
+    pub start_time: Option<toml::Value>,
+    /// Extra librdkafka properties.
+    pub options: Option<toml::Table>,
+}
+
+/// The dispatch on `kind` is written out rather than derived (`#[serde(tag = "kind")]`): the
+/// derive's messages say neither which section nor which kind a bad key was checked against
+/// ("unknown field `seed`"), and these name both (`source: unknown field `seed`, expected
+/// `path` or `bounded` for kind = "file"`). Each kind's own struct still rejects the keys.
+impl<'de> Deserialize<'de> for RawSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut table = toml::Table::deserialize(deserializer)?;
+        let kind = match table.remove("kind") {
+            Some(toml::Value::String(kind)) => kind,
+            Some(other) => return Err(D::Error::custom(format!("source.kind: expected a string, got {other}"))),
+            None => return Err(D::Error::missing_field("kind")),
+        };
+        let keys = toml::Value::Table(table);
+        let in_kind = |e: toml::de::Error| D::Error::custom(format!("source: {} for kind = {kind:?}", e.message()));
+        match kind.as_str() {
+            "file" => keys.try_into().map(RawSource::File).map_err(in_kind),
+            "generator" => keys.try_into().map(RawSource::Generator).map_err(in_kind),
+            "kafka" => keys.try_into().map(RawSource::Kafka).map_err(in_kind),
+            other => Err(D::Error::custom(format!(
+                "source.kind: unknown kind {other:?} (expected \"file\", \"generator\" or \"kafka\")"
+            ))),
+        }
+    }
+}
+
+/// `[time]`: event-time settings (durations such as "5s").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTime {
+    /// Partition watermark = max event time − this (default 5s).
+    pub max_out_of_orderness: Option<String>,
+    /// How long after a window's end late events still count (default 1m).
+    pub allowed_lateness: Option<String>,
+    /// A partition without events for this long (wall clock) goes idle (default 30s).
+    pub idle_timeout: Option<String>,
+    /// How often provisional lists of open windows are published (default 1s).
+    pub emit_interval: Option<String>,
+}
+
+/// One `[[window]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWindow {
+    /// Its name (the query key).
+    pub name: String,
+    /// Its length.
+    pub size: String,
+    /// How far consecutive instances are apart (default: `size`, tumbling).
+    pub slide: Option<String>,
+    /// List length (default 100).
+    pub k: Option<usize>,
+}
+
+/// `[sink]`. One flat struct, unlike `[source]`: its keys have always been accepted whatever
+/// the kind (a `path` left over when `--set sink.kind=...` switches to PostgreSQL is ignored),
+/// and rejecting them now would break configs that work.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSink {
+    /// "sqlite" (default) | "postgres" | "redis".
+    pub kind: Option<String>,
+    /// sqlite: the database file.
+    pub path: Option<String>,
+    /// postgres / redis: the server URL.
+    pub url: Option<String>,
+    /// postgres: the schema to use (default "public").
+    pub schema: Option<String>,
+    /// redis: key prefix (default "hotlist").
+    pub prefix: Option<String>,
+    /// Also write each window's latest list to this Redis (serving fan-out).
+    pub redis_url: Option<String>,
+    /// Key prefix for the fan-out (default "hotlist").
+    pub redis_prefix: Option<String>,
+}
+
+/// `[checkpoint]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheckpoint {
+    /// Where checkpoint directories go (one per committed checkpoint, under the job id).
+    pub dir: Option<String>,
+    /// How often to checkpoint (rounded to whole epochs). Results are committed at checkpoints.
+    pub interval: Option<String>,
+    /// How many checkpoints to keep.
+    pub retain: Option<usize>,
+}
+
+/// `[run]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    /// Timely worker threads.
+    pub workers: Option<usize>,
+    /// How often sources close an epoch (the unit of progress, watermarks and commits).
+    pub epoch_interval: Option<String>,
+    /// Sources wait when more than this many epochs are in flight (backpressure).
+    pub max_epochs_in_flight: Option<u64>,
+    /// Records a source reads per activation (over all its partitions).
+    pub batch_size: Option<usize>,
+    /// Processes in the cluster (default 1). Each runs `workers` threads.
+    pub processes: Option<usize>,
+    /// This process's index, 0-based.
+    pub process: Option<usize>,
+    /// File with one `host:port` per line, in process order (required with processes > 1).
+    pub hostfile: Option<String>,
+    /// How long a cluster process waits for all its peers to connect before it gives up.
+    pub connect_timeout: Option<String>,
+}

@@ -1,0 +1,169 @@
+//! Parsing whole configs: defaults, overrides, and errors that name the key and the kind.
+
+use super::*;
+use hotlist_operators::time::{Millis, Span};
+
+fn plan(text: &str, set: &[&str]) -> Result<JobPlan> {
+    let o = Overrides {
+        set: set.iter().map(|s| s.to_string()).collect(),
+        workers: None,
+        ..Default::default()
+    };
+    parse(text, &o)
+}
+
+const GEN: &str = "[source]\nkind = \"generator\"\nevents = 10\nstart = 0\n";
+
+/// Kafka start times parse as RFC 3339 or milliseconds; anything else is a clear error, as
+/// is a bounded generator without an event count.
+#[test]
+fn kafka_start_time_and_bounded_generator() {
+    let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+    let start = |set: &str| -> Result<Option<Millis>> {
+        match plan(kafka, &[set])?.source {
+            SourcePlan::Kafka { spec, .. } => Ok(spec.start_time),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        start("source.start_time=\"1970-01-01T00:00:01Z\"").unwrap(),
+        Some(Millis(1000))
+    );
+    assert_eq!(start("source.start_time=42").unwrap(), Some(Millis(42)));
+    assert_eq!(start("job.id=\"x\"").unwrap(), None);
+    let err = format!("{:#}", start("source.start_time=\"yesterday\"").unwrap_err());
+    assert!(err.contains("source.start_time") && err.contains("yesterday"), "{err}");
+    assert!(
+        plan(GEN, &["source.bounded=true"]).is_ok(),
+        "a bounded generator with events is fine"
+    );
+    let endless = "[source]\nkind = \"generator\"\nbounded = true\n";
+    let err = plan(endless, &[]).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("source.events"), "{err}");
+}
+
+/// The shipped configs (`configs/*.toml`) parse: the examples stay true to the code.
+#[test]
+fn shipped_configs_parse() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        seen += 1;
+        load(&path, &Overrides::default()).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+    }
+    assert!(seen >= 2, "configs found in {}", dir.display());
+}
+
+/// A cluster's connect timeout defaults to 60 s, takes a duration, and must be positive.
+#[test]
+fn cluster_connect_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.txt");
+    std::fs::write(&hosts, "127.0.0.1:7001\n127.0.0.1:7002\n").unwrap();
+    let cluster = |set: &[&str]| -> Result<ClusterPlan> {
+        let o = Overrides {
+            set: set.iter().map(|s| s.to_string()).collect(),
+            processes: Some(2),
+            process: Some(1),
+            hostfile: Some(hosts.clone()),
+            ..Default::default()
+        };
+        Ok(parse(GEN, &o)?.cluster.expect("a cluster"))
+    };
+    let c = cluster(&[]).unwrap();
+    assert_eq!((c.process, c.addresses.len()), (1, 2));
+    assert_eq!(c.connect_timeout, Span::from_millis(60_000));
+    let c = cluster(&["run.connect_timeout=\"5s\""]).unwrap();
+    assert_eq!(c.connect_timeout, Span::from_millis(5_000));
+    for bad in ["run.connect_timeout=\"0s\"", "run.connect_timeout=\"soon\""] {
+        let err = format!("{:#}", cluster(&[bad]).unwrap_err());
+        assert!(err.contains("run.connect_timeout"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn defaults_and_overrides() {
+    let p = plan(GEN, &["time.allowed_lateness=2m", "run.workers=3", "job.id=x"]).unwrap();
+    assert_eq!(p.windows.len(), 4);
+    assert_eq!(p.time.allowed_lateness.as_millis(), 120_000);
+    assert_eq!(p.time.max_out_of_orderness.as_millis(), 5_000);
+    assert_eq!(p.workers, 3);
+    assert_eq!(p.job_id, "x");
+    match p.source {
+        SourcePlan::Generator { spec, .. } => assert_eq!((spec.events, spec.start), (Some(10), Millis(0))),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn errors_name_the_key() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        (GEN, &["time.allowed_lateness=soon"], "time.allowed_lateness"),
+        (GEN, &["source.late_fraction=2"], "source.late_fraction"),
+        (GEN, &["sink.kind=\"mysql\""], "sink.kind"),
+        (GEN, &["sink.kind=\"postgres\""], "sink.url"),
+        (
+            GEN,
+            &[
+                "sink.kind=\"redis\"",
+                "sink.url=\"redis://x\"",
+                "sink.redis_url=\"redis://y\"",
+            ],
+            "sink.redis_url",
+        ),
+        (GEN, &["run.workers=0"], "run.workers"),
+        (GEN, &["time.bogus=1"], "bogus"),
+        ("[source]\nkind = \"file\"\n", &[], "source.path"),
+        (
+            "[source]\nkind = \"file\"\npath = \"/nonexistent/*.jsonl\"\n",
+            &[],
+            "no file matches",
+        ),
+        ("", &[], "[source]"),
+        (
+            &format!("{GEN}[[window]]\nname = \"w\"\nsize = \"1m\"\nslide = \"2m\"\n"),
+            &[],
+            "slide",
+        ),
+    ];
+    for (text, set, want) in cases {
+        let err = format!("{:#}", plan(text, set).unwrap_err());
+        assert!(err.contains(want), "{err:?} should mention {want:?}");
+    }
+}
+
+/// A key of another `[source]` kind is rejected by that kind's own keys, and the message names
+/// the key, the section and the kind it was checked against; an unknown kind lists the kinds.
+#[test]
+fn a_key_of_another_kind_is_rejected() {
+    let file = "[source]\nkind = \"file\"\npath = \"-\"\n";
+    let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+    let cases: &[(&str, &str, &str)] = &[
+        (file, "source.seed=1", "kind = \"file\""),
+        (file, "source.topic=\"t\"", "kind = \"file\""),
+        (GEN, "source.path=\"x.jsonl\"", "kind = \"generator\""),
+        (GEN, "source.brokers=\"b:9092\"", "kind = \"generator\""),
+        (kafka, "source.pace=true", "kind = \"kafka\""),
+        (kafka, "source.path=\"x.jsonl\"", "kind = \"kafka\""),
+    ];
+    for (text, set, kind) in cases {
+        let key = &set[set.find('.').expect("a dot") + 1..set.find('=').expect("a value")];
+        let err = format!("{:#}", plan(text, &[set]).unwrap_err());
+        assert!(
+            err.starts_with("source: unknown field") && err.contains(&format!("`{key}`")) && err.contains(kind),
+            "{set}: {err}"
+        );
+    }
+    // the keys every kind shares stay accepted
+    assert!(plan(file, &["source.bounded=true"]).is_ok());
+    assert!(plan(kafka, &["source.bounded=true"]).is_ok());
+    let err = format!("{:#}", plan(GEN, &["source.kind=\"s3\""]).unwrap_err());
+    assert!(err.contains("source.kind: unknown kind \"s3\""), "{err}");
+    let err = format!("{:#}", plan("[source]\npath = \"-\"\n", &[]).unwrap_err());
+    assert!(err.contains("kind"), "{err}");
+}
+

@@ -1,0 +1,315 @@
+//! Raw config → [`JobPlan`]: every value checked once, each section by its own function, every
+//! message naming its key (`source.late_fraction: must be between 0 and 1, got 2`).
+//!
+//! The order of the checks is the order the sections are listed in the plan, so a config with
+//! several problems always reports the same one first.
+
+use super::plan::{CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan};
+use super::raw::{
+    RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawKafkaSource, RawRun, RawSink, RawSource, RawTime,
+    RawWindow,
+};
+use super::Overrides;
+use crate::generator::GeneratorSpec;
+use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::{default_windows, validate_all, WindowSpec};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Validates a whole config; `overrides` supplies the flags that win over the file.
+pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
+    let job_id = raw.job.id.unwrap_or_else(|| "hotlist".to_string());
+    if job_id.is_empty() || job_id.len() > 128 {
+        bail!("job.id: must be 1 to 128 characters");
+    }
+    let source = raw.source.ok_or_else(|| anyhow!("missing [source] section"))?;
+    let source = validate_source(source)?;
+    let time = validate_time(&raw.time)?;
+    let windows = validate_windows(&raw.window)?;
+    let (sink, fanout) = validate_sink(&raw.sink)?;
+    let workers = overrides.workers.or(raw.run.workers).unwrap_or(1);
+    if workers == 0 || workers > 256 {
+        bail!("run.workers: must be between 1 and 256, got {workers}");
+    }
+    let epoch_interval = span("run.epoch_interval", &raw.run.epoch_interval, "100ms")?;
+    if epoch_interval == Span::ZERO {
+        bail!("run.epoch_interval: must be positive");
+    }
+    let max_epochs_in_flight = raw.run.max_epochs_in_flight.unwrap_or(4).max(1);
+    let checkpoint = match &raw.checkpoint {
+        None => None,
+        Some(cp) => Some(validate_checkpoint(cp, &source, &sink, epoch_interval)?),
+    };
+    let batch_size = raw.run.batch_size.unwrap_or(8192);
+    let cluster = validate_cluster(&raw.run, overrides)?;
+    if batch_size == 0 {
+        bail!("run.batch_size: must be positive");
+    }
+    if overrides.from_checkpoint.is_some() && checkpoint.is_none() {
+        bail!("--from-checkpoint needs a [checkpoint] section");
+    }
+    Ok(JobPlan {
+        job_id,
+        source,
+        windows,
+        time,
+        sink,
+        fanout,
+        checkpoint,
+        from_checkpoint: overrides.from_checkpoint,
+        workers,
+        epoch_interval,
+        max_epochs_in_flight,
+        batch_size,
+        cluster,
+    })
+}
+
+/// A duration key, or its default.
+fn span(key: &str, v: &Option<String>, default: &str) -> Result<Span> {
+    Span::parse(v.as_deref().unwrap_or(default)).map_err(|e| anyhow!("{key}: {e}"))
+}
+
+/// A fraction key in `[0, 1]` (default 0).
+fn fraction(key: &str, v: Option<f64>) -> Result<f64> {
+    let f = v.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&f) {
+        bail!("{key}: must be between 0 and 1, got {f}");
+    }
+    Ok(f)
+}
+
+fn validate_source(source: RawSource) -> Result<SourcePlan> {
+    match source {
+        RawSource::File(s) => validate_file_source(s),
+        RawSource::Generator(s) => validate_generator_source(s),
+        RawSource::Kafka(s) => validate_kafka_source(s),
+    }
+}
+
+/// `kind = "file"`: the glob's files, sorted (each a partition), or stdin for "-".
+fn validate_file_source(s: RawFileSource) -> Result<SourcePlan> {
+    let _ = s.bounded; // files always end
+    let path = s
+        .path
+        .ok_or_else(|| anyhow!("source.path: required for kind = \"file\""))?;
+    if path == "-" {
+        return Ok(SourcePlan::Stdin);
+    }
+    let mut paths: Vec<PathBuf> = glob::glob(&path)
+        .with_context(|| format!("source.path: bad glob {path:?}"))?
+        .collect::<std::result::Result<_, _>>()
+        .with_context(|| format!("source.path: cannot list {path:?}"))?;
+    paths.retain(|p| p.is_file());
+    paths.sort();
+    if paths.is_empty() {
+        bail!("source.path: no file matches {path:?}");
+    }
+    Ok(SourcePlan::Files(paths))
+}
+
+/// `kind = "generator"`: a [`GeneratorSpec`], defaults filled in and checked.
+fn validate_generator_source(s: RawGeneratorSource) -> Result<SourcePlan> {
+    if s.bounded == Some(true) && s.events.is_none() {
+        bail!("source.bounded: a generator ends after source.events events; set that");
+    }
+    let d = GeneratorSpec::default();
+    let start = match &s.start {
+        None => Millis::now(),
+        Some(toml::Value::String(v)) if v == "now" => Millis::now(),
+        Some(toml::Value::String(v)) => Millis::parse_user(v)
+            .ok_or_else(|| anyhow!("source.start: {v:?} is not \"now\", RFC 3339 or milliseconds"))?,
+        Some(toml::Value::Integer(ms)) => Millis(*ms),
+        Some(other) => bail!("source.start: expected a string or integer, got {other}"),
+    };
+    let spec = GeneratorSpec {
+        seed: s.seed.unwrap_or(d.seed),
+        items: s.items.unwrap_or(d.items),
+        zipf: s.zipf.unwrap_or(d.zipf),
+        partitions: s.partitions.unwrap_or(d.partitions),
+        events: s.events,
+        rate: s.rate.unwrap_or(d.rate),
+        start,
+        jitter: span("source.jitter", &s.jitter, "0ms")?,
+        late_fraction: fraction("source.late_fraction", s.late_fraction)?,
+        late_by: span("source.late_by", &s.late_by, "10m")?,
+        bad_fraction: fraction("source.bad_fraction", s.bad_fraction)?,
+    };
+    spec.validate().map_err(|e| anyhow!("source: {e}"))?;
+    Ok(SourcePlan::Generator {
+        spec,
+        pace: s.pace.unwrap_or(false),
+    })
+}
+
+/// `kind = "kafka"`: a [`KafkaSpec`]; the partition count is asked from the broker at run time.
+fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
+    let mut options = BTreeMap::new();
+    for (k, v) in s.options.unwrap_or_default() {
+        let v = match v {
+            toml::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        options.insert(k, v);
+    }
+    let spec = KafkaSpec {
+        brokers: s
+            .brokers
+            .ok_or_else(|| anyhow!("source.brokers: required for kind = \"kafka\""))?,
+        topic: s
+            .topic
+            .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
+        group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
+        bounded: s.bounded.unwrap_or(false),
+        start_time: match &s.start_time {
+            None => None,
+            Some(toml::Value::String(v)) => Some(
+                Millis::parse_user(v)
+                    .ok_or_else(|| anyhow!("source.start_time: {v:?} is not an RFC 3339 time or milliseconds"))?,
+            ),
+            Some(toml::Value::Integer(ms)) => Some(Millis(*ms)),
+            Some(other) => bail!("source.start_time: expected a string or integer, got {other}"),
+        },
+        options,
+    };
+    Ok(SourcePlan::Kafka { spec, partitions: 0 })
+}
+
+fn validate_time(t: &RawTime) -> Result<TimePlan> {
+    let time = TimePlan {
+        max_out_of_orderness: span("time.max_out_of_orderness", &t.max_out_of_orderness, "5s")?,
+        allowed_lateness: span("time.allowed_lateness", &t.allowed_lateness, "1m")?,
+        idle_timeout: span("time.idle_timeout", &t.idle_timeout, "30s")?,
+        emit_interval: span("time.emit_interval", &t.emit_interval, "1s")?,
+    };
+    if time.emit_interval == Span::ZERO {
+        bail!("time.emit_interval: must be positive");
+    }
+    Ok(time)
+}
+
+/// The configured windows (none: the default four), each checked and all checked together.
+fn validate_windows(raw: &[RawWindow]) -> Result<Vec<WindowSpec>> {
+    let windows = if raw.is_empty() {
+        default_windows()
+    } else {
+        raw.iter()
+            .map(|w| {
+                let size = span(&format!("window {:?}: size", w.name), &Some(w.size.clone()), "")?;
+                let slide = match &w.slide {
+                    Some(s) => span(&format!("window {:?}: slide", w.name), &Some(s.clone()), "")?,
+                    None => size,
+                };
+                Ok(WindowSpec {
+                    name: w.name.clone(),
+                    size,
+                    slide,
+                    k: w.k.unwrap_or(100),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
+    validate_all(&windows).map_err(|e| anyhow!("{e}"))?;
+    Ok(windows)
+}
+
+/// The sink and its optional Redis fan-out.
+fn validate_sink(s: &RawSink) -> Result<(SinkPlan, Option<RedisTarget>)> {
+    let sink = match s.kind.as_deref().unwrap_or("sqlite") {
+        "sqlite" => SinkPlan::Sqlite(PathBuf::from(s.path.as_deref().unwrap_or("hotlist.db"))),
+        "postgres" => SinkPlan::Postgres {
+            url: s
+                .url
+                .clone()
+                .ok_or_else(|| anyhow!("sink.url: required for kind = \"postgres\""))?,
+            schema: s.schema.clone().unwrap_or_else(|| "public".into()),
+        },
+        "redis" => SinkPlan::Redis(RedisTarget {
+            url: s
+                .url
+                .clone()
+                .ok_or_else(|| anyhow!("sink.url: required for kind = \"redis\""))?,
+            prefix: s.prefix.clone().unwrap_or_else(|| "hotlist".into()),
+        }),
+        "kafka" => bail!("sink.kind \"kafka\" is not available in this version"),
+        other => bail!("sink.kind: unknown kind {other:?} (expected \"sqlite\", \"postgres\" or \"redis\")"),
+    };
+    let fanout = s.redis_url.clone().map(|url| RedisTarget {
+        url,
+        prefix: s.redis_prefix.clone().unwrap_or_else(|| "hotlist".into()),
+    });
+    if fanout.is_some() && matches!(sink, SinkPlan::Redis(_)) {
+        bail!("sink.redis_url: the sink is Redis already");
+    }
+    Ok((sink, fanout))
+}
+
+/// `[checkpoint]`: only for a replayable source and a sink that keeps history.
+fn validate_checkpoint(
+    cp: &RawCheckpoint,
+    source: &SourcePlan,
+    sink: &SinkPlan,
+    epoch_interval: Span,
+) -> Result<CheckpointPlan> {
+    let interval = span("checkpoint.interval", &cp.interval, "5s")?;
+    if matches!(source, SourcePlan::Stdin) {
+        bail!("[checkpoint]: standard input cannot be replayed, so it cannot be checkpointed");
+    }
+    if matches!(sink, SinkPlan::Redis(_)) {
+        bail!("[checkpoint]: Redis keeps only latest lists; checkpoint into SQLite or PostgreSQL");
+    }
+    let retain = cp.retain.unwrap_or(5);
+    if retain == 0 {
+        bail!("checkpoint.retain: must be at least 1");
+    }
+    Ok(CheckpointPlan {
+        dir: PathBuf::from(cp.dir.as_deref().unwrap_or("checkpoints")),
+        every_epochs: (interval.as_millis() / epoch_interval.as_millis().max(1)).max(1),
+        retain,
+    })
+}
+
+/// The cluster (None for one process): this process's index and every process's address.
+fn validate_cluster(run: &RawRun, overrides: &Overrides) -> Result<Option<ClusterPlan>> {
+    let processes = overrides.processes.or(run.processes).unwrap_or(1);
+    if processes <= 1 {
+        return Ok(None);
+    }
+    let process = overrides
+        .process
+        .or(run.process)
+        .ok_or_else(|| anyhow!("run.process: required with {processes} processes (--process I)"))?;
+    if process >= processes {
+        bail!("run.process: {process} is not below run.processes ({processes})");
+    }
+    let hostfile = overrides
+        .hostfile
+        .clone()
+        .or(run.hostfile.as_ref().map(PathBuf::from))
+        .ok_or_else(|| anyhow!("run.hostfile: required with {processes} processes (--hostfile F)"))?;
+    let text = std::fs::read_to_string(&hostfile)
+        .with_context(|| format!("run.hostfile: cannot read {}", hostfile.display()))?;
+    let addresses: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    if addresses.len() != processes {
+        bail!(
+            "run.hostfile: {} lists {} addresses for {processes} processes",
+            hostfile.display(),
+            addresses.len()
+        );
+    }
+    let connect_timeout = span("run.connect_timeout", &run.connect_timeout, "60s")?;
+    if connect_timeout == Span::ZERO {
+        bail!("run.connect_timeout: must be positive");
+    }
+    Ok(Some(ClusterPlan {
+        process,
+        addresses,
+        connect_timeout,
+    }))
+}
