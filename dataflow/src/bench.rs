@@ -10,8 +10,8 @@
 //! by the counters, which also charges allocator slack and the id strings).
 
 use crate::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
-use crate::run::{run_with_stats, Progress};
 use crate::generator::{GeneratorSpec, GeneratorTables, PartitionStream};
+use crate::run::{run_with_stats, Progress};
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
 use hotlist_operators::time::{Millis, Span};

@@ -166,4 +166,3 @@ fn a_key_of_another_kind_is_rejected() {
     let err = format!("{:#}", plan("[source]\npath = \"-\"\n", &[]).unwrap_err());
     assert!(err.contains("kind"), "{err}");
 }
-

@@ -5,6 +5,7 @@
 //! `hotlist_operators::merge::ListMerger` decide what to publish.
 
 use super::epoch_stash::{Epoch, EpochStash};
+use super::RunCtx;
 use crate::checkpoint;
 use crate::config::TimePlan;
 use crate::stats::JobStats;
@@ -12,7 +13,7 @@ use hotlist_operators::merge::ListMerger;
 use hotlist_operators::record::PartitionId;
 use hotlist_operators::record::{Control, ListState, LocalList, PublishedList};
 use hotlist_operators::snapshot::{PartitionState, SourceSnapshot};
-use hotlist_operators::time::Millis;
+use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
 use std::cell::RefCell;
@@ -24,111 +25,37 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::Stream;
 
-/// Merges local lists into published revisions on worker 0.
+/// Merges local lists into published revisions on worker 0. `checkpoints` receives the
+/// checkpoint epochs whose merger and source files are written (for the sink).
 pub fn merge_lists<'scope>(
     lists: Stream<'scope, u64, Vec<LocalList>>,
     control: Stream<'scope, u64, Vec<Control>>,
     windows: Vec<WindowSpec>,
     time: TimePlan,
     stats: Arc<JobStats>,
-    ctx: super::RunCtx,
+    ctx: RunCtx,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
 ) -> Stream<'scope, u64, Vec<PublishedList>> {
-    let allowed_lateness = time.allowed_lateness;
-    let is_leader = lists.scope().index() == 0;
+    let leader = lists.scope().index() == 0;
     lists.binary_frontier(
         control,
         Exchange::new(|_: &LocalList| 0u64),
         Pipeline,
         "MergeLists",
         move |_cap, _info| {
-            let mut merger = match &ctx.restore {
-                Some(r) if is_leader => ListMerger::restore(windows, allowed_lateness, &r.merger),
-                _ => ListMerger::new(windows, allowed_lateness),
-            };
-            let mut global = GlobalWatermark::new();
-            if let Some(r) = &ctx.restore {
-                global.restore(r.counters.iter().map(|c| c.watermark).max().unwrap_or(Millis::MIN));
-            }
-            // each partition's last control record: the sources' state for checkpoints
-            let mut partitions: BTreeMap<PartitionId, PartitionState> = BTreeMap::new();
+            let mut state = MergeState::new(windows, time, leader, stats, ctx, checkpoints);
             let mut stash: EpochStash<LocalList, Control> = EpochStash::new(&[0]);
             move |(in_lists, f1), (in_control, f2), output| {
                 in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
                 in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
-                while let Some((
-                    t,
-                    Epoch {
+                // apply every epoch the frontiers have passed, in order
+                while let Some((t, epoch)) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t)) {
+                    let Epoch {
                         caps,
                         first: lists,
                         second: controls,
-                    },
-                )) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t))
-                {
-                    for l in lists {
-                        merger.receive(l);
-                    }
-                    let requested = controls.contains(&Control::Checkpoint);
-                    for c in controls {
-                        if let Control::Partition {
-                            partition,
-                            watermark,
-                            status,
-                            position,
-                        } = c
-                        {
-                            global.update(partition, watermark, status);
-                            let max_ts = if watermark == Millis::MIN || watermark == Millis::MAX {
-                                watermark
-                            } else {
-                                watermark.plus(time.max_out_of_orderness)
-                            };
-                            partitions.insert(
-                                partition,
-                                PartitionState {
-                                    partition,
-                                    position,
-                                    max_ts,
-                                    status,
-                                },
-                            );
-                        }
-                    }
-                    let wm = global.advance();
-                    let mut published = merger.advance(wm, Millis::now());
-                    if is_leader && ctx.is_checkpoint(t, wm, requested) {
-                        if let Some(dir) = ctx.checkpoint_dir(t) {
-                            let sources = SourceSnapshot {
-                                partitions: partitions.values().cloned().collect(),
-                            };
-                            let written = checkpoint::write_snapshot(&dir, "merger.snap", &merger.snapshot())
-                                .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
-                                .map(|_| ());
-                            match written {
-                                Ok(()) => {
-                                    checkpoints.borrow_mut().insert(t);
-                                }
-                                Err(e) => ctx.fail(format!("checkpoint write failed: {e:#}")),
-                            }
-                        }
-                    }
-                    if is_leader {
-                        stats.watermark.store(wm.0, Relaxed);
-                        for (p, pwm, status) in global.partitions() {
-                            if let Some(ps) = stats.partitions.get(p.0 as usize) {
-                                ps.watermark.store(pwm.0, Relaxed);
-                                ps.status.store(status as u64, Relaxed);
-                            }
-                        }
-                        stats.revisions.fetch_add(published.len() as u64, Relaxed);
-                        for p in &published {
-                            match p.state {
-                                ListState::Closed => stats.windows_closed.fetch_add(1, Relaxed),
-                                ListState::Final => stats.windows_sealed.fetch_add(1, Relaxed),
-                                ListState::Open => 0,
-                            };
-                        }
-                    }
+                    } = epoch;
+                    let mut published = state.apply_epoch(t, lists, controls);
                     if !published.is_empty() {
                         output.session(&caps[0]).give_container(&mut published);
                     }
@@ -136,4 +63,136 @@ pub fn merge_lists<'scope>(
             }
         },
     )
+}
+
+/// The merger of one worker (only worker 0's receives lists), and what the sources reported.
+struct MergeState {
+    /// Worker 0: the one that merges, checkpoints and reports.
+    leader: bool,
+    merger: ListMerger,
+    /// The same global watermark the counters compute, from the same control records.
+    global: GlobalWatermark,
+    /// Each partition's last control record: the sources' state for checkpoints.
+    partitions: BTreeMap<PartitionId, PartitionState>,
+    max_out_of_orderness: Span,
+    stats: Arc<JobStats>,
+    ctx: RunCtx,
+    /// Checkpoint epochs whose files are written, for the sink.
+    checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+}
+
+impl MergeState {
+    /// A fresh merger, or worker 0's restored from `ctx.restore`.
+    fn new(
+        windows: Vec<WindowSpec>,
+        time: TimePlan,
+        leader: bool,
+        stats: Arc<JobStats>,
+        ctx: RunCtx,
+        checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    ) -> MergeState {
+        let merger = match &ctx.restore {
+            Some(r) if leader => ListMerger::restore(windows, time.allowed_lateness, &r.merger),
+            _ => ListMerger::new(windows, time.allowed_lateness),
+        };
+        let mut global = GlobalWatermark::new();
+        if let Some(r) = &ctx.restore {
+            global.restore(r.counters.iter().map(|c| c.watermark).max().unwrap_or(Millis::MIN));
+        }
+        MergeState {
+            leader,
+            merger,
+            global,
+            partitions: BTreeMap::new(),
+            max_out_of_orderness: time.max_out_of_orderness,
+            stats,
+            ctx,
+            checkpoints,
+        }
+    }
+
+    /// Applies epoch `t`: receives its lists, reads its control records, and returns what the
+    /// merger publishes at the new global watermark; checkpoints first if `t` is a checkpoint.
+    fn apply_epoch(&mut self, t: u64, lists: Vec<LocalList>, controls: Vec<Control>) -> Vec<PublishedList> {
+        for l in lists {
+            self.merger.receive(l);
+        }
+        let requested = controls.contains(&Control::Checkpoint);
+        self.read_controls(controls);
+        let wm = self.global.advance();
+        let published = self.merger.advance(wm, Millis::now());
+        if self.leader && self.ctx.is_checkpoint(t, wm, requested) {
+            self.snapshot(t);
+        }
+        if self.leader {
+            self.report(wm, &published);
+        }
+        published
+    }
+
+    /// Feeds each partition's control record to the global watermark and keeps it as the
+    /// partition's state for the next checkpoint.
+    fn read_controls(&mut self, controls: Vec<Control>) {
+        for c in controls {
+            if let Control::Partition {
+                partition,
+                watermark,
+                status,
+                position,
+            } = c
+            {
+                self.global.update(partition, watermark, status);
+                let max_ts = if watermark == Millis::MIN || watermark == Millis::MAX {
+                    watermark
+                } else {
+                    watermark.plus(self.max_out_of_orderness)
+                };
+                let state = PartitionState {
+                    partition,
+                    position,
+                    max_ts,
+                    status,
+                };
+                self.partitions.insert(partition, state);
+            }
+        }
+    }
+
+    /// Writes `merger.snap` and `sources.snap` of checkpoint `t` and tells the sink it may
+    /// commit it; a failed write fails the run.
+    fn snapshot(&mut self, t: u64) {
+        let Some(dir) = self.ctx.checkpoint_dir(t) else { return };
+        let sources = SourceSnapshot {
+            partitions: self.partitions.values().cloned().collect(),
+        };
+        let written = checkpoint::write_snapshot(&dir, "merger.snap", &self.merger.snapshot())
+            .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
+            .map(|_| ());
+        match written {
+            Ok(()) => {
+                self.checkpoints.borrow_mut().insert(t);
+            }
+            Err(e) => self.ctx.fail(format!("checkpoint write failed: {e:#}")),
+        }
+    }
+
+    /// Reports watermarks, partition statuses and what was published to the shared stats.
+    fn report(&self, wm: Millis, published: &[PublishedList]) {
+        let stats = &self.stats;
+        stats.watermark.store(wm.0, Relaxed);
+        for (p, pwm, status) in self.global.partitions() {
+            if let Some(ps) = stats.partitions.get(p.0 as usize) {
+                ps.watermark.store(pwm.0, Relaxed);
+                ps.status.store(status as u64, Relaxed);
+            }
+        }
+        stats.revisions.fetch_add(published.len() as u64, Relaxed);
+        for p in published {
+            match p.state {
+                ListState::Closed => stats.windows_closed.fetch_add(1, Relaxed),
+                ListState::Final => stats.windows_sealed.fetch_add(1, Relaxed),
+                ListState::Open => 0,
+            };
+        }
+    }
 }

@@ -89,15 +89,7 @@ pub fn build<'scope>(
     ctx: RunCtx,
 ) -> ProbeHandle<u64> {
     let probe = ProbeHandle::new();
-    let src = source(
-        scope,
-        plan,
-        readers,
-        probe.clone(),
-        stats.clone(),
-        shutdown,
-        ctx.restore.as_deref(),
-    );
+    let src = source(scope, plan, readers, probe.clone(), stats.clone(), shutdown, &ctx);
     let control = src.control.broadcast();
     let (lists, sealed) = window_count::window_count(
         src.events,

@@ -6,6 +6,7 @@
 //! carries nothing; its frontier (seen by the probe) says which epochs have been handed off.
 
 use super::epoch_stash::{Epoch, EpochStash};
+use super::RunCtx;
 use hotlist_operators::record::{DeadLetter, PublishedList};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
@@ -39,7 +40,7 @@ pub fn sink<'scope>(
     lists: Stream<'scope, u64, Vec<PublishedList>>,
     dead: Stream<'scope, u64, Vec<DeadLetter>>,
     handoff: Option<SinkHandoff>,
-    ctx: super::RunCtx,
+    ctx: RunCtx,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
 ) -> Stream<'scope, u64, Vec<()>> {
     lists.binary_frontier(
@@ -48,93 +49,134 @@ pub fn sink<'scope>(
         Exchange::new(|_: &DeadLetter| 0u64),
         "Sink",
         move |_cap, _info| {
-            let mut handoff = handoff;
-            let checkpointing = ctx.checkpoint.is_some();
+            let mut state = SinkState {
+                handoff,
+                ctx,
+                checkpoints,
+                watermark: Millis::MIN,
+            };
             // Without checkpoints, hold each epoch's output capability until it is handed off
             // (so the probe, and the sources' in-flight bound, reflect the sink). With them,
             // results wait for the next checkpoint, many epochs away: hold data, not epochs.
-            let ports: &[usize] = if checkpointing { &[] } else { &[0] };
+            let ports: &[usize] = if state.checkpointing() { &[] } else { &[0] };
             let mut stash: EpochStash<PublishedList, DeadLetter> = EpochStash::new(ports);
-            let mut watermark = Millis::MIN;
             move |(in_lists, f1),
                   (in_dead, f2),
                   _output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
                 in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
                 in_dead.for_each_stamp(|cap, data| stash.second(&cap, data));
                 let pending_at = |t: &u64| f1.less_equal(t) || f2.less_equal(t);
-                if !checkpointing {
-                    while let Some((t, Epoch { first, second, .. })) = stash.pop_complete(pending_at) {
-                        hand_off(&mut handoff, t, first, second, &mut watermark);
-                    }
+                if state.checkpointing() {
+                    state.commit_checkpoints(&mut stash, pending_at);
                 } else {
-                    // commit at checkpoint epochs: everything up to the checkpoint, one batch
-                    loop {
-                        let Some(c) = checkpoints.borrow().first().copied() else {
-                            break;
-                        };
-                        if pending_at(&c) {
-                            break;
-                        }
-                        checkpoints.borrow_mut().pop_first();
-                        let (mut lists, mut dead) = (Vec::new(), Vec::new());
-                        while let Some((_, e)) = stash.pop_complete(|t| *t > c || pending_at(t)) {
-                            lists.extend(e.first);
-                            dead.extend(e.second);
-                        }
-                        if ctx.failed() {
-                            handoff = None; // a checkpoint file is missing: commit nothing more
-                            break;
-                        }
-                        // after a fallback to an older checkpoint: drop dead letters the store has
-                        let dead = match ctx.restore.as_deref() {
-                            Some(r) if !r.committed_positions.is_empty() => dead
-                                .into_iter()
-                                .filter(|d| r.committed_positions.get(&d.partition).is_none_or(|p| d.position > *p))
-                                .collect(),
-                            _ => dead,
-                        };
-                        hand_off(&mut handoff, c, lists, dead, &mut watermark);
-                    }
+                    state.hand_off_epochs(&mut stash, pending_at);
                 }
                 if f1.is_empty() && f2.is_empty() {
-                    // Inputs are done: dropping the sender lets the writer drain and finish.
-                    handoff = None;
+                    state.finish();
                 }
             }
         },
     )
 }
 
-/// Sends epoch `t`'s results (timely epoch; the batch carries the sink epoch) to the writer.
-fn hand_off(
-    handoff: &mut Option<SinkHandoff>,
-    t: u64,
-    lists: Vec<PublishedList>,
-    dead: Vec<DeadLetter>,
-    watermark: &mut Millis,
-) {
-    let Some(h) = handoff.as_mut() else { return };
-    *watermark = lists.iter().map(|l| l.watermark).fold(*watermark, Millis::max);
-    let dead_letters = dead
-        .into_iter()
-        .map(|letter| SourcedDeadLetter {
-            source: h
-                .partition_names
-                .get(letter.partition.0 as usize)
-                .cloned()
-                .unwrap_or_default(),
-            letter,
-        })
-        .collect();
-    let batch = CommitBatch {
-        job: h.job.clone(),
-        epoch: h.epoch_base + t,
-        watermark: *watermark,
-        lists,
-        dead_letters,
-    };
-    if h.tx.send(batch).is_err() {
-        h.failed.store(true, Relaxed);
-        *handoff = None;
+/// What worker 0's sink holds between activations.
+struct SinkState {
+    /// None on other workers, and once the writer is gone or the run failed.
+    handoff: Option<SinkHandoff>,
+    ctx: RunCtx,
+    /// Checkpoint epochs whose merger files are written (from `MergeLists`).
+    checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// The greatest watermark of any list handed off so far.
+    watermark: Millis,
+}
+
+impl SinkState {
+    /// Whether results are committed at checkpoints (else at every epoch).
+    fn checkpointing(&self) -> bool {
+        self.ctx.checkpoint.is_some()
+    }
+
+    /// Without checkpoints: hands off every complete epoch, one batch each.
+    fn hand_off_epochs(
+        &mut self,
+        stash: &mut EpochStash<PublishedList, DeadLetter>,
+        pending_at: impl Fn(&u64) -> bool,
+    ) {
+        while let Some((t, Epoch { first, second, .. })) = stash.pop_complete(&pending_at) {
+            self.hand_off(t, first, second);
+        }
+    }
+
+    /// With checkpoints: at each checkpoint epoch the frontiers have passed, hands off
+    /// everything up to it as one batch.
+    fn commit_checkpoints(
+        &mut self,
+        stash: &mut EpochStash<PublishedList, DeadLetter>,
+        pending_at: impl Fn(&u64) -> bool,
+    ) {
+        loop {
+            let Some(c) = self.checkpoints.borrow().first().copied() else {
+                break;
+            };
+            if pending_at(&c) {
+                break;
+            }
+            self.checkpoints.borrow_mut().pop_first();
+            let (mut lists, mut dead) = (Vec::new(), Vec::new());
+            while let Some((_, e)) = stash.pop_complete(|t| *t > c || pending_at(t)) {
+                lists.extend(e.first);
+                dead.extend(e.second);
+            }
+            if self.ctx.failed() {
+                self.handoff = None; // a checkpoint file is missing: commit nothing more
+                break;
+            }
+            let dead = self.not_yet_committed(dead);
+            self.hand_off(c, lists, dead);
+        }
+    }
+
+    /// After a fallback to an older checkpoint: drops the dead letters the store has already.
+    fn not_yet_committed(&self, dead: Vec<DeadLetter>) -> Vec<DeadLetter> {
+        match self.ctx.restore.as_deref() {
+            Some(r) if !r.committed_positions.is_empty() => dead
+                .into_iter()
+                .filter(|d| r.committed_positions.get(&d.partition).is_none_or(|p| d.position > *p))
+                .collect(),
+            _ => dead,
+        }
+    }
+
+    /// Sends epoch `t`'s results (timely epoch; the batch carries the sink epoch) to the writer.
+    fn hand_off(&mut self, t: u64, lists: Vec<PublishedList>, dead: Vec<DeadLetter>) {
+        let Some(h) = self.handoff.as_mut() else { return };
+        self.watermark = lists.iter().map(|l| l.watermark).fold(self.watermark, Millis::max);
+        let dead_letters = dead
+            .into_iter()
+            .map(|letter| SourcedDeadLetter {
+                source: h
+                    .partition_names
+                    .get(letter.partition.0 as usize)
+                    .cloned()
+                    .unwrap_or_default(),
+                letter,
+            })
+            .collect();
+        let batch = CommitBatch {
+            job: h.job.clone(),
+            epoch: h.epoch_base + t,
+            watermark: self.watermark,
+            lists,
+            dead_letters,
+        };
+        if h.tx.send(batch).is_err() {
+            h.failed.store(true, Relaxed);
+            self.handoff = None;
+        }
+    }
+
+    /// Inputs are done: dropping the sender lets the writer drain and finish.
+    fn finish(&mut self) {
+        self.handoff = None;
     }
 }

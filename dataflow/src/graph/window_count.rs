@@ -12,6 +12,8 @@
 //! the sink still commits the epoch only after it.
 
 use super::epoch_stash::{Epoch, EpochStash};
+use super::RunCtx;
+use crate::checkpoint::PartWritten;
 use crate::stats::JobStats;
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::key_group;
@@ -20,6 +22,7 @@ use hotlist_operators::record::{Control, DeadLetter, LocalList, TimedEvent};
 use hotlist_operators::time::Span;
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +30,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 /// Counts events per window on each worker; returns the local lists and `sealed` dead letters.
@@ -36,14 +40,12 @@ pub fn window_count<'scope>(
     windows: Vec<WindowSpec>,
     allowed_lateness: Span,
     stats: Arc<JobStats>,
-    ctx: super::RunCtx,
+    ctx: RunCtx,
 ) -> (
     Stream<'scope, u64, Vec<LocalList>>,
     Stream<'scope, u64, Vec<DeadLetter>>,
 ) {
     let scope = events.scope();
-    let worker = scope.index();
-    let peers = scope.peers();
     let mut builder = OperatorBuilder::new("WindowCount".to_string(), scope);
     let activator = scope.activator_for(builder.operator_info().address);
     let mut in_events = builder.new_input(events, Exchange::new(|e: &TimedEvent| key_group(e.hash) as u64));
@@ -52,33 +54,13 @@ pub fn window_count<'scope>(
     let (out_dead, dead) = builder.new_output::<Vec<DeadLetter>>();
     let mut out_lists: OutputBuilder<u64, CapacityContainerBuilder<Vec<LocalList>>> = OutputBuilder::from(out_lists);
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
+    let mut state = WindowCountState::new(windows, allowed_lateness, scope.index(), scope.peers(), stats, ctx);
 
     builder.build(move |_initial_caps| {
-        let mut counter = match &ctx.restore {
-            None => WindowedCounter::new(windows.clone(), allowed_lateness, worker as u32),
-            Some(r) => WindowedCounter::restore(windows.clone(), allowed_lateness, worker as u32, peers, &r.counters)
-                .unwrap_or_else(|e| {
-                    ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
-                    WindowedCounter::new(windows.clone(), allowed_lateness, worker as u32)
-                }),
-        };
-        let mut global = GlobalWatermark::new();
-        global.restore(counter.watermark());
+        // epochs hold capabilities for both outputs: [lists, sealed dead letters]
         let mut stash: EpochStash<Vec<TimedEvent>, Control> = EpochStash::new(&[0, 1]);
-        let mut last_stats = Instant::now() - Duration::from_secs(10);
-        // The checkpoint being written off this thread; its epoch's capability is held until
-        // the file is durable, so the sink cannot commit that epoch before it.
-        let mut writing: Option<SnapshotWrite> = None;
-        // This worker's previous checkpoint directory and the apply sequence of its snapshot:
-        // panes unchanged since are linked from there (none after a restore: all written).
-        let mut previous: Option<(std::path::PathBuf, u64)> = None;
-        // how long each linked pane file has been shared: bounded, so that a damaged file
-        // cannot spoil every retained checkpoint (see `pane_sharing`)
-        let mut sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
         move |frontiers| {
-            if writing.as_ref().is_some_and(|w| w.done()) {
-                finish(writing.take(), &stats, &ctx, worker);
-            }
+            state.poll_write();
             // stash input under the capabilities of its epoch (events stay in their batches)
             in_events.for_each_stamp(|cap, data| {
                 if let Some(batches) = stash.first_mut(&cap) {
@@ -87,71 +69,21 @@ pub fn window_count<'scope>(
             });
             in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
             // apply every epoch the frontier has passed, in order
-            while let Some((
-                t,
-                Epoch {
+            while let Some((t, epoch)) = stash.pop_complete(|t| frontiers.iter().any(|f| f.less_equal(t))) {
+                let Epoch {
                     caps,
                     first: events,
                     second: controls,
-                },
-            )) = stash.pop_complete(|t| frontiers.iter().any(|f| f.less_equal(t)))
-            {
-                let mut dead = Vec::new();
-                for batch in &events {
-                    for ev in batch {
-                        if let Some(d) = counter.apply(ev) {
-                            dead.push(d);
-                        }
-                    }
-                }
-                let mut tick = false;
-                let requested = controls.contains(&Control::Checkpoint);
-                for c in controls {
-                    match c {
-                        Control::Partition {
-                            partition,
-                            watermark,
-                            status,
-                            ..
-                        } => global.update(partition, watermark, status),
-                        Control::EmitTick => tick = true,
-                        Control::Checkpoint => {}
-                    }
-                }
-                let wm = global.advance();
-                let mut lists = counter.advance(wm, tick);
-                if ctx.is_checkpoint(t, wm, requested) {
-                    if let Some(dir) = ctx.checkpoint_dir(t) {
-                        // one write at a time: wait for the previous one (bounds memory)
-                        finish(writing.take(), &stats, &ctx, worker);
-                        let started = Instant::now();
-                        let (base, panes) =
-                            counter.snapshot_panes(previous.as_ref().map(|p| p.1), |key| sharing.may_reuse(key));
-                        sharing.taken(&panes);
-                        let prev_dir = previous.replace((dir.clone(), counter.sequence())).map(|p| p.0);
-                        writing = Some(SnapshotWrite {
-                            _holds: caps[0].clone(),
-                            started,
-                            thread: std::thread::spawn(move || {
-                                crate::checkpoint::write_counter_part(&dir, worker, base, panes, prev_dir.as_deref())
-                            }),
-                        });
-                    }
-                }
+                } = epoch;
+                let (mut lists, mut dead) = state.apply_epoch(t, &events, controls, &caps[0]);
                 if !lists.is_empty() {
                     out_lists.activate().session(&caps[0]).give_container(&mut lists);
                 }
                 if !dead.is_empty() {
-                    stats.sealed_dropped.fetch_add(dead.len() as u64, Relaxed);
                     out_dead.activate().session(&caps[1]).give_container(&mut dead);
                 }
-                if tick || last_stats.elapsed() >= Duration::from_secs(1) {
-                    last_stats = Instant::now();
-                    let st = counter.stats();
-                    stats.set_worker_state(worker, st.live_counters, st.heap_bytes, st.live_items);
-                }
             }
-            if writing.is_some() {
+            if state.is_writing() {
                 activator.activate_after(Duration::from_millis(1)); // look again soon
             }
         }
@@ -159,26 +91,185 @@ pub fn window_count<'scope>(
     (lists, dead)
 }
 
+/// One worker's counting state, and the checkpoint it may be writing.
+struct WindowCountState {
+    /// Global worker index (names the checkpoint part).
+    worker: usize,
+    counter: WindowedCounter,
+    global: GlobalWatermark,
+    stats: Arc<JobStats>,
+    ctx: RunCtx,
+    /// When the state gauges were last reported.
+    last_stats: Instant,
+    /// The checkpoint being written off this thread; its epoch's capability is held until
+    /// the file is durable, so the sink cannot commit that epoch before it.
+    writing: Option<SnapshotWrite>,
+    /// This worker's previous checkpoint directory and the apply sequence of its snapshot:
+    /// panes unchanged since are linked from there (none after a restore: all written).
+    previous: Option<(PathBuf, u64)>,
+    /// How long each linked pane file has been shared: bounded, so that a damaged file
+    /// cannot spoil every retained checkpoint (see `pane_sharing`).
+    sharing: PaneSharing,
+}
+
+impl WindowCountState {
+    /// A fresh counter, or the one restored from `ctx.restore` (a counter that cannot be
+    /// restored fails the run, and counting starts empty until it stops).
+    fn new(
+        windows: Vec<WindowSpec>,
+        allowed_lateness: Span,
+        worker: usize,
+        peers: usize,
+        stats: Arc<JobStats>,
+        ctx: RunCtx,
+    ) -> WindowCountState {
+        let counter = match &ctx.restore {
+            None => WindowedCounter::new(windows, allowed_lateness, worker as u32),
+            Some(r) => WindowedCounter::restore(windows.clone(), allowed_lateness, worker as u32, peers, &r.counters)
+                .unwrap_or_else(|e| {
+                    ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
+                    WindowedCounter::new(windows, allowed_lateness, worker as u32)
+                }),
+        };
+        let mut global = GlobalWatermark::new();
+        global.restore(counter.watermark());
+        let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
+        WindowCountState {
+            worker,
+            counter,
+            global,
+            stats,
+            ctx,
+            last_stats: Instant::now() - Duration::from_secs(10),
+            writing: None,
+            previous: None,
+            sharing,
+        }
+    }
+
+    /// Applies epoch `t`: its events, then its control records (the global watermark, emit
+    /// ticks), then a checkpoint if `t` is one (held by `hold`). Returns the lists to publish
+    /// and the events that reached only sealed windows.
+    fn apply_epoch(
+        &mut self,
+        t: u64,
+        events: &[Vec<TimedEvent>],
+        controls: Vec<Control>,
+        hold: &Capability<u64>,
+    ) -> (Vec<LocalList>, Vec<DeadLetter>) {
+        let dead = self.count(events);
+        let requested = controls.contains(&Control::Checkpoint);
+        let tick = self.read_controls(controls);
+        let wm = self.global.advance();
+        let lists = self.counter.advance(wm, tick);
+        if self.ctx.is_checkpoint(t, wm, requested) {
+            self.snapshot(t, hold);
+        }
+        if !dead.is_empty() {
+            self.stats.sealed_dropped.fetch_add(dead.len() as u64, Relaxed);
+        }
+        self.report_state(tick);
+        (lists, dead)
+    }
+
+    /// Counts the epoch's events; returns those that reached only sealed windows.
+    fn count(&mut self, events: &[Vec<TimedEvent>]) -> Vec<DeadLetter> {
+        let counter = &mut self.counter;
+        let mut dead = Vec::new();
+        for batch in events {
+            for ev in batch {
+                if let Some(d) = counter.apply(ev) {
+                    dead.push(d);
+                }
+            }
+        }
+        dead
+    }
+
+    /// Feeds the partitions' watermarks to the global watermark; returns whether an emit tick
+    /// came with them.
+    fn read_controls(&mut self, controls: Vec<Control>) -> bool {
+        let mut tick = false;
+        for c in controls {
+            match c {
+                Control::Partition {
+                    partition,
+                    watermark,
+                    status,
+                    ..
+                } => self.global.update(partition, watermark, status),
+                Control::EmitTick => tick = true,
+                Control::Checkpoint => {}
+            }
+        }
+        tick
+    }
+
+    /// Takes this worker's checkpoint of epoch `t` (in memory: only the panes changed since the
+    /// previous one) and starts writing it on its own thread, holding `hold` until it is durable.
+    fn snapshot(&mut self, t: u64, hold: &Capability<u64>) {
+        let Some(dir) = self.ctx.checkpoint_dir(t) else { return };
+        // one write at a time: wait for the previous one (bounds memory)
+        self.finish_write();
+        let started = Instant::now();
+        let sharing = &self.sharing;
+        let (base, panes) = self
+            .counter
+            .snapshot_panes(self.previous.as_ref().map(|p| p.1), |key| sharing.may_reuse(key));
+        self.sharing.taken(&panes);
+        let prev_dir = self
+            .previous
+            .replace((dir.clone(), self.counter.sequence()))
+            .map(|p| p.0);
+        let worker = self.worker;
+        self.writing = Some(SnapshotWrite {
+            _holds: hold.clone(),
+            started,
+            thread: std::thread::spawn(move || {
+                crate::checkpoint::write_counter_part(&dir, worker, base, panes, prev_dir.as_deref())
+            }),
+        });
+    }
+
+    /// Whether a checkpoint write is still in progress.
+    fn is_writing(&self) -> bool {
+        self.writing.is_some()
+    }
+
+    /// Finishes the checkpoint write if its thread is done (without waiting).
+    fn poll_write(&mut self) {
+        if self.writing.as_ref().is_some_and(|w| w.thread.is_finished()) {
+            self.finish_write();
+        }
+    }
+
+    /// Waits for the checkpoint write (if any), records it, and releases its epoch.
+    fn finish_write(&mut self) {
+        let Some(w) = self.writing.take() else { return };
+        match w.thread.join() {
+            Ok(Ok(part)) => self.stats.note_checkpoint(self.worker, part, w.started.elapsed()),
+            Ok(Err(e)) => self.ctx.fail(format!("checkpoint write failed: {e:#}")),
+            Err(_) => self
+                .ctx
+                .fail("checkpoint write failed: the writer thread panicked".to_string()),
+        }
+    }
+
+    /// Reports the counter's size to the shared stats (at emit ticks, at most every second otherwise).
+    fn report_state(&mut self, tick: bool) {
+        if tick || self.last_stats.elapsed() >= Duration::from_secs(1) {
+            self.last_stats = Instant::now();
+            let st = self.counter.stats();
+            self.stats
+                .set_worker_state(self.worker, st.live_counters, st.heap_bytes, st.live_items);
+        }
+    }
+}
+
 /// A counter snapshot being encoded and written on its own thread.
 struct SnapshotWrite {
     /// The capability of the checkpoint's epoch (released when the write is done).
-    _holds: timely::dataflow::operators::Capability<u64>,
+    _holds: Capability<u64>,
     started: Instant,
-    thread: std::thread::JoinHandle<anyhow::Result<crate::checkpoint::PartWritten>>,
-}
-
-impl SnapshotWrite {
-    fn done(&self) -> bool {
-        self.thread.is_finished()
-    }
-}
-
-/// Waits for a snapshot write (if any), records it, and releases its epoch.
-fn finish(write: Option<SnapshotWrite>, stats: &JobStats, ctx: &super::RunCtx, worker: usize) {
-    let Some(w) = write else { return };
-    match w.thread.join() {
-        Ok(Ok(part)) => stats.note_checkpoint(worker, part, w.started.elapsed()),
-        Ok(Err(e)) => ctx.fail(format!("checkpoint write failed: {e:#}")),
-        Err(_) => ctx.fail("checkpoint write failed: the writer thread panicked".to_string()),
-    }
+    thread: std::thread::JoinHandle<anyhow::Result<PartWritten>>,
 }

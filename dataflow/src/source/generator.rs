@@ -4,8 +4,8 @@
 //! partition is released when the wall clock has moved `i / rate` seconds since the reader
 //! started, so event time advances like real time (the embedded default's live demo).
 
-use crate::generator::{Generated, GeneratorSpec, GeneratorTables, PartitionStream};
 use super::{ReadStatus, Record};
+use crate::generator::{Generated, GeneratorSpec, GeneratorTables, PartitionStream};
 use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,0 +1,83 @@
+//! `Source`: the timely operator around [`SourceState`]. Each activation reads a batch, hands
+//! it to the outputs, flushes the tallies and, when the epoch is over, sends the control records
+//! and downgrades the capabilities (or drops them after the last epoch).
+
+use super::state::{EpochEnd, SourceState};
+use super::{Reader, SourceStreams};
+use crate::config::JobPlan;
+use crate::graph::RunCtx;
+use crate::stats::JobStats;
+use hotlist_operators::record::{Control, DeadLetter, PartitionId, TimedEvent};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::probe::Handle as ProbeHandle;
+use timely::dataflow::Scope;
+
+/// Builds the source operator over `readers` (resumed from `ctx.restore`, if any). It stops
+/// reading and ends after closing its current epoch once `shutdown` is set.
+pub fn source<'scope>(
+    scope: Scope<'scope, u64>,
+    plan: &JobPlan,
+    readers: Vec<(PartitionId, Reader)>,
+    probe: ProbeHandle<u64>,
+    stats: Arc<JobStats>,
+    shutdown: Arc<AtomicBool>,
+    ctx: &RunCtx,
+) -> SourceStreams<'scope> {
+    let mut builder = OperatorBuilder::new("Source".to_string(), scope);
+    let activator = scope.activator_for(builder.operator_info().address);
+    let (out_events, events) = builder.new_output::<Vec<TimedEvent>>();
+    let (out_control, control) = builder.new_output::<Vec<Control>>();
+    let (out_dead, dead) = builder.new_output::<Vec<DeadLetter>>();
+    let mut out_events: OutputBuilder<u64, CapacityContainerBuilder<Vec<TimedEvent>>> = OutputBuilder::from(out_events);
+    let mut out_control: OutputBuilder<u64, CapacityContainerBuilder<Vec<Control>>> = OutputBuilder::from(out_control);
+    let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
+    let mut state = SourceState::new(plan, readers, stats, ctx);
+
+    builder.build(move |caps| {
+        // capabilities: [events, control, dead]; none at all for a source without partitions
+        let mut caps = state.has_partitions().then_some(caps);
+        let mut batch = state.new_batch();
+        move |_frontiers| {
+            let Some(c) = caps.as_mut() else { return };
+            let stopping = shutdown.load(Relaxed);
+            if !stopping && state.held_back(&probe) {
+                activator.activate_after(Duration::from_millis(1));
+                return;
+            }
+            // read a batch and hand it on
+            let produced = !stopping && state.read_batch(&mut batch);
+            if !batch.events.is_empty() {
+                out_events.activate().session(&c[0]).give_container(&mut batch.events);
+                batch.events.reserve(state.batch_size());
+            }
+            if !batch.dead.is_empty() {
+                out_dead.activate().session(&c[2]).give_container(&mut batch.dead);
+            }
+            state.flush_tallies();
+            // close the epoch on the timer, at the end of input, or when stopping
+            if let Some(end) = state.epoch_end(stopping) {
+                let mut controls = state.close_epoch(end, stopping);
+                out_control.activate().session(&c[1]).give_container(&mut controls);
+                if end == EpochEnd::Last {
+                    caps = None;
+                    return;
+                }
+                let epoch = state.next_epoch();
+                for cap in c.iter_mut() {
+                    cap.downgrade(&epoch);
+                }
+            }
+            if produced {
+                activator.activate();
+            } else {
+                activator.activate_after(state.idle_wait());
+            }
+        }
+    });
+    SourceStreams { events, control, dead }
+}

@@ -1,0 +1,306 @@
+//! The source operator's state: the partitions this worker reads (reader, clock, position,
+//! status) and the epoch clock. Built once per run by [`SourceState::new`], which also resumes
+//! every partition where the restored checkpoint left it; the operator's closure
+//! (`source::operator`) only moves what the methods produce to the outputs.
+
+use super::accept::{accept, Batch, Tally};
+use super::{ReadStatus, Reader, Record};
+use crate::config::JobPlan;
+use crate::graph::RunCtx;
+use crate::stats::JobStats;
+use hotlist_operators::lateness::LatenessJudge;
+use hotlist_operators::record::{Control, PartitionId, PartitionStatus};
+use hotlist_operators::snapshot::PartitionState;
+use hotlist_operators::time::Span;
+use hotlist_operators::watermark::PartitionClock;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use timely::dataflow::operators::probe::Handle as ProbeHandle;
+
+/// One partition this worker reads.
+pub(super) struct Partition {
+    id: PartitionId,
+    reader: Reader,
+    clock: PartitionClock,
+    /// Records consumed (Kafka: the next offset to read).
+    position: u64,
+    status: PartitionStatus,
+    /// When the reader last produced data (for the idle timeout).
+    last_data: Instant,
+    /// Tallies of this activation, flushed to the shared per-partition stats.
+    tally: Tally,
+}
+
+impl Partition {
+    /// Partition `id` read by `reader`, resumed at `state` (a restored checkpoint's) if any. A
+    /// reader that cannot get back to the checkpoint's position is an error naming both: reading
+    /// on from anywhere else would lose or double-count records.
+    pub(super) fn resume(
+        id: PartitionId,
+        mut reader: Reader,
+        out_of_orderness: Span,
+        state: Option<&PartitionState>,
+    ) -> Result<Partition, String> {
+        let mut clock = PartitionClock::new(out_of_orderness);
+        let (mut position, mut status) = (0, PartitionStatus::Active);
+        if let Some(state) = state {
+            reader
+                .skip_to(state.position)
+                .map_err(|e| format!("partition {} cannot resume at position {}: {e:#}", id.0, state.position))?;
+            position = state.position;
+            clock = PartitionClock::with_max(out_of_orderness, state.max_ts);
+            if state.status == PartitionStatus::Finished {
+                clock.finish();
+                status = PartitionStatus::Finished;
+            }
+        }
+        Ok(Partition {
+            id,
+            reader,
+            clock,
+            position,
+            status,
+            last_data: Instant::now(),
+            tally: Tally::default(),
+        })
+    }
+
+    fn live(&self) -> bool {
+        self.status != PartitionStatus::Finished
+    }
+}
+
+/// Why an epoch closes now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EpochEnd {
+    /// Its wall-clock time is up: the next epoch follows.
+    Timer,
+    /// Every partition ended, or the job is stopping: this was the source's last epoch.
+    Last,
+}
+
+/// The source of one worker.
+pub(super) struct SourceState {
+    partitions: Vec<Partition>,
+    judge: LatenessJudge,
+    stats: Arc<JobStats>,
+    /// Records per activation over all partitions.
+    batch: usize,
+    epoch_interval: Duration,
+    emit_interval: Duration,
+    idle_timeout: Duration,
+    max_epochs_in_flight: u64,
+    /// The current (timely) epoch, and when it started.
+    epoch: u64,
+    epoch_started: Instant,
+    /// When the last emit tick was sent.
+    last_tick: Instant,
+}
+
+impl SourceState {
+    /// The source of the partitions in `readers`, resumed from the run's checkpoint if it has
+    /// one. A partition that cannot resume fails the run (`ctx.fail`, like a counter that cannot
+    /// be restored) and leaves this source with nothing to read.
+    pub(super) fn new(
+        plan: &JobPlan,
+        readers: Vec<(PartitionId, Reader)>,
+        stats: Arc<JobStats>,
+        ctx: &RunCtx,
+    ) -> SourceState {
+        let restore = ctx.restore.as_deref();
+        let resumed: Result<Vec<Partition>, String> = readers
+            .into_iter()
+            .map(|(id, reader)| {
+                let state = restore.and_then(|r| r.sources.partitions.iter().find(|p| p.partition == id));
+                Partition::resume(id, reader, plan.time.max_out_of_orderness, state)
+            })
+            .collect();
+        let partitions = resumed.unwrap_or_else(|e| {
+            let epoch = restore.map_or(0, |r| r.epoch);
+            ctx.fail(format!("cannot restore checkpoint {epoch}: {e}"));
+            Vec::new()
+        });
+        let now = Instant::now();
+        SourceState {
+            partitions,
+            judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+            stats,
+            batch: plan.batch_size,
+            epoch_interval: plan.epoch_interval.as_std(),
+            emit_interval: plan.time.emit_interval.as_std(),
+            idle_timeout: plan.time.idle_timeout.as_std(),
+            max_epochs_in_flight: plan.max_epochs_in_flight,
+            epoch: 0,
+            epoch_started: now,
+            last_tick: now,
+        }
+    }
+
+    /// Whether there is anything to read at all (a source without partitions ends at once).
+    pub(super) fn has_partitions(&self) -> bool {
+        !self.partitions.is_empty()
+    }
+
+    /// An empty batch sized for one activation.
+    pub(super) fn new_batch(&self) -> Batch {
+        Batch {
+            events: Vec::with_capacity(self.batch),
+            dead: Vec::new(),
+        }
+    }
+
+    /// Records per activation.
+    pub(super) fn batch_size(&self) -> usize {
+        self.batch
+    }
+
+    /// Backpressure: the current epoch may not start while the end of the graph (`probe`) is
+    /// still more than `max_epochs_in_flight` epochs behind.
+    pub(super) fn held_back(&self, probe: &ProbeHandle<u64>) -> bool {
+        let in_flight = self.max_epochs_in_flight;
+        self.epoch >= in_flight && probe.less_than(&(self.epoch - in_flight))
+    }
+
+    /// Reads one batch into `out`, round-robin over the live partitions, and updates their
+    /// status (active, idle, finished). Returns whether anything was produced (or ended).
+    pub(super) fn read_batch(&mut self, out: &mut Batch) -> bool {
+        let SourceState {
+            partitions,
+            judge,
+            stats,
+            batch,
+            idle_timeout,
+            ..
+        } = self;
+        let live = partitions.iter().filter(|p| p.live()).count().max(1);
+        let share = (*batch / live).max(1);
+        let now = Instant::now();
+        let mut produced = false;
+        for part in partitions.iter_mut().filter(|p| p.live()) {
+            let Partition {
+                id,
+                reader,
+                clock,
+                position,
+                tally,
+                ..
+            } = part;
+            let status = reader.read(share, &mut |rec| {
+                // files and generators count records; Kafka records carry their offset
+                let at = match rec {
+                    Record::LineAt(_, offset, _) => offset,
+                    _ => {
+                        *position += 1;
+                        *position
+                    }
+                };
+                tally.records += 1;
+                accept(rec, *id, at, clock, judge, out, tally);
+            });
+            if let Reader::Kafka(k) = &mut part.reader {
+                part.position = k.position(); // the next offset to read
+                if let (Some(lag), Some(ps)) = (k.lag(), stats.partitions.get(part.id.0 as usize)) {
+                    ps.lag.store(lag as i64, Relaxed);
+                }
+            }
+            produced |= part.note_read(status, now, *idle_timeout);
+        }
+        produced
+    }
+
+    /// Adds this activation's tallies to the shared stats (once per activation, not per record).
+    pub(super) fn flush_tallies(&mut self) {
+        let stats = &self.stats;
+        for part in self.partitions.iter_mut() {
+            let t = std::mem::take(&mut part.tally);
+            if t.records == 0 {
+                continue;
+            }
+            stats.records_in.fetch_add(t.records, Relaxed);
+            stats.events_in.fetch_add(t.events, Relaxed);
+            stats.bad.fetch_add(t.bad, Relaxed);
+            stats.late.fetch_add(t.late, Relaxed);
+            stats.late_dropped.fetch_add(t.late_dropped, Relaxed);
+            if let Some(ps) = stats.partitions.get(part.id.0 as usize) {
+                ps.records.fetch_add(t.records, Relaxed);
+                ps.events.fetch_add(t.events, Relaxed);
+                ps.bad.fetch_add(t.bad, Relaxed);
+                ps.late.fetch_add(t.late, Relaxed);
+            }
+        }
+    }
+
+    /// Whether the epoch closes now: at the end of input, when stopping, or on the timer.
+    pub(super) fn epoch_end(&self, stopping: bool) -> Option<EpochEnd> {
+        let ended = self.partitions.iter().all(|p| !p.live());
+        if ended || stopping {
+            Some(EpochEnd::Last)
+        } else if self.epoch_started.elapsed() >= self.epoch_interval {
+            Some(EpochEnd::Timer)
+        } else {
+            None
+        }
+    }
+
+    /// The control records that close the epoch: each partition's watermark, status and
+    /// position, an emit tick when one is due (always at the last epoch), and a checkpoint
+    /// request when stopping.
+    pub(super) fn close_epoch(&mut self, end: EpochEnd, stopping: bool) -> Vec<Control> {
+        let mut controls: Vec<Control> = self
+            .partitions
+            .iter()
+            .map(|p| Control::Partition {
+                partition: p.id,
+                watermark: p.clock.watermark(),
+                status: p.status,
+                position: p.position,
+            })
+            .collect();
+        if end == EpochEnd::Last || self.last_tick.elapsed() >= self.emit_interval {
+            controls.push(Control::EmitTick);
+            self.last_tick = Instant::now();
+        }
+        if stopping {
+            controls.push(Control::Checkpoint);
+        }
+        controls
+    }
+
+    /// Starts the next epoch; returns it (the time to downgrade the capabilities to).
+    pub(super) fn next_epoch(&mut self) -> u64 {
+        self.epoch += 1;
+        self.epoch_started = Instant::now();
+        self.epoch
+    }
+
+    /// How long to sleep when nothing was read: until the epoch's end, at most 1 ms.
+    pub(super) fn idle_wait(&self) -> Duration {
+        let left = self.epoch_interval.saturating_sub(self.epoch_started.elapsed());
+        left.min(Duration::from_millis(1))
+    }
+}
+
+impl Partition {
+    /// Updates the status after a read; returns whether it produced data (or ended).
+    fn note_read(&mut self, status: ReadStatus, now: Instant, idle_timeout: Duration) -> bool {
+        match status {
+            ReadStatus::Read(n) if n > 0 => {
+                self.last_data = now;
+                self.status = PartitionStatus::Active;
+                true
+            }
+            ReadStatus::Ended => {
+                self.clock.finish();
+                self.status = PartitionStatus::Finished;
+                true
+            }
+            _ => {
+                if self.reader.can_idle() && now.duration_since(self.last_data) >= idle_timeout {
+                    self.status = PartitionStatus::Idle;
+                }
+                false
+            }
+        }
+    }
+}
