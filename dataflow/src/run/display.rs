@@ -1,0 +1,131 @@
+//! The terminal progress display while a job runs: a live dashboard (counters and each
+//! window's latest committed list) on a terminal, a status line every 5 s otherwise; and the
+//! list rendering `hotlist run` also prints at the end.
+
+use crate::config::JobPlan;
+use crate::stats::JobStats;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to show progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Progress {
+    /// A live dashboard on a terminal, a status line every 5 s otherwise.
+    Auto,
+    /// Always the live dashboard.
+    Always,
+    /// Nothing while running (the summary is still printed by the CLI).
+    Never,
+}
+
+/// The progress display thread.
+pub struct Display {
+    stop: Option<crossbeam_channel::Sender<()>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Display {
+    /// Stops the display thread and waits for it.
+    pub fn stop(mut self) {
+        self.stop.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Starts the display `progress` asks for (none for `Never`).
+pub fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -> Display {
+    let tty = std::io::stdout().is_terminal();
+    let (dashboard, every) = match progress {
+        Progress::Never => {
+            return Display {
+                stop: None,
+                handle: None,
+            }
+        }
+        Progress::Always => (true, Duration::from_secs(1)),
+        Progress::Auto if tty => (true, Duration::from_secs(1)),
+        Progress::Auto => (false, Duration::from_secs(5)),
+    };
+    let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+    let title = format!("hotlist · job {} · {} worker(s)", plan.job_id, plan.workers);
+    let windows: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
+    let handle = std::thread::spawn(move || {
+        let mut last = (Instant::now(), 0u64);
+        loop {
+            match rx.recv_timeout(every) {
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            let events = stats.events_in.load(Relaxed);
+            let rate = (events - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
+            last = (Instant::now(), events);
+            let line = status_line(&stats, rate);
+            if dashboard {
+                let mut out = String::new();
+                out.push_str("\x1b[H\x1b[2J");
+                out.push_str(&format!("{title}   (Ctrl-C stops after committing)\n{line}\n"));
+                out.push_str(&render_lists(&stats, &windows, 5));
+                let mut so = std::io::stdout().lock();
+                let _ = so.write_all(out.as_bytes());
+                let _ = so.flush();
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    });
+    Display {
+        stop: Some(tx),
+        handle: Some(handle),
+    }
+}
+
+/// One line of counters.
+pub fn status_line(stats: &JobStats, rate: f64) -> String {
+    format!(
+        "events {} ({:.0}/s) · bad {} · late {} (dropped {}) · sealed {} · watermark {} · closed {} · sealed windows {} · revisions {} · commits {} · {} counters, {:.1} MB",
+        stats.events_in.load(Relaxed),
+        rate,
+        stats.bad.load(Relaxed),
+        stats.late.load(Relaxed),
+        stats.late_dropped.load(Relaxed),
+        stats.sealed_dropped.load(Relaxed),
+        stats.watermark(),
+        stats.windows_closed.load(Relaxed),
+        stats.windows_sealed.load(Relaxed),
+        stats.revisions.load(Relaxed),
+        stats.commits.load(Relaxed),
+        stats.total_counters(),
+        stats.total_state_bytes() as f64 / 1e6,
+    )
+}
+
+/// The latest committed list of each window, top `n` rows.
+pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
+    let latest = match stats.latest.lock() {
+        Ok(l) => l.clone(),
+        Err(_) => return String::new(),
+    };
+    let mut out = String::new();
+    for w in windows {
+        match latest.get(w) {
+            None => out.push_str(&format!("\n{w}: no list yet\n")),
+            Some(l) => {
+                out.push_str(&format!(
+                    "\n{w} [{} .. {}) revision {} {}\n",
+                    l.start,
+                    l.end,
+                    l.revision,
+                    l.state.as_str()
+                ));
+                for (i, r) in l.items.iter().take(n).enumerate() {
+                    out.push_str(&format!("  {:>3}  {:<32} {:>12}\n", i + 1, r.item_id, r.count));
+                }
+            }
+        }
+    }
+    out
+}

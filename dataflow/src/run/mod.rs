@@ -1,0 +1,244 @@
+//! Running a job: timely workers, the sink writer thread, and the live progress display.
+//!
+//! Threads: `workers` timely worker threads run the graph; worker 0 hands each completed
+//! epoch to the **writer** thread (`writer`), which coalesces whatever is queued into one
+//! transaction (so commits keep up however small epochs are) and retries transient store errors
+//! with a bounded backoff. The calling thread shows progress (`display`) until the workers
+//! finish.
+//!
+//! Stopping: setting `shutdown` (Ctrl-C) makes every source close its current epoch with an
+//! emit tick and end; everything already read is counted, published and committed before
+//! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
+//!
+//! Files: this one the run's steps (open the store, restore, start the writer, start the
+//! workers, join); `writer` the sink writer; `display` the progress display; `summary` what a
+//! run returns and prints.
+
+mod display;
+mod summary;
+mod writer;
+
+pub use display::{render_lists, status_line, Progress};
+pub use summary::{summary_text, RunSummary};
+
+use crate::checkpoint::{self, Restored};
+use crate::config::{JobPlan, RedisTarget, SinkPlan, SourcePlan};
+use crate::connect_watchdog;
+use crate::graph::{self, sink::SinkHandoff, RunCtx};
+use crate::peer_loss;
+use crate::source::kafka;
+use crate::source::open_partitions;
+use crate::stats::JobStats;
+use anyhow::{anyhow, Context, Result};
+use hotlist_sinks::postgres::PostgresStore;
+use hotlist_sinks::redis_store::RedisStore;
+use hotlist_sinks::{SinkStore, SqliteStore};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use timely::communication::WorkerGuards;
+
+/// Opens the store a plan names.
+pub fn open_store(sink: &SinkPlan) -> Result<Box<dyn SinkStore>> {
+    Ok(match sink {
+        SinkPlan::Sqlite(path) => {
+            Box::new(SqliteStore::open(path).with_context(|| format!("cannot open sink {}", path.display()))?)
+        }
+        SinkPlan::Postgres { url, schema } => {
+            Box::new(PostgresStore::connect_with_schema(url, schema).context("cannot connect to the PostgreSQL sink")?)
+        }
+        SinkPlan::Redis(t) => Box::new(open_redis(t)?),
+        SinkPlan::Memory(store) => Box::new(store.clone()),
+    })
+}
+
+fn open_redis(t: &RedisTarget) -> Result<RedisStore> {
+    RedisStore::connect(&t.url, &t.prefix).context("cannot connect to the Redis sink")
+}
+
+/// Completes what a plan can only know at run time: a Kafka topic's partition count.
+pub fn resolve_source(plan: &JobPlan) -> Result<JobPlan> {
+    let mut p = plan.clone();
+    if let SourcePlan::Kafka { spec, partitions: 0 } = &plan.source {
+        let n = kafka::partition_count(spec, Duration::from_secs(30))?;
+        p.source = SourcePlan::Kafka {
+            spec: spec.clone(),
+            partitions: n,
+        };
+    }
+    Ok(p)
+}
+
+/// Runs `plan` to the end of its input or until `shutdown` is set.
+pub fn run(plan: &JobPlan, progress: Progress, shutdown: Arc<AtomicBool>) -> Result<RunSummary> {
+    run_with_stats(
+        plan,
+        progress,
+        shutdown,
+        Arc::new(JobStats::new(plan.total_workers(), plan.source.partitions() as usize)),
+    )
+}
+
+/// `run`, with caller-owned stats (benchmarks sample them while the job runs).
+pub fn run_with_stats(
+    plan: &JobPlan,
+    progress: Progress,
+    shutdown: Arc<AtomicBool>,
+    stats: Arc<JobStats>,
+) -> Result<RunSummary> {
+    let started = Instant::now();
+    let resolved = resolve_source(plan)?;
+    let plan = &resolved;
+    let (store, committed) = open_sink(plan)?;
+    // Epochs continue the store's numbering, so a new run's commits are never skipped.
+    let epoch_base = committed.map_or(0, |e| e + 1);
+    let ctx = RunCtx {
+        epoch_base,
+        restore: restore_checkpoint(plan, committed)?.map(Arc::new),
+        checkpoint: plan.checkpoint.clone(),
+        job: plan.job_id.clone(),
+        fatal: Arc::new(Mutex::new(None)),
+    };
+    let (tx, writer) = writer::start(plan, store, stats.clone())?;
+    let failed = Arc::new(AtomicBool::new(false));
+    let handoff = SinkHandoff {
+        tx,
+        job: plan.job_id.clone(),
+        partition_names: (0..plan.source.partitions())
+            .map(|p| plan.source.partition_name(p))
+            .collect(),
+        failed: failed.clone(),
+        epoch_base,
+    };
+    let guards = start_workers(plan, handoff, &ctx, &stats, &shutdown, &failed)?;
+    let display = display::spawn_display(plan, progress, stats.clone());
+    let worker_error = join_workers(guards);
+    display.stop();
+    let writer_result = writer.join().map_err(|_| anyhow!("sink writer panicked"))?;
+    writer_result?;
+    if let Some(e) = ctx.fatal.lock().ok().and_then(|f| f.clone()) {
+        return Err(anyhow!("{e}"));
+    }
+    if let Some(e) = worker_error {
+        return Err(e);
+    }
+    Ok(RunSummary::from_stats(
+        &stats,
+        started.elapsed(),
+        shutdown.load(Relaxed),
+    ))
+}
+
+/// Opens and prepares the sink; returns it with the epoch it last committed for this job.
+fn open_sink(plan: &JobPlan) -> Result<(Box<dyn SinkStore>, Option<u64>)> {
+    let mut store = open_store(&plan.sink)?;
+    store
+        .prepare(&plan.job_id, &plan.windows)
+        .context("cannot prepare the sink")?;
+    let committed = store
+        .committed_epoch(&plan.job_id)
+        .context("cannot read the sink's committed epoch")?;
+    Ok((store, committed))
+}
+
+/// The checkpoint to resume from: the store's committed one (or `--from-checkpoint`), after
+/// removing checkpoints that never committed; None without checkpoints or without a usable one.
+fn restore_checkpoint(plan: &JobPlan, committed: Option<u64>) -> Result<Option<Restored>> {
+    let Some(cp) = &plan.checkpoint else { return Ok(None) };
+    checkpoint::remove_uncommitted(&cp.dir, &plan.job_id, committed);
+    let Some(c) = committed else {
+        if plan.from_checkpoint.is_some() {
+            anyhow::bail!("--from-checkpoint: job {:?} has no committed checkpoint", plan.job_id)
+        }
+        return Ok(None);
+    };
+    let restored = checkpoint::restore(&cp.dir, &plan.job_id, c, plan.from_checkpoint)?;
+    match &restored {
+        Some(r) => tracing::info!(
+            "restoring checkpoint {} ({} counter file(s)) for job {:?}",
+            r.epoch,
+            r.counters.len(),
+            plan.job_id
+        ),
+        None => tracing::warn!(
+            "no usable checkpoint for job {:?} in {}: starting from the beginning of the input",
+            plan.job_id,
+            cp.dir.display()
+        ),
+    }
+    Ok(restored)
+}
+
+/// The timely configuration: threads in this process, or this process of a cluster.
+fn timely_config(plan: &JobPlan) -> timely::Config {
+    match &plan.cluster {
+        None => timely::Config::process(plan.workers),
+        Some(c) => timely::Config {
+            communication: timely::CommunicationConfig::Cluster {
+                threads: plan.workers,
+                process: c.process,
+                addresses: c.addresses.clone(),
+                report: false,
+                zerocopy: false,
+            },
+            worker: timely::WorkerConfig::default(),
+        },
+    }
+}
+
+/// Starts the timely workers (connecting the cluster first, bounded by the connect watchdog).
+/// Each builds the graph over its partitions and steps it until the probe is done; any failure
+/// (an operator's `ctx.fail`, the writer gone) turns into a graceful stop of every source.
+fn start_workers(
+    plan: &JobPlan,
+    handoff: SinkHandoff,
+    ctx: &RunCtx,
+    stats: &Arc<JobStats>,
+    shutdown: &Arc<AtomicBool>,
+    failed: &Arc<AtomicBool>,
+) -> Result<WorkerGuards<Result<(), String>>> {
+    // worker 0 takes the hand-off to the writer
+    let handoff = Arc::new(Mutex::new(Some(handoff)));
+    let worker_plan = Arc::new(plan.clone());
+    let (stats, shutdown, failed, ctx) = (stats.clone(), shutdown.clone(), failed.clone(), ctx.clone());
+    // timely connects the cluster inside `execute`, without a time limit
+    let watchdog = plan.cluster.as_ref().map(connect_watchdog::start);
+    if plan.cluster.is_some() {
+        peer_loss::exit_on_peer_loss();
+    }
+    let guards = timely::execute(timely_config(plan), move |worker| -> Result<(), String> {
+        let readers = open_partitions(&worker_plan, worker.index(), worker.peers()).map_err(|e| format!("{e:#}"))?;
+        let handoff = if worker.index() == 0 {
+            handoff.lock().ok().and_then(|mut h| h.take())
+        } else {
+            None
+        };
+        let plan = worker_plan.clone();
+        let (stats, stop, graph_ctx) = (stats.clone(), shutdown.clone(), ctx.clone());
+        let probe = worker
+            .dataflow::<u64, _, _>(move |scope| graph::build(scope, &plan, readers, handoff, stats, stop, graph_ctx));
+        while !probe.done() {
+            if failed.load(Relaxed) || ctx.failed() {
+                shutdown.store(true, Relaxed);
+            }
+            worker.step_or_park(Some(Duration::from_millis(20)));
+        }
+        Ok(())
+    })
+    .map_err(|e| anyhow!("cannot start timely workers: {e}"))?;
+    drop(watchdog); // connected
+    Ok(guards)
+}
+
+/// Waits for the workers; returns the last failure, if any.
+fn join_workers(guards: WorkerGuards<Result<(), String>>) -> Option<anyhow::Error> {
+    let mut worker_error = None;
+    for r in guards.join() {
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => worker_error = Some(anyhow!("worker failed: {e}")),
+            Err(e) => worker_error = Some(anyhow!("worker panicked: {e}")),
+        }
+    }
+    worker_error
+}
