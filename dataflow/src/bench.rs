@@ -549,8 +549,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         args.windows.0.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(","),
         args.k, args.zipf, args.items, args.partitions, args.rate
     );
-    let mut results = Vec::new();
+    let mut results = vec![bench_memory(args)?];
+    if args.json_events > 0 {
+        results.push(bench_json(args)?);
+    }
+    print_results(&results);
+    Ok(())
+}
 
+/// The in-memory run (generator → counts → memory store), checkpointed with `--checkpoint`.
+fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
     let mem_spec = spec(args, args.events);
     // Build the generator tables before timing: they are set-up, not per-event work.
     let _tables = crate::source::generator::shared_tables(&mem_spec)?; // held: the run's readers reuse them
@@ -570,53 +578,64 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         });
     }
     let (mem, stats) = measure_with_stats("memory", &mem_plan, 0)?;
-    results.push(mem);
     if args.checkpoint {
         report_checkpoints(&mem_plan, ckpt_dir.path(), &stats)?;
     }
+    Ok(mem)
+}
 
-    if args.json_events > 0 {
-        let tmp;
-        let dir = match &args.dir {
-            Some(d) => {
-                std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
-                d.clone()
-            }
-            None => {
-                tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
-                tmp.path().to_path_buf()
-            }
-        };
-        let json_spec = spec(args, args.json_events);
-        let tables = Arc::new(GeneratorTables::new(&json_spec).map_err(anyhow::Error::msg)?);
-        let mut paths = Vec::new();
-        let mut bytes = 0u64;
-        for p in 0..json_spec.partitions {
-            let path = dir.join(format!("bench-{p:04}.jsonl"));
-            let file = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
-            let mut stream = PartitionStream::new(&json_spec, tables.clone(), p);
-            let mut line = Vec::new();
-            while {
-                line.clear();
-                stream.next_line(&mut line)
-            } {
-                line.push(b'\n');
-                bytes += line.len() as u64;
-                w.write_all(&line)
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            w.flush()?;
-            paths.push(path);
+/// The JSON-lines run: the same kind of events written to files first (not timed), then read,
+/// parsed and counted by the file source.
+fn bench_json(args: &BenchArgs) -> Result<BenchResult> {
+    let tmp;
+    let dir = match &args.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+            d.clone()
         }
-        let json_plan = plan(args, SourcePlan::Files(paths));
-        results.push(measure("json", &json_plan, bytes)?);
-    }
+        None => {
+            tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let (paths, bytes) = write_json_files(&spec(args, args.json_events), &dir)?;
+    let json_plan = plan(args, SourcePlan::Files(paths));
+    measure("json", &json_plan, bytes)
+}
 
+/// Writes each generator partition of `spec` as `bench-NNNN.jsonl` in `dir`; returns the
+/// files and their total size.
+fn write_json_files(spec: &GeneratorSpec, dir: &std::path::Path) -> Result<(Vec<std::path::PathBuf>, u64)> {
+    let tables = Arc::new(GeneratorTables::new(spec).map_err(anyhow::Error::msg)?);
+    let mut paths = Vec::new();
+    let mut bytes = 0u64;
+    for p in 0..spec.partitions {
+        let path = dir.join(format!("bench-{p:04}.jsonl"));
+        let file = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let mut stream = PartitionStream::new(spec, tables.clone(), p);
+        let mut line = Vec::new();
+        while {
+            line.clear();
+            stream.next_line(&mut line)
+        } {
+            line.push(b'\n');
+            bytes += line.len() as u64;
+            w.write_all(&line)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        w.flush()?;
+        paths.push(path);
+    }
+    Ok((paths, bytes))
+}
+
+/// The results as a Markdown table.
+fn print_results(results: &[BenchResult]) {
     println!();
     println!("| run | events | seconds | events/s | events/s per worker | peak live counters | bytes/counter (state) | bytes/counter (RSS growth) | peak RSS |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &results {
+    for r in results {
         println!(
             "| {} | {} | {:.2} | {:.2} M | {:.2} M | {} | {:.1} | {:.1} | {:.0} MB |",
             r.name,
@@ -637,5 +656,4 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             );
         }
     }
-    Ok(())
 }

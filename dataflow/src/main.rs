@@ -3,6 +3,9 @@
 //! Exit codes: 0 success (also after a clean Ctrl-C stop), 1 an error (printed as one line),
 //! 2 bad usage (from the argument parser).
 
+// No function over 80 lines (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use clap::{Parser, Subcommand};
 use hotlist_dataflow::{bench, config, generate, query, run, serve};
 use std::path::PathBuf;

@@ -68,31 +68,52 @@ pub fn produce(args: &ProduceArgs) -> Result<()> {
         .set("linger.ms", "5")
         .set("queue.buffering.max.messages", "1000000");
     if args.create {
-        let admin: AdminClient<DefaultClientContext> = cfg.create().context("cannot create a Kafka admin client")?;
-        let topic = NewTopic::new(&args.topic, spec.partitions as i32, TopicReplication::Fixed(1));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("runtime")?;
-        let results = rt
-            .block_on(admin.create_topics(
-                [&topic],
-                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-            ))
-            .context("cannot create the topic")?;
-        for r in results {
-            if let Err((t, e)) = r {
-                if e != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
-                    bail!("cannot create topic {t}: {e}");
-                }
-            }
-        }
+        create_topic(&cfg, &args.topic, spec.partitions)?;
     }
     let producer: BaseProducer = cfg.create().context("cannot create a Kafka producer")?;
     let tables = Arc::new(GeneratorTables::new(spec).map_err(anyhow::Error::msg)?);
-    let mut streams: Vec<Option<PartitionStream>> = (0..spec.partitions)
-        .map(|p| Some(PartitionStream::new(spec, tables.clone(), p)))
+    let streams: Vec<PartitionStream> = (0..spec.partitions)
+        .map(|p| PartitionStream::new(spec, tables.clone(), p))
         .collect();
+    let (messages, records) = produce_streams(&producer, args, streams)?;
+    producer
+        .flush(Duration::from_secs(60))
+        .context("cannot flush the producer")?;
+    println!(
+        "produced {records} records in {messages} messages to {} on {}",
+        args.topic, args.brokers
+    );
+    Ok(())
+}
+
+/// Creates `topic` with `partitions` partitions (one already there is fine).
+fn create_topic(cfg: &ClientConfig, topic: &str, partitions: u32) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = cfg.create().context("cannot create a Kafka admin client")?;
+    let topic = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(1));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("runtime")?;
+    let results = rt
+        .block_on(admin.create_topics(
+            [&topic],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        ))
+        .context("cannot create the topic")?;
+    for r in results {
+        if let Err((t, e)) = r {
+            if e != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
+                bail!("cannot create topic {t}: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends every stream's records, one message per partition in turn, paced by `--rate`;
+/// returns (messages, records).
+fn produce_streams(producer: &BaseProducer, args: &ProduceArgs, streams: Vec<PartitionStream>) -> Result<(u64, u64)> {
+    let mut streams: Vec<Option<PartitionStream>> = streams.into_iter().map(Some).collect();
     let (mut messages, mut records) = (0u64, 0u64);
     let (mut line, mut payload) = (Vec::new(), Vec::new());
     let started = Instant::now();
@@ -102,28 +123,14 @@ pub fn produce(args: &ProduceArgs) -> Result<()> {
         for (p, slot) in streams.iter_mut().enumerate() {
             let Some(stream) = slot else { continue };
             payload.clear();
-            let (mut in_payload, mut key) = (0, None);
-            while in_payload < args.batch {
-                line.clear();
-                if !stream.next_line(&mut line) {
-                    *slot = None;
-                    break;
-                }
-                payload.extend_from_slice(&line);
-                if args.batch > 1 {
-                    // every line ends with a newline: an empty last line stays an (empty) event
-                    payload.push(b'\n');
-                } else {
-                    key = serde_json::from_slice::<serde_json::Value>(&line)
-                        .ok()
-                        .and_then(|v| v["item_id"].as_str().map(String::from));
-                }
-                in_payload += 1;
+            let (in_payload, key) = next_message(stream, args.batch, &mut line, &mut payload);
+            if in_payload < args.batch {
+                *slot = None; // exhausted
             }
             if in_payload == 0 {
                 continue;
             }
-            send(&producer, &args.topic, p as i32, key.as_deref(), &payload)?;
+            send(producer, &args.topic, p as i32, key.as_deref(), &payload)?;
             messages += 1;
             records += in_payload as u64;
             producer.poll(Duration::ZERO);
@@ -137,14 +144,36 @@ pub fn produce(args: &ProduceArgs) -> Result<()> {
             }
         }
     }
-    producer
-        .flush(Duration::from_secs(60))
-        .context("cannot flush the producer")?;
-    println!(
-        "produced {records} records in {messages} messages to {} on {}",
-        args.topic, args.brokers
-    );
-    Ok(())
+    Ok((messages, records))
+}
+
+/// Fills `payload` with up to `batch` lines of `stream` (newline-terminated when `batch` > 1);
+/// returns how many, and the key of a single-event message (its item id). Fewer than `batch`
+/// means the stream is exhausted.
+fn next_message(
+    stream: &mut PartitionStream,
+    batch: usize,
+    line: &mut Vec<u8>,
+    payload: &mut Vec<u8>,
+) -> (usize, Option<String>) {
+    let (mut in_payload, mut key) = (0, None);
+    while in_payload < batch {
+        line.clear();
+        if !stream.next_line(line) {
+            break;
+        }
+        payload.extend_from_slice(line);
+        if batch > 1 {
+            // every line ends with a newline: an empty last line stays an (empty) event
+            payload.push(b'\n');
+        } else {
+            key = serde_json::from_slice::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v["item_id"].as_str().map(String::from));
+        }
+        in_payload += 1;
+    }
+    (in_payload, key)
 }
 
 /// Queues one message, waiting while librdkafka's queue is full.
