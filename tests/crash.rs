@@ -231,6 +231,33 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     assert_eq!(got.1, want.1, "dead letters exactly once after the fallback");
 }
 
+/// A partition that cannot resume where the committed checkpoint left it (its file has shrunk
+/// since) fails the restart like a counter that cannot be restored: exit code 1 and one error
+/// line naming the partition and the position, instead of reading on from the wrong place.
+#[test]
+fn a_partition_that_cannot_resume_fails_the_restart() {
+    let mut sh = shape();
+    sh.lines = 600;
+    let parts = random_partitions(9, &sh);
+    let dir = setup(&parts);
+    let first = spawn(dir.path(), 1).wait_with_output().expect("first run");
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    // the finished run's checkpoint has partition 1 at its last line: cut the file in half
+    let lines = parts[1].len();
+    let kept: Vec<Vec<u8>> = parts[1][..lines / 2].to_vec();
+    write_partitions(&dir.path().join("in"), &[parts[0].clone(), kept]).expect("shrink partition 1");
+    let out = spawn(dir.path(), 2).wait_with_output().expect("restart");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    let want = format!("partition 1 cannot resume at position {lines}: ");
+    assert!(
+        errors[0].contains("cannot restore checkpoint") && errors[0].contains(&want),
+        "{err}"
+    );
+}
+
 /// Incremental checkpoints link unchanged pane files instead of writing them again, so one
 /// file on disk can belong to several checkpoints. When the most widely shared pane file of the
 /// latest checkpoint is damaged (in place, as bit rot would), the fallback still finds an older

@@ -12,7 +12,7 @@
 //! - [`connect_watchdog`], [`peer_loss`]: a cluster that fails to connect or loses a peer
 //!   stops with one clear line;
 //! - the other subcommands: [`query`], [`serve`], [`checkpoints_cli`] (`hotlist checkpoints`),
-//!   [`bench`], [`produce`] (generator → Kafka), [`generate`] (generator → files).
+//!   [`bench`](mod@bench), [`produce`] (generator → Kafka), [`generate`] (generator → files).
 #![deny(missing_docs)]
 // No product function over 80 lines (the threshold is in clippy.toml); tests may be longer.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]

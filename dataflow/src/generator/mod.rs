@@ -14,11 +14,11 @@
 //!   `seed ^ partition * 0x9E3779B97F4A7C15`; the Zipf weights are computed with basic IEEE-754
 //!   operations only (no platform `pow`/`exp`/`ln`), so the alias table is bit-identical
 //!   everywhere too.
-//! - **Fixed draws per record.** Every record consumes exactly [`GeneratorSpec::words_per_record`] 64-bit words
-//!   of its partition's ChaCha stream (one for the item, plus one each for the bad, late and
-//!   jitter decisions when those are enabled). That is what makes [`PartitionStream::skip_to`]
-//!   O(1): it seeks the ChaCha stream instead of generating and dropping, and gives exactly the
-//!   records that generating and dropping would.
+//! - **Fixed draws per record.** Every record consumes exactly
+//!   [`GeneratorSpec::words_per_record`] 64-bit words of its partition's ChaCha stream (one for
+//!   the item, plus one each for the bad, late and jitter decisions when those are enabled).
+//!   That is what makes [`PartitionStream::skip_to`] O(1): it seeks the ChaCha stream instead of
+//!   generating and dropping, and gives exactly the records that generating and dropping would.
 //! - **Rate is event time, not wall-clock pacing.** Record `i` of a partition (bad records
 //!   included: they consume a position and a time slot) has the base time
 //!   `start + floor(i * 1000 / rate)` ms, computed exactly (no drift) and saturating at
@@ -31,7 +31,6 @@
 //!   one is rejected by `hotlist_operators::event::parse_event`.
 //! - **Volume.** `events` (if set) is split over the partitions as evenly as possible, lower
 //!   partitions taking the remainder; `None` makes every partition endless.
-
 //!
 //! Files: `spec` the settings; `tables` the alias table and item ids;
 //! `det_math` the platform-independent `ln`/`exp`/weights; `stream` the per-partition record
