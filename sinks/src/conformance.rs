@@ -88,43 +88,37 @@ macro_rules! history_by_inherent_methods {
 history_by_inherent_methods!(crate::sqlite::SqliteStore, crate::postgres::PostgresStore);
 
 /// Runs every case of the suite on the backend whose subject `$subject()` opens: one
-/// `#[test]` per case in a module `conformance`.
+/// `#[test]` per case, named after it, in a module `conformance`. A new case is a function
+/// below and its name in the list.
 macro_rules! suite {
     ($subject:path) => {
+        $crate::conformance::suite!(
+            @cases $subject;
+            highest_revision_replaces_rows,
+            epochs_at_or_below_the_committed_one_are_skipped,
+            dead_letters_round_trip_raw_bytes,
+            latest_instances_and_windows,
+            invalid_input_changes_nothing,
+            concurrent_reader_never_sees_a_mix_of_revisions,
+        );
+    };
+    (@cases $subject:path; $($case:ident,)*) => {
         /// The store conformance suite ([`crate::conformance`]) on this backend.
         mod conformance {
             use super::*;
-            use $crate::conformance as suite;
 
-            #[test]
-            fn highest_revision_replaces_rows() {
-                suite::highest_revision_replaces_rows($subject());
-            }
-            #[test]
-            fn epochs_at_or_below_the_committed_one_are_skipped() {
-                suite::epochs_at_or_below_the_committed_one_are_skipped($subject());
-            }
-            #[test]
-            fn dead_letters_round_trip_raw_bytes() {
-                suite::dead_letters_round_trip_raw_bytes($subject());
-            }
-            #[test]
-            fn latest_instances_and_windows() {
-                suite::latest_instances_and_windows($subject());
-            }
-            #[test]
-            fn invalid_input_changes_nothing() {
-                suite::invalid_input_changes_nothing($subject());
-            }
-            #[test]
-            fn concurrent_reader_never_sees_a_mix_of_revisions() {
-                suite::concurrent_reader_never_sees_a_mix_of_revisions($subject());
-            }
+            $(
+                #[test]
+                fn $case() {
+                    $crate::conformance::$case($subject());
+                }
+            )*
+
             /// `cargo test -p hotlist-sinks --release -- --ignored --nocapture throughput`
             #[test]
             #[ignore = "benchmark"]
             fn throughput() {
-                suite::throughput($subject());
+                $crate::conformance::throughput($subject());
             }
         }
     };

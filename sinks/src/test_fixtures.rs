@@ -6,6 +6,11 @@ use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, 
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 
+/// The URL of the test server in the environment variable `var`, or `default` (a local one).
+pub(crate) fn server_url(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_string())
+}
+
 /// The job the fixtures commit for.
 pub(crate) const JOB: &str = "hotlist";
 

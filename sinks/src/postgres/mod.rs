@@ -7,22 +7,24 @@
 //!   the schema (if missing) and the tables (if missing) in one transaction under a
 //!   transaction-scoped advisory lock, so processes starting at once do not race, and point the
 //!   session's `search_path` at the schema.
-//! - [`SinkStore::commit`](crate::SinkStore::commit) is ONE `READ COMMITTED` transaction: it serializes with other
-//!   committers of the job (advisory lock on the job, then the commit row `FOR UPDATE`), skips a
-//!   batch whose epoch is <= the committed one (`Ok(false)`), replaces each instance's rows with
-//!   those of its highest revision in the batch (one multi-row `DELETE` and one multi-row
-//!   `INSERT` over `unnest`ed arrays), upserts the instance headers, appends the dead letters in
-//!   order and upserts the job's commit row. Statements are prepared once per connection.
+//! - [`commit`](crate::SinkStore::commit) is ONE `READ COMMITTED` transaction: it serializes
+//!   with other committers of the job (advisory lock on the job, then the commit row
+//!   `FOR UPDATE`), skips a batch whose epoch is <= the committed one (`Ok(false)`), replaces
+//!   each instance's rows with those of its highest revision in the batch (one multi-row
+//!   `DELETE` and one multi-row `INSERT` over `unnest`ed arrays), upserts the instance headers,
+//!   appends the dead letters in order and upserts the job's commit row. Statements are
+//!   prepared once per connection.
 //! - Every list read (header, then rows) runs in one `REPEATABLE READ READ ONLY` transaction, so
 //!   it never mixes revisions, and is checked (row count = `item_count`, ranks 1..n, every row
-//!   of the header's revision) before it is returned; a violation is [`SinkError::Corrupt`](crate::SinkError::Corrupt).
+//!   of the header's revision) before it is returned; a violation is
+//!   [`SinkError::Corrupt`](crate::SinkError::Corrupt).
 //! - Instants are `timestamptz` (microsecond precision, so milliseconds round-trip exactly);
 //!   `Millis::MIN` / `Millis::MAX` are stored as `-infinity` / `infinity`. Other instants
 //!   must lie in PostgreSQL's range (4714-11-24 BC .. 294276-12-31 AD); a batch holding one
-//!   outside it is rejected as [`SinkError::Invalid`](crate::SinkError::Invalid) before anything is written. So is a batch
-//!   whose job, window name, item id or source contains U+0000, which PostgreSQL text cannot
-//!   hold; in a dead letter's (human-readable) detail U+0000 is replaced by U+FFFD, its raw bytes
-//!   are stored exactly (`bytea`).
+//!   outside it is rejected as [`SinkError::Invalid`](crate::SinkError::Invalid) before
+//!   anything is written. So is a batch whose job, window name, item id or source contains
+//!   U+0000, which PostgreSQL text cannot hold; in a dead letter's (human-readable) detail
+//!   U+0000 is replaced by U+FFFD, its raw bytes are stored exactly (`bytea`).
 //! - Errors name the operation, the job and the server without credentials (user name and
 //!   password are stripped from the connection string). After a connection is lost the call
 //!   fails with a retryable error and the next call reconnects.

@@ -14,7 +14,7 @@ use super::*;
 use crate::conformance::Subject;
 use crate::error::{Retry, SinkError};
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{batch, letter, list, windows, JOB};
+use crate::test_fixtures::{batch, letter, list, server_url, windows, JOB};
 use crate::types::StoredList;
 use hotlist_operators::record::{DeadReason, PublishedList};
 use hotlist_operators::time::{Millis, Span};
@@ -26,7 +26,7 @@ use std::sync::Barrier;
 
 /// The test server: `HOTLIST_TEST_POSTGRES_URL`, or the local one.
 fn test_url() -> String {
-    std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgresql://postgres@127.0.0.1:5432/test".into())
+    server_url("HOTLIST_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 }
 
 /// A schema of its own for one test, dropped with everything in it when the test ends.

@@ -14,7 +14,7 @@ use super::*;
 use crate::conformance::Subject;
 use crate::error::Retry;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{batch, list, not_json, windows, JOB};
+use crate::test_fixtures::{batch, list, not_json, server_url, windows, JOB};
 use crate::types::{StoredList, StoredWindow};
 use ::redis::{ErrorKind, RedisError, Value};
 use hotlist_operators::record::{ListState, RankedItem};
@@ -23,8 +23,9 @@ use hotlist_operators::window::WindowSpec;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The test server: `HOTLIST_TEST_REDIS_URL`, or the local one.
 fn test_url() -> String {
-    std::env::var("HOTLIST_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_string())
+    server_url("HOTLIST_TEST_REDIS_URL", "redis://127.0.0.1:6379/")
 }
 
 /// A random key prefix and a raw connection; deletes every key under the prefix on drop.
