@@ -10,6 +10,7 @@ use crate::store::StoreReader;
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
+use postgres::types::FromSql;
 use postgres::{IsolationLevel, Row};
 
 impl StoreReader for PostgresStore {
@@ -18,9 +19,7 @@ impl StoreReader for PostgresStore {
             || format!("reading the windows of job {job:?}"),
             |c, s| {
                 let rows = c.query(&s.select_windows, &[&job])?;
-                rows.iter()
-                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))
-                    .collect()
+                rows.iter().map(columns).collect()
             },
         )?;
         raw.into_iter().map(|w| sql_rows::window(self.loc(), w)).collect()
@@ -35,11 +34,13 @@ impl StoreReader for PostgresStore {
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
-        let raw = self.run(
+        let raw: Option<(i64, PgTime)> = self.run(
             || format!("reading the last commit of job {job:?}"),
-            |c, s| match c.query_opt(&s.select_last_commit, &[&job])? {
-                Some(r) => Ok(Some((r.try_get::<_, i64>(0)?, r.try_get::<_, PgTime>(1)?))),
-                None => Ok(None),
+            |c, s| {
+                c.query_opt(&s.select_last_commit, &[&job])?
+                    .as_ref()
+                    .map(columns)
+                    .transpose()
             },
         )?;
         let Some((epoch, watermark)) = raw else {
@@ -57,9 +58,7 @@ impl PostgresStore {
             || format!("listing the instances of job {job:?} window {window:?}"),
             |c, s| {
                 let rows = c.query(&s.select_instances, &[&job, &window])?;
-                rows.iter()
-                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                    .collect()
+                rows.iter().map(columns).collect()
             },
         )?;
         raw.into_iter()
@@ -77,7 +76,7 @@ impl PostgresStore {
             || format!("reading the dead letters of job {job:?}"),
             |c, s| {
                 let rows = c.query(&s.select_dead_letters, &[&job, &limit])?;
-                rows.iter().map(raw_dead_letter).collect()
+                rows.iter().map(columns).collect()
             },
         )?;
         raw.into_iter().map(|d| sql_rows::dead_letter(self.loc(), d)).collect()
@@ -127,7 +126,7 @@ impl PostgresStore {
                 tx.commit()?;
                 return Ok(None);
             };
-            let header = raw_header(&header)?;
+            let header: RawHeader<PgTime> = RawHeader::from_columns(columns(&header)?);
             let found = tx.query(&s.select_rows, &[&job, &window, &header.start])?;
             tx.commit()?;
             let mut rows = Vec::with_capacity(found.len());
@@ -144,27 +143,28 @@ impl PostgresStore {
     }
 }
 
-/// A `topk_instances` row as read (see `SELECT_LATEST_HEADER` / `SELECT_HEADER_AT`).
-fn raw_header(r: &Row) -> Result<RawHeader<PgTime>, postgres::Error> {
-    Ok(RawHeader::from_columns((
-        r.try_get(0)?,
-        r.try_get(1)?,
-        r.try_get(2)?,
-        r.try_get(3)?,
-        r.try_get(4)?,
-        r.try_get(5)?,
-        r.try_get(6)?,
-    )))
+/// A row's columns, in order, as a tuple (what rusqlite offers as `TryFrom<&Row>`).
+trait FromColumns: Sized {
+    /// The first columns of `r`, as many as the tuple has.
+    fn from_columns(r: &Row) -> Result<Self, postgres::Error>;
 }
 
-/// A `dead_letters` row as read (see `SELECT_DEAD_LETTERS`).
-fn raw_dead_letter(r: &Row) -> Result<RawDeadLetter, postgres::Error> {
-    Ok((
-        r.try_get(0)?,
-        r.try_get(1)?,
-        r.try_get(2)?,
-        r.try_get(3)?,
-        r.try_get(4)?,
-        r.try_get(5)?,
-    ))
+macro_rules! tuple_from_columns {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: for<'a> FromSql<'a>),+> FromColumns for ($($t,)+) {
+            fn from_columns(r: &Row) -> Result<Self, postgres::Error> {
+                Ok(($(r.try_get::<_, $t>($i)?,)+))
+            }
+        }
+    };
+}
+tuple_from_columns!(A 0, B 1);
+tuple_from_columns!(A 0, B 1, C 2);
+tuple_from_columns!(A 0, B 1, C 2, D 3);
+tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+
+/// The row's columns as a tuple of the types asked for.
+fn columns<T: FromColumns>(r: &Row) -> Result<T, postgres::Error> {
+    T::from_columns(r)
 }

@@ -156,18 +156,7 @@ fn read_header(
     window: &str,
     start: Option<Millis>,
 ) -> rusqlite::Result<Option<RawHeader<i64>>> {
-    let header_of = |r: &rusqlite::Row<'_>| {
-        let columns = (
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-        );
-        Ok(RawHeader::from_columns(columns))
-    };
+    let header_of = |r: &rusqlite::Row<'_>| r.try_into().map(RawHeader::from_columns);
     match start {
         Some(s) => tx
             .prepare_cached(&format!(
