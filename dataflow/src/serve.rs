@@ -2,9 +2,7 @@
 
 use crate::config::{self, RedisTarget, SinkPlan};
 use anyhow::{Context, Result};
-use hotlist_sinks::postgres::PostgresStore;
-use hotlist_sinks::redis_store::RedisStore;
-use hotlist_sinks::{SinkError, SqliteStore, StoreReader};
+use hotlist_sinks::{PostgresStore, RedisStore, SinkError, SqliteStore, StoreReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

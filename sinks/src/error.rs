@@ -1,9 +1,26 @@
-//! The one error type of the sink stores, classified into retryable and permanent failures.
+//! The one error type of the sink stores, and its retry class.
 //!
-//! Every message names the database path and the operation that failed and, for SQLite and I/O
-//! failures, ends with the underlying cause, so printing the error with `{}` is enough.
+//! Every message names the database (path, or server without credentials) and the operation
+//! that failed and, for backend failures, ends with the underlying cause, so printing the error
+//! with `{}` is enough.
+//!
+//! Whether a failure is worth retrying is decided once, by the backend, where it builds the
+//! error (from SQLite's error code, PostgreSQL's SQLSTATE or connection state, the Redis error
+//! kind), and stored in the error as a [`Retry`]; [`SinkError::retryable`] only reads it. This
+//! module knows no backend.
 
 use std::path::PathBuf;
+
+/// Whether retrying a failed call may succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// The condition may pass by itself (a busy or locked database, a lost or refused
+    /// connection, a timeout, a server loading its data): back off and retry the same call.
+    Transient,
+    /// The call fails the same way until someone fixes something (configuration, schema,
+    /// constraint, corrupt data, a bug upstream): stop.
+    Permanent,
+}
 
 /// Why a sink operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -64,8 +81,10 @@ pub enum SinkError {
         op: String,
         /// The underlying error.
         source: rusqlite::Error,
+        /// Transient for a busy or locked database and I/O failures.
+        retry: Retry,
     },
-    /// A file-system operation failed.
+    /// A file-system operation failed (always [`Retry::Transient`]).
     #[error("{op} on {path} failed: {source}")]
     Io {
         /// The path concerned.
@@ -82,49 +101,70 @@ pub enum SinkError {
         url: String,
         /// The operation, e.g. `commit of job "hotlist" epoch 7`.
         op: String,
-        /// The cause (not named `source`: thiserror would require it to be an `Error`). It starts
-        /// with a class word that [`SinkError::retryable`] reads: `IO` for connection, I/O and
-        /// timeout failures, `CLIENT` for client-side failures, otherwise the server's error
-        /// code (`ERR`, `BUSY`, `LOADING`, `TRYAGAIN`, …).
+        /// The cause (not named `source`: thiserror would require it to be an `Error`): a class
+        /// word (`IO` for connection, I/O and timeout failures, `CLIENT` for client-side
+        /// failures, otherwise the server's error code: `ERR`, `BUSY`, `LOADING`, …), then the
+        /// message.
         cause: String,
+        /// Transient for I/O failures and a busy or loading server.
+        retry: Retry,
     },
     /// PostgreSQL reported an error (or the connection failed) during `op`.
-    #[error("{op} on {url} failed: {}", crate::postgres::describe(.source))]
+    #[error("{op} on {url} failed: {cause}")]
     Postgres {
         /// The server and schema, without user name and password.
         url: String,
         /// The operation, e.g. `commit of job "hotlist" epoch 7`.
         op: String,
+        /// The error with its causes and SQLSTATE on one line (the `Display` of
+        /// `postgres::Error` names only its kind, e.g. `db error`).
+        cause: String,
+        /// Transient for a lost or refused connection, a serialization failure, a lock timeout,
+        /// a server shutting down or out of resources.
+        retry: Retry,
         /// The underlying error.
         source: postgres::Error,
     },
 }
 
 impl SinkError {
-    /// Whether retrying the same operation later may succeed: true for a busy or locked
-    /// database and for I/O failures; false for schema, constraint, corruption and configuration
-    /// errors, which fail again until someone fixes something.
-    pub fn retryable(&self) -> bool {
+    /// Whether retrying the same call later may succeed, as decided where the error was made.
+    pub fn retry(&self) -> Retry {
         match self {
-            SinkError::Sqlite { source, .. } => matches!(
-                source.sqlite_error_code(),
-                Some(
-                    rusqlite::ErrorCode::DatabaseBusy
-                        | rusqlite::ErrorCode::DatabaseLocked
-                        | rusqlite::ErrorCode::SystemIoFailure
-                )
-            ),
-            SinkError::Io { .. } => true,
-            SinkError::Postgres { source, .. } => crate::postgres::pg_retryable(source),
-            SinkError::Redis { cause, .. } => {
-                matches!(cause.split(' ').next(), Some("IO" | "BUSY" | "TRYAGAIN" | "LOADING"))
+            SinkError::Sqlite { retry, .. } | SinkError::Redis { retry, .. } | SinkError::Postgres { retry, .. } => {
+                *retry
             }
+            SinkError::Io { .. } => Retry::Transient,
             SinkError::MissingParent { .. }
             | SinkError::NoDatabase { .. }
             | SinkError::Schema { .. }
             | SinkError::ReadOnly { .. }
             | SinkError::Invalid { .. }
-            | SinkError::Corrupt { .. } => false,
+            | SinkError::Corrupt { .. } => Retry::Permanent,
+        }
+    }
+
+    /// Whether retrying the same operation later may succeed: true for a busy or locked
+    /// database, a lost connection and I/O failures; false for schema, constraint, corruption
+    /// and configuration errors, which fail again until someone fixes something.
+    pub fn retryable(&self) -> bool {
+        self.retry() == Retry::Transient
+    }
+
+    /// Stored data at `location` (a path, or a server without credentials) violates the
+    /// store's invariants.
+    pub(crate) fn corrupt(location: impl Into<PathBuf>, detail: String) -> SinkError {
+        SinkError::Corrupt {
+            path: location.into(),
+            detail,
+        }
+    }
+
+    /// The input for `job` is invalid.
+    pub(crate) fn invalid(job: &str, detail: String) -> SinkError {
+        SinkError::Invalid {
+            job: job.to_string(),
+            detail,
         }
     }
 }
@@ -133,21 +173,8 @@ impl SinkError {
 mod tests {
     use super::*;
 
-    fn sqlite(code: i32) -> SinkError {
-        SinkError::Sqlite {
-            path: PathBuf::from("x.db"),
-            op: "commit".into(),
-            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
-        }
-    }
-
     #[test]
-    fn classification() {
-        assert!(sqlite(rusqlite::ffi::SQLITE_BUSY).retryable());
-        assert!(sqlite(rusqlite::ffi::SQLITE_LOCKED).retryable());
-        assert!(sqlite(rusqlite::ffi::SQLITE_IOERR).retryable());
-        assert!(!sqlite(rusqlite::ffi::SQLITE_CONSTRAINT).retryable());
-        assert!(!sqlite(rusqlite::ffi::SQLITE_CORRUPT).retryable());
+    fn retry_classes() {
         let io = SinkError::Io {
             path: PathBuf::from("x.db"),
             op: "stat".into(),
@@ -162,7 +189,18 @@ mod tests {
             missing.to_string(),
             "no hotlist database at /tmp/none.db (run the job first)"
         );
-        let msg = sqlite(rusqlite::ffi::SQLITE_BUSY).to_string();
-        assert!(msg.starts_with("commit on x.db failed: "), "{msg}");
+        // A backend error is what its constructor decided.
+        for retry in [Retry::Transient, Retry::Permanent] {
+            let e = SinkError::Redis {
+                url: "redis://h/".into(),
+                op: "commit".into(),
+                cause: "ERR x".into(),
+                retry,
+            };
+            assert_eq!(e.retry(), retry);
+            assert_eq!(e.to_string(), "commit on redis://h/ failed: ERR x");
+        }
+        assert!(!SinkError::corrupt("memory", "x".into()).retryable());
+        assert!(!SinkError::invalid("j", "x".into()).retryable());
     }
 }

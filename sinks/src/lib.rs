@@ -2,27 +2,39 @@
 //!
 //! Module map:
 //! - [`types`]: what goes in (`CommitBatch`, `SourcedDeadLetter`) and comes out (`StoredList`,
-//!   `StoredWindow`);
+//!   `StoredWindow`), and the input checks every store shares;
+//! - [`store`]: the `SinkStore` write protocol (prepare, commit, committed_epoch) and the
+//!   `StoreReader` read side;
+//! - [`error`]: `SinkError`, each carrying the `Retry` class its backend decided;
 //! - [`crash_point`]: named points where crash tests make the process SIGKILL itself;
-//! - [`error`]: `SinkError` and its retryable/permanent classification;
-//! - [`store`]: the `SinkStore` write protocol (prepare, commit, committed_epoch);
+//! - [`memory`]: `MemoryStore`, an in-memory store with the same semantics, for tests;
 //! - [`sqlite`]: `SqliteStore`, the SQLite sink and its read API;
-//! - [`memory`]: `MemoryStore`, an in-memory store with the same semantics, for tests.
+//! - [`postgres`]: `PostgresStore`, the PostgreSQL sink (same tables and semantics as SQLite);
+//! - [`redis`]: `RedisStore`, the serving fan-out holding each window's latest list;
+//! - `sql_rows`: the checks the two SQL stores share for what they read back;
+//! - `conformance` (tests only): the one suite of store tests every backend runs;
+//! - `test_fixtures` (tests only): lists, batches and dead letters the tests share.
 #![deny(missing_docs)]
 
 pub mod crash_point;
 pub mod error;
 pub mod memory;
 pub mod postgres;
-pub mod redis_store;
+pub mod redis;
+mod sql_rows;
 pub mod sqlite;
 pub mod store;
-#[cfg(test)]
-mod test_fixtures;
 pub mod types;
 
-pub use error::SinkError;
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod test_fixtures;
+
+pub use error::{Retry, SinkError};
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 pub use store::{SinkStore, StoreReader};
 pub use types::{CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};

@@ -1,10 +1,12 @@
 //! `MemoryStore`: a complete in-memory sink store with the same semantics as the SQLite one,
 //! for tests and benchmarks. Clones share one store, so a test keeps a handle and reads what
-//! the job wrote through another.
+//! the job wrote through another (directly, or through [`StoreReader`]).
 
 use crate::error::SinkError;
-use crate::store::SinkStore;
-use crate::types::{check_batch, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredWindow};
+use crate::store::{SinkStore, StoreReader};
+use crate::types::{
+    check_batch, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
+};
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
@@ -20,8 +22,8 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Inner {
     jobs: BTreeMap<String, JobState>,
-    /// Every job's dead letters, in commit order.
-    dead_letters: Vec<SourcedDeadLetter>,
+    /// Every job's dead letters with their job, in commit order.
+    dead_letters: Vec<(String, SourcedDeadLetter)>,
 }
 
 #[derive(Debug, Default)]
@@ -54,7 +56,7 @@ impl MemoryStore {
 
     /// Every dead letter committed so far (all jobs), in commit order.
     pub fn dead_letters(&self) -> Vec<SourcedDeadLetter> {
-        self.lock().dead_letters.clone()
+        self.lock().dead_letters.iter().map(|(_, d)| d.clone()).collect()
     }
 
     /// The windows `prepare` recorded for `job`, in configured order.
@@ -87,7 +89,8 @@ impl SinkStore for MemoryStore {
         for l in latest_revisions(&batch.lists) {
             state.lists.insert((l.window.clone(), l.start), l.clone());
         }
-        inner.dead_letters.extend(batch.dead_letters.iter().cloned());
+        let letters = batch.dead_letters.iter().map(|d| (batch.job.clone(), d.clone()));
+        inner.dead_letters.extend(letters);
         state.epoch = Some(batch.epoch);
         state.watermark = Some(batch.watermark);
         Ok(true)
@@ -98,84 +101,104 @@ impl SinkStore for MemoryStore {
     }
 }
 
+impl StoreReader for MemoryStore {
+    fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
+        Ok(MemoryStore::windows(self, job))
+    }
+
+    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+        let inner = self.lock();
+        let Some(state) = inner.jobs.get(job) else {
+            return Ok(None);
+        };
+        let instances = (window.to_string(), Millis::MIN)..=(window.to_string(), Millis::MAX);
+        Ok(state.lists.range(instances).next_back().map(|(_, l)| l.clone().into()))
+    }
+
+    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+        let inner = self.lock();
+        let list = inner
+            .jobs
+            .get(job)
+            .and_then(|j| j.lists.get(&(window.to_string(), start)));
+        Ok(list.map(|l| l.clone().into()))
+    }
+
+    fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
+        Ok(self.lock().jobs.get(job).and_then(|j| j.epoch.zip(j.watermark)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::{self, items, list_with, not_json};
+    use crate::conformance::{History, Subject};
+    use crate::test_fixtures::{batch, list, not_json, JOB};
     use hotlist_operators::record::ListState;
     use hotlist_operators::time::Span;
 
-    /// Revision `revision` of the `1m` instance at `start` with `n` items: always open, computed
-    /// at watermark `start`, published at 1.
-    fn list(start: i64, revision: u32, n: usize) -> PublishedList {
-        PublishedList {
-            state: ListState::Open,
-            watermark: Millis(start),
-            as_of: Millis(1),
-            ..list_with(
-                start,
-                revision,
-                items(n, |i| format!("r{revision}-{i}"), |i| (n - i) as u64),
-            )
+    /// A new store; every handle is a clone of it.
+    fn subject() -> Subject {
+        let store = MemoryStore::new();
+        let (w, r, h) = (store.clone(), store.clone(), store);
+        Subject {
+            writer: Box::new(move || Box::new(w.clone())),
+            reader: Box::new(move || Box::new(r.clone())),
+            history: Some(Box::new(move || Box::new(h.clone()))),
+            stored_rows: None,
+            place: Box::new(()),
         }
     }
 
-    /// The shared batch of `lists` at `epoch`, but with watermark `epoch`.
-    fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
-        CommitBatch {
-            watermark: Millis(epoch as i64),
-            ..test_fixtures::batch(epoch, lists)
+    crate::conformance::suite!(subject);
+
+    impl History for MemoryStore {
+        fn instances(&mut self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError> {
+            let inner = self.lock();
+            let lists = inner.jobs.get(job).map(|j| j.lists.values()).into_iter().flatten();
+            let of_window = lists.filter(|l| l.window == window);
+            Ok(of_window.map(|l| (l.start, l.revision, l.state)).collect())
+        }
+
+        fn dead_letters(&mut self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError> {
+            let inner = self.lock();
+            let of_job = inner.dead_letters.iter().rev().filter(|(j, _)| j == job);
+            Ok(of_job.take(limit).map(|(_, d)| d.clone()).collect())
+        }
+
+        fn dead_letter_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>, SinkError> {
+            let mut counts = BTreeMap::<String, u64>::new();
+            for (j, d) in &self.lock().dead_letters {
+                if j == job {
+                    *counts.entry(d.letter.reason.as_str().to_string()).or_default() += 1;
+                }
+            }
+            Ok(counts.into_iter().collect())
         }
     }
 
+    /// The inspection methods tests read the job's output with: the latest list of every
+    /// instance in order, every dead letter in commit order, the windows and the watermark.
     #[test]
-    fn highest_revision_replaces_and_epochs_skip() {
+    fn inspection() {
         let reader = MemoryStore::new();
         let mut store = reader.clone();
         store
-            .prepare("hotlist", &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 3)])
+            .prepare(JOB, &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 3)])
             .unwrap();
-        assert_eq!(reader.windows("hotlist")[0].k, 3);
-        assert_eq!(store.committed_epoch("hotlist").unwrap(), None);
-        assert!(store.commit(&batch(1, vec![list(0, 1, 5)])).unwrap());
-        assert!(store
-            .commit(&batch(2, vec![list(0, 3, 2), list(0, 2, 4), list(60_000, 1, 1)]))
-            .unwrap());
-        let lists = reader.lists();
-        assert_eq!(lists.len(), 2);
-        assert_eq!(lists[0], list(0, 3, 2));
-        assert_eq!(lists[1], list(60_000, 1, 1));
-        // At or below the committed epoch: skipped, nothing changes.
-        assert!(!store.commit(&batch(2, vec![list(0, 9, 9)])).unwrap());
-        assert!(!store.commit(&batch(1, vec![list(0, 9, 9)])).unwrap());
-        assert_eq!(reader.lists()[0], list(0, 3, 2));
-        assert_eq!(store.committed_epoch("hotlist").unwrap(), Some(2));
-        assert_eq!(reader.watermark("hotlist"), Some(Millis(2)));
-        assert_eq!(store.committed_epoch("other").unwrap(), None);
-    }
-
-    #[test]
-    fn dead_letters_append() {
-        let reader = MemoryStore::new();
-        let mut store = reader.clone();
+        assert_eq!(reader.windows(JOB)[0].k, 3);
+        assert!(reader.lists().is_empty());
+        assert_eq!(reader.watermark(JOB), None);
         let letter = |pos: u64| not_json(pos, &[0xff, 0xfe, b'{']);
-        let mut b = batch(1, vec![]);
+        let mut b = batch(1, vec![list(0, 1, 5)]);
         b.dead_letters = vec![letter(1), letter(2)];
         assert!(store.commit(&b).unwrap());
-        b.epoch = 2;
+        let mut b = batch(2, vec![list(0, 3, 2), list(0, 2, 4), list(60_000, 1, 1)]);
         b.dead_letters = vec![letter(3)];
         assert!(store.commit(&b).unwrap());
+        assert_eq!(reader.lists(), vec![list(0, 3, 2), list(60_000, 1, 1)]);
         assert_eq!(reader.dead_letters(), vec![letter(1), letter(2), letter(3)]);
-    }
-
-    #[test]
-    fn invalid_input_changes_nothing() {
-        let mut store = MemoryStore::new();
-        let mut bad = list(0, 1, 1);
-        bad.items[0].count = u64::MAX;
-        let err = store.commit(&batch(1, vec![bad])).unwrap_err();
-        assert!(!err.retryable());
-        assert_eq!(store.committed_epoch("hotlist").unwrap(), None);
-        assert!(store.lists().is_empty());
+        assert_eq!(reader.watermark(JOB), Some(Millis(2000)));
+        assert_eq!(reader.watermark("other"), None);
     }
 }

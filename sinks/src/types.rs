@@ -2,7 +2,7 @@
 //! plus the input checks and the "highest revision wins" rule every store shares.
 
 use crate::error::SinkError;
-use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PublishedList, RankedItem};
+use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{validate_all, WindowSpec};
 use serde::{Deserialize, Serialize};
@@ -92,32 +92,15 @@ impl From<&WindowSpec> for StoredWindow {
     }
 }
 
-/// Parses `DeadReason::as_str` output.
-pub(crate) fn parse_reason(s: &str) -> Option<DeadReason> {
-    match s {
-        "bad" => Some(DeadReason::Bad),
-        "late" => Some(DeadReason::Late),
-        "sealed" => Some(DeadReason::Sealed),
-        _ => None,
-    }
-}
-
-fn invalid(job: &str, detail: String) -> SinkError {
-    SinkError::Invalid {
-        job: job.to_string(),
-        detail,
-    }
-}
-
 /// Checks a job id and its windows before `prepare` stores them.
 pub(crate) fn check_prepare(job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
     if job.is_empty() {
-        return Err(invalid(job, "the job id is empty".into()));
+        return Err(SinkError::invalid(job, "the job id is empty".into()));
     }
-    validate_all(windows).map_err(|e| invalid(job, e.to_string()))?;
+    validate_all(windows).map_err(|e| SinkError::invalid(job, e.to_string()))?;
     for w in windows {
         if i64::try_from(w.k).is_err() {
-            return Err(invalid(job, format!("window {:?}: k is too large", w.name)));
+            return Err(SinkError::invalid(job, format!("window {:?}: k is too large", w.name)));
         }
     }
     Ok(())
@@ -128,20 +111,20 @@ pub(crate) fn check_prepare(job: &str, windows: &[WindowSpec]) -> Result<(), Sin
 pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
     let job = batch.job.as_str();
     if job.is_empty() {
-        return Err(invalid(job, "the job id is empty".into()));
+        return Err(SinkError::invalid(job, "the job id is empty".into()));
     }
     if i64::try_from(batch.epoch).is_err() {
-        return Err(invalid(job, format!("epoch {} is too large", batch.epoch)));
+        return Err(SinkError::invalid(job, format!("epoch {} is too large", batch.epoch)));
     }
     for l in &batch.lists {
         if l.end < l.start {
-            return Err(invalid(
+            return Err(SinkError::invalid(
                 job,
                 format!("list {:?}@{}: end before start", l.window, l.start.0),
             ));
         }
         if let Some(item) = l.items.iter().find(|i| i64::try_from(i.count).is_err()) {
-            return Err(invalid(
+            return Err(SinkError::invalid(
                 job,
                 format!(
                     "list {:?}@{}: count {} of {:?} is too large",
@@ -152,7 +135,7 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
     }
     for d in &batch.dead_letters {
         if i64::try_from(d.letter.position).is_err() {
-            return Err(invalid(
+            return Err(SinkError::invalid(
                 job,
                 format!(
                     "dead letter from {:?}: position {} is too large",
@@ -183,33 +166,6 @@ pub(crate) fn latest_revisions(lists: &[PublishedList]) -> Vec<&PublishedList> {
         }
     }
     out
-}
-
-/// Checks a list read back from a store — its header's revision and item count, and its rows
-/// as (rank, item, count, row revision) in rank order — and returns the revision and the
-/// ranked items; `Err(detail)` names the first inconsistency (`at` says which instance).
-pub(crate) fn check_rows(
-    at: &str,
-    revision: i64,
-    item_count: i64,
-    rows: Vec<(i64, hotlist_operators::record::ItemId, i64, i64)>,
-) -> Result<(u32, Vec<hotlist_operators::record::RankedItem>), String> {
-    let rev = u32::try_from(revision).map_err(|_| format!("{at}: revision {revision} out of range"))?;
-    if i64::try_from(rows.len()).ok() != Some(item_count) {
-        return Err(format!("{at}: {} rows but item_count {item_count}", rows.len()));
-    }
-    let mut items = Vec::with_capacity(rows.len());
-    for (i, (rank, item_id, count, row_revision)) in rows.into_iter().enumerate() {
-        if i64::try_from(i + 1).ok() != Some(rank) || row_revision != revision {
-            return Err(format!(
-                "{at}: row {} has rank {rank} and revision {row_revision}, header revision {revision}",
-                i + 1
-            ));
-        }
-        let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} is negative"))?;
-        items.push(hotlist_operators::record::RankedItem { item_id, count });
-    }
-    Ok((rev, items))
 }
 
 #[cfg(test)]
@@ -262,13 +218,5 @@ mod tests {
         assert!(check_batch(&b).is_err());
         assert!(check_prepare("", &[]).is_err());
         assert!(check_prepare("j", &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 0)]).is_err());
-    }
-
-    #[test]
-    fn reasons_round_trip() {
-        for r in [DeadReason::Bad, DeadReason::Late, DeadReason::Sealed] {
-            assert_eq!(parse_reason(r.as_str()), Some(r));
-        }
-        assert_eq!(parse_reason("other"), None);
     }
 }

@@ -11,7 +11,7 @@ use crate::checkpoint;
 use crate::config::{CheckpointPlan, JobPlan};
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
-use hotlist_sinks::redis_store::RedisStore;
+use hotlist_sinks::RedisStore;
 use hotlist_sinks::{CommitBatch, SinkStore};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

@@ -133,12 +133,11 @@ pub async fn start(kind: Kind) -> Harness {
             cleanup = Cleanup::PgSchema(schema);
             (
                 Arc::new(move || {
-                    Box::new(
-                        hotlist_sinks::postgres::PostgresStore::connect_with_schema(PG_URL, &s1).expect("connect pg"),
-                    ) as Box<dyn SinkStore>
+                    Box::new(hotlist_sinks::PostgresStore::connect_with_schema(PG_URL, &s1).expect("connect pg"))
+                        as Box<dyn SinkStore>
                 }),
                 Arc::new(move || {
-                    hotlist_sinks::postgres::PostgresStore::connect_with_schema(PG_URL, &s2)
+                    hotlist_sinks::PostgresStore::connect_with_schema(PG_URL, &s2)
                         .map(|s| Box::new(s) as Box<dyn StoreReader>)
                 }),
             )
@@ -149,12 +148,11 @@ pub async fn start(kind: Kind) -> Harness {
             cleanup = Cleanup::RedisPrefix(prefix);
             (
                 Arc::new(move || {
-                    Box::new(hotlist_sinks::redis_store::RedisStore::connect(REDIS_URL, &p1).expect("connect redis"))
+                    Box::new(hotlist_sinks::RedisStore::connect(REDIS_URL, &p1).expect("connect redis"))
                         as Box<dyn SinkStore>
                 }),
                 Arc::new(move || {
-                    hotlist_sinks::redis_store::RedisStore::connect(REDIS_URL, &p2)
-                        .map(|s| Box::new(s) as Box<dyn StoreReader>)
+                    hotlist_sinks::RedisStore::connect(REDIS_URL, &p2).map(|s| Box::new(s) as Box<dyn StoreReader>)
                 }),
             )
         }

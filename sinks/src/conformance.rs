@@ -1,0 +1,404 @@
+//! The store conformance suite: the contract of [`SinkStore`] and [`StoreReader`], checked the
+//! same way on every backend (memory, SQLite, PostgreSQL, Redis).
+//!
+//! A backend joins with one line in its test module, `crate::conformance::suite!(subject);`,
+//! where `subject()` returns a [`Subject`]: a fresh, isolated store (a temporary file, a schema
+//! or a key prefix of its own, removed when the subject is dropped) and the ways to open
+//! writers and readers on it. The macro makes one `#[test]` per case, named after the case, in
+//! `<backend>::tests::conformance`.
+//!
+//! Backends differ in what they keep, and that is data in the subject, not a copied test:
+//! [`Subject::history`] is `None` for a store that keeps only each window's latest list and no
+//! dead letters (Redis), and [`Subject::stored_rows`] is `Some` where the rows can be looked at
+//! around the store (the SQL stores). What only one backend does (its encoding, key layout,
+//! error texts, connection handling) is tested in that backend's `tests.rs`.
+
+use crate::error::SinkError;
+use crate::store::{SinkStore, StoreReader};
+use crate::test_fixtures::{batch, letter, list, windows, JOB};
+use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
+use hotlist_operators::record::{DeadReason, ListState};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::WindowSpec;
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+
+/// Opens a new handle (connection) on a subject's data.
+type Opener<T> = Box<dyn Fn() -> Box<T>>;
+
+/// `(rank, revision)` of the stored rows of the `1m` instance at a start.
+type RowsAt = Box<dyn Fn(i64) -> Vec<(i64, i64)>>;
+
+/// One backend's store under test, fresh and isolated.
+pub(crate) struct Subject {
+    /// Opens a writer on the subject's data; every call is a new handle (connection).
+    pub writer: Opener<dyn SinkStore>,
+    /// Opens a reader on the same data.
+    pub reader: Opener<dyn StoreReader>,
+    /// Opens the read API of a store that keeps every instance and the dead letters; `None`
+    /// where only each window's latest list is kept and dead letters are dropped (Redis).
+    pub history: Option<Opener<dyn History>>,
+    /// `(rank, revision)` of the stored rows of the `1m` instance at a start, read around the
+    /// store; `None` where there are no rows to look at.
+    pub stored_rows: Option<RowsAt>,
+    /// Holds the subject's data (a directory, a schema, a key prefix) and removes it when
+    /// dropped, after the handles a case opened.
+    #[expect(dead_code, reason = "held only for its Drop")]
+    pub place: Box<dyn Any>,
+}
+
+impl Subject {
+    /// Checks the stored rows of the `1m` instance at `start`, where they can be looked at.
+    fn assert_stored_rows(&self, start: i64, want: &[(i64, i64)]) {
+        if let Some(rows) = &self.stored_rows {
+            assert_eq!(rows(start), want, "stored rows of the instance at {start}");
+        }
+    }
+}
+
+/// What the stores that keep history (SQLite, PostgreSQL, memory) can be asked beyond
+/// [`StoreReader`].
+pub(crate) trait History {
+    /// Every stored instance of the window as (start, revision, state), earliest first.
+    fn instances(&mut self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError>;
+    /// The job's most recent dead letters, newest first, at most `limit`.
+    fn dead_letters(&mut self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError>;
+    /// How many dead letters the job has per reason name, by name; reasons without letters
+    /// left out.
+    fn dead_letter_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>, SinkError>;
+}
+
+/// [`History`] through the SQL stores' inherent methods of the same names.
+macro_rules! history_by_inherent_methods {
+    ($($store:ty),*) => {$(
+        impl History for $store {
+            fn instances(&mut self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError> {
+                <$store>::instances(self, job, window)
+            }
+            fn dead_letters(&mut self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError> {
+                <$store>::dead_letters(self, job, limit)
+            }
+            fn dead_letter_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>, SinkError> {
+                <$store>::dead_letter_counts(self, job)
+            }
+        }
+    )*};
+}
+history_by_inherent_methods!(crate::sqlite::SqliteStore, crate::postgres::PostgresStore);
+
+/// Runs every case of the suite on the backend whose subject `$subject()` opens: one
+/// `#[test]` per case, named after it, in a module `conformance`. A new case is a function
+/// below and its name in the list.
+macro_rules! suite {
+    ($subject:path) => {
+        $crate::conformance::suite!(
+            @cases $subject;
+            highest_revision_replaces_rows,
+            epochs_at_or_below_the_committed_one_are_skipped,
+            dead_letters_round_trip_raw_bytes,
+            latest_instances_and_windows,
+            invalid_input_changes_nothing,
+            concurrent_reader_never_sees_a_mix_of_revisions,
+        );
+    };
+    (@cases $subject:path; $($case:ident,)*) => {
+        /// The store conformance suite ([`crate::conformance`]) on this backend.
+        mod conformance {
+            use super::*;
+
+            $(
+                #[test]
+                fn $case() {
+                    $crate::conformance::$case($subject());
+                }
+            )*
+
+            /// `cargo test -p hotlist-sinks --release -- --ignored --nocapture throughput`
+            #[test]
+            #[ignore = "benchmark"]
+            fn throughput() {
+                $crate::conformance::throughput($subject());
+            }
+        }
+    };
+}
+pub(crate) use suite;
+
+/// Within a batch the highest revision of an instance wins, and its rows replace the
+/// instance's previous rows entirely (no stale ranks), even when there are fewer or none.
+pub(crate) fn highest_revision_replaces_rows(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    // 137 rows: SQLite writes them as two chunks of 64, one of 8 and a single row.
+    assert!(w.commit(&batch(1, vec![list(0, 1, 137)])).unwrap());
+    let got = r.instance(JOB, "1m", Millis(0)).unwrap();
+    assert_eq!(got, Some(StoredList::from(list(0, 1, 137))));
+    // Two revisions in one batch: the highest wins, regardless of order.
+    assert!(w.commit(&batch(2, vec![list(0, 3, 2), list(0, 2, 7)])).unwrap());
+    let got = r.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
+    assert_eq!(got, StoredList::from(list(0, 3, 2)));
+    assert_eq!(got.state, ListState::Final);
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(got));
+    s.assert_stored_rows(0, &[(1, 3), (2, 3)]);
+    // An empty list still has a header.
+    assert!(w.commit(&batch(3, vec![list(0, 4, 0)])).unwrap());
+    let got = r.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
+    assert_eq!((got.revision, got.state, got.items.len()), (4, ListState::Final, 0));
+    s.assert_stored_rows(0, &[]);
+    assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap(), None);
+    assert_eq!(r.instance("other", "1m", Millis(0)).unwrap(), None);
+}
+
+/// A batch at or below the job's committed epoch changes nothing and reports `false`; epochs
+/// are per job, compared as numbers, and survive reopening the store.
+pub(crate) fn epochs_at_or_below_the_committed_one_are_skipped(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    assert_eq!(w.committed_epoch(JOB).unwrap(), None);
+    assert_eq!(r.last_commit(JOB).unwrap(), None);
+    assert!(w.commit(&batch(5, vec![list(0, 1, 3)])).unwrap());
+    for epoch in [5, 4, 0] {
+        let mut b = batch(epoch, vec![list(0, 9, 1), list(60_000, 9, 1)]);
+        b.dead_letters = vec![letter(1, DeadReason::Bad, b"x")];
+        assert!(!w.commit(&b).unwrap());
+    }
+    assert_eq!(w.committed_epoch(JOB).unwrap(), Some(5));
+    assert_eq!(r.last_commit(JOB).unwrap(), Some((5, Millis(5000))));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 3))));
+    assert_eq!(r.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.revision), Some(1));
+    if let Some(history) = &s.history {
+        assert!(history().dead_letters(JOB, 10).unwrap().is_empty());
+    }
+    // Epochs are per job, and compared as numbers: 10 > 9 although "10" < "9" as strings.
+    let mut other = batch(1, vec![]);
+    other.job = "other".into();
+    assert!(w.commit(&other).unwrap());
+    assert_eq!(w.committed_epoch("other").unwrap(), Some(1));
+    for (epoch, committed) in [(9, true), (10, true), (9, false)] {
+        other.epoch = epoch;
+        assert_eq!(w.commit(&other).unwrap(), committed, "epoch {epoch}");
+    }
+    assert_eq!(w.committed_epoch("other").unwrap(), Some(10));
+    assert_eq!(w.committed_epoch(JOB).unwrap(), Some(5));
+    // Survives reopening (for the SQL stores: and re-running the migrations).
+    drop(w);
+    let mut w = (s.writer)();
+    assert_eq!(w.committed_epoch(JOB).unwrap(), Some(5));
+    assert!(w.commit(&batch(6, vec![])).unwrap());
+    assert_eq!(r.last_commit(JOB).unwrap(), Some((6, Millis(6000))));
+    assert_eq!(r.last_commit("nobody").unwrap(), None);
+}
+
+/// Dead letters are appended in order and read back newest first, per job, with their raw
+/// bytes exact (not UTF-8, empty, long) and positions up to `i64::MAX`, and counted per reason.
+/// A store that keeps none (Redis) only has to accept them.
+pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
+    let letters = [
+        letter(1, DeadReason::Bad, &[0xff, 0x00, 0xc3, 0x28, b'{']),
+        letter(2, DeadReason::Late, b"{\"item\":\"a\",\"ts\":1}"),
+        letter(3, DeadReason::Bad, &[]),
+        letter(u64::from(u32::MAX) + 7, DeadReason::Sealed, &[0x80; 300]),
+        letter(i64::MAX as u64, DeadReason::Bad, b"\0"),
+    ];
+    let mut w = (s.writer)();
+    let mut b = batch(1, vec![]);
+    b.dead_letters = letters[..2].to_vec();
+    assert!(w.commit(&b).unwrap());
+    let mut b = batch(2, vec![]);
+    b.dead_letters = letters[2..].to_vec();
+    assert!(w.commit(&b).unwrap());
+    drop(w);
+    let Some(history) = &s.history else {
+        return;
+    };
+    let mut h = history();
+    let newest_first: Vec<_> = letters.iter().rev().cloned().collect();
+    assert_eq!(h.dead_letters(JOB, 100).unwrap(), newest_first);
+    assert_eq!(h.dead_letters(JOB, 2).unwrap(), newest_first[..2]);
+    assert_eq!(h.dead_letters(JOB, usize::MAX).unwrap().len(), letters.len());
+    assert!(h.dead_letters("other", 10).unwrap().is_empty());
+    assert_eq!(
+        h.dead_letter_counts(JOB).unwrap(),
+        vec![
+            ("bad".to_string(), 3),
+            ("late".to_string(), 1),
+            ("sealed".to_string(), 1)
+        ]
+    );
+}
+
+/// `prepare` records the job's windows in order, replaces them on the next call and refuses
+/// invalid ones; `latest` is the instance with the greatest start; a reader sees the last
+/// commit. A store that keeps history also has the other instances.
+pub(crate) fn latest_instances_and_windows(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    let m = Span::from_millis;
+    let windows = windows();
+    assert!(r.windows(JOB).unwrap().is_empty());
+    w.prepare(JOB, &windows).unwrap();
+    let stored = r.windows(JOB).unwrap();
+    assert_eq!(stored, windows.iter().map(StoredWindow::from).collect::<Vec<_>>());
+    // Re-preparing replaces the definition; invalid definitions change nothing.
+    w.prepare(JOB, &windows[1..]).unwrap();
+    assert_eq!(r.windows(JOB).unwrap(), vec![StoredWindow::from(&windows[1])]);
+    assert_eq!(r.windows(JOB).unwrap()[0].slide, m(30_000));
+    assert!(w.prepare(JOB, &[WindowSpec::tumbling("x", m(0), 1)]).is_err());
+    assert!(w.prepare("", &windows).is_err());
+    assert_eq!(r.windows(JOB).unwrap().len(), 1);
+
+    assert_eq!(r.latest(JOB, "1m").unwrap(), None);
+    let b = batch(1, vec![list(120_000, 1, 2), list(-60_000, 2, 1), list(60_000, 1, 4)]);
+    assert!(w.commit(&b).unwrap());
+    assert_eq!(
+        r.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(list(120_000, 1, 2)))
+    );
+    assert_eq!(r.latest(JOB, "5m").unwrap(), None);
+    assert_eq!(r.last_commit(JOB).unwrap(), Some((1, Millis(1000))));
+    let Some(history) = &s.history else {
+        // Only the latest instance is kept.
+        assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap(), None);
+        return;
+    };
+    assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap().unwrap().items.len(), 4);
+    let earliest = r.instance(JOB, "1m", Millis(-60_000)).unwrap();
+    assert_eq!(earliest, Some(StoredList::from(list(-60_000, 2, 1))));
+    let mut h = history();
+    assert_eq!(
+        h.instances(JOB, "1m").unwrap(),
+        vec![
+            (Millis(-60_000), 2, ListState::Open),
+            (Millis(60_000), 1, ListState::Open),
+            (Millis(120_000), 1, ListState::Open),
+        ]
+    );
+    assert!(h.instances(JOB, "5m").unwrap().is_empty());
+}
+
+/// A batch with invalid contents is refused as a permanent [`SinkError::Invalid`] before
+/// anything of it is written.
+pub(crate) fn invalid_input_changes_nothing(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    let mut too_large = list(0, 2, 1);
+    too_large.items[0].count = u64::MAX;
+    let mut backwards = list(0, 2, 1);
+    backwards.end = Millis(-1);
+    let mut no_job = batch(1, vec![]);
+    no_job.job.clear();
+    let refused = [batch(1, vec![too_large]), batch(1, vec![backwards]), no_job];
+    for b in &refused {
+        let err = w.commit(b).unwrap_err();
+        assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+        assert!(!err.retryable());
+    }
+    assert_eq!(w.committed_epoch(JOB).unwrap(), None);
+    assert_eq!(r.latest(JOB, "1m").unwrap(), None);
+    // After a good commit, the refused ones leave it as it is.
+    assert!(w.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    for mut b in refused {
+        b.epoch = 2;
+        assert!(w.commit(&b).is_err());
+    }
+    assert_eq!(w.committed_epoch(JOB).unwrap(), Some(1));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 3))));
+}
+
+/// How many items revision `revision` has in the concurrent-reader race: 120 and 7 in turn,
+/// so a read mixing two revisions shows in its length.
+fn rows_for(revision: u32) -> usize {
+    match revision % 2 {
+        0 => 7,
+        _ => 120,
+    }
+}
+
+/// A reader racing a writer sees whole revisions only: never a mix of two, never going
+/// backwards, and in the end the last one.
+pub(crate) fn concurrent_reader_never_sees_a_mix_of_revisions(s: Subject) {
+    const REVISIONS: u32 = 200;
+    let mut w = (s.writer)();
+    assert!(w.commit(&batch(1, vec![list(0, 1, rows_for(1))])).unwrap());
+    let mut r = (s.reader)();
+    let (reads, last) = race_commits_and_reads(REVISIONS, w, move |last| {
+        let l = r.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
+        assert!(l.revision >= last, "revisions went backwards");
+        assert_eq!(l.items.len(), rows_for(l.revision));
+        let prefix = format!("r{}-", l.revision);
+        for item in &l.items {
+            assert!(item.item_id.starts_with(&prefix), "{item:?}");
+            assert_eq!(item.count / 1000, u64::from(l.revision), "{item:?}");
+        }
+        assert_eq!(l, StoredList::from(list(0, l.revision, rows_for(l.revision))));
+        let latest = r.latest(JOB, "1m").unwrap().unwrap();
+        assert!(latest.revision >= l.revision);
+        assert_eq!(latest.items.len(), rows_for(latest.revision));
+        latest.revision
+    });
+    assert_eq!(last, REVISIONS);
+    assert!(reads >= 1);
+    eprintln!("{reads} consistent reads during {REVISIONS} commits");
+    if let Some(rows) = &s.stored_rows {
+        assert_eq!(rows(0).len(), rows_for(REVISIONS));
+    }
+}
+
+/// Races a writer against a reader on the `1m` instance at 0: one thread commits
+/// `list(0, r, rows_for(r))` through `writer` as epoch `r`, for revisions `r` from 2 to
+/// `revisions` in order, while another calls `read(last)` over and over, until a read that
+/// started after the last commit. `read` gets what the previous read returned (0 at first) and
+/// returns the revision it saw. Returns how many reads there were and what the last returned.
+fn race_commits_and_reads(
+    revisions: u32,
+    mut writer: Box<dyn SinkStore>,
+    mut read: impl FnMut(u32) -> u32 + Send,
+) -> (u32, u32) {
+    let done = AtomicBool::new(false);
+    let start = Barrier::new(2);
+    let (done, start) = (&done, &start);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            start.wait();
+            for revision in 2..=revisions {
+                let l = list(0, revision, rows_for(revision));
+                assert!(writer.commit(&batch(u64::from(revision), vec![l])).unwrap());
+            }
+            done.store(true, Ordering::Release);
+        });
+        let r = s.spawn(move || {
+            start.wait();
+            let (mut reads, mut last) = (0u32, 0u32);
+            loop {
+                // Read `done` first: a read that starts after it is set sees the last commit.
+                let finished = done.load(Ordering::Acquire);
+                (reads, last) = (reads + 1, read(last));
+                if finished {
+                    return (reads, last);
+                }
+            }
+        });
+        r.join().unwrap()
+    })
+}
+
+/// Commits 20 epochs of 200 lists of K=100, then 20 of 20 lists of K=10,000, and prints the
+/// lists and rows per second of each (a benchmark, not a check).
+pub(crate) fn throughput(s: Subject) {
+    let mut store = (s.writer)();
+    for (lists, k) in [(200usize, 100usize), (20, 10_000)] {
+        let t = std::time::Instant::now();
+        let epochs = 20u64;
+        for e in 1..=epochs {
+            let b = batch(
+                e + store.committed_epoch(JOB).unwrap().unwrap_or(0),
+                (0..lists).map(|i| list(i as i64 * 60_000, e as u32, k)).collect(),
+            );
+            assert!(store.commit(&b).unwrap());
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let rows = epochs as f64 * (lists * k) as f64;
+        eprintln!(
+            "{lists} lists x K={k}: {:.0} lists/s, {:.0} rows/s",
+            epochs as f64 * lists as f64 / secs,
+            rows / secs
+        );
+    }
+}

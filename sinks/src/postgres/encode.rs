@@ -1,0 +1,210 @@
+//! What PostgreSQL is handed: instants as `timestamptz` (`±infinity` for `Millis::MIN` /
+//! `Millis::MAX`), text without U+0000, and a checked batch as the column arrays the commit
+//! statements bind. What PostgreSQL cannot hold is refused as [`SinkError::Invalid`].
+
+use crate::error::SinkError;
+use crate::types::{latest_revisions, CommitBatch, SourcedDeadLetter};
+use hotlist_operators::record::{ListState, PublishedList};
+use hotlist_operators::time::Millis;
+use postgres::types::Timestamp;
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Earliest instant PostgreSQL's `timestamptz` holds: 4714-11-24T00:00:00Z BC, in ms.
+pub(super) const PG_MIN_MS: i64 = -210_866_803_200_000;
+/// First instant past PostgreSQL's `timestamptz` range: 294277-01-01T00:00:00Z, in ms.
+pub(super) const PG_END_MS: i64 = 9_224_318_016_000_000;
+
+/// A PostgreSQL `timestamptz` that may be `±infinity`.
+pub(super) type PgTime = Timestamp<SystemTime>;
+
+/// `t` as a `timestamptz`, or `None` if PostgreSQL cannot hold it.
+pub(super) fn to_pg(t: Millis) -> Option<PgTime> {
+    match t {
+        Millis::MIN => Some(Timestamp::NegInfinity),
+        Millis::MAX => Some(Timestamp::PosInfinity),
+        Millis(ms) if (PG_MIN_MS..PG_END_MS).contains(&ms) => {
+            let d = Duration::from_millis(ms.unsigned_abs());
+            let t = if ms >= 0 {
+                UNIX_EPOCH.checked_add(d)
+            } else {
+                UNIX_EPOCH.checked_sub(d)
+            };
+            t.map(Timestamp::Value)
+        }
+        Millis(_) => None,
+    }
+}
+
+/// A `timestamptz` as milliseconds, flooring sub-millisecond digits (this store writes none).
+pub(super) fn from_pg(t: PgTime) -> Millis {
+    match t {
+        Timestamp::NegInfinity => Millis::MIN,
+        Timestamp::PosInfinity => Millis::MAX,
+        Timestamp::Value(t) => {
+            let nanos = match t.duration_since(UNIX_EPOCH) {
+                Ok(d) => d.as_nanos() as i128,
+                Err(e) => -(e.duration().as_nanos() as i128),
+            };
+            let ms = nanos.div_euclid(1_000_000);
+            // PostgreSQL's range is far inside i64 milliseconds.
+            Millis(i64::try_from(ms).unwrap_or(if ms < 0 { i64::MIN } else { i64::MAX }))
+        }
+    }
+}
+
+/// `t` as a `timestamptz`, or [`SinkError::Invalid`] naming `what`.
+pub(super) fn pg_time(job: &str, t: Millis, what: impl FnOnce() -> String) -> Result<PgTime, SinkError> {
+    to_pg(t).ok_or_else(|| {
+        SinkError::invalid(
+            job,
+            format!(
+                "{}: {} ms is outside PostgreSQL's timestamptz range (4714-11-24 BC .. 294276-12-31)",
+                what(),
+                t.0
+            ),
+        )
+    })
+}
+
+/// Rejects text PostgreSQL cannot store (U+0000).
+pub(super) fn pg_text(job: &str, s: &str, what: impl FnOnce() -> String) -> Result<(), SinkError> {
+    if s.contains('\0') {
+        return Err(SinkError::invalid(
+            job,
+            format!("{} {s:?} contains U+0000, which PostgreSQL text cannot hold", what()),
+        ));
+    }
+    Ok(())
+}
+
+/// A checked batch as the column arrays the commit statements bind.
+pub(super) struct Columns<'a> {
+    /// One entry per instance: its header, and which rows to delete.
+    pub headers: Headers<'a>,
+    /// One entry per row of every instance.
+    pub rows: Rows<'a>,
+    /// One entry per dead letter.
+    pub letters: Letters<'a>,
+    /// The batch's watermark.
+    pub watermark: PgTime,
+}
+
+/// The `topk_instances` columns, one entry per instance.
+#[derive(Default)]
+pub(super) struct Headers<'a> {
+    pub window: Vec<&'a str>,
+    pub start: Vec<PgTime>,
+    pub end: Vec<PgTime>,
+    pub revision: Vec<i64>,
+    pub state: Vec<&'static str>,
+    pub is_final: Vec<bool>,
+    pub watermark: Vec<PgTime>,
+    pub as_of: Vec<PgTime>,
+    pub item_count: Vec<i64>,
+}
+
+/// The `topk` columns, one entry per row.
+#[derive(Default)]
+pub(super) struct Rows<'a> {
+    pub window: Vec<&'a str>,
+    pub start: Vec<PgTime>,
+    pub end: Vec<PgTime>,
+    pub revision: Vec<i64>,
+    pub is_final: Vec<bool>,
+    pub state: Vec<&'static str>,
+    pub as_of: Vec<PgTime>,
+    pub rank: Vec<i64>,
+    pub item: Vec<&'a str>,
+    pub count: Vec<i64>,
+}
+
+/// The `dead_letters` columns, one entry per letter.
+#[derive(Default)]
+pub(super) struct Letters<'a> {
+    pub source: Vec<&'a str>,
+    pub partition: Vec<i64>,
+    pub position: Vec<i64>,
+    pub reason: Vec<&'static str>,
+    pub detail: Vec<Cow<'a, str>>,
+    pub raw: Vec<&'a [u8]>,
+}
+
+impl<'a> Columns<'a> {
+    /// Converts a batch `check_batch` accepted, rejecting what PostgreSQL cannot hold.
+    pub(super) fn of(batch: &'a CommitBatch) -> Result<Columns<'a>, SinkError> {
+        let job = batch.job.as_str();
+        pg_text(job, job, || "job id".into())?;
+        let mut c = Columns {
+            headers: Headers::default(),
+            rows: Rows::default(),
+            letters: Letters::default(),
+            watermark: pg_time(job, batch.watermark, || "the batch watermark".into())?,
+        };
+        for l in latest_revisions(&batch.lists) {
+            c.push_list(job, l)?;
+        }
+        for d in &batch.dead_letters {
+            c.letters.push(job, d)?;
+        }
+        Ok(c)
+    }
+
+    /// Adds an instance's header and its rows.
+    fn push_list(&mut self, job: &str, l: &'a PublishedList) -> Result<(), SinkError> {
+        let at = || format!("list {:?}@{}", l.window, l.start.0);
+        pg_text(job, &l.window, || "window name".into())?;
+        let start = pg_time(job, l.start, || format!("{}: start", at()))?;
+        let end = pg_time(job, l.end, || format!("{}: end", at()))?;
+        let watermark = pg_time(job, l.watermark, || format!("{}: watermark", at()))?;
+        let as_of = pg_time(job, l.as_of, || format!("{}: as_of", at()))?;
+        let state = l.state.as_str();
+        let is_final = l.state == ListState::Final;
+        let revision = i64::from(l.revision);
+        let h = &mut self.headers;
+        h.window.push(&l.window);
+        h.start.push(start);
+        h.end.push(end);
+        h.revision.push(revision);
+        h.state.push(state);
+        h.is_final.push(is_final);
+        h.watermark.push(watermark);
+        h.as_of.push(as_of);
+        h.item_count.push(i64::try_from(l.items.len()).unwrap_or(i64::MAX));
+        let r = &mut self.rows;
+        for (i, item) in l.items.iter().enumerate() {
+            pg_text(job, &item.item_id, || format!("{}: item id", at()))?;
+            r.window.push(&l.window);
+            r.start.push(start);
+            r.end.push(end);
+            r.revision.push(revision);
+            r.is_final.push(is_final);
+            r.state.push(state);
+            r.as_of.push(as_of);
+            r.rank.push(i64::try_from(i + 1).unwrap_or(i64::MAX));
+            r.item.push(&item.item_id);
+            // `check_batch` has verified the count fits an i64.
+            r.count.push(item.count as i64);
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Letters<'a> {
+    /// Adds a dead letter; U+0000 in its (human-readable) detail becomes U+FFFD.
+    fn push(&mut self, job: &str, d: &'a SourcedDeadLetter) -> Result<(), SinkError> {
+        pg_text(job, &d.source, || "dead letter source".into())?;
+        self.source.push(&d.source);
+        self.partition.push(i64::from(d.letter.partition.0));
+        // `check_batch` has verified the position fits an i64.
+        self.position.push(d.letter.position as i64);
+        self.reason.push(d.letter.reason.as_str());
+        self.detail.push(if d.letter.detail.contains('\0') {
+            Cow::Owned(d.letter.detail.replace('\0', "\u{FFFD}"))
+        } else {
+            Cow::Borrowed(d.letter.detail.as_str())
+        });
+        self.raw.push(&d.letter.raw);
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! `PostgresStore`: the PostgreSQL sink, with the same tables, semantics and checks as
+//! [`SqliteStore`](crate::sqlite::SqliteStore).
+//!
+//! # Contract
+//!
+//! - [`PostgresStore::connect`] / [`PostgresStore::connect_with_schema`] open a connection, create
+//!   the schema (if missing) and the tables (if missing) in one transaction under a
+//!   transaction-scoped advisory lock, so processes starting at once do not race, and point the
+//!   session's `search_path` at the schema.
+//! - [`commit`](crate::SinkStore::commit) is ONE `READ COMMITTED` transaction: it serializes
+//!   with other committers of the job (advisory lock on the job, then the commit row
+//!   `FOR UPDATE`), skips a batch whose epoch is <= the committed one (`Ok(false)`), replaces
+//!   each instance's rows with those of its highest revision in the batch (one multi-row
+//!   `DELETE` and one multi-row `INSERT` over `unnest`ed arrays), upserts the instance headers,
+//!   appends the dead letters in order and upserts the job's commit row. Statements are
+//!   prepared once per connection.
+//! - Every list read (header, then rows) runs in one `REPEATABLE READ READ ONLY` transaction, so
+//!   it never mixes revisions, and is checked (row count = `item_count`, ranks 1..n, every row
+//!   of the header's revision) before it is returned; a violation is
+//!   [`SinkError::Corrupt`](crate::SinkError::Corrupt).
+//! - Instants are `timestamptz` (microsecond precision, so milliseconds round-trip exactly);
+//!   `Millis::MIN` / `Millis::MAX` are stored as `-infinity` / `infinity`. Other instants
+//!   must lie in PostgreSQL's range (4714-11-24 BC .. 294276-12-31 AD); a batch holding one
+//!   outside it is rejected as [`SinkError::Invalid`](crate::SinkError::Invalid) before
+//!   anything is written. So is a batch whose job, window name, item id or source contains
+//!   U+0000, which PostgreSQL text cannot hold; in a dead letter's (human-readable) detail
+//!   U+0000 is replaced by U+FFFD, its raw bytes are stored exactly (`bytea`).
+//! - Errors name the operation, the job and the server without credentials (user name and
+//!   password are stripped from the connection string). After a connection is lost the call
+//!   fails with a retryable error and the next call reconnects.
+//!
+//! Files: `schema` (tables, version, migrations, `drop_schema`), `statements` (the SQL and
+//! the connection's prepared statements), `conn` (connecting, reconnecting, redacting the
+//! connection string), `error` (how failures become a `SinkError` with a retry class),
+//! `encode` (instants and a batch as the column arrays the commit binds), `write` (prepare and
+//! commit), `read` (the read API).
+
+mod conn;
+mod encode;
+mod error;
+mod read;
+mod schema;
+mod statements;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use schema::{drop_schema, SCHEMA_VERSION};
+
+use postgres::Client;
+use statements::Statements;
+use std::time::Duration;
+
+/// The schema used by [`PostgresStore::connect`].
+pub const DEFAULT_SCHEMA: &str = "public";
+
+/// How long a statement waits for a lock before failing with a (retryable) error.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A hotlist database in one schema of a PostgreSQL database: the job's sink and the readers'
+/// view (both through one connection; open one store per thread).
+pub struct PostgresStore {
+    client: Client,
+    stmts: Statements,
+    /// The connection string as given (may hold a password: never printed).
+    conn_str: String,
+    schema: String,
+    /// `<url without credentials> schema <schema>`: what errors name.
+    location: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// The schema this store uses.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The server and schema, without credentials (as errors name them).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}

@@ -1,0 +1,170 @@
+//! The PostgreSQL read API: windows, lists (header and rows in one `REPEATABLE READ READ ONLY`
+//! transaction), instances, dead letters and the last commit. Each call reads the columns in
+//! one go (reconnecting first if the connection was lost), then [`crate::sql_rows`] checks them.
+
+use super::encode::{from_pg, to_pg, PgTime};
+use super::PostgresStore;
+use crate::error::SinkError;
+use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow};
+use crate::store::StoreReader;
+use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
+use hotlist_operators::record::{ItemId, ListState};
+use hotlist_operators::time::Millis;
+use postgres::types::FromSql;
+use postgres::{IsolationLevel, Row};
+
+impl StoreReader for PostgresStore {
+    fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
+        let raw: Vec<RawWindow> = self.run(
+            || format!("reading the windows of job {job:?}"),
+            |c, s| {
+                let rows = c.query(&s.select_windows, &[&job])?;
+                rows.iter().map(columns).collect()
+            },
+        )?;
+        raw.into_iter().map(|w| sql_rows::window(self.loc(), w)).collect()
+    }
+
+    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, window, None)
+    }
+
+    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, window, Some(start))
+    }
+
+    fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
+        let raw: Option<(i64, PgTime)> = self.run(
+            || format!("reading the last commit of job {job:?}"),
+            |c, s| {
+                c.query_opt(&s.select_last_commit, &[&job])?
+                    .as_ref()
+                    .map(columns)
+                    .transpose()
+            },
+        )?;
+        let Some((epoch, watermark)) = raw else {
+            return Ok(None);
+        };
+        let epoch = sql_rows::non_negative(self.loc(), epoch, "commit epoch")?;
+        Ok(Some((epoch, from_pg(watermark))))
+    }
+}
+
+impl PostgresStore {
+    /// Every stored instance of the window as (start, revision, state), earliest first.
+    pub fn instances(&mut self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError> {
+        let raw: Vec<(PgTime, i64, String)> = self.run(
+            || format!("listing the instances of job {job:?} window {window:?}"),
+            |c, s| {
+                let rows = c.query(&s.select_instances, &[&job, &window])?;
+                rows.iter().map(columns).collect()
+            },
+        )?;
+        raw.into_iter()
+            .map(|(start, revision, state)| {
+                let revision = sql_rows::revision(self.loc(), revision)?;
+                Ok((from_pg(start), revision, sql_rows::list_state(self.loc(), &state)?))
+            })
+            .collect()
+    }
+
+    /// The job's most recent dead letters, newest first, at most `limit`.
+    pub fn dead_letters(&mut self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let raw: Vec<RawDeadLetter> = self.run(
+            || format!("reading the dead letters of job {job:?}"),
+            |c, s| {
+                let rows = c.query(&s.select_dead_letters, &[&job, &limit])?;
+                rows.iter().map(columns).collect()
+            },
+        )?;
+        raw.into_iter().map(|d| sql_rows::dead_letter(self.loc(), d)).collect()
+    }
+
+    /// How many dead letters the job has per reason (`"bad"`, `"late"`, `"sealed"`), by reason
+    /// name; reasons without letters are left out.
+    pub fn dead_letter_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>, SinkError> {
+        let raw: Vec<(String, i64)> = self.run(
+            || format!("counting the dead letters of job {job:?}"),
+            |c, s| {
+                let rows = c.query(&s.select_dead_letter_counts, &[&job])?;
+                rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
+            },
+        )?;
+        raw.into_iter()
+            .map(|(reason, n)| Ok((reason, sql_rows::non_negative(self.loc(), n, "count")?)))
+            .collect()
+    }
+
+    /// Reads one instance's header and rows in one read-only REPEATABLE READ transaction and
+    /// checks they agree.
+    fn read_list(&mut self, job: &str, window: &str, start: Option<Millis>) -> Result<Option<StoredList>, SinkError> {
+        let op = || match start {
+            Some(s) => format!("reading job {job:?} window {window:?} instance {}", s.0),
+            None => format!("reading the latest list of job {job:?} window {window:?}"),
+        };
+        let start = match start {
+            // An instant PostgreSQL cannot hold is never stored.
+            Some(s) => match to_pg(s) {
+                Some(t) => Some(t),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        let list = self.run(op, |c, s| -> Result<Option<RawList<PgTime>>, _> {
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let header = match &start {
+                Some(t) => tx.query_opt(&s.select_header_at, &[&job, &window, t])?,
+                None => tx.query_opt(&s.select_latest_header, &[&job, &window])?,
+            };
+            let Some(header) = header else {
+                tx.commit()?;
+                return Ok(None);
+            };
+            let header: RawHeader<PgTime> = RawHeader::from_columns(columns(&header)?);
+            let found = tx.query(&s.select_rows, &[&job, &window, &header.start])?;
+            tx.commit()?;
+            let mut rows = Vec::with_capacity(found.len());
+            for r in &found {
+                let item: &str = r.try_get(1)?;
+                rows.push((r.try_get(0)?, ItemId::from(item), r.try_get(2)?, r.try_get(3)?));
+            }
+            Ok(Some((header, rows)))
+        })?;
+        let Some(list) = list else {
+            return Ok(None);
+        };
+        sql_rows::stored_list(self.loc(), (job, window), list, from_pg).map(Some)
+    }
+}
+
+/// A row's columns, in order, as a tuple (what rusqlite offers as `TryFrom<&Row>`).
+trait FromColumns: Sized {
+    /// The first columns of `r`, as many as the tuple has.
+    fn from_columns(r: &Row) -> Result<Self, postgres::Error>;
+}
+
+macro_rules! tuple_from_columns {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: for<'a> FromSql<'a>),+> FromColumns for ($($t,)+) {
+            fn from_columns(r: &Row) -> Result<Self, postgres::Error> {
+                Ok(($(r.try_get::<_, $t>($i)?,)+))
+            }
+        }
+    };
+}
+tuple_from_columns!(A 0, B 1);
+tuple_from_columns!(A 0, B 1, C 2);
+tuple_from_columns!(A 0, B 1, C 2, D 3);
+tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+
+/// The row's columns as a tuple of the types asked for.
+fn columns<T: FromColumns>(r: &Row) -> Result<T, postgres::Error> {
+    T::from_columns(r)
+}

@@ -1,0 +1,139 @@
+//! The PostgreSQL tables and their version (the `hotlist_schema` table), created if missing
+//! under an advisory lock so processes starting at once do not race; and dropping a schema.
+
+use super::conn::redact;
+use super::error::pg_err;
+use crate::error::SinkError;
+use postgres::{Client, IsolationLevel, NoTls};
+use std::path::PathBuf;
+
+/// The schema version this build writes (the `hotlist_schema` table).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Advisory lock (single 64-bit key space) held while creating the schema and tables.
+const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
+
+/// The tables; every statement is idempotent.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS topk (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    rank         BIGINT      NOT NULL CHECK (rank >= 1),
+    item_id      TEXT        NOT NULL,
+    count        BIGINT      NOT NULL CHECK (count >= 0),
+    revision     BIGINT      NOT NULL,
+    final        BOOLEAN     NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (job, window_name, window_start, rank)
+);
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    revision     BIGINT      NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        BOOLEAN     NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    as_of        TIMESTAMPTZ NOT NULL,
+    item_count   BIGINT      NOT NULL CHECK (item_count >= 0),
+    PRIMARY KEY (job, window_name, window_start)
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id          BIGSERIAL   PRIMARY KEY,
+    job         TEXT        NOT NULL,
+    source      TEXT        NOT NULL,
+    partition   BIGINT      NOT NULL,
+    position    BIGINT      NOT NULL,
+    reason      TEXT        NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
+    detail      TEXT        NOT NULL,
+    raw         BYTEA       NOT NULL,
+    epoch       BIGINT      NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE TABLE IF NOT EXISTS hotlist_windows (
+    job      TEXT   NOT NULL,
+    name     TEXT   NOT NULL,
+    size_ms  BIGINT NOT NULL,
+    slide_ms BIGINT NOT NULL,
+    k        BIGINT NOT NULL,
+    ord      BIGINT NOT NULL,
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE IF NOT EXISTS hotlist_commits (
+    job          TEXT        NOT NULL PRIMARY KEY,
+    epoch        BIGINT      NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    committed_at TIMESTAMPTZ NOT NULL
+);
+";
+
+/// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
+const VERSION_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS hotlist_schema (
+    one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version BIGINT  NOT NULL
+)";
+
+/// Drops the schema `schema` of the database at `url` with everything in it (for throwaway
+/// schemas: benchmarks, tests). A schema that does not exist is no error.
+pub fn drop_schema(url: &str, schema: &str) -> Result<(), SinkError> {
+    let location = format!("{} schema {schema}", redact(url));
+    let mut client = Client::connect(url, NoTls).map_err(pg_err(&location, "connecting"))?;
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema)))
+        .map_err(pg_err(&location, "dropping the schema"))
+}
+
+/// `name` as a quoted SQL identifier.
+pub(super) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Creates the schema (if missing) and the tables (if missing) and stamps the schema version, in
+/// one transaction under an advisory lock; the session's `search_path` already names `schema`.
+pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -> Result<(), SinkError> {
+    let op = "creating the tables";
+    let err = |e| pg_err(location, op)(e);
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()
+        .map_err(err)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(err)?;
+    // Only try to create a missing schema: creating needs a privilege using one does not.
+    let exists = tx
+        .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])
+        .map_err(err)?
+        .is_some();
+    if !exists {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
+            .map_err(err)?;
+    }
+    tx.batch_execute(VERSION_TABLE).map_err(err)?;
+    let version: Option<i64> = match tx.query_opt("SELECT version FROM hotlist_schema", &[]).map_err(err)? {
+        Some(r) => Some(r.try_get(0).map_err(err)?),
+        None => None,
+    };
+    if let Some(v) = version.filter(|v| *v > SCHEMA_VERSION) {
+        return Err(SinkError::Schema {
+            path: PathBuf::from(location),
+            detail: format!("schema version {v} is newer than this build's ({SCHEMA_VERSION})"),
+        });
+    }
+    tx.batch_execute(SCHEMA).map_err(err)?;
+    if version != Some(SCHEMA_VERSION) {
+        tx.execute(
+            "INSERT INTO hotlist_schema (one, version) VALUES (TRUE, $1)
+             ON CONFLICT (one) DO UPDATE SET version = excluded.version",
+            &[&SCHEMA_VERSION],
+        )
+        .map_err(err)?;
+    }
+    tx.commit().map_err(err)
+}

@@ -1,0 +1,129 @@
+//! The SQL the PostgreSQL store runs, prepared once per connection (the list reads are
+//! `pub(super)` so a test can check their plans).
+
+use postgres::{Client, Statement};
+
+const LOCK_JOB: &str = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))";
+
+const SELECT_EPOCH: &str = "SELECT epoch FROM hotlist_commits WHERE job = $1";
+
+const SELECT_EPOCH_FOR_UPDATE: &str = "SELECT epoch FROM hotlist_commits WHERE job = $1 FOR UPDATE";
+
+/// Deletes the rows of every instance given as (window_name, window_start) arrays.
+const DELETE_ROWS: &str = "
+DELETE FROM topk t
+USING unnest($2::text[], $3::timestamptz[]) AS d(window_name, window_start)
+WHERE t.job = $1::text AND t.window_name = d.window_name AND t.window_start = d.window_start";
+
+const UPSERT_INSTANCES: &str = "
+INSERT INTO topk_instances
+    (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count)
+SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::text[],
+                               $7::bool[], $8::timestamptz[], $9::timestamptz[], $10::int8[])
+ON CONFLICT (job, window_name, window_start) DO UPDATE SET
+    window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
+    final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
+    item_count = excluded.item_count";
+
+const INSERT_ROWS: &str = "
+INSERT INTO topk
+    (job, window_name, window_start, window_end, revision, final, state, as_of, rank, item_id, count)
+SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::bool[],
+                               $7::text[], $8::timestamptz[], $9::int8[], $10::text[], $11::int8[])";
+
+/// Appends dead letters in array order (ids are assigned in that order).
+const INSERT_DEAD_LETTERS: &str = "
+INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at)
+SELECT $1::text, d.source, d.partition, d.position, d.reason, d.detail, d.raw, $2::int8, $3::timestamptz
+FROM unnest($4::text[], $5::int8[], $6::int8[], $7::text[], $8::text[], $9::bytea[])
+     WITH ORDINALITY AS d(source, partition, position, reason, detail, raw, ord)
+ORDER BY d.ord";
+
+const UPSERT_COMMIT: &str = "
+INSERT INTO hotlist_commits (job, epoch, watermark, committed_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (job) DO UPDATE SET
+    epoch = excluded.epoch, watermark = excluded.watermark, committed_at = excluded.committed_at";
+
+const DELETE_WINDOWS: &str = "DELETE FROM hotlist_windows WHERE job = $1";
+
+const INSERT_WINDOW: &str =
+    "INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord) VALUES ($1, $2, $3, $4, $5, $6)";
+
+const SELECT_WINDOWS: &str = "SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = $1 ORDER BY ord";
+
+/// The header of the window's instance with the greatest start: one backward scan of the
+/// `topk_instances` primary key.
+pub(super) const SELECT_LATEST_HEADER: &str = "
+SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances
+WHERE job = $1 AND window_name = $2 ORDER BY window_start DESC LIMIT 1";
+
+/// The header of the instance starting at `$3`: one lookup in the `topk_instances` primary key.
+pub(super) const SELECT_HEADER_AT: &str = "
+SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances
+WHERE job = $1 AND window_name = $2 AND window_start = $3";
+
+/// An instance's rows: one range scan of the `topk` primary key.
+pub(super) const SELECT_ROWS: &str = "
+SELECT rank, item_id, count, revision FROM topk
+WHERE job = $1 AND window_name = $2 AND window_start = $3 ORDER BY rank";
+
+const SELECT_INSTANCES: &str = "
+SELECT window_start, revision, state FROM topk_instances
+WHERE job = $1 AND window_name = $2 ORDER BY window_start";
+
+const SELECT_DEAD_LETTERS: &str = "
+SELECT source, partition, position, reason, detail, raw FROM dead_letters
+WHERE job = $1 ORDER BY id DESC LIMIT $2";
+
+const SELECT_DEAD_LETTER_COUNTS: &str =
+    "SELECT reason, COUNT(*) FROM dead_letters WHERE job = $1 GROUP BY reason ORDER BY reason";
+
+const SELECT_LAST_COMMIT: &str = "SELECT epoch, watermark FROM hotlist_commits WHERE job = $1";
+
+/// The connection's prepared statements.
+pub(super) struct Statements {
+    pub(super) lock_job: Statement,
+    pub(super) select_epoch: Statement,
+    pub(super) select_epoch_for_update: Statement,
+    pub(super) delete_rows: Statement,
+    pub(super) upsert_instances: Statement,
+    pub(super) insert_rows: Statement,
+    pub(super) insert_dead_letters: Statement,
+    pub(super) upsert_commit: Statement,
+    pub(super) delete_windows: Statement,
+    pub(super) insert_window: Statement,
+    pub(super) select_windows: Statement,
+    pub(super) select_latest_header: Statement,
+    pub(super) select_header_at: Statement,
+    pub(super) select_rows: Statement,
+    pub(super) select_instances: Statement,
+    pub(super) select_dead_letters: Statement,
+    pub(super) select_dead_letter_counts: Statement,
+    pub(super) select_last_commit: Statement,
+}
+
+impl Statements {
+    pub(super) fn prepare(client: &mut Client) -> Result<Statements, postgres::Error> {
+        let mut p = |sql: &str| client.prepare(sql);
+        Ok(Statements {
+            lock_job: p(LOCK_JOB)?,
+            select_epoch: p(SELECT_EPOCH)?,
+            select_epoch_for_update: p(SELECT_EPOCH_FOR_UPDATE)?,
+            delete_rows: p(DELETE_ROWS)?,
+            upsert_instances: p(UPSERT_INSTANCES)?,
+            insert_rows: p(INSERT_ROWS)?,
+            insert_dead_letters: p(INSERT_DEAD_LETTERS)?,
+            upsert_commit: p(UPSERT_COMMIT)?,
+            delete_windows: p(DELETE_WINDOWS)?,
+            insert_window: p(INSERT_WINDOW)?,
+            select_windows: p(SELECT_WINDOWS)?,
+            select_latest_header: p(SELECT_LATEST_HEADER)?,
+            select_header_at: p(SELECT_HEADER_AT)?,
+            select_rows: p(SELECT_ROWS)?,
+            select_instances: p(SELECT_INSTANCES)?,
+            select_dead_letters: p(SELECT_DEAD_LETTERS)?,
+            select_dead_letter_counts: p(SELECT_DEAD_LETTER_COUNTS)?,
+            select_last_commit: p(SELECT_LAST_COMMIT)?,
+        })
+    }
+}

@@ -1,0 +1,507 @@
+//! PostgreSQL-only tests (timestamptz and text encoding, column types, query plans, corrupt
+//! rows, credentials in messages, reconnecting, racing starts and committers), and the store
+//! conformance suite on a schema of its own.
+//!
+//! These tests need a real server (default `postgresql://postgres@127.0.0.1:5432/test`, or
+//! `HOTLIST_TEST_POSTGRES_URL`); they fail, never skip, when it is unreachable.
+
+use super::conn::redact;
+use super::encode::{to_pg, PG_END_MS, PG_MIN_MS};
+use super::error::{describe, pg_err, retry_class};
+use super::schema::quote_ident;
+use super::statements::{SELECT_HEADER_AT, SELECT_LATEST_HEADER, SELECT_ROWS};
+use super::*;
+use crate::conformance::Subject;
+use crate::error::{Retry, SinkError};
+use crate::store::{SinkStore, StoreReader};
+use crate::test_fixtures::{batch, letter, list, server_url, windows, JOB};
+use crate::types::StoredList;
+use hotlist_operators::record::{DeadReason, PublishedList};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::WindowSpec;
+use postgres::NoTls;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Barrier;
+
+/// The test server: `HOTLIST_TEST_POSTGRES_URL`, or the local one.
+fn test_url() -> String {
+    server_url("HOTLIST_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+}
+
+/// A schema of its own for one test, dropped with everything in it when the test ends.
+struct TestDb {
+    url: String,
+    schema: String,
+}
+
+impl TestDb {
+    fn new() -> TestDb {
+        let url = test_url();
+        if let Err(e) = Client::connect(&url, NoTls) {
+            panic!(
+                "PostgreSQL is not reachable at {} ({}). These tests need a real server: start it \
+                 (`sudo service postgresql start` or `pg_ctlcluster 15 main start`), create the database \
+                 (`createdb -h 127.0.0.1 -U postgres test`) with trust auth for user postgres on 127.0.0.1, \
+                 or set HOTLIST_TEST_POSTGRES_URL to another server.",
+                redact(&url),
+                describe(&e)
+            );
+        }
+        let mut h = RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let schema = format!("hotlist_test_{:016x}", h.finish());
+        TestDb { url, schema }
+    }
+
+    fn store(&self) -> PostgresStore {
+        connect(&self.url, &self.schema)
+    }
+
+    /// A plain connection on the test schema, for looking at the tables directly.
+    fn client(&self) -> Client {
+        client(&self.url, &self.schema)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Err(e) = drop_schema(&self.url, &self.schema) {
+            eprintln!("could not drop test schema {}: {e}", self.schema);
+        }
+    }
+}
+
+fn connect(url: &str, schema: &str) -> PostgresStore {
+    PostgresStore::connect_with_schema(url, schema).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A plain connection on `schema`, in UTC.
+fn client(url: &str, schema: &str) -> Client {
+    let mut c = Client::connect(url, NoTls).unwrap();
+    c.batch_execute(&format!(
+        "SET search_path TO {}; SET TimeZone = 'UTC'",
+        quote_ident(schema)
+    ))
+    .unwrap();
+    c
+}
+
+/// A schema of its own (dropped with the subject); every handle is a connection of its own.
+fn subject() -> Subject {
+    let db = TestDb::new();
+    let (url, schema) = (db.url.clone(), db.schema.clone());
+    let (w, r, h) = (
+        (url.clone(), schema.clone()),
+        (url.clone(), schema.clone()),
+        (url.clone(), schema.clone()),
+    );
+    Subject {
+        writer: Box::new(move || Box::new(connect(&w.0, &w.1))),
+        reader: Box::new(move || Box::new(connect(&r.0, &r.1))),
+        history: Some(Box::new(move || Box::new(connect(&h.0, &h.1)))),
+        stored_rows: Some(Box::new(move |start| stored_rows(&mut client(&url, &schema), start))),
+        place: Box::new(db),
+    }
+}
+
+crate::conformance::suite!(subject);
+
+/// (rank, revision) of the rows of the `1m` instance at `start`.
+fn stored_rows(c: &mut Client, start: i64) -> Vec<(i64, i64)> {
+    let t = to_pg(Millis(start)).unwrap();
+    c.query(
+        "SELECT rank, revision FROM topk WHERE window_name = '1m' AND window_start = $1 ORDER BY rank",
+        &[&t],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+/// The `final` column of rows and headers says whether the state is final.
+#[test]
+fn the_final_columns_follow_the_state() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 137)])).unwrap());
+    assert!(store.commit(&batch(2, vec![list(0, 3, 2), list(0, 2, 7)])).unwrap());
+    let finals: Vec<bool> = db
+        .client()
+        .query("SELECT final FROM topk UNION ALL SELECT final FROM topk_instances", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(finals, vec![true; 3]);
+}
+
+/// U+0000 cannot be stored in text: a dead letter's detail keeps the rest, with U+FFFD in its
+/// place, while its raw bytes stay exact; positions and raw bytes have their own column types.
+#[test]
+fn dead_letter_details_replace_u0000_and_raw_bytes_are_bytea() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    let mut b = batch(1, vec![]);
+    let mut l = letter(9, DeadReason::Bad, b"\0\x01");
+    l.letter.detail = "ts: \"\0\" is not a time".into();
+    b.dead_letters = vec![l];
+    assert!(store.commit(&b).unwrap());
+    let got = store.dead_letters(JOB, 1).unwrap().remove(0);
+    assert_eq!(got.letter.detail, "ts: \"\u{FFFD}\" is not a time");
+    assert_eq!(got.letter.raw, b"\0\x01");
+    // Position and ids are stored as BIGINT, raw as bytea.
+    let types: Vec<String> = db
+        .client()
+        .query(
+            "SELECT data_type FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = 'dead_letters'
+               AND column_name IN ('position', 'raw', 'recorded_at') ORDER BY column_name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(types, ["bigint", "bytea", "timestamp with time zone"]);
+}
+
+#[test]
+fn times_round_trip_as_timestamptz_including_negative_and_infinite() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    let mut a = list(-1, 1, 2); // one millisecond before the epoch
+    a.watermark = Millis::MIN;
+    a.as_of = Millis::MAX;
+    let mut b = list(PG_MIN_MS, 1, 1); // the earliest instant PostgreSQL holds
+    b.end = Millis(PG_END_MS - 1); // and the last
+    let mut c = list(-62_135_596_800_001, 2, 1); // 0000-12-31T23:59:59.999Z (1 BC)
+    c.end = Millis::MAX;
+    let mut bt = batch(1, vec![a.clone(), b.clone(), c.clone()]);
+    bt.watermark = Millis::MIN;
+    assert!(store.commit(&bt).unwrap());
+    assert_eq!(store.last_commit(JOB).unwrap(), Some((1, Millis::MIN)));
+    for l in [&a, &b, &c] {
+        let got = store.instance(JOB, "1m", l.start).unwrap().unwrap();
+        assert_eq!(got, StoredList::from(l.clone()));
+    }
+    // The columns are real timestamptz values, not integers in disguise.
+    let text: Vec<(String, String, String, String)> = db
+        .client()
+        .query(
+            "SELECT window_start::text, window_end::text, watermark::text, as_of::text
+             FROM topk_instances t ORDER BY t.window_start",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        text,
+        vec![
+            (
+                s("4714-11-24 00:00:00+00 BC"),
+                s("294276-12-31 23:59:59.999+00"),
+                s("4714-11-24 00:00:00.001+00 BC"),
+                s("2023-11-14 22:13:20+00")
+            ),
+            (
+                s("0001-12-31 23:59:59.999+00 BC"),
+                s("infinity"),
+                s("0001-01-01 00:00:00+00"),
+                s("2023-11-14 22:13:20+00")
+            ),
+            (
+                s("1969-12-31 23:59:59.999+00"),
+                s("1970-01-01 00:00:59.999+00"),
+                s("-infinity"),
+                s("infinity")
+            ),
+        ]
+    );
+    let mut bt = batch(2, vec![]);
+    bt.watermark = Millis::MAX;
+    assert!(store.commit(&bt).unwrap());
+    assert_eq!(store.last_commit(JOB).unwrap(), Some((2, Millis::MAX)));
+
+    // Instants PostgreSQL cannot hold are refused before anything is written.
+    for bad in [Millis(PG_MIN_MS - 1), Millis(PG_END_MS), Millis(i64::MIN + 1)] {
+        let mut l = list(0, 5, 3);
+        l.watermark = bad;
+        let err = store.commit(&batch(3, vec![l])).unwrap_err();
+        assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains("timestamptz range"), "{err}");
+    }
+    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(2));
+    assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap(), None);
+    // An instant PostgreSQL cannot hold is simply not there.
+    assert_eq!(store.instance(JOB, "1m", Millis(PG_END_MS)).unwrap(), None);
+}
+
+#[test]
+fn text_postgres_cannot_hold_is_refused() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    let mut l = list(0, 1, 2);
+    l.items[1].item_id = "a\0b".into();
+    let err = store.commit(&batch(1, vec![l])).unwrap_err();
+    assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+    assert!(err.to_string().contains("U+0000"), "{err}");
+    assert_eq!(store.committed_epoch(JOB).unwrap(), None);
+    let err = store
+        .prepare(JOB, &[WindowSpec::tumbling("a\0", Span::from_millis(60_000), 3)])
+        .unwrap_err();
+    assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+}
+
+/// The processes of a cluster all prepare the sink at start, at the same moment: none
+/// fails (found by the 2-process Kafka crash test: delete + insert raced on the key).
+#[test]
+fn concurrent_prepares_of_one_job_all_succeed() {
+    let db = TestDb::new();
+    db.store().prepare(JOB, &windows()).unwrap();
+    let barrier = std::sync::Barrier::new(4);
+    let errors: Vec<String> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut store = db.store();
+                    (0..25)
+                        .filter_map(|_| {
+                            barrier.wait();
+                            store.prepare(JOB, &windows()).err().map(|e| e.to_string())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(db.store().windows(JOB).unwrap().len(), windows().len());
+}
+
+/// "Latest list of window W" and "list of window W at start D" (header and rows) are index
+/// lookups in the primary keys, not scans.
+#[test]
+fn list_reads_use_the_primary_keys() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    // Enough instances and rows that a sequential scan would be the planner's choice if the
+    // keys did not serve the queries.
+    let lists: Vec<PublishedList> = (0..3000).map(|i| list(i * 60_000, 1, 5)).collect();
+    assert!(store.commit(&batch(1, lists)).unwrap());
+    let mut c = db.client();
+    c.batch_execute("ANALYZE topk; ANALYZE topk_instances").unwrap();
+    let plan = |c: &mut Client, sql: &str| -> String {
+        c.query(&format!("EXPLAIN {sql}"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let at = "'1970-01-01T01:00:00Z'::timestamptz";
+    for (sql, index) in [
+        (
+            SELECT_LATEST_HEADER.replace("$1", "'hotlist'").replace("$2", "'1m'"),
+            "topk_instances_pkey",
+        ),
+        (
+            SELECT_HEADER_AT
+                .replace("$1", "'hotlist'")
+                .replace("$2", "'1m'")
+                .replace("$3", at),
+            "topk_instances_pkey",
+        ),
+        (
+            SELECT_ROWS
+                .replace("$1", "'hotlist'")
+                .replace("$2", "'1m'")
+                .replace("$3", at),
+            "topk_pkey",
+        ),
+    ] {
+        let p = plan(&mut c, &sql);
+        assert!(p.contains("Index") && p.contains(index), "{sql}\n{p}");
+        assert!(!p.contains("Seq Scan") && !p.contains("Sort"), "{sql}\n{p}");
+    }
+    assert_eq!(store.latest(JOB, "1m").unwrap().unwrap().start, Millis(2999 * 60_000));
+}
+
+#[test]
+fn inconsistent_rows_are_reported_as_corrupt() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 4)])).unwrap());
+    let mut c = db.client();
+    c.batch_execute("DELETE FROM topk WHERE rank = 4").unwrap();
+    let err = store.latest(JOB, "1m").unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("3 rows but item_count 4"), "{err}");
+    assert!(err.to_string().contains(&db.schema), "{err}");
+    c.batch_execute("UPDATE topk_instances SET item_count = 3; UPDATE topk SET revision = 2 WHERE rank = 2")
+        .unwrap();
+    let err = store.instance(JOB, "1m", Millis(0)).unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(!err.retryable());
+    c.batch_execute("UPDATE topk SET revision = 1; UPDATE topk SET rank = 7 WHERE rank = 3")
+        .unwrap();
+    let err = store.instance(JOB, "1m", Millis(0)).unwrap_err();
+    assert!(err.to_string().contains("rank 7"), "{err}");
+}
+
+#[test]
+fn errors_name_the_server_without_credentials() {
+    let url = "postgresql://postgres:s3cret@127.0.0.1:1/test?connect_timeout=5&password=s3cret";
+    let err = PostgresStore::connect(url).unwrap_err();
+    let msg = err.to_string();
+    assert!(!msg.contains("s3cret"), "{msg}");
+    assert!(
+        msg.starts_with("connecting on postgresql://127.0.0.1:1/test?connect_timeout=5 schema public failed: "),
+        "{msg}"
+    );
+    assert!(err.retryable(), "a refused connection may succeed later: {msg}");
+    assert!(msg.contains("Connection refused"), "{msg}");
+    assert!(!format!("{err:?}").contains("s3cret"));
+
+    assert_eq!(
+        redact("postgresql://u:p@ss/w?rd@host:5432/db"),
+        "postgresql://host:5432/db"
+    );
+    assert_eq!(
+        redact("postgres://host/db?user=u&password=x&sslmode=disable"),
+        "postgres://host/db?sslmode=disable"
+    );
+    assert_eq!(
+        redact("host=h  password = 'a \\' b' user=u dbname=d"),
+        "host=h dbname=d"
+    );
+    assert_eq!(
+        redact("host=h password='unterminated"),
+        "<unparsable connection string>"
+    );
+
+    // A bad query is permanent, and says where it failed.
+    let db = TestDb::new();
+    let mut store = db.store();
+    let e = store.client.execute("SELECT * FROM no_such_table", &[]).unwrap_err();
+    assert_eq!(retry_class(&e), Retry::Permanent);
+    let err = pg_err(store.location(), "probing")(e);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "probing on {} schema {} failed: db error: ERROR: relation \"no_such_table\" does not exist \
+             (SQLSTATE 42P01)",
+            redact(&db.url),
+            db.schema
+        )
+    );
+    let e = store.client.execute("SELECT 1/0", &[]).unwrap_err();
+    assert_eq!(retry_class(&e), Retry::Permanent);
+    assert!(format!("{store:?}").contains(&db.schema));
+}
+
+#[test]
+fn a_lost_connection_is_retryable_and_the_next_call_reconnects() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    let pid: i32 = store.client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let killed: bool = db
+        .client()
+        .query_one("SELECT pg_terminate_backend($1, 10000)", &[&pid])
+        .unwrap()
+        .get(0);
+    assert!(killed);
+    // The first call may notice the loss (a retryable error) or find the connection already
+    // closed and reconnect; retrying succeeds either way.
+    let b = batch(2, vec![list(0, 2, 5)]);
+    match store.commit(&b) {
+        Ok(committed) => assert!(committed),
+        Err(e) => {
+            eprintln!("after the backend was terminated: {e}");
+            assert!(e.retryable(), "{e}");
+            assert!(e.to_string().contains("commit of job \"hotlist\" epoch 2"), "{e}");
+            assert!(store.commit(&b).unwrap());
+        }
+    }
+    let new_pid: i32 = store.client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    assert_ne!(pid, new_pid);
+    assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap().unwrap().revision, 2);
+}
+
+#[test]
+fn simultaneous_first_starts_do_not_race() {
+    let db = TestDb::new();
+    let start = Barrier::new(6);
+    std::thread::scope(|s| {
+        let starts: Vec<_> = (0..6)
+            .map(|_| {
+                let (db, start) = (&db, &start);
+                s.spawn(move || {
+                    start.wait();
+                    // Each creates the schema and tables if missing: exactly one of them does.
+                    PostgresStore::connect_with_schema(&db.url, &db.schema).map(|_| ())
+                })
+            })
+            .collect();
+        for st in starts {
+            st.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+        }
+    });
+    let version: i64 = db
+        .client()
+        .query_one("SELECT version FROM hotlist_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, SCHEMA_VERSION);
+    // A newer schema is refused rather than written to.
+    db.client()
+        .batch_execute("UPDATE hotlist_schema SET version = 99")
+        .unwrap();
+    let err = PostgresStore::connect_with_schema(&db.url, &db.schema).unwrap_err();
+    assert!(matches!(err, SinkError::Schema { .. }), "{err}");
+    assert!(!err.retryable());
+}
+
+#[test]
+fn concurrent_committers_serialize() {
+    let db = TestDb::new();
+    db.store(); // create the tables before the race
+    let start = Barrier::new(2);
+    let committed: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let (db, start) = (&db, &start);
+                s.spawn(move || {
+                    let mut store = db.store();
+                    start.wait();
+                    let mut mine = vec![];
+                    for epoch in 1..=40u64 {
+                        let mut b = batch(epoch, vec![list(0, epoch as u32, 3 + w)]);
+                        b.dead_letters = vec![letter(epoch, DeadReason::Bad, b"x")];
+                        if store.commit(&b).unwrap() {
+                            mine.push(epoch);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut all: Vec<u64> = committed.concat();
+    all.sort_unstable();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(all.len(), n, "an epoch was committed twice: {committed:?}");
+    let mut store = db.store();
+    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(40));
+    assert_eq!(store.dead_letters(JOB, 1000).unwrap().len(), n);
+    assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap().unwrap().revision, 40);
+}

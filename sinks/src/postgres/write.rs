@@ -1,0 +1,160 @@
+//! Writing to PostgreSQL: `prepare` records a job's windows, `commit` writes a batch in one
+//! `READ COMMITTED` transaction serialized with the job's other committers (see the module
+//! documentation for the statements it runs).
+
+use super::encode::{pg_text, to_pg, Columns, PgTime};
+use super::schema::ensure_schema;
+use super::statements::Statements;
+use super::PostgresStore;
+use crate::error::SinkError;
+use crate::sql_rows::non_negative;
+use crate::store::SinkStore;
+use crate::types::{check_batch, check_prepare, CommitBatch};
+use hotlist_operators::time::Millis;
+use hotlist_operators::window::WindowSpec;
+use postgres::types::{Timestamp, ToSql};
+use postgres::{IsolationLevel, Transaction};
+
+/// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
+const COMMIT_LOCK_CLASS: i32 = 0x686f_746c; // "hotl"
+
+impl SinkStore for PostgresStore {
+    fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
+        check_prepare(job, windows)?;
+        pg_text(job, job, || "job id".into())?;
+        for w in windows {
+            pg_text(job, &w.name, || "window name".into())?;
+        }
+        self.live()?;
+        ensure_schema(&mut self.client, &self.schema, &self.location)?;
+        self.run(
+            || format!("recording the windows of job {job:?}"),
+            |c, s| {
+                let mut tx = c.transaction()?;
+                // Every process of a cluster prepares: serialize them (delete + insert would race).
+                tx.execute(&s.lock_job, &[&COMMIT_LOCK_CLASS, &job])?;
+                tx.execute(&s.delete_windows, &[&job])?;
+                for (ord, w) in windows.iter().enumerate() {
+                    // `check_prepare` has verified k fits; spans are at most i64::MAX.
+                    let params: [&(dyn ToSql + Sync); 6] = [
+                        &job,
+                        &w.name,
+                        &w.size.as_i64(),
+                        &w.slide.as_i64(),
+                        &(w.k as i64),
+                        &(ord as i64),
+                    ];
+                    tx.execute(&s.insert_window, &params)?;
+                }
+                tx.commit()
+            },
+        )
+    }
+
+    fn commit(&mut self, batch: &CommitBatch) -> Result<bool, SinkError> {
+        check_batch(batch)?;
+        let cols = Columns::of(batch)?;
+        let loc = self.loc().to_path_buf();
+        let job = batch.job.as_str();
+        let now = to_pg(Millis::now()).unwrap_or(Timestamp::PosInfinity);
+        let op = || format!("commit of job {:?} epoch {}", batch.job, batch.epoch);
+        self.run(op, |c, s| -> Result<Result<bool, SinkError>, _> {
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::ReadCommitted)
+                .start()?;
+            // Serialize with other committers of the job, even before its first commit row exists.
+            tx.execute(&s.lock_job, &[&COMMIT_LOCK_CLASS, &job])?;
+            if let Some(r) = tx.query_opt(&s.select_epoch_for_update, &[&job])? {
+                let committed = match non_negative(&loc, r.try_get(0)?, "committed epoch") {
+                    Ok(c) => c,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if committed >= batch.epoch {
+                    tx.rollback()?;
+                    return Ok(Ok(false));
+                }
+            }
+            write_batch(&mut tx, s, batch, &cols, now)?;
+            crate::crash_point::crash_point("sink.commit");
+            tx.commit()?;
+            Ok(Ok(true))
+        })?
+    }
+
+    fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError> {
+        let epoch = self.run(
+            || format!("reading the committed epoch of job {job:?}"),
+            |c, s| match c.query_opt(&s.select_epoch, &[&job])? {
+                Some(r) => r.try_get::<_, i64>(0).map(Some),
+                None => Ok(None),
+            },
+        )?;
+        epoch
+            .map(|e| non_negative(self.loc(), e, "committed epoch"))
+            .transpose()
+    }
+}
+
+/// Writes a batch (as `cols`) inside the commit transaction: replaces the instances' rows,
+/// upserts their headers, appends the dead letters and upserts the job's commit row.
+fn write_batch(
+    tx: &mut Transaction<'_>,
+    stmts: &Statements,
+    batch: &CommitBatch,
+    cols: &Columns<'_>,
+    now: PgTime,
+) -> Result<(), postgres::Error> {
+    let job = batch.job.as_str();
+    // `check_batch` has verified the epoch fits an i64.
+    let epoch = batch.epoch as i64;
+    let (h, r, d) = (&cols.headers, &cols.rows, &cols.letters);
+    if !h.window.is_empty() {
+        tx.execute(&stmts.delete_rows, &[&job, &h.window, &h.start])?;
+        let headers: [&(dyn ToSql + Sync); 10] = [
+            &job,
+            &h.window,
+            &h.start,
+            &h.end,
+            &h.revision,
+            &h.state,
+            &h.is_final,
+            &h.watermark,
+            &h.as_of,
+            &h.item_count,
+        ];
+        tx.execute(&stmts.upsert_instances, &headers)?;
+    }
+    if !r.item.is_empty() {
+        let rows: [&(dyn ToSql + Sync); 11] = [
+            &job,
+            &r.window,
+            &r.start,
+            &r.end,
+            &r.revision,
+            &r.is_final,
+            &r.state,
+            &r.as_of,
+            &r.rank,
+            &r.item,
+            &r.count,
+        ];
+        tx.execute(&stmts.insert_rows, &rows)?;
+    }
+    if !d.source.is_empty() {
+        let letters: [&(dyn ToSql + Sync); 9] = [
+            &job,
+            &epoch,
+            &now,
+            &d.source,
+            &d.partition,
+            &d.position,
+            &d.reason,
+            &d.detail,
+            &d.raw,
+        ];
+        tx.execute(&stmts.insert_dead_letters, &letters)?;
+    }
+    tx.execute(&stmts.upsert_commit, &[&job, &epoch, &cols.watermark, &now])?;
+    Ok(())
+}

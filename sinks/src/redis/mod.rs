@@ -1,0 +1,116 @@
+//! `RedisStore`: the serving fan-out. Redis holds each window's LATEST list (the instance with
+//! the greatest start) so that a home page reads it in milliseconds. It is not the primary
+//! store: it keeps no older instances (no history) and no dead letters; those live in the
+//! primary store (SQLite or PostgreSQL), which the job commits to as well.
+//!
+//! # Keys
+//!
+//! - `{prefix}:{job}:{window}:latest` — sorted set: member = item_id, score = count;
+//! - `{prefix}:{job}:{window}:latest:meta` — hash: window, window_start (ms), window_end (ms),
+//!   revision, state (open|closed|final), final (0|1), as_of (ms), watermark (ms), item_count,
+//!   epoch;
+//! - `{prefix}:{job}:windows` — a string holding JSON `[{"name","size_ms","slide_ms","k"}…]` in
+//!   configured order (written by `prepare`);
+//! - `{prefix}:{job}:commit` — hash: epoch, watermark (ms), committed_at (ms).
+//!
+//! `prefix` defaults to [`DEFAULT_PREFIX`] (`hotlist`). Times are decimal milliseconds since the
+//! Unix epoch. `epoch` in the meta hash is the commit that wrote the list. Job ids and window
+//! names must not contain `:` (it would make two different keys collide); such names are
+//! refused as invalid input.
+//!
+//! # Writing
+//!
+//! Each [`commit`](crate::SinkStore::commit) is ONE Lua script, so it is atomic and idempotent:
+//! 1. if the batch's epoch is at or below the stored `commit` epoch, nothing is written and the
+//!    commit returns `Ok(false)` (a checkpoint number lower than the stored one is refused);
+//! 2. for each window in the batch, the list of the instance with the greatest start (its
+//!    highest revision in the batch) is written only if its start is at or after the stored
+//!    meta's `window_start`: a newer instance (or a new revision of the same one) replaces the
+//!    list, an older instance's correction does not clobber it. Writing deletes the sorted set
+//!    and the meta hash, adds every member and sets the meta hash, so no member of an earlier
+//!    list survives;
+//! 3. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.
+//!
+//! The script checks every key's type and every stored number before its first write, so it
+//! either fails before writing anything or runs to its end (Redis does not roll scripts back).
+//! Dead letters in a batch are ignored: Redis holds no dead letters, the primary store does.
+//! Scores are doubles, so a count above 2^53 ([`MAX_EXACT_COUNT`]) is refused as invalid input
+//! rather than stored inexactly.
+//!
+//! # Reading
+//!
+//! [`latest`](crate::StoreReader::latest) reads the meta hash and the sorted set in one MULTI/EXEC
+//! transaction, so both are of the same revision; it checks that the member count equals
+//! `item_count` and orders the items by the ranking (count descending, then item id ascending
+//! bytewise) on the client side, since Redis orders ties differently.
+//! [`instance`](crate::StoreReader::instance) can only return the latest instance: Redis holds no
+//! other. After a connection, I/O or protocol failure the connection is dropped and the next
+//! call reconnects, so retrying a retryable error is meaningful.
+//!
+//! Files: `commit.lua` (the commit script), `keys` (the key layout), `encode` (the windows
+//! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
+//! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
+//! commit), `read` (the read API).
+
+mod conn;
+mod encode;
+mod error;
+mod keys;
+mod read;
+#[cfg(test)]
+mod tests;
+mod write;
+
+use crate::error::SinkError;
+use ::redis::{Client, Connection};
+use std::fmt;
+use std::time::Duration;
+
+/// The key prefix used when none is configured.
+pub const DEFAULT_PREFIX: &str = "hotlist";
+
+/// How long connecting (TCP connect and handshake) may take before failing (retryable).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long one request may wait for its reply (or to be sent) before failing (retryable).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest count stored exactly: sorted-set scores are doubles.
+pub const MAX_EXACT_COUNT: u64 = 1 << 53;
+
+/// A Redis sink store and reader: one connection, re-established after a connection failure.
+pub struct RedisStore {
+    client: Client,
+    conn: Option<Connection>,
+    /// The URL without credentials, for messages.
+    url: String,
+    prefix: String,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not derived: the client's connection info holds the password.
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .field("prefix", &self.prefix)
+            .field("connected", &self.conn.is_some())
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// The server URL, without its password.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Stored data violates the layout (written by something else, or damaged).
+    fn corrupt(&self, detail: String) -> SinkError {
+        SinkError::corrupt(&self.url, detail)
+    }
+}

@@ -1,0 +1,573 @@
+//! Redis-only tests (the key layout, latest-only semantics, scores, the windows document,
+//! corrupt data, credentials in messages, reconnecting, error classes), and the store
+//! conformance suite on a key prefix of its own.
+//!
+//! These tests need a real Redis (default `redis://127.0.0.1:6379/`, or
+//! `HOTLIST_TEST_REDIS_URL`); they fail, never skip, when it is unreachable. Each test uses its
+//! own random key prefix and deletes its keys when it ends, even on failure.
+
+use super::conn::redact_url;
+use super::encode::parse_windows;
+use super::error::{redis_err, retry_class};
+use super::read::sort_by_rank;
+use super::*;
+use crate::conformance::Subject;
+use crate::error::Retry;
+use crate::store::{SinkStore, StoreReader};
+use crate::test_fixtures::{batch, list, not_json, server_url, windows, JOB};
+use crate::types::{StoredList, StoredWindow};
+use ::redis::{ErrorKind, RedisError, Value};
+use hotlist_operators::record::{ListState, RankedItem};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::WindowSpec;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The test server: `HOTLIST_TEST_REDIS_URL`, or the local one.
+fn test_url() -> String {
+    server_url("HOTLIST_TEST_REDIS_URL", "redis://127.0.0.1:6379/")
+}
+
+/// A random key prefix and a raw connection; deletes every key under the prefix on drop.
+struct Fixture {
+    prefix: String,
+    raw: Connection,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let prefix = format!(
+            "hotlist-test-{}-{nanos:x}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let url = test_url();
+        let raw = Client::open(url.as_str())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "these tests need a Redis server at {url} but it is not reachable ({e}); start one with \
+                     `redis-server --daemonize yes` (or `docker run -d -p 6379:6379 redis:7`), or set \
+                     HOTLIST_TEST_REDIS_URL to a running server"
+                )
+            });
+        Fixture { prefix, raw }
+    }
+
+    fn store(&self) -> RedisStore {
+        RedisStore::connect(&test_url(), &self.prefix).unwrap()
+    }
+
+    fn keys(&mut self) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = ::redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}:*", self.prefix))
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut self.raw)
+                .unwrap();
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        keys.sort();
+        keys
+    }
+
+    fn key(&self, rest: &str) -> String {
+        format!("{}:{JOB}:{rest}", self.prefix)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let mut cursor = 0u64;
+        loop {
+            let Ok((next, keys)) = ::redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}:*", self.prefix))
+                .arg("COUNT")
+                .arg(1000)
+                .query::<(u64, Vec<String>)>(&mut self.raw)
+            else {
+                return;
+            };
+            if !keys.is_empty() {
+                let _ = ::redis::cmd("DEL").arg(&keys).exec(&mut self.raw);
+            }
+            if next == 0 {
+                return;
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// A key prefix of its own (its keys deleted with the subject); every handle is a connection
+/// of its own. Redis keeps only each window's latest list and no dead letters.
+fn subject() -> Subject {
+    let fx = Fixture::new();
+    let (w, r) = (fx.prefix.clone(), fx.prefix.clone());
+    Subject {
+        writer: Box::new(move || Box::new(RedisStore::connect(&test_url(), &w).unwrap())),
+        reader: Box::new(move || Box::new(RedisStore::connect(&test_url(), &r).unwrap())),
+        history: None,
+        stored_rows: None,
+        place: Box::new(fx),
+    }
+}
+
+crate::conformance::suite!(subject);
+
+#[test]
+fn latest_list_round_trips_with_ties_in_the_ranking() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    let mut l = list(120_000, 2, 0);
+    // The ranking: count descending, then item id ascending bytewise ("Z" < "a" < "b" < "ä").
+    l.items = [
+        ("top", 9),
+        ("Zed", 5),
+        ("a", 5),
+        ("b", 5),
+        ("ä", 5),
+        ("x", 1),
+        ("y", 1),
+        ("", 0),
+    ]
+    .iter()
+    .map(|&(id, count)| RankedItem {
+        item_id: id.into(),
+        count,
+    })
+    .collect();
+    assert_eq!(store.latest(JOB, "1m").unwrap(), None);
+    assert!(store.commit(&batch(1, vec![l.clone()])).unwrap());
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(l.clone())));
+    // A second reader on its own connection sees the same.
+    assert_eq!(fx.store().latest(JOB, "1m").unwrap(), Some(StoredList::from(l.clone())));
+    assert_eq!(
+        store.instance(JOB, "1m", Millis(120_000)).unwrap(),
+        Some(StoredList::from(l))
+    );
+    assert_eq!(store.instance(JOB, "1m", Millis(60_000)).unwrap(), None);
+    assert_eq!(store.latest(JOB, "5m").unwrap(), None);
+    assert_eq!(store.latest("other", "1m").unwrap(), None);
+    // The key layout the module documents.
+    let meta: HashMap<String, String> = ::redis::cmd("HGETALL")
+        .arg(fx.key("1m:latest:meta"))
+        .query(&mut fx.raw)
+        .unwrap();
+    let want: HashMap<String, String> = [
+        ("window", "1m"),
+        ("window_start", "120000"),
+        ("window_end", "180000"),
+        ("revision", "2"),
+        ("state", "open"),
+        ("final", "0"),
+        ("as_of", "1700000000000"),
+        ("watermark", "120001"),
+        ("item_count", "8"),
+        ("epoch", "1"),
+    ]
+    .iter()
+    .map(|&(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(meta, want);
+    let score: f64 = ::redis::cmd("ZSCORE")
+        .arg(fx.key("1m:latest"))
+        .arg("top")
+        .query(&mut fx.raw)
+        .unwrap();
+    assert_eq!(score, 9.0);
+    let keys = fx.keys();
+    let want = vec![fx.key("1m:latest"), fx.key("1m:latest:meta"), fx.key("commit")];
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn a_newer_instance_replaces_an_older_instances_correction_does_not() {
+    let fx = Fixture::new();
+    let mut store = fx.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 4)])).unwrap());
+    // A new revision of the same instance replaces it.
+    assert!(store.commit(&batch(2, vec![list(0, 2, 3)])).unwrap());
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
+    // A newer instance replaces it.
+    assert!(store.commit(&batch(3, vec![list(60_000, 1, 5)])).unwrap());
+    assert_eq!(
+        store.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(list(60_000, 1, 5)))
+    );
+    // A correction of the older instance does not clobber the latest list, but the commit
+    // itself goes through.
+    assert!(store.commit(&batch(4, vec![list(0, 7, 2)])).unwrap());
+    assert_eq!(
+        store.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(list(60_000, 1, 5)))
+    );
+    assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap(), None);
+    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(4));
+    // Within one batch: per window, the greatest start wins, and its highest revision.
+    let mut five = list(0, 1, 2);
+    five.window = "5m".into();
+    let b = batch(
+        5,
+        vec![
+            list(180_000, 3, 2),
+            list(120_000, 9, 9),
+            five.clone(),
+            list(180_000, 2, 6),
+        ],
+    );
+    assert!(store.commit(&b).unwrap());
+    assert_eq!(
+        store.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(list(180_000, 3, 2)))
+    );
+    assert_eq!(store.latest(JOB, "5m").unwrap(), Some(StoredList::from(five)));
+    // Negative starts compare as numbers, not strings.
+    let mut neg = list(-120_000, 1, 1);
+    neg.window = "neg".into();
+    assert!(store.commit(&batch(6, vec![neg])).unwrap());
+    let mut later = list(-60_000, 1, 2);
+    later.window = "neg".into();
+    assert!(store.commit(&batch(7, vec![later.clone()])).unwrap());
+    let mut earlier = list(-180_000, 1, 3);
+    earlier.window = "neg".into();
+    assert!(store.commit(&batch(8, vec![earlier])).unwrap());
+    assert_eq!(store.latest(JOB, "neg").unwrap(), Some(StoredList::from(later)));
+}
+
+#[test]
+fn replacing_with_fewer_members_leaves_no_stale_ones() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 2500)])).unwrap());
+    assert_eq!(store.latest(JOB, "1m").unwrap().unwrap().items.len(), 2500);
+    assert!(store.commit(&batch(2, vec![list(0, 2, 3)])).unwrap());
+    let zcard: u64 = ::redis::cmd("ZCARD")
+        .arg(fx.key("1m:latest"))
+        .query(&mut fx.raw)
+        .unwrap();
+    assert_eq!(zcard, 3);
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
+    // An empty list: no sorted set at all, the meta says 0 items.
+    assert!(store.commit(&batch(3, vec![list(0, 3, 0)])).unwrap());
+    let got = store.latest(JOB, "1m").unwrap().unwrap();
+    assert_eq!((got.revision, got.state, got.items.len()), (3, ListState::Final, 0));
+    let exists: u64 = ::redis::cmd("EXISTS")
+        .arg(fx.key("1m:latest"))
+        .query(&mut fx.raw)
+        .unwrap();
+    assert_eq!(exists, 0);
+}
+
+/// The windows document is the documented JSON, round-trips any name without ':', and is
+/// reported as corrupt, naming its key, when damaged.
+#[test]
+fn windows_document() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    let m = Span::from_millis;
+    let mut windows = windows();
+    windows.push(WindowSpec::tumbling("q\"\\/\u{1}\u{8}ü😀", m(86_400_000), 1));
+    store.prepare(JOB, &windows).unwrap();
+    assert_eq!(
+        store.windows(JOB).unwrap(),
+        windows.iter().map(StoredWindow::from).collect::<Vec<_>>()
+    );
+    store.prepare(JOB, &windows[1..2]).unwrap();
+    let json: String = ::redis::cmd("GET").arg(fx.key("windows")).query(&mut fx.raw).unwrap();
+    assert_eq!(json, r#"[{"name":"1m","size_ms":60000,"slide_ms":30000,"k":3}]"#);
+    let err = store
+        .prepare(JOB, &[WindowSpec::tumbling("a:b", m(1000), 1)])
+        .unwrap_err();
+    assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+    assert_eq!(store.windows(JOB).unwrap().len(), 1);
+    // A damaged document is reported as corrupt, naming the key.
+    ::redis::cmd("SET")
+        .arg(fx.key("windows"))
+        .arg("[{\"name\":1}]")
+        .exec(&mut fx.raw)
+        .unwrap();
+    let err = store.windows(JOB).unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains(&fx.key("windows")), "{err}");
+}
+
+/// The reader takes any JSON spelling of the document (white space, escapes, fields in any
+/// order, unknown fields), as earlier versions wrote it by hand, and refuses anything else.
+#[test]
+fn windows_documents_parse_strictly() {
+    let ok = parse_windows(
+        " [ {\"k\" : 2, \"extra\": \"x\", \"name\":\"a\\u00e9\\ud83d\\ude00\\n\\u0008\", \"size_ms\":10,\"slide_ms\":5} ] ",
+    )
+    .unwrap();
+    assert_eq!(
+        ok,
+        vec![StoredWindow {
+            name: "aé😀\n\u{8}".into(),
+            size: Span::from_millis(10),
+            slide: Span::from_millis(5),
+            k: 2
+        }]
+    );
+    assert!(parse_windows("[]").unwrap().is_empty());
+    for bad in [
+        "",
+        "[",
+        "[{}]",
+        "[{\"name\":\"a\",\"size_ms\":-1,\"slide_ms\":1,\"k\":1}]",
+        "[{\"name\":\"a\",\"size_ms\":1.5,\"slide_ms\":1,\"k\":1}]",
+        "[{\"name\":\"a\",\"name\":\"b\",\"size_ms\":1,\"slide_ms\":1,\"k\":1}]",
+        "[{\"name\":\"a\",\"size_ms\":9223372036854775808,\"slide_ms\":1,\"k\":1}]",
+        "[{\"name\":\"\\ud83d\",\"size_ms\":1,\"slide_ms\":1,\"k\":1}]",
+        "[] x",
+    ] {
+        assert!(parse_windows(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn last_commit_and_dead_letters_ignored() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    assert_eq!(store.last_commit(JOB).unwrap(), None);
+    let mut b = batch(7, vec![]);
+    b.watermark = Millis(-5);
+    b.dead_letters = vec![not_json(1, &[0xff])];
+    let before = Millis::now().0;
+    assert!(store.commit(&b).unwrap());
+    assert_eq!(store.last_commit(JOB).unwrap(), Some((7, Millis(-5))));
+    let commit: HashMap<String, i64> = ::redis::cmd("HGETALL")
+        .arg(fx.key("commit"))
+        .query(&mut fx.raw)
+        .unwrap();
+    assert_eq!(commit.len(), 3);
+    assert_eq!((commit["epoch"], commit["watermark"]), (7, -5));
+    assert!(commit["committed_at"] >= before);
+    // Only the commit hash: Redis holds no dead letters.
+    assert_eq!(fx.keys(), vec![fx.key("commit")]);
+    b.epoch = 8;
+    b.watermark = Millis::MAX;
+    assert!(store.commit(&b).unwrap());
+    assert_eq!(store.last_commit(JOB).unwrap(), Some((8, Millis::MAX)));
+}
+
+#[test]
+fn invalid_input_and_corrupt_data() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    let invalid_batches = [
+        {
+            let mut l = list(0, 2, 1);
+            l.items[0].count = MAX_EXACT_COUNT + 1;
+            batch(2, vec![l])
+        },
+        {
+            let mut l = list(0, 2, 2);
+            l.items[1].item_id = l.items[0].item_id.clone();
+            batch(2, vec![l])
+        },
+        {
+            let mut l = list(0, 2, 1);
+            l.window = "1:m".into();
+            batch(2, vec![l])
+        },
+        {
+            let mut b = batch(2, vec![]);
+            b.job = "a:b".into();
+            b
+        },
+    ];
+    for b in &invalid_batches {
+        let err = store.commit(b).unwrap_err();
+        assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+        assert!(!err.retryable());
+    }
+    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(1));
+    assert!(matches!(store.latest("a:b", "1m"), Err(SinkError::Invalid { .. })));
+    // item_count disagreeing with the members.
+    ::redis::cmd("HSET")
+        .arg(fx.key("1m:latest:meta"))
+        .arg("item_count")
+        .arg(4)
+        .exec(&mut fx.raw)
+        .unwrap();
+    let err = store.latest(JOB, "1m").unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("item_count is 4"), "{err}");
+    assert!(!err.retryable());
+    // A key of the wrong type: the commit script refuses before writing anything.
+    ::redis::cmd("SET")
+        .arg(fx.key("5m:latest"))
+        .arg("x")
+        .exec(&mut fx.raw)
+        .unwrap();
+    let mut five = list(0, 1, 1);
+    five.window = "5m".into();
+    let err = store.commit(&batch(2, vec![list(60_000, 1, 1), five])).unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("is a string, not a zset"), "{err}");
+    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(1));
+    assert_eq!(
+        store.latest(JOB, "1m").unwrap_err().to_string(),
+        err_string_of_count(&fx)
+    );
+}
+
+/// The message `latest` gives for the damaged `1m` meta above (unchanged by the refused
+/// commit).
+fn err_string_of_count(fx: &Fixture) -> String {
+    format!(
+        "corrupt data in {}: {} has 3 members but {} item_count is 4",
+        test_url(),
+        fx.key("1m:latest"),
+        fx.key("1m:latest:meta")
+    )
+}
+
+#[test]
+fn connection_errors_are_retryable_and_hide_the_password() {
+    let err = RedisStore::connect("redis://alice:s3cret@127.0.0.1:1/", "p").unwrap_err();
+    assert!(err.retryable(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("connecting on redis://alice:***@127.0.0.1:1/ failed: IO "),
+        "{msg}"
+    );
+    assert!(!msg.contains("s3cret"), "{msg}");
+    assert!(!format!("{err:?}").contains("s3cret"));
+    let err = RedisStore::connect("nonsense://x", "p").unwrap_err();
+    assert!(!err.retryable(), "{err}");
+    assert!(RedisStore::connect(&test_url(), "").is_err());
+    let store = RedisStore::connect(&test_url(), DEFAULT_PREFIX).unwrap();
+    assert!(!format!("{store:?}").contains("s3cret"));
+    assert_eq!(store.prefix(), "hotlist");
+}
+
+#[test]
+fn a_lost_connection_is_retryable_and_reestablished() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    assert!(store.commit(&batch(1, vec![list(0, 1, 2)])).unwrap());
+    let id: u64 = store
+        .run(|| "CLIENT ID".into(), |c| ::redis::cmd("CLIENT").arg("ID").query(c))
+        .unwrap();
+    ::redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .exec(&mut fx.raw)
+        .unwrap();
+    let err = store.latest(JOB, "1m").unwrap_err();
+    assert!(err.retryable(), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "reading the latest list of job \"hotlist\" window \"1m\" on {}",
+            test_url()
+        )),
+        "{err}"
+    );
+    // Retrying the same call reconnects and succeeds.
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 2))));
+}
+
+#[test]
+fn ranking_breaks_ties_by_item_id_bytewise() {
+    let item = |id: &str, count| RankedItem {
+        item_id: id.into(),
+        count,
+    };
+    let mut items = vec![
+        item("ä", 5),
+        item("b", 5),
+        item("x", 1),
+        item("a", 5),
+        item("Zed", 5),
+        item("top", 9),
+    ];
+    sort_by_rank(&mut items);
+    let ids: Vec<&str> = items.iter().map(|i| i.item_id.as_str()).collect();
+    assert_eq!(ids, ["top", "Zed", "a", "b", "ä", "x"]);
+}
+
+#[test]
+fn urls_are_redacted() {
+    let cases = [
+        ("redis://127.0.0.1:6379/", "redis://127.0.0.1:6379/"),
+        ("redis://:pw@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://user:p@ss/w@host/", "redis://user:***@host/"),
+        ("rediss://user@host/", "rediss://user@host/"),
+        ("redis+unix:///tmp/r.sock?db=1&pass=pw", "redis+unix:///tmp/r.sock?***"),
+    ];
+    for (url, want) in cases {
+        assert_eq!(redact_url(url), want, "{url}");
+    }
+}
+
+/// I/O failures and a busy, loading or try-again server are transient; other server errors
+/// and client-side failures are permanent. The message starts with the class word.
+#[test]
+fn redis_errors_are_classified_by_kind() {
+    let server = |reply: &str| -> RedisError {
+        match ::redis::parse_redis_value(reply.as_bytes()) {
+            Ok(Value::ServerError(e)) => e.into(),
+            other => panic!("{reply:?} is not an error reply: {other:?}"),
+        }
+    };
+    let io = || RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"));
+    for e in [
+        io(),
+        server("-BUSY Redis is busy\r\n"),
+        server("-TRYAGAIN x\r\n"),
+        server("-LOADING y\r\n"),
+    ] {
+        assert_eq!(retry_class(&e), Retry::Transient, "{e}");
+        assert!(redis_err("redis://h/", "commit".into(), &e).retryable(), "{e}");
+    }
+    for e in [
+        server("-ERR wrong number of arguments\r\n"),
+        server("-NOPERM no\r\n"),
+        server("-IOX\r\n"),
+        RedisError::from((ErrorKind::UnexpectedReturnType, "type error")),
+    ] {
+        assert_eq!(retry_class(&e), Retry::Permanent, "{e}");
+        assert!(!redis_err("redis://h/", "commit".into(), &e).retryable(), "{e}");
+    }
+    let msg = |e: &RedisError| redis_err("redis://h/", "commit".into(), e).to_string();
+    assert_eq!(msg(&server("-ERR x\r\n")), "commit on redis://h/ failed: ERR x");
+    assert!(
+        msg(&io()).starts_with("commit on redis://h/ failed: IO "),
+        "{}",
+        msg(&io())
+    );
+    let client = RedisError::from((ErrorKind::UnexpectedReturnType, "type error"));
+    assert!(
+        msg(&client).starts_with("commit on redis://h/ failed: CLIENT "),
+        "{}",
+        msg(&client)
+    );
+    // Damage the commit script reports is corrupt data, not a Redis failure.
+    let err = redis_err(
+        "redis://h/",
+        "commit".into(),
+        &server("-HOTLIST_CORRUPT k is a string\r\n"),
+    );
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert_eq!(err.to_string(), "corrupt data in redis://h/: k is a string");
+}

@@ -1,0 +1,106 @@
+//! Writing to Redis: `prepare` stores the windows document, `commit` runs the commit script
+//! (`commit.lua`) once per batch with each window's latest list.
+
+use super::encode::{check_list, windows_json};
+use super::keys::check_key_part;
+use super::RedisStore;
+use crate::error::{Retry, SinkError};
+use crate::store::{SinkStore, StoreReader};
+use crate::types::{check_batch, check_prepare, latest_revisions, CommitBatch};
+use ::redis::Script;
+use hotlist_operators::record::{ListState, PublishedList};
+use hotlist_operators::time::Millis;
+use hotlist_operators::window::WindowSpec;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// The commit script; see the module documentation for what it does and `commit.lua` for its
+/// keys and arguments.
+static COMMIT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("commit.lua")));
+
+impl SinkStore for RedisStore {
+    /// Records the job's windows in `{prefix}:{job}:windows` (replacing a previous definition).
+    fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
+        check_prepare(job, windows)?;
+        check_key_part(job, "job id", job)?;
+        for w in windows {
+            check_key_part(job, "window name", &w.name)?;
+        }
+        let key = self.windows_key(job);
+        let json = windows_json(windows);
+        self.run(
+            || format!("recording the windows of job {job:?}"),
+            |c| ::redis::cmd("SET").arg(&key).arg(&json).exec(c),
+        )
+    }
+
+    /// Commits the batch with one Lua script: see the module documentation.
+    fn commit(&mut self, batch: &CommitBatch) -> Result<bool, SinkError> {
+        check_batch(batch)?;
+        let job = batch.job.as_str();
+        check_key_part(job, "job id", job)?;
+        for l in &batch.lists {
+            check_list(job, l)?;
+        }
+        let chosen = latest_per_window(&batch.lists);
+        let mut call = COMMIT_SCRIPT.prepare_invoke();
+        call.key(self.commit_key(job))
+            .arg(batch.epoch)
+            .arg(batch.watermark.0)
+            .arg(Millis::now().0)
+            .arg(chosen.len() as u64);
+        for l in &chosen {
+            call.key(self.list_key(job, &l.window))
+                .key(self.meta_key(job, &l.window))
+                .arg(l.window.as_str())
+                .arg(l.start.0)
+                .arg(l.end.0)
+                .arg(l.revision)
+                .arg(l.state.as_str())
+                .arg(i64::from(l.state == ListState::Final))
+                .arg(l.as_of.0)
+                .arg(l.watermark.0)
+                .arg(l.items.len() as u64);
+            for item in &l.items {
+                call.arg(item.count).arg(item.item_id.as_str());
+            }
+        }
+        let op = || format!("commit of job {job:?} epoch {}", batch.epoch);
+        let done: i64 = self.run(op, |c| call.invoke(c))?;
+        match done {
+            1 => Ok(true),
+            0 => Ok(false),
+            other => Err(SinkError::Redis {
+                url: self.url.clone(),
+                op: op(),
+                cause: format!("CLIENT the commit script returned {other}, expected 0 or 1"),
+                retry: Retry::Permanent,
+            }),
+        }
+    }
+
+    fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError> {
+        Ok(self.last_commit(job)?.map(|(epoch, _)| epoch))
+    }
+}
+
+/// Per window, the highest revision of the instance with the greatest start (in order of the
+/// windows' first appearance): the lists the commit may write.
+fn latest_per_window(lists: &[PublishedList]) -> Vec<&PublishedList> {
+    let mut chosen: Vec<&PublishedList> = Vec::new();
+    let mut slot: HashMap<&str, usize> = HashMap::new();
+    for l in latest_revisions(lists) {
+        match slot.get(l.window.as_str()) {
+            Some(&i) => {
+                if l.start > chosen[i].start {
+                    chosen[i] = l;
+                }
+            }
+            None => {
+                slot.insert(l.window.as_str(), chosen.len());
+                chosen.push(l);
+            }
+        }
+    }
+    chosen
+}

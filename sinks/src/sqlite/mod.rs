@@ -1,0 +1,93 @@
+//! `SqliteStore`: the SQLite sink. One database file holds the latest revision of every window
+//! instance's list (`topk` rows under a `topk_instances` header), the dead letters, the jobs'
+//! window definitions and their committed epochs.
+//!
+//! The file is in WAL mode: one writer (the job) commits one transaction per batch while any
+//! number of readers (`hotlist query`, the HTTP API) read consistent snapshots. Every list read
+//! (header and rows) happens in one read transaction, so it never mixes revisions.
+//!
+//! Times are INTEGER milliseconds since the Unix epoch; `rank` starts at 1.
+//!
+//! Files: `open` (opening for writing or reading), `schema` (tables and version), `write`
+//! (prepare and commit), `read` (the read API).
+
+mod open;
+mod read;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use open::BUSY_TIMEOUT;
+pub use schema::SCHEMA_VERSION;
+
+use crate::error::{Retry, SinkError};
+use crate::store::StoreReader;
+use crate::types::{StoredList, StoredWindow};
+use hotlist_operators::time::Millis;
+use rusqlite::{Connection, ErrorCode};
+use std::path::{Path, PathBuf};
+
+/// A hotlist SQLite database: the job's sink (`open`) or a reader's view (`open_read_only`).
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    read_only: bool,
+}
+
+impl SqliteStore {
+    /// The database path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn writable(&self, op: &'static str) -> Result<(), SinkError> {
+        if self.read_only {
+            return Err(SinkError::ReadOnly {
+                path: self.path.clone(),
+                op,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl StoreReader for SqliteStore {
+    fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
+        SqliteStore::windows(self, job)
+    }
+    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::latest(self, job, window)
+    }
+    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::instance(self, job, window, start)
+    }
+    fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
+        SqliteStore::last_commit(self, job)
+    }
+}
+
+/// Wraps an SQLite error of `op` on `path` into a [`SinkError::Sqlite`], classifying it.
+fn sql_err(path: &Path, op: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> SinkError {
+    let path = path.to_path_buf();
+    let op = op.into();
+    move |source| {
+        let retry = retry_class(&source);
+        SinkError::Sqlite {
+            path,
+            op,
+            source,
+            retry,
+        }
+    }
+}
+
+/// A busy or locked database and I/O failures may pass; every other error (constraint,
+/// corruption, misuse, …) recurs.
+fn retry_class(e: &rusqlite::Error) -> Retry {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked | ErrorCode::SystemIoFailure) => Retry::Transient,
+        _ => Retry::Permanent,
+    }
+}

@@ -1,0 +1,175 @@
+//! The SQLite read API: windows, lists (header and rows in one read transaction), instances,
+//! dead letters and the last commit. What is read is checked by [`crate::sql_rows`].
+
+use super::{sql_err, SqliteStore};
+use crate::error::SinkError;
+use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow};
+use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
+use hotlist_operators::record::{ItemId, ListState};
+use hotlist_operators::time::Millis;
+use rusqlite::{params, OptionalExtension};
+
+const HEADER_COLUMNS: &str =
+    "SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances";
+
+impl SqliteStore {
+    /// The job's windows, in configured order.
+    pub fn windows(&self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
+        let path = self.path.as_path();
+        let raw = (|| -> rusqlite::Result<Vec<RawWindow>> {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = ?1 ORDER BY ord")?;
+            let rows = stmt.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            rows.collect()
+        })()
+        .map_err(sql_err(path, format!("reading the windows of job {job:?}")))?;
+        raw.into_iter().map(|w| sql_rows::window(path, w)).collect()
+    }
+
+    /// The stored list of the window's instance with the greatest start, if any.
+    pub fn latest(&self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, window, None)
+    }
+
+    /// The stored list of the window's instance starting at `start`, if any.
+    pub fn instance(&self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, window, Some(start))
+    }
+
+    /// Every stored instance of the window as (start, revision, state), earliest first.
+    pub fn instances(&self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError> {
+        let path = self.path.as_path();
+        let raw = (|| -> rusqlite::Result<Vec<(i64, i64, String)>> {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT window_start, revision, state FROM topk_instances
+                 WHERE job = ?1 AND window_name = ?2 ORDER BY window_start",
+            )?;
+            let rows = stmt.query_map(params![job, window], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            rows.collect()
+        })()
+        .map_err(sql_err(
+            path,
+            format!("listing the instances of job {job:?} window {window:?}"),
+        ))?;
+        raw.into_iter()
+            .map(|(start, revision, state)| {
+                let revision = sql_rows::revision(path, revision)?;
+                Ok((Millis(start), revision, sql_rows::list_state(path, &state)?))
+            })
+            .collect()
+    }
+
+    /// The job's most recent dead letters, newest first, at most `limit`.
+    pub fn dead_letters(&self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError> {
+        let path = self.path.as_path();
+        let raw = (|| -> rusqlite::Result<Vec<RawDeadLetter>> {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT source, partition, position, reason, detail, raw FROM dead_letters
+                 WHERE job = ?1 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(params![job, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            })?;
+            rows.collect()
+        })()
+        .map_err(sql_err(path, format!("reading the dead letters of job {job:?}")))?;
+        raw.into_iter().map(|d| sql_rows::dead_letter(path, d)).collect()
+    }
+
+    /// How many dead letters the job has per reason (`"bad"`, `"late"`, `"sealed"`), by reason
+    /// name; reasons without letters are left out.
+    pub fn dead_letter_counts(&self, job: &str) -> Result<Vec<(String, u64)>, SinkError> {
+        let path = self.path.as_path();
+        let raw = (|| -> rusqlite::Result<Vec<(String, i64)>> {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT reason, COUNT(*) FROM dead_letters WHERE job = ?1
+                 GROUP BY reason ORDER BY reason",
+            )?;
+            let rows = stmt.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })()
+        .map_err(sql_err(path, format!("counting the dead letters of job {job:?}")))?;
+        raw.into_iter()
+            .map(|(reason, n)| Ok((reason, sql_rows::non_negative(path, n, "count")?)))
+            .collect()
+    }
+
+    /// The job's last commit as `(epoch, watermark)`.
+    pub fn last_commit(&self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
+        let path = self.path.as_path();
+        let row = self
+            .conn
+            .prepare_cached("SELECT epoch, watermark FROM hotlist_commits WHERE job = ?1")
+            .and_then(|mut s| {
+                s.query_row(params![job], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                    .optional()
+            })
+            .map_err(sql_err(path, format!("reading the last commit of job {job:?}")))?;
+        match row {
+            None => Ok(None),
+            Some((epoch, wm)) => Ok(Some((sql_rows::non_negative(path, epoch, "commit epoch")?, Millis(wm)))),
+        }
+    }
+
+    /// Reads one instance's header and rows in one read transaction and checks they agree.
+    fn read_list(&self, job: &str, window: &str, start: Option<Millis>) -> Result<Option<StoredList>, SinkError> {
+        let path = self.path.as_path();
+        let op = || match start {
+            Some(s) => format!("reading job {job:?} window {window:?} instance {}", s.0),
+            None => format!("reading the latest list of job {job:?} window {window:?}"),
+        };
+        let read = || -> rusqlite::Result<Option<RawList<i64>>> {
+            let tx = self.conn.unchecked_transaction()?;
+            let Some(header) = read_header(&tx, job, window, start)? else {
+                return Ok(None);
+            };
+            let mut rows = Vec::with_capacity(usize::try_from(header.item_count).unwrap_or(0));
+            {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT rank, item_id, count, revision FROM topk
+                     WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 ORDER BY rank",
+                )?;
+                let mut q = stmt.query(params![job, window, header.start])?;
+                while let Some(r) = q.next()? {
+                    let item = r.get_ref(1)?.as_str().map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
+                    })?;
+                    rows.push((r.get(0)?, ItemId::from(item), r.get(2)?, r.get(3)?));
+                }
+            }
+            tx.commit()?;
+            Ok(Some((header, rows)))
+        };
+        let Some(list) = read().map_err(sql_err(path, op()))? else {
+            return Ok(None);
+        };
+        sql_rows::stored_list(path, (job, window), list, Millis).map(Some)
+    }
+}
+
+/// The header of the instance at `start` (the latest one if `None`), inside `tx`.
+fn read_header(
+    tx: &rusqlite::Transaction<'_>,
+    job: &str,
+    window: &str,
+    start: Option<Millis>,
+) -> rusqlite::Result<Option<RawHeader<i64>>> {
+    let header_of = |r: &rusqlite::Row<'_>| r.try_into().map(RawHeader::from_columns);
+    match start {
+        Some(s) => tx
+            .prepare_cached(&format!(
+                "{HEADER_COLUMNS} WHERE job = ?1 AND window_name = ?2 AND window_start = ?3"
+            ))?
+            .query_row(params![job, window, s.0], header_of)
+            .optional(),
+        None => tx
+            .prepare_cached(&format!(
+                "{HEADER_COLUMNS} WHERE job = ?1 AND window_name = ?2
+                 ORDER BY window_start DESC LIMIT 1"
+            ))?
+            .query_row(params![job, window], header_of)
+            .optional(),
+    }
+}

@@ -1,0 +1,119 @@
+//! SQLite-only tests (opening, read-only handles, error classification), and the store
+//! conformance suite on a temporary database file.
+
+use super::*;
+use crate::conformance::Subject;
+use crate::store::SinkStore;
+use crate::test_fixtures::{batch, list, JOB};
+
+/// A new database in a temporary directory (removed with the subject): writers open it with
+/// `open`, readers with `open_read_only`.
+fn subject() -> Subject {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot.db");
+    SqliteStore::open(&path).unwrap(); // creates it, so that readers can open it
+    let (w, r, h, rows) = (path.clone(), path.clone(), path.clone(), path);
+    Subject {
+        writer: Box::new(move || Box::new(SqliteStore::open(&w).unwrap())),
+        reader: Box::new(move || Box::new(SqliteStore::open_read_only(&r).unwrap())),
+        history: Some(Box::new(move || Box::new(SqliteStore::open_read_only(&h).unwrap()))),
+        stored_rows: Some(Box::new(move |start| stored_rows(&rows, start))),
+        place: Box::new(dir),
+    }
+}
+
+crate::conformance::suite!(subject);
+
+/// (rank, revision) of the `topk` rows at `start`, read with a connection of its own.
+fn stored_rows(path: &Path, start: i64) -> Vec<(i64, i64)> {
+    let conn = Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT rank, revision FROM topk WHERE window_start = ?1 ORDER BY rank")
+        .unwrap();
+    let rows = stmt.query_map([start], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+/// The processes of a cluster open (and create) the database at the same moment: every
+/// open succeeds (found by the 2-process crash test: the switch to WAL mode was "locked").
+#[test]
+fn concurrent_opens_of_a_new_database_all_succeed() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let barrier = std::sync::Barrier::new(4);
+        let errors: Vec<String> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        SqliteStore::open(&path).err().map(|e| e.to_string())
+                    })
+                })
+                .collect();
+            threads.into_iter().filter_map(|t| t.join().unwrap()).collect()
+        });
+        assert!(errors.is_empty(), "round {round}: {errors:?}");
+    }
+}
+
+#[test]
+fn open_errors_name_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.db");
+    let err = SqliteStore::open_read_only(&missing).unwrap_err();
+    assert!(matches!(err, SinkError::NoDatabase { .. }));
+    assert_eq!(
+        err.to_string(),
+        format!("no hotlist database at {} (run the job first)", missing.display())
+    );
+    assert!(!err.retryable());
+    assert!(!missing.exists(), "a reader must not create the file");
+
+    let nested = dir.path().join("no/such/dir/hot.db");
+    let err = SqliteStore::open(&nested).unwrap_err();
+    assert!(matches!(err, SinkError::MissingParent { .. }), "{err}");
+    assert!(err.to_string().contains(&nested.display().to_string()));
+
+    // An SQLite file without the hotlist tables.
+    let foreign = dir.path().join("foreign.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x)")
+        .unwrap();
+    let err = SqliteStore::open_read_only(&foreign).unwrap_err();
+    assert!(matches!(err, SinkError::Schema { .. }), "{err}");
+}
+
+#[test]
+fn read_only_handles_refuse_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot.db");
+    let mut writer = SqliteStore::open(&path).unwrap();
+    assert!(writer.commit(&batch(1, vec![list(0, 1, 2)])).unwrap());
+    let mut reader = SqliteStore::open_read_only(&path).unwrap();
+    let err = reader.commit(&batch(2, vec![])).unwrap_err();
+    assert!(matches!(err, SinkError::ReadOnly { .. }), "{err}");
+    assert!(reader.prepare(JOB, &[]).is_err());
+    assert_eq!(reader.committed_epoch(JOB).unwrap(), Some(1));
+    // The reader sees later commits.
+    assert!(writer.commit(&batch(2, vec![list(0, 2, 1)])).unwrap());
+    let got = reader.instance(JOB, "1m", Millis(0)).unwrap().unwrap();
+    assert_eq!(got.revision, 2);
+}
+
+/// Busy, locked and I/O errors are transient; constraint violations and corruption are not.
+#[test]
+fn errors_are_classified_by_their_code() {
+    let sqlite = |code: i32| {
+        let source = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        sql_err(Path::new("x.db"), "commit")(source)
+    };
+    assert!(sqlite(rusqlite::ffi::SQLITE_BUSY).retryable());
+    assert!(sqlite(rusqlite::ffi::SQLITE_LOCKED).retryable());
+    assert!(sqlite(rusqlite::ffi::SQLITE_IOERR).retryable());
+    assert!(!sqlite(rusqlite::ffi::SQLITE_CONSTRAINT).retryable());
+    assert!(!sqlite(rusqlite::ffi::SQLITE_CORRUPT).retryable());
+    let msg = sqlite(rusqlite::ffi::SQLITE_BUSY).to_string();
+    assert!(msg.starts_with("commit on x.db failed: "), "{msg}");
+}
