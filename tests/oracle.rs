@@ -1,4 +1,4 @@
-//! Oracle tests: the job's sealed output equals a brute-force model of DESIGN.md's rules, for
+//! Oracle tests: the job's sealed output equals a brute-force model of docs/time.md's rules, for
 //! random inputs (several partitions, disorder, late events, bad lines, tumbling and hopping
 //! windows, tiny K with ties) and for 1, 2 and 4 workers, with epochs forced small so windows
 //! close, get corrected and seal mid-stream.

@@ -1,6 +1,6 @@
 //! Checkpoints on disk: layout, atomic writes, restore with fallback, retention.
 //!
-//! Protocol (notes/exactly-once.md, "commit at checkpoints"): epoch `t` is a checkpoint epoch
+//! Protocol (docs/exactly-once.md, "The commit-at-checkpoint protocol"): epoch `t` is a checkpoint epoch
 //! when `t % every_epochs == 0` or when every input has ended. When the frontier passes it,
 //! every counter writes its part (`counter-<worker>.snap` and its pane files, off the worker
 //! thread, the epoch held until they are durable) and the merger (worker 0) writes `merger.snap`

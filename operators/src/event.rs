@@ -5,7 +5,7 @@
 //! ```
 //!
 //! - `item_id`: a non-empty JSON string of valid Unicode, at most 256 bytes of UTF-8, without
-//!   U+0000 (a deliberate tightening of DESIGN.md: PostgreSQL text cannot store it, and one such
+//!   U+0000 (a deliberate tightening of the original contract, see docs/architecture.md: PostgreSQL text cannot store it, and one such
 //!   id would otherwise make every commit of the epoch fail);
 //! - `ts`: an integer of milliseconds since the epoch (may be negative), or an RFC 3339 string
 //!   with an offset (fraction digits beyond milliseconds truncated); a digit string, a float,
