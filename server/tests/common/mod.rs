@@ -337,19 +337,20 @@ pub async fn never_mixes_revisions(kind: Kind) {
     h.commit(1, vec![list("1m", 0, 1, ListState::Open, &[("i0", 1_000)])]);
     h.wait_epoch(1).await;
     let done = Arc::new(AtomicBool::new(false));
-    let reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // the reader sends a token after every read; the writer blocks on it (no spinning, which
+    // starved the server's threads on a loaded 2-core machine)
+    let (read_tx, read_rx) = std::sync::mpsc::channel::<()>();
     let writer = {
         let make = h.make_writer.clone();
         let done = done.clone();
-        let reads = reads.clone();
         std::thread::spawn(move || {
             let mut w = make();
             for rev in 2..=120u32 {
                 // advance only after the reader has read again, so reads and commits interleave
-                let seen = reads.load(Relaxed);
-                while reads.load(Relaxed) == seen {
-                    std::thread::yield_now();
+                if read_rx.recv().is_err() {
+                    return; // the reader is gone (it failed): stop writing
                 }
+                while read_rx.try_recv().is_ok() {}
                 // each revision's counts encode it: count / 1000 == revision; odd revisions have 5 rows
                 let n = if rev % 2 == 0 { 2 } else { 5 };
                 let names: Vec<String> = (0..n).map(|i| format!("i{i}")).collect();
@@ -377,7 +378,7 @@ pub async fn never_mixes_revisions(kind: Kind) {
     while !(done.load(Relaxed) && seen.contains(&120)) {
         assert!(Instant::now() < deadline, "never saw the last revision; saw {seen:?}");
         let v = h.json("/v1/top?window=1m").await;
-        reads.fetch_add(1, Relaxed);
+        let _ = read_tx.send(());
         let rev = v["revision"].as_u64().expect("revision");
         let items = items_of(&v);
         let want_len = if rev == 1 {
