@@ -10,13 +10,12 @@
 //! by the counters, which also charges allocator slack and the id strings).
 
 use crate::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
-use crate::generator::{GeneratorSpec, GeneratorTables, PartitionStream};
+use crate::generator::GeneratorSpec;
 use crate::run::{run_with_stats, Progress};
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
-use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -598,36 +597,10 @@ fn bench_json(args: &BenchArgs) -> Result<BenchResult> {
             tmp.path().to_path_buf()
         }
     };
-    let (paths, bytes) = write_json_files(&spec(args, args.json_events), &dir)?;
+    let written = crate::generate::write_partitions(&spec(args, args.json_events), &dir, "bench")?;
+    let (paths, bytes) = (written.paths, written.bytes);
     let json_plan = plan(args, SourcePlan::Files(paths));
     measure("json", &json_plan, bytes)
-}
-
-/// Writes each generator partition of `spec` as `bench-NNNN.jsonl` in `dir`; returns the
-/// files and their total size.
-fn write_json_files(spec: &GeneratorSpec, dir: &std::path::Path) -> Result<(Vec<std::path::PathBuf>, u64)> {
-    let tables = Arc::new(GeneratorTables::new(spec).map_err(anyhow::Error::msg)?);
-    let mut paths = Vec::new();
-    let mut bytes = 0u64;
-    for p in 0..spec.partitions {
-        let path = dir.join(format!("bench-{p:04}.jsonl"));
-        let file = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        let mut stream = PartitionStream::new(spec, tables.clone(), p);
-        let mut line = Vec::new();
-        while {
-            line.clear();
-            stream.next_line(&mut line)
-        } {
-            line.push(b'\n');
-            bytes += line.len() as u64;
-            w.write_all(&line)
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        w.flush()?;
-        paths.push(path);
-    }
-    Ok((paths, bytes))
 }
 
 /// The results as a Markdown table.

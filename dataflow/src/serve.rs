@@ -71,14 +71,7 @@ fn redis_opener(t: &RedisTarget) -> Opener {
 
 /// Runs the server until Ctrl-C / SIGTERM.
 pub fn serve(args: &ServeArgs) -> Result<()> {
-    let plan = config::load(
-        &args.config,
-        &config::Overrides {
-            set: args.set.clone(),
-            workers: None,
-            ..Default::default()
-        },
-    )?;
+    let plan = config::load(&args.config, &config::Overrides::with_set(&args.set))?;
     let open = match args.from {
         From::Sink => opener(&plan.sink)?,
         From::Redis => match (&plan.fanout, &plan.sink) {

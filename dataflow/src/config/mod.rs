@@ -36,6 +36,16 @@ pub struct Overrides {
     pub from_checkpoint: Option<u64>,
 }
 
+impl Overrides {
+    /// Only `--set` pairs (the subcommands that read a job's config without running it).
+    pub fn with_set(set: &[String]) -> Overrides {
+        Overrides {
+            set: set.to_vec(),
+            ..Overrides::default()
+        }
+    }
+}
+
 /// Reads, overrides and validates a config file.
 pub fn load(path: &Path, overrides: &Overrides) -> Result<JobPlan> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
