@@ -34,6 +34,11 @@ pub type Lists = BTreeMap<(String, i64, i64), Vec<(String, u64)>>;
 /// A dead letter: (partition, 1-based position, reason).
 pub type Dead = Vec<(u32, u64, String)>;
 
+/// The event time range: RFC 3339's years 0000-9999, in ms since 1970. 0000-01-01 is 719528
+/// days before 1970-01-01 (1970 proleptic Gregorian years, 478 of them leap); 10000-01-01 is
+/// 2932897 days after it (8030 years, 1947 leap).
+const EVENT_TIMES: std::ops::RangeInclusive<i64> = -719_528 * 86_400_000..=2_932_897 * 86_400_000 - 1;
+
 /// The contract's parse, written independently: returns (item, ts) or None for a bad record.
 pub fn parse(line: &[u8]) -> Option<(String, i64)> {
     let text = std::str::from_utf8(line).ok()?;
@@ -54,6 +59,9 @@ pub fn parse(line: &[u8]) -> Option<(String, i64)> {
         }
         _ => return None,
     };
+    if !EVENT_TIMES.contains(&ts) {
+        return None;
+    }
     match obj.get("dims") {
         None | Some(serde_json::Value::Null) => {}
         Some(serde_json::Value::Object(m)) if m.values().all(|v| v.is_string()) => {}
@@ -118,4 +126,41 @@ pub fn crash_windows() -> Vec<ModelWindow> {
         ModelWindow::new("10s", 10_000, 10_000, 5),
         ModelWindow::new("30s-hop", 30_000, 10_000, 4),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+    use hotlist_operators::event::parse_event;
+
+    /// The model and the job agree on the ends of the event time range.
+    #[test]
+    fn the_event_time_range_agrees_with_the_job() {
+        let ts = [
+            "-62167219200000",
+            "-62167219200001",
+            "253402300799999",
+            "253402300800000",
+            "9000000000000000",
+            "-9223372036854775808",
+            "9223372036854775807",
+            "18446744073709551615",
+            r#""0000-01-01T00:00:00Z""#,
+            r#""0000-01-01T00:00:00+00:01""#,
+            r#""0000-01-01T00:00:00-00:01""#,
+            r#""9999-12-31T23:59:59.999Z""#,
+            r#""9999-12-31T23:59:59.999-00:01""#,
+            r#""9999-12-31T23:59:59.999+00:01""#,
+        ];
+        for t in ts {
+            let line = format!(r#"{{"item_id":"a","ts":{t}}}"#);
+            let job = parse_event(line.as_bytes()).ok().map(|e| e.ts.0);
+            assert_eq!(parse(line.as_bytes()).map(|(_, ts)| ts), job, "{line}");
+        }
+        assert_eq!(
+            parse(br#"{"item_id":"a","ts":-62167219200000}"#),
+            Some(("a".into(), -62_167_219_200_000))
+        );
+        assert_eq!(parse(br#"{"item_id":"a","ts":253402300800000}"#), None);
+    }
 }

@@ -14,6 +14,7 @@
 //! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
 //! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
 
+use crate::event::{check_event_time, BadRecord};
 use crate::hash::{item_hash, key_group};
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, LocalList, RankedItem, TimedEvent};
@@ -231,6 +232,8 @@ impl WindowedCounter {
 
     /// The counter of `worker` (of `workers`) restored from the snapshots of all the workers
     /// that wrote them (any number): it keeps the key groups it owns under the new count.
+    /// The snapshots are validated first (see `snapshot::validate_counters`): whatever they
+    /// hold, the result is an error or a counter that works, never a panic later.
     pub fn restore(
         windows: Vec<WindowSpec>,
         allowed_lateness: Span,
@@ -238,57 +241,69 @@ impl WindowedCounter {
         workers: usize,
         snapshots: &[CounterSnapshot],
     ) -> Result<WindowedCounter, SnapshotError> {
-        let mut c = WindowedCounter::new(windows, allowed_lateness, worker);
-        for s in snapshots {
-            // (pane files must have been put back with `snapshot::assemble` first)
-            if s.windows != c.windows || s.allowed_lateness != c.allowed_lateness || !s.pane_files.is_empty() {
-                return Err(SnapshotError::Incompatible);
-            }
-            c.global_wm = c.global_wm.max(s.watermark);
+        let workers = workers.max(1);
+        if worker as usize >= workers {
+            return Err(SnapshotError::Invalid(format!(
+                "cannot restore worker {worker} of {workers}"
+            )));
         }
-        let sealed_h = c.global_wm.minus(c.allowed_lateness);
+        // (pane files must have been put back with `snapshot::assemble` first)
+        if snapshots.iter().any(|s| !s.pane_files.is_empty()) {
+            return Err(SnapshotError::Incompatible);
+        }
+        crate::snapshot::validate_counters(snapshots, &windows, allowed_lateness)?;
+        let mut c = WindowedCounter::new(windows, allowed_lateness, worker);
+        c.global_wm = snapshots.iter().map(|s| s.watermark).fold(c.global_wm, Millis::max);
         for s in snapshots {
             for kg in s
                 .key_groups
                 .iter()
-                .filter(|k| k.key_group as usize % workers.max(1) == worker as usize)
+                .filter(|k| k.key_group as usize % workers == worker as usize)
             {
-                for pane in &kg.panes {
-                    let g = c
-                        .groups
-                        .iter()
-                        .position(|g| g.width == pane.width)
-                        .ok_or(SnapshotError::Incompatible)?;
-                    let Some(slot) = c.pane_slot(g, pane.start, sealed_h) else {
-                        continue;
-                    };
-                    for (id, count) in &pane.items {
-                        let idx = c.interner.intern(id, item_hash(id));
-                        let p = c.groups[g].slots[slot].as_mut().expect("live slot");
-                        match p.counts.entry(idx) {
-                            Entry::Occupied(mut o) => *o.get_mut() += count,
-                            Entry::Vacant(v) => {
-                                v.insert(*count);
-                                c.interner.retain(idx);
-                            }
-                        }
-                    }
-                }
-                for ex in &kg.exclusions {
-                    for (id, count) in &ex.items {
-                        let idx = c.interner.intern(id, item_hash(id));
-                        *c.instances
-                            .entry(ex.instance)
-                            .or_default()
-                            .exclusions
-                            .entry(idx)
-                            .or_insert(0) += count;
-                    }
-                }
+                c.restore_key_group(kg);
             }
         }
         c.force_emit = true;
         Ok(c)
+    }
+
+    /// Adds one validated key group's panes and exclusions (panes of sealed instances only are
+    /// skipped: nothing will read them).
+    fn restore_key_group(&mut self, kg: &KeyGroupState) {
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        for pane in &kg.panes {
+            // validated: the width is one of the groups'
+            let Some(g) = self.groups.iter().position(|g| g.width == pane.width) else {
+                continue;
+            };
+            let Some(slot) = self.pane_slot(g, pane.start, sealed_h) else {
+                continue;
+            };
+            for (id, count) in &pane.items {
+                let idx = self.interner.intern(id, item_hash(id));
+                let p = self.groups[g].slots[slot].as_mut().expect("live slot");
+                match p.counts.entry(idx) {
+                    Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(*count),
+                    Entry::Vacant(v) => {
+                        v.insert(*count);
+                        self.interner.retain(idx);
+                    }
+                }
+            }
+        }
+        for ex in &kg.exclusions {
+            for (id, count) in &ex.items {
+                let idx = self.interner.intern(id, item_hash(id));
+                let excluded = self
+                    .instances
+                    .entry(ex.instance)
+                    .or_default()
+                    .exclusions
+                    .entry(idx)
+                    .or_insert(0);
+                *excluded = excluded.saturating_add(*count);
+            }
+        }
     }
 
     /// The global watermark as of the last `advance`.
@@ -298,8 +313,12 @@ impl WindowedCounter {
 
     /// Counts one event. An event that reaches only sealed instances is returned as a dead
     /// letter (reason `sealed`); instances it is late for are skipped (its source already
-    /// dead-lettered it as `late`).
+    /// dead-lettered it as `late`). An event time outside years 0000-9999 (which sources
+    /// reject) is returned as a `bad` dead letter: every event is counted or dead-lettered.
     pub fn apply(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        if let Err(bad) = check_event_time(ev.ts) {
+            return Some(out_of_range(ev, bad));
+        }
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let idx = self.interner.intern(&ev.item, ev.hash);
@@ -691,6 +710,18 @@ fn map_increment(pane: &mut Pane, idx: ItemIdx, interner: &mut Interner) {
             v.insert(1);
             interner.retain(idx);
         }
+    }
+}
+
+/// The dead letter of an event outside the event time range (cold: sources reject those).
+#[cold]
+fn out_of_range(ev: &TimedEvent, bad: BadRecord) -> DeadLetter {
+    DeadLetter {
+        partition: ev.partition,
+        position: ev.position,
+        raw: render_event(ev),
+        reason: DeadReason::Bad,
+        detail: bad.to_string(),
     }
 }
 

@@ -9,7 +9,8 @@
 //!   id would otherwise make every commit of the epoch fail);
 //! - `ts`: an integer of milliseconds since the epoch (may be negative), or an RFC 3339 string
 //!   with an offset (fraction digits beyond milliseconds truncated); a digit string, a float,
-//!   a boolean or null is bad;
+//!   a boolean or null is bad; so is a time outside years 0000–9999 in UTC
+//!   ([`Millis::MIN_EVENT`]`..=`[`Millis::MAX_EVENT`], see [`check_event_time`]);
 //! - `dims`: absent, null, or an object of string values;
 //! - unknown fields are ignored (but must still be valid JSON).
 //!
@@ -55,6 +56,10 @@ pub enum BadRecord {
     /// `item_id` contains U+0000, which SQL text columns (PostgreSQL) cannot store.
     #[error("item_id contains U+0000 (NUL)")]
     NulInItemId,
+    /// `ts` is outside years 0000–9999 (UTC); holds the value as written (digits, or the quoted
+    /// string).
+    #[error("ts {0} is outside years 0000-9999")]
+    TsOutOfRange(String),
     /// Any other violation: malformed JSON, missing or mistyped fields, trailing garbage.
     #[error("{0}")]
     Invalid(String),
@@ -70,6 +75,15 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
     }
     let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| BadRecord::Invalid(e.to_string()))?;
     let item_id = wire.item_id.0;
+    check_item_id(&item_id)?;
+    match wire.ts {
+        TsField::Event(ts) => Ok(ParsedEvent { item_id, ts }),
+        TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
+    }
+}
+
+/// The `item_id` rules of the contract (also applied to ids read back from snapshots).
+pub fn check_item_id(item_id: &str) -> Result<(), BadRecord> {
     if item_id.is_empty() {
         return Err(BadRecord::EmptyItemId);
     }
@@ -79,7 +93,18 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
     if item_id.contains('\0') {
         return Err(BadRecord::NulInItemId);
     }
-    Ok(ParsedEvent { item_id, ts: wire.ts.0 })
+    Ok(())
+}
+
+/// The `ts` range rule of the contract, for times that did not come through [`parse_event`]
+/// (generated events, events reaching a counter): `ts` itself, or the bad record it is.
+#[inline]
+pub fn check_event_time(ts: Millis) -> Result<Millis, BadRecord> {
+    if ts.is_event_time() {
+        Ok(ts)
+    } else {
+        Err(BadRecord::TsOutOfRange(ts.0.to_string()))
+    }
 }
 
 #[derive(Deserialize)]
@@ -113,7 +138,23 @@ impl<'de: 'a, 'a> Deserialize<'de> for ItemIdField<'a> {
     }
 }
 
-struct TsField(Millis);
+/// A well-formed `ts`: an event time, or a time outside the event range (a bad record that
+/// is reported after the whole line parsed, with a precise detail).
+enum TsField {
+    Event(Millis),
+    OutOfRange(String),
+}
+
+impl TsField {
+    #[inline]
+    fn of(ts: Millis, written: impl FnOnce() -> String) -> TsField {
+        if ts.is_event_time() {
+            TsField::Event(ts)
+        } else {
+            TsField::OutOfRange(written())
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for TsField {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -124,16 +165,17 @@ impl<'de> Deserialize<'de> for TsField {
                 f.write_str("ts as integer milliseconds or an RFC 3339 string with an offset")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<TsField, E> {
-                Ok(TsField(Millis(v)))
+                Ok(TsField::of(Millis(v), || v.to_string()))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<TsField, E> {
-                i64::try_from(v)
-                    .map(|v| TsField(Millis(v)))
-                    .map_err(|_| E::custom("ts: integer out of range"))
+                Ok(match i64::try_from(v) {
+                    Ok(ms) => TsField::of(Millis(ms), || v.to_string()),
+                    Err(_) => TsField::OutOfRange(v.to_string()),
+                })
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TsField, E> {
                 Millis::parse_rfc3339(v)
-                    .map(TsField)
+                    .map(|ts| TsField::of(ts, || format!("{v:?}")))
                     .ok_or_else(|| E::custom(format!("ts: {v:?} is not an RFC 3339 time with an offset")))
             }
         }
@@ -250,6 +292,7 @@ mod tests {
             br#"{"item_id":"a","ts":null}"#,
             br#"{"item_id":"a","ts":"2024-04-18T17:42:30"}"#,
             br#"{"item_id":"a","ts":9223372036854775808}"#,
+            br#"{"item_id":"a","ts":9000000000000000}"#,
             br#"{"item_id":"\ud800","ts":0}"#,
             br#"{"item_id":"\udc00x","ts":0}"#,
             br#"{"item_id":"a","ts":0,"dims":{"c":1}}"#,
@@ -268,5 +311,53 @@ mod tests {
         assert_eq!(bad(br#"{"item_id":"","ts":0}"#), BadRecord::EmptyItemId);
         assert_eq!(bad(long.as_bytes()), BadRecord::ItemIdTooLong(258));
         assert_eq!(bad(br#"{"item_id":"a\u0000b","ts":0}"#), BadRecord::NulInItemId);
+    }
+
+    /// The ends of the event time range, exactly and one past, as integers and RFC 3339.
+    #[test]
+    fn ts_range_boundaries() {
+        let (min, max) = (Millis::MIN_EVENT.0, Millis::MAX_EVENT.0);
+        let line = |ts: &str| format!(r#"{{"item_id":"a","ts":{ts}}}"#);
+        for (ts, want) in [
+            (min.to_string(), min),
+            (max.to_string(), max),
+            (r#""0000-01-01T00:00:00Z""#.to_string(), min),
+            (r#""0000-01-01T00:00:00.000+00:00""#.to_string(), min),
+            (r#""0000-01-01T01:00:00+01:00""#.to_string(), min),
+            (r#""9999-12-31T23:59:59.999Z""#.to_string(), max),
+            (r#""9999-12-31T23:59:59.9999999Z""#.to_string(), max),
+            (r#""9999-12-31T22:59:59.999-01:00""#.to_string(), max),
+        ] {
+            assert_eq!(ok(&line(&ts)).1, want, "{ts}");
+        }
+        for ts in [
+            (min - 1).to_string(),
+            (max + 1).to_string(),
+            i64::MIN.to_string(),
+            i64::MAX.to_string(),
+            u64::MAX.to_string(),
+            "9000000000000000".to_string(),
+            r#""0000-01-01T00:00:00+01:00""#.to_string(),
+            r#""0000-01-01T00:59:59.999+01:00""#.to_string(),
+            r#""9999-12-31T23:59:59-01:00""#.to_string(),
+            r#""9999-12-31T23:00:00.000-01:00""#.to_string(),
+        ] {
+            assert_eq!(bad(line(&ts).as_bytes()), BadRecord::TsOutOfRange(ts.clone()), "{ts}");
+        }
+        assert_eq!(
+            bad(line("9000000000000000").as_bytes()).to_string(),
+            "ts 9000000000000000 is outside years 0000-9999"
+        );
+        assert_eq!(
+            bad(line(r#""9999-12-31T23:59:59-01:00""#).as_bytes()).to_string(),
+            r#"ts "9999-12-31T23:59:59-01:00" is outside years 0000-9999"#
+        );
+        // the other rules still come first: a bad item with an absurd ts is a bad item
+        assert_eq!(bad(br#"{"item_id":"","ts":9000000000000000}"#), BadRecord::EmptyItemId);
+        assert_eq!(check_event_time(Millis(max)), Ok(Millis(max)));
+        assert_eq!(
+            check_event_time(Millis::MIN),
+            Err(BadRecord::TsOutOfRange(i64::MIN.to_string()))
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! The algorithms of hotlist, free of any engine or I/O.
 //!
 //! Module map:
-//! - [`time`]: event-time instants and spans (`Millis`, `Span`), RFC 3339 and humantime parsing;
+//! - [`time`]: event-time instants and spans (`Millis`, `Span`), the event time range (years
+//!   0000–9999), RFC 3339 and humantime parsing;
 //! - [`window`]: window specifications, instances and panes (epoch-aligned, UTC);
-//! - [`hash`]: the pinned item hash and key groups (routing and future checkpoint shards);
+//! - [`hash`]: the pinned item hash and key groups (routing and checkpoint shards);
 //! - [`event`]: the event contract: parse one JSON line into an event or a typed bad-record reason;
 //! - [`watermark`]: per-partition clocks and the global watermark over partitions;
 //! - [`lateness`]: the per-partition lateness rule sources apply to each event;
@@ -11,8 +12,9 @@
 //! - [`counter`]: the exact windowed counter state of one worker (panes, lateness, emission);
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
-//! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group);
-//! - [`pane_sharing`]: how many consecutive checkpoints may share one unchanged pane file;
+//! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
+//!   validation against the job before a restore;
+//! - [`pane_sharing`]: how long an incremental checkpoint may keep sharing a pane file;
 //! - [`record`]: the plain records that travel between operators and into sinks.
 //!
 //! Everything here is deterministic: the same inputs in the same order give the same outputs.

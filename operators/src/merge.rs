@@ -7,7 +7,7 @@
 //! Sealed instances are published with state `Final` once and then forgotten.
 
 use crate::record::{ListState, LocalList, PublishedList, RankedItem};
-use crate::snapshot::{MergerSnapshot, PublishedState};
+use crate::snapshot::{MergerSnapshot, PublishedState, SnapshotError};
 use crate::time::{Millis, Span};
 use crate::topk::merge_top_k;
 use crate::window::{list_state, InstanceKey, WindowSpec};
@@ -61,7 +61,7 @@ impl ListMerger {
                 let differs = m.published.as_ref().is_none_or(|(s, l)| *s != state || *l != items);
                 let differs = differs && !never_counted;
                 if differs {
-                    m.revision += 1;
+                    m.revision = m.revision.saturating_add(1);
                     out.push(PublishedList {
                         window: spec.name.clone(),
                         start: key.start,
@@ -95,11 +95,27 @@ impl ListMerger {
         }
     }
 
-    /// A merger that continues from a snapshot. Its per-worker lists start empty: restored
-    /// counters send all of theirs in their first epoch, before anything is published.
+    /// A merger that continues from a snapshot, once it is checked against the job's windows
+    /// (`MergerSnapshot::validate`). Its per-worker lists start empty: restored counters send
+    /// all of theirs in their first epoch, before anything is published.
+    pub fn try_restore(
+        windows: Vec<WindowSpec>,
+        allowed_lateness: Span,
+        s: &MergerSnapshot,
+    ) -> Result<ListMerger, SnapshotError> {
+        s.validate(&windows)?;
+        Ok(ListMerger::restore(windows, allowed_lateness, s))
+    }
+
+    /// Like [`try_restore`](Self::try_restore) without the check: for a snapshot validated
+    /// already. It still never panics: instances of windows the job does not have are skipped.
     pub fn restore(windows: Vec<WindowSpec>, allowed_lateness: Span, s: &MergerSnapshot) -> ListMerger {
         let mut m = ListMerger::new(windows, allowed_lateness);
-        for p in &s.instances {
+        for p in s
+            .instances
+            .iter()
+            .filter(|p| (p.instance.window.0 as usize) < m.windows.len())
+        {
             m.instances.insert(
                 p.instance,
                 Merging {

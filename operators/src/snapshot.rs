@@ -8,15 +8,24 @@
 //! part of it: a restored counter re-derives them and re-emits its lists once.
 //!
 //! On disk a snapshot is an envelope: magic `HLSNAP`, format version, payload length, XXH3-64 of
-//! the payload, then the payload (bincode). A torn or corrupt file fails [`decode`] with a
-//! typed error instead of restoring garbage.
+//! the payload, then the payload (bincode 1, fixed-width integers). A torn or corrupt file
+//! fails [`decode`] with a typed error instead of restoring garbage; decoding reads no more
+//! than the payload holds, whatever lengths it claims. A payload that decodes can still make
+//! no sense for the job (a window id past its windows): the `validate` methods
+//! ([`CounterSnapshot::validate`], [`validate_counters`], [`MergerSnapshot::validate`],
+//! [`SourceSnapshot::validate`], in `snapshot/validate.rs`) check that before a restore.
+
+mod validate;
+
+pub use validate::{validate_counters, MAX_TOTAL_COUNT};
 
 use crate::record::{ItemId, ListState, PartitionId, PartitionStatus, RankedItem};
 use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowSpec};
+use bincode::Options;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::btree_map::{BTreeMap, Entry};
 
 /// The current snapshot format version.
 pub const FORMAT_VERSION: u16 = 2;
@@ -67,9 +76,22 @@ pub struct PaneSegment {
 }
 
 /// Puts pane segments back into the key groups of their counter snapshot: the whole snapshot
-/// that `WindowedCounter::restore` takes. Panes of a key group come out sorted by pane.
+/// that `WindowedCounter::restore` takes. Panes of a key group come out sorted by pane. Nothing
+/// is dropped: a key group listed twice comes out once with both lists, so that validating the
+/// result sees any duplicate pane or instance.
 pub fn assemble(mut base: CounterSnapshot, segments: Vec<PaneSegment>) -> CounterSnapshot {
-    let mut groups: BTreeMap<u32, KeyGroupState> = base.key_groups.drain(..).map(|k| (k.key_group, k)).collect();
+    let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
+    for kg in base.key_groups.drain(..) {
+        match groups.entry(kg.key_group) {
+            Entry::Vacant(v) => {
+                v.insert(kg);
+            }
+            Entry::Occupied(mut o) => {
+                o.get_mut().panes.extend(kg.panes);
+                o.get_mut().exclusions.extend(kg.exclusions);
+            }
+        }
+    }
     for seg in segments {
         for (kg, items) in seg.key_groups {
             groups
@@ -185,11 +207,19 @@ pub enum SnapshotError {
     /// The snapshot was taken with other windows or lateness than the job has now.
     #[error("snapshot is for other windows or allowed lateness than this job's")]
     Incompatible,
+    /// The payload decodes but its contents cannot be this job's state (says what and where).
+    #[error("snapshot is invalid: {0}")]
+    Invalid(String),
+}
+
+/// The payload encoding: bincode 1's classic settings (what `bincode::serialize` writes).
+fn payload_format() -> impl Options {
+    bincode::DefaultOptions::new().with_fixint_encoding()
 }
 
 /// Encodes a snapshot into its envelope.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    let payload = bincode::serialize(value).expect("snapshot types serialize");
+    let payload = payload_format().serialize(value).expect("snapshot types serialize");
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -199,7 +229,9 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
-/// Decodes and verifies an envelope.
+/// Decodes and verifies an envelope. Reads are bounded by the payload: a length prefix claiming
+/// more than is there fails (serde also caps what a sequence preallocates at 1 MiB), and bytes
+/// left over after the value fail too. The contents still need `validate` against the job.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
     if bytes.len() < HEADER {
         return Err(SnapshotError::Truncated(bytes.len()));
@@ -220,7 +252,11 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
     if xxhash_rust::xxh3::xxh3_64(payload) != sum {
         return Err(SnapshotError::Checksum);
     }
-    bincode::deserialize(payload).map_err(|e| SnapshotError::Payload(e.to_string()))
+    payload_format()
+        .with_limit(len)
+        .reject_trailing_bytes()
+        .deserialize(payload)
+        .map_err(|e| SnapshotError::Payload(e.to_string()))
 }
 
 #[cfg(test)]
@@ -265,6 +301,43 @@ mod tests {
             }],
         };
         assert_eq!(decode::<SourceSnapshot>(&encode(&src)), Ok(src));
+    }
+
+    /// The payload is what bincode 1's `serialize` writes: snapshots of earlier builds still read.
+    #[test]
+    fn payload_format_is_unchanged() {
+        let s = sample();
+        assert_eq!(encode(&s)[HEADER..], bincode::serialize(&s).expect("serializes")[..]);
+    }
+
+    /// Sealed again with a valid checksum, a payload with a bad length or extra bytes is refused.
+    #[test]
+    fn lengths_are_bounded_by_the_payload() {
+        let seal = |payload: &[u8]| {
+            let mut out = encode(&0u8)[..8].to_vec();
+            out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+            out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(payload).to_le_bytes());
+            out.extend_from_slice(payload);
+            out
+        };
+        // a Vec claiming 2^62 elements, then nothing
+        let huge = seal(&(1u64 << 62).to_le_bytes());
+        assert!(matches!(decode::<Vec<u64>>(&huge), Err(SnapshotError::Payload(_))));
+        // a String claiming more bytes than there are
+        let mut long = 1000u64.to_le_bytes().to_vec();
+        long.extend_from_slice(b"abc");
+        assert!(matches!(decode::<String>(&seal(&long)), Err(SnapshotError::Payload(_))));
+        let mut extra = bincode::serialize(&sample()).expect("serializes");
+        extra.push(0);
+        assert!(matches!(
+            decode::<CounterSnapshot>(&seal(&extra)),
+            Err(SnapshotError::Payload(_))
+        ));
+        // a span beyond i64::MAX ms is not a span
+        assert!(matches!(
+            decode::<Span>(&seal(&u64::MAX.to_le_bytes())),
+            Err(SnapshotError::Payload(_))
+        ));
     }
 
     #[test]

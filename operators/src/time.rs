@@ -3,6 +3,11 @@
 //! `Millis` is an instant (may be negative: before 1970); `Span` is a duration. Keeping them
 //! apart makes "added two instants" a type error. Arithmetic saturates at the ends so that
 //! `Millis::MIN` / `Millis::MAX` can stand for "no watermark yet" and "end of input".
+//!
+//! Event times are bounded to RFC 3339's range, years 0000–9999 in UTC
+//! ([`Millis::MIN_EVENT`]`..=`[`Millis::MAX_EVENT`]): anything outside is a bad record. The
+//! bound keeps the sentinels `Millis::MIN` / `Millis::MAX` apart from real times and keeps all
+//! window arithmetic far from `i64` overflow (see `window::MAX_WINDOW_SIZE`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -11,8 +16,9 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct Millis(pub i64);
 
-/// A non-negative duration in milliseconds.
+/// A non-negative duration in milliseconds, at most `i64::MAX` (decoding refuses more).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[serde(try_from = "u64")]
 pub struct Span(u64);
 
 impl Millis {
@@ -20,6 +26,16 @@ impl Millis {
     pub const MIN: Millis = Millis(i64::MIN);
     /// The largest instant: "the input has ended".
     pub const MAX: Millis = Millis(i64::MAX);
+    /// The earliest event time: `0000-01-01T00:00:00.000Z`, the start of RFC 3339's range.
+    pub const MIN_EVENT: Millis = Millis(-62_167_219_200_000);
+    /// The latest event time: `9999-12-31T23:59:59.999Z`, the end of RFC 3339's range.
+    pub const MAX_EVENT: Millis = Millis(253_402_300_799_999);
+
+    /// Whether this instant is a valid event time (`MIN_EVENT..=MAX_EVENT`): two compares.
+    #[inline]
+    pub const fn is_event_time(self) -> bool {
+        Millis::MIN_EVENT.0 <= self.0 && self.0 <= Millis::MAX_EVENT.0
+    }
 
     /// `self + span`, saturating at `Millis::MAX`.
     pub fn plus(self, span: Span) -> Millis {
@@ -136,6 +152,19 @@ impl Span {
     }
 }
 
+impl TryFrom<u64> for Span {
+    type Error = String;
+
+    /// A decoded span: refused above `i64::MAX` ms (`from_millis` would clamp; a snapshot that
+    /// says more was not written by us).
+    fn try_from(ms: u64) -> Result<Span, String> {
+        if ms > i64::MAX as u64 {
+            return Err(format!("span of {ms} ms is longer than any instant range"));
+        }
+        Ok(Span(ms))
+    }
+}
+
 impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", humantime::format_duration(self.as_std()))
@@ -170,6 +199,33 @@ mod tests {
             let m = Millis(ms);
             assert_eq!(Millis::parse_rfc3339(&m.to_rfc3339()), Some(m));
         }
+    }
+
+    #[test]
+    fn event_time_range_is_rfc3339s() {
+        assert_eq!(Millis::parse_rfc3339("0000-01-01T00:00:00Z"), Some(Millis::MIN_EVENT));
+        assert_eq!(
+            Millis::parse_rfc3339("9999-12-31T23:59:59.999999Z"),
+            Some(Millis::MAX_EVENT)
+        );
+        assert_eq!(Millis::MIN_EVENT.to_rfc3339(), "0000-01-01T00:00:00.000Z");
+        assert_eq!(Millis::MAX_EVENT.to_rfc3339(), "9999-12-31T23:59:59.999Z");
+        let inside = [Millis::MIN_EVENT, Millis(0), Millis::MAX_EVENT];
+        assert!(inside.iter().all(|m| m.is_event_time()));
+        let outside = [
+            Millis::MIN,
+            Millis(Millis::MIN_EVENT.0 - 1),
+            Millis(Millis::MAX_EVENT.0 + 1),
+            Millis::MAX,
+        ];
+        assert!(outside.iter().all(|m| !m.is_event_time()));
+    }
+
+    #[test]
+    fn decoded_spans_are_bounded() {
+        assert_eq!(Span::try_from(5), Ok(Span::from_millis(5)));
+        assert_eq!(Span::try_from(i64::MAX as u64), Ok(Span::from_millis(u64::MAX)));
+        assert!(Span::try_from(i64::MAX as u64 + 1).is_err());
     }
 
     #[test]

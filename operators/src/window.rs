@@ -7,6 +7,10 @@
 //! Counting happens per **pane**: a pane of width `W = gcd(S, L)` is the unit every instance of
 //! the window is a whole number of, so an event increments one pane counter no matter how many
 //! hopping instances cover it. Windows whose pane widths are equal share one pane store.
+//!
+//! No overflow: an event time lies in `Millis::MIN_EVENT..=Millis::MAX_EVENT` (|t| < 2^48 ms)
+//! and a valid window is at most [`MAX_WINDOW_SIZE`] (< 2^49 ms), so every start, end and pane
+//! computed here for an event stays below 2^50 ms in magnitude: far from saturating.
 
 use crate::time::{Millis, Span};
 use serde::{Deserialize, Serialize};
@@ -45,12 +49,17 @@ pub enum WindowError {
     /// More windows than the counter supports.
     #[error("at most {0} windows are supported")]
     TooMany(usize),
+    /// Longer than the whole event time range: no instance could ever close.
+    #[error("window {0:?}: size must be at most {max} ms (the event time range, years 0000-9999)", max = .1.as_millis())]
+    TooLong(String, Span),
 }
 
 /// Most hopping instances one event may belong to.
 pub const MAX_HOPS: u64 = 1024;
 /// Most windows one job may configure.
 pub const MAX_WINDOWS: usize = 64;
+/// Longest window: the whole event time range (`MIN_EVENT..=MAX_EVENT`, 10000 Gregorian years).
+pub const MAX_WINDOW_SIZE: Span = Span::from_millis((Millis::MAX_EVENT.0 - Millis::MIN_EVENT.0 + 1) as u64);
 
 impl WindowSpec {
     /// A tumbling window.
@@ -73,6 +82,9 @@ impl WindowSpec {
         }
         if self.k == 0 {
             return Err(WindowError::ZeroK(self.name.clone()));
+        }
+        if self.size > MAX_WINDOW_SIZE {
+            return Err(WindowError::TooLong(self.name.clone(), MAX_WINDOW_SIZE));
         }
         if self.size.as_millis().div_ceil(self.slide.as_millis()) > MAX_HOPS {
             return Err(WindowError::TooManyHops(self.name.clone(), MAX_HOPS));
@@ -232,6 +244,12 @@ mod tests {
         assert!(hop(10, 20).validate().is_err());
         assert!(hop(0, 0).validate().is_err());
         assert!(hop(10_000, 1).validate().is_err());
+        let longest = MAX_WINDOW_SIZE.as_millis();
+        assert!(hop(longest, longest).validate().is_ok());
+        assert_eq!(
+            hop(longest + 1, longest + 1).validate(),
+            Err(WindowError::TooLong("w".into(), MAX_WINDOW_SIZE))
+        );
         assert!(validate_all(&default_windows()).is_ok());
         let mut two = default_windows();
         two[1].name = "1m".into();

@@ -1,0 +1,511 @@
+//! Semantic validation of decoded snapshots against the job that restores them.
+//!
+//! The envelope's checksum proves the bytes are the ones written, not that what was written
+//! makes sense: a buggy or crafted snapshot with a valid checksum can name a window the job
+//! does not have, and restore code indexes by what a snapshot says. So before anything is
+//! restored, every snapshot is checked here: indexes in range (windows, key groups), panes and
+//! instances aligned to the job's windows and inside the event time range, items valid ids in
+//! the key group they hash to, nothing listed twice, counts positive and summing to at most
+//! [`MAX_TOTAL_COUNT`] (so no later sum or increment can overflow). Snapshots hold item ids,
+//! never interned indexes, so there are no item references to check.
+//!
+//! `WindowedCounter::restore` and `ListMerger::try_restore` call these; `hotlist checkpoints
+//! verify` calls them too, so a checkpoint that verifies also restores.
+
+use super::{
+    CounterSnapshot, InstanceCounts, KeyGroupState, MergerSnapshot, PublishedState, SnapshotError, SourceSnapshot,
+};
+use crate::event::check_item_id;
+use crate::hash::{item_hash, key_group, KEY_GROUPS};
+use crate::record::{ItemId, RankedItem};
+use crate::time::{Millis, Span};
+use crate::topk::ranked_cmp;
+use crate::window::{InstanceKey, WindowSpec};
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+/// Largest sum of all counts in one counter snapshot: far above any real stream, and low enough
+/// that sums over an instance's panes, and increments after the restore, never overflow a `u64`.
+pub const MAX_TOTAL_COUNT: u64 = i64::MAX as u64;
+
+/// What is wrong, with where (`"key group 7, pane 60000@-60000: ..."`).
+type Problem = String;
+
+fn invalid(problem: Problem) -> SnapshotError {
+    SnapshotError::Invalid(problem)
+}
+
+impl CounterSnapshot {
+    /// Checks this counter snapshot (whole or incremental base) against the job's windows and
+    /// allowed lateness: `Incompatible` when they differ, `Invalid` naming the first problem.
+    pub fn validate(&self, windows: &[WindowSpec], allowed_lateness: Span) -> Result<(), SnapshotError> {
+        if self.windows != windows || self.allowed_lateness != allowed_lateness {
+            return Err(SnapshotError::Incompatible);
+        }
+        for name in &self.pane_files {
+            check_pane_file_name(name).map_err(invalid)?;
+        }
+        distinct(self.key_groups.iter().map(|k| k.key_group), |kg| {
+            format!("key group {kg} is listed twice")
+        })
+        .map_err(invalid)?;
+        let mut total = 0u64;
+        for kg in &self.key_groups {
+            check_key_group(kg, windows, &mut total)
+                .map_err(|p| invalid(format!("key group {}: {p}", kg.key_group)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Validates the counter snapshots of one checkpoint together: each one (see
+/// [`CounterSnapshot::validate`]), and no key group in two of them (each was owned by one
+/// worker; a restore would otherwise add its counts twice).
+pub fn validate_counters(
+    snapshots: &[CounterSnapshot],
+    windows: &[WindowSpec],
+    allowed_lateness: Span,
+) -> Result<(), SnapshotError> {
+    for (i, s) in snapshots.iter().enumerate() {
+        s.validate(windows, allowed_lateness).map_err(|e| match e {
+            SnapshotError::Invalid(p) => invalid(format!("counter snapshot {i}: {p}")),
+            other => other,
+        })?;
+    }
+    distinct(
+        snapshots.iter().flat_map(|s| s.key_groups.iter().map(|k| k.key_group)),
+        |kg| format!("key group {kg} is in two counter snapshots"),
+    )
+    .map_err(invalid)
+}
+
+impl MergerSnapshot {
+    /// Checks the merger's snapshot against the job's windows: instances of existing windows,
+    /// aligned, listed once; a revision exactly when something was published, with room for
+    /// the next; published lists of valid items, ranked, at most K long.
+    pub fn validate(&self, windows: &[WindowSpec]) -> Result<(), SnapshotError> {
+        distinct(self.instances.iter().map(|p| p.instance), |i| {
+            format!("instance {} is listed twice", instance_name(&i))
+        })
+        .map_err(invalid)?;
+        for p in &self.instances {
+            check_published(p, windows)
+                .map_err(|e| invalid(format!("instance {}: {e}", instance_name(&p.instance))))?;
+        }
+        Ok(())
+    }
+}
+
+impl SourceSnapshot {
+    /// Checks the sources' snapshot: each partition once, its largest event time an event time
+    /// (or `Millis::MIN`, none yet; or `Millis::MAX`, finished).
+    pub fn validate(&self) -> Result<(), SnapshotError> {
+        distinct(self.partitions.iter().map(|p| p.partition.0), |p| {
+            format!("partition {p} is listed twice")
+        })
+        .map_err(invalid)?;
+        for p in &self.partitions {
+            let t = p.max_ts;
+            if !(t.is_event_time() || t == Millis::MIN || t == Millis::MAX) {
+                return Err(invalid(format!(
+                    "partition {}: largest event time {} is outside years 0000-9999",
+                    p.partition.0, t.0
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pane file name as an incremental checkpoint writes it: a plain name in the same directory.
+fn check_pane_file_name(name: &str) -> Result<(), Problem> {
+    let plain = name.starts_with("pane-") && name.ends_with(".snap") && !name.contains(['/', '\\', '\0']);
+    if plain {
+        Ok(())
+    } else {
+        Err(format!("pane file name {name:?} is not a plain pane-*.snap name"))
+    }
+}
+
+fn check_key_group(kg: &KeyGroupState, windows: &[WindowSpec], total: &mut u64) -> Result<(), Problem> {
+    if kg.key_group >= KEY_GROUPS {
+        return Err(format!("not below the {KEY_GROUPS} key groups"));
+    }
+    distinct(kg.panes.iter().map(|p| (p.width, p.start)), |(w, s)| {
+        format!("pane {}@{} is listed twice", w.as_millis(), s.0)
+    })?;
+    for pane in &kg.panes {
+        let at = |p: Problem| format!("pane {}@{}: {p}", pane.width.as_millis(), pane.start.0);
+        check_pane(pane.width, pane.start, windows).map_err(at)?;
+        check_items(&pane.items, kg.key_group, total).map_err(at)?;
+    }
+    distinct(kg.exclusions.iter().map(|e| e.instance), |i| {
+        format!("exclusions of instance {} are listed twice", instance_name(&i))
+    })?;
+    for InstanceCounts { instance, items } in &kg.exclusions {
+        let at = |p: Problem| format!("exclusions of instance {}: {p}", instance_name(instance));
+        check_instance(*instance, windows).map_err(at)?;
+        check_items(items, kg.key_group, total).map_err(at)?;
+    }
+    Ok(())
+}
+
+/// A pane of one of the windows' pane widths, aligned to it, holding some event time.
+fn check_pane(width: Span, start: Millis, windows: &[WindowSpec]) -> Result<(), Problem> {
+    if !windows.iter().any(|w| w.pane_width() == width) {
+        let widths: BTreeSet<u64> = windows.iter().map(|w| w.pane_width().as_millis()).collect();
+        return Err(format!(
+            "width {} ms is none of the windows' pane widths {widths:?}",
+            width.as_millis()
+        ));
+    }
+    check_span(start, width, width)
+}
+
+/// An instance of an existing window, aligned to its slide, holding some event time.
+fn check_instance(key: InstanceKey, windows: &[WindowSpec]) -> Result<(), Problem> {
+    let Some(spec) = windows.get(key.window.0 as usize) else {
+        return Err(format!(
+            "window id {}, but the job has {} windows",
+            key.window.0,
+            windows.len()
+        ));
+    };
+    check_span(key.start, spec.size, spec.slide)
+}
+
+/// `[start, start + len)` starts on a multiple of `align` and overlaps the event time range.
+/// (Spans here are a job's window sizes, validated or not: i128 keeps every sum exact.)
+fn check_span(start: Millis, len: Span, align: Span) -> Result<(), Problem> {
+    let (s, len, align) = (start.0 as i128, len.as_millis() as i128, align.as_millis() as i128);
+    if align == 0 || s.rem_euclid(align) != 0 {
+        return Err(format!("start {} is not a multiple of {align} ms", start.0));
+    }
+    if s > Millis::MAX_EVENT.0 as i128 || s + len <= Millis::MIN_EVENT.0 as i128 {
+        return Err(format!("start {} is outside years 0000-9999", start.0));
+    }
+    Ok(())
+}
+
+/// Counted items of one key group: valid ids that hash to it, each once, counts positive, the
+/// running total within [`MAX_TOTAL_COUNT`].
+fn check_items(items: &[(ItemId, u64)], kg: u32, total: &mut u64) -> Result<(), Problem> {
+    for (id, count) in items {
+        check_item_id(id).map_err(|e| format!("item {id:?}: {e}"))?;
+        if key_group(item_hash(id)) != kg {
+            return Err(format!("item {id:?} belongs to key group {}", key_group(item_hash(id))));
+        }
+        if *count == 0 {
+            return Err(format!("item {id:?} has count 0"));
+        }
+        *total = total
+            .checked_add(*count)
+            .filter(|t| *t <= MAX_TOTAL_COUNT)
+            .ok_or_else(|| format!("counts sum to more than {MAX_TOTAL_COUNT}"))?;
+    }
+    distinct(items.iter().map(|(id, _)| id.as_str()), |id| {
+        format!("item {id:?} is listed twice")
+    })
+}
+
+fn check_published(p: &PublishedState, windows: &[WindowSpec]) -> Result<(), Problem> {
+    check_instance(p.instance, windows)?;
+    if p.revision == u32::MAX {
+        return Err(format!("revision {} leaves no room for the next", p.revision));
+    }
+    let Some((_, items)) = &p.published else {
+        return match p.revision {
+            0 => Ok(()),
+            r => Err(format!("revision {r} without a published list")),
+        };
+    };
+    if p.revision == 0 {
+        return Err("a published list at revision 0".into());
+    }
+    let k = windows[p.instance.window.0 as usize].k;
+    if items.len() > k {
+        return Err(format!("{} items published, K is {k}", items.len()));
+    }
+    check_ranked(items)
+}
+
+/// A published list: valid ids, positive counts, strictly in ranking order (so each id once).
+fn check_ranked(items: &[RankedItem]) -> Result<(), Problem> {
+    for r in items {
+        check_item_id(&r.item_id).map_err(|e| format!("item {:?}: {e}", r.item_id))?;
+        if r.count == 0 {
+            return Err(format!("item {:?} has count 0", r.item_id));
+        }
+    }
+    distinct(items.iter().map(|r| r.item_id.as_str()), |id| {
+        format!("item {id:?} is listed twice")
+    })?;
+    match items.windows(2).find(|w| ranked_cmp(&w[0], &w[1]) != Ordering::Less) {
+        Some(w) => Err(format!(
+            "items {:?} and {:?} are out of rank order",
+            w[0].item_id, w[1].item_id
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `Err(twice(x))` for the first value that occurs twice.
+fn distinct<T: Ord + Copy>(values: impl Iterator<Item = T>, twice: impl FnOnce(T) -> Problem) -> Result<(), Problem> {
+    let mut sorted: Vec<T> = values.collect();
+    sorted.sort_unstable();
+    match sorted.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(twice(w[0])),
+        None => Ok(()),
+    }
+}
+
+/// `window 2 at 1713462000000` — ids, not names: the point is that they may not exist.
+fn instance_name(key: &InstanceKey) -> String {
+    format!("window id {} at {}", key.window.0, key.start.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::WindowedCounter;
+    use crate::merge::ListMerger;
+    use crate::record::{ListState, LocalList, PartitionId, PartitionStatus, TimedEvent};
+    use crate::snapshot::{PaneCounts, PartitionState};
+    use crate::window::WindowId;
+
+    const LATENESS: Span = Span::from_millis(5);
+
+    fn windows() -> Vec<WindowSpec> {
+        vec![
+            WindowSpec::tumbling("t10", Span::from_millis(10), 2),
+            WindowSpec {
+                name: "h20".into(),
+                size: Span::from_millis(20),
+                slide: Span::from_millis(5),
+                k: 2,
+            },
+        ]
+    }
+
+    fn kg_of(id: &str) -> u32 {
+        key_group(item_hash(id))
+    }
+
+    /// A counter snapshot with panes of both widths and one exclusion of item "a".
+    fn counter_snapshot() -> CounterSnapshot {
+        let mut c = WindowedCounter::new(windows(), LATENESS, 0);
+        for (item, ts) in [("a", 1), ("b", 2), ("a", 13), ("c", 27)] {
+            let ev = TimedEvent {
+                hash: item_hash(item),
+                item: item.into(),
+                ts: Millis(ts),
+                wm_before: Millis::MIN,
+                partition: PartitionId(0),
+                position: 0,
+            };
+            assert!(c.apply(&ev).is_none());
+        }
+        let _ = c.advance(Millis(0), false);
+        let mut s = c.snapshot();
+        let a = s
+            .key_groups
+            .iter_mut()
+            .find(|k| k.key_group == kg_of("a"))
+            .expect("a's group");
+        a.exclusions.push(InstanceCounts {
+            instance: InstanceKey {
+                window: WindowId(1),
+                start: Millis(10),
+            },
+            items: vec![("a".into(), 1)],
+        });
+        s
+    }
+
+    fn a_group(s: &mut CounterSnapshot) -> &mut KeyGroupState {
+        s.key_groups
+            .iter_mut()
+            .find(|k| k.key_group == kg_of("a"))
+            .expect("a's group")
+    }
+
+    fn problem(r: Result<(), SnapshotError>) -> String {
+        match r {
+            Err(SnapshotError::Invalid(p)) => p,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn snapshots_the_job_writes_are_valid() {
+        let s = counter_snapshot();
+        assert_eq!(s.validate(&windows(), LATENESS), Ok(()));
+        assert_eq!(s.validate(&windows(), Span::ZERO), Err(SnapshotError::Incompatible));
+        assert_eq!(s.validate(&windows()[..1], LATENESS), Err(SnapshotError::Incompatible));
+        let mut m = ListMerger::new(windows(), LATENESS);
+        m.receive(LocalList {
+            instance: InstanceKey {
+                window: WindowId(1),
+                start: Millis(-5),
+            },
+            worker: 0,
+            items: vec![RankedItem {
+                item_id: "a".into(),
+                count: 2,
+            }],
+        });
+        let _ = m.advance(Millis(0), Millis(0));
+        assert_eq!(m.snapshot().validate(&windows()), Ok(()));
+        assert_eq!(MergerSnapshot::default().validate(&windows()), Ok(()));
+    }
+
+    /// The case: an exclusion for a window the job does not have.
+    #[test]
+    fn a_window_id_past_the_windows_is_named() {
+        let mut s = counter_snapshot();
+        a_group(&mut s).exclusions[0].instance.window = WindowId(9);
+        let p = problem(s.validate(&windows(), LATENESS));
+        assert!(p.contains("window id 9, but the job has 2 windows"), "{p}");
+        let restored = WindowedCounter::restore(windows(), LATENESS, 0, 1, &[s]).err();
+        assert!(matches!(restored, Some(SnapshotError::Invalid(p)) if p.contains("window id 9")));
+
+        let merger = MergerSnapshot {
+            instances: vec![PublishedState {
+                instance: InstanceKey {
+                    window: WindowId(2),
+                    start: Millis(0),
+                },
+                revision: 1,
+                published: Some((ListState::Open, Vec::new())),
+            }],
+        };
+        let p = problem(merger.validate(&windows()));
+        assert!(p.contains("window id 2, but the job has 2 windows"), "{p}");
+        assert!(ListMerger::try_restore(windows(), LATENESS, &merger).is_err());
+        assert_eq!(ListMerger::restore(windows(), LATENESS, &merger).live_instances(), 0);
+    }
+
+    #[test]
+    fn counter_snapshot_problems_are_named() {
+        type Mutation = fn(&mut CounterSnapshot);
+        let cases: &[(Mutation, &str)] = &[
+            (
+                |s| s.key_groups[0].key_group = KEY_GROUPS,
+                "not below the 4096 key groups",
+            ),
+            (|s| a_group(s).key_group ^= 1, "belongs to key group"),
+            (|s| s.key_groups.push(s.key_groups[0].clone()), "listed twice"),
+            (
+                |s| a_group(s).panes[0].width = Span::from_millis(3),
+                "none of the windows' pane widths",
+            ),
+            (|s| a_group(s).panes[0].start.0 += 1, "not a multiple of"),
+            (
+                |s| a_group(s).panes[0].start = Millis(9_000_000_000_000_000),
+                "outside years 0000-9999",
+            ),
+            (
+                |s| a_group(s).panes[0].start = Millis(-9_000_000_000_000_000),
+                "outside years 0000-9999",
+            ),
+            (|s| a_group(s).panes[0].items[0].1 = 0, "count 0"),
+            (|s| a_group(s).panes[0].items[0].0 = "".into(), "item_id is empty"),
+            (
+                |s| {
+                    let dup = a_group(s).panes[0].clone();
+                    a_group(s).panes.push(dup)
+                },
+                "listed twice",
+            ),
+            (
+                |s| {
+                    let dup = a_group(s).panes[0].items[0].clone();
+                    a_group(s).panes[0].items.push(dup)
+                },
+                "item \"a\" is listed twice",
+            ),
+            (
+                |s| {
+                    a_group(s).panes[0].items[0].1 = u64::MAX / 2;
+                    a_group(s).panes.push(PaneCounts {
+                        width: Span::from_millis(5),
+                        start: Millis(1000),
+                        items: vec![("a".into(), u64::MAX / 2 + 2)],
+                    })
+                },
+                "counts sum to more than",
+            ),
+            (
+                |s| a_group(s).exclusions[0].instance.start.0 += 1,
+                "not a multiple of 5 ms",
+            ),
+            (
+                |s| s.pane_files.push("../counter-0000.snap".into()),
+                "not a plain pane-*.snap name",
+            ),
+        ];
+        for (mutate, want) in cases {
+            let mut s = counter_snapshot();
+            mutate(&mut s);
+            let p = problem(s.validate(&windows(), LATENESS));
+            assert!(p.contains(want), "{p:?} should say {want:?}");
+        }
+        let s = counter_snapshot();
+        let p = problem(validate_counters(&[s.clone(), s], &windows(), LATENESS));
+        assert!(p.contains("in two counter snapshots"), "{p}");
+    }
+
+    #[test]
+    fn merger_and_source_problems_are_named() {
+        let published = |revision, items: &[(&str, u64)]| MergerSnapshot {
+            instances: vec![PublishedState {
+                instance: InstanceKey {
+                    window: WindowId(0),
+                    start: Millis(10),
+                },
+                revision,
+                published: (revision > 0).then(|| {
+                    let items = items.iter().map(|(i, c)| RankedItem {
+                        item_id: (*i).into(),
+                        count: *c,
+                    });
+                    (ListState::Closed, items.collect())
+                }),
+            }],
+        };
+        assert_eq!(published(3, &[("b", 5), ("a", 1)]).validate(&windows()), Ok(()));
+        let cases = [
+            (published(3, &[("a", 1), ("b", 5)]), "out of rank order"),
+            (published(3, &[("a", 1), ("b", 1), ("c", 1)]), "K is 2"),
+            (published(3, &[("a", 1), ("a", 1)]), "listed twice"),
+            (published(3, &[("a", 0)]), "count 0"),
+            (published(u32::MAX, &[]), "no room for the next"),
+        ];
+        for (m, want) in cases {
+            let p = problem(m.validate(&windows()));
+            assert!(p.contains(want), "{p:?} should say {want:?}");
+        }
+        let mut no_list = published(0, &[]);
+        no_list.instances[0].revision = 2;
+        assert!(problem(no_list.validate(&windows())).contains("revision 2 without a published list"));
+
+        let partition = |p, max_ts| PartitionState {
+            partition: PartitionId(p),
+            position: 7,
+            max_ts: Millis(max_ts),
+            status: PartitionStatus::Active,
+        };
+        let ok = SourceSnapshot {
+            partitions: vec![partition(0, i64::MIN), partition(1, i64::MAX), partition(2, 0)],
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        let far = SourceSnapshot {
+            partitions: vec![partition(0, 9_000_000_000_000_000)],
+        };
+        assert!(problem(far.validate()).contains("partition 0: largest event time 9000000000000000 is outside"));
+        let twice = SourceSnapshot {
+            partitions: vec![partition(3, 0), partition(3, 1)],
+        };
+        assert!(problem(twice.validate()).contains("partition 3 is listed twice"));
+    }
+}
