@@ -2,6 +2,7 @@
 
 use crate::config::{self, RedisTarget, SinkPlan};
 use anyhow::{Context, Result};
+use hotlist_server::limits::{self, ConnectionLimits};
 use hotlist_sinks::postgres::PostgresStore;
 use hotlist_sinks::redis_store::RedisStore;
 use hotlist_sinks::{SinkError, SqliteStore, StoreReader};
@@ -29,6 +30,43 @@ pub struct ServeArgs {
     /// only; date/at lookups then find only the latest instance).
     #[arg(long, value_enum, default_value_t = From::Sink)]
     pub from: From,
+    /// Open connections at most; a new one past the limit closes the longest-idle one.
+    /// [default: 1024, lowered to the open-file limit minus 32]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// Time a client has to send a request's head, from connecting or from its first byte
+    /// (slow or silent clients are closed). [default: 5s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub header_timeout: Option<Duration>,
+    /// Time a keep-alive connection may wait for its next request. [default: 75s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Time a request may take before it is answered 503. [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub request_timeout: Option<Duration>,
+}
+
+impl ServeArgs {
+    /// The connection limits: the flags given, defaults for the others, and the connection
+    /// limit lowered to fit the process's open-file limit.
+    pub fn limits(&self) -> ConnectionLimits {
+        let defaults = ConnectionLimits::default();
+        let requested = self.max_connections.map_or(defaults.max_connections, |n| n as usize);
+        let open_files = limits::open_file_limit();
+        let max_connections = limits::cap_to_open_files(requested, open_files);
+        if max_connections < requested {
+            eprintln!(
+                "note: at most {max_connections} connections (the open-file limit is {}; raise it with ulimit -n)",
+                open_files.unwrap_or(0)
+            );
+        }
+        ConnectionLimits {
+            header_timeout: self.header_timeout.unwrap_or(defaults.header_timeout),
+            idle_timeout: self.idle_timeout.unwrap_or(defaults.idle_timeout),
+            request_timeout: self.request_timeout.unwrap_or(defaults.request_timeout),
+            max_connections,
+        }
+    }
 }
 
 /// Which store `serve` reads.
@@ -42,6 +80,13 @@ pub enum From {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     hotlist_operators::time::Span::parse(s).map(|s| s.as_std())
+}
+
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be more than 0".into()),
+        d => Ok(d),
+    }
 }
 
 type Opener = Arc<dyn Fn() -> Result<Box<dyn StoreReader>, SinkError> + Send + Sync>;
@@ -106,6 +151,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             open,
             poll: args.poll,
             max_age: plan.time.emit_interval.as_std(),
+            limits: args.limits(),
         };
         hotlist_server::run(listener, options, shutdown_signal())
             .await

@@ -1,4 +1,4 @@
-//! The HTTP handlers: `/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, `/`.
+//! The API handlers: `/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, and the 404 fallback.
 //!
 //! Every user-input problem is a 4xx with a JSON body `{"error": "...", "parameter": "..."}`;
 //! store trouble on a history lookup is a 503; nothing a client sends can cause a 500.
@@ -6,6 +6,7 @@
 //! a K=100 window should learn that it gets at most 100.
 
 use crate::cache::Cache;
+use crate::history::HistoryWorker;
 use crate::metrics::ApiMetrics;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -14,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 use hotlist_operators::record::ListState;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
-use hotlist_sinks::{StoreReader, StoredList};
+use hotlist_sinks::StoredList;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Shared state of the handlers.
@@ -29,6 +30,8 @@ pub struct AppState {
     pub history: HistoryWorker,
     /// `Cache-Control: max-age` for lists that may still change.
     pub max_age: Duration,
+    /// A handler that takes longer answers 503.
+    pub request_timeout: Duration,
     /// Metrics.
     pub metrics: Arc<ApiMetrics>,
 }
@@ -55,7 +58,7 @@ impl ApiError {
             parameter,
         }
     }
-    fn unavailable(message: impl Into<String>) -> ApiError {
+    pub(crate) fn unavailable(message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: message.into(),
@@ -200,65 +203,10 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
 }
 
 async fn history(app: &Arc<AppState>, window: &str, start: Millis) -> Result<Option<StoredList>, ApiError> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let request = HistoryRequest {
-        job: app.job.clone(),
-        window: window.to_string(),
-        start,
-        reply: tx,
-    };
-    if app
-        .history
-        .tx
-        .lock()
-        .map_err(|_| ApiError::unavailable("history worker poisoned"))?
-        .send(request)
-        .is_err()
-    {
-        return Err(ApiError::unavailable("history worker stopped"));
-    }
-    rx.await
-        .map_err(|_| ApiError::unavailable("history lookup failed"))?
+    app.history
+        .instance(&app.job, window, start)
+        .await
         .map_err(ApiError::unavailable)
-}
-
-struct HistoryRequest {
-    job: String,
-    window: String,
-    start: Millis,
-    reply: tokio::sync::oneshot::Sender<Result<Option<StoredList>, String>>,
-}
-
-/// A thread that owns the history reader: blocking store clients (SQLite, the sync PostgreSQL
-/// client) never run on, or get dropped on, the async runtime's threads.
-pub struct HistoryWorker {
-    tx: Mutex<std::sync::mpsc::Sender<HistoryRequest>>,
-}
-
-impl HistoryWorker {
-    /// Starts the thread; `open` (re)opens the reader when needed.
-    pub fn start(open: crate::cache::ReaderFactory) -> std::io::Result<HistoryWorker> {
-        let (tx, rx) = std::sync::mpsc::channel::<HistoryRequest>();
-        std::thread::Builder::new()
-            .name("hotlist-history".into())
-            .spawn(move || {
-                let mut reader: Option<Box<dyn StoreReader>> = None;
-                while let Ok(req) = rx.recv() {
-                    let answer = (|| {
-                        if reader.is_none() {
-                            reader = Some(open().map_err(|e| format!("store unavailable: {e}"))?);
-                        }
-                        let r = reader.as_mut().ok_or("store unavailable")?;
-                        r.instance(&req.job, &req.window, req.start).map_err(|e| {
-                            reader = None; // reopen next time
-                            format!("store unavailable: {e}")
-                        })
-                    })();
-                    let _ = req.reply.send(answer);
-                }
-            })?;
-        Ok(HistoryWorker { tx: Mutex::new(tx) })
-    }
 }
 
 fn set_cache_headers(r: &mut Response, etag: &str, immutable: bool, max_age: Duration) {
@@ -342,16 +290,6 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
-    r
-}
-
-/// `GET /`: the live page (plain HTML and JavaScript, no build step).
-pub async fn page() -> Response {
-    let mut r = Response::new(Body::from(include_str!("../static/index.html")));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
     );
     r
 }
