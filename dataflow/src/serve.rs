@@ -30,28 +30,29 @@ pub struct ServeArgs {
     /// only; date/at lookups then find only the latest instance).
     #[arg(long, value_enum, default_value_t = From::Sink)]
     pub from: From,
-    /// Open connections at most; a new one past the limit closes the longest-idle one.
+    /// Open connections at most; a new one past the limit closes the longest-idle one first.
     /// [default: 1024, lowered to the open-file limit minus 32]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
-    /// Time a client has to send a request's head, from connecting or from its first byte
-    /// (slow or silent clients are closed). [default: 5s]
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
-    pub header_timeout: Option<Duration>,
-    /// Time a keep-alive connection may wait for its next request. [default: 75s]
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
-    pub idle_timeout: Option<Duration>,
-    /// Time a request may take before it is answered 503. [default: 10s]
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
-    pub request_timeout: Option<Duration>,
+    /// Time a client has to send a request's head, from connecting or from the head's first
+    /// byte; slower or silent clients are closed.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+    pub header_timeout: Duration,
+    /// Time a keep-alive connection may wait for its next request.
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = parse_positive_duration)]
+    pub idle_timeout: Duration,
+    /// Time a request may take before it is answered 503.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_positive_duration)]
+    pub request_timeout: Duration,
 }
 
 impl ServeArgs {
-    /// The connection limits: the flags given, defaults for the others, and the connection
-    /// limit lowered to fit the process's open-file limit.
+    /// The connection limits of the flags, with the connection limit lowered to fit the
+    /// process's open-file limit (and a note on stderr when it was).
     pub fn limits(&self) -> ConnectionLimits {
-        let defaults = ConnectionLimits::default();
-        let requested = self.max_connections.map_or(defaults.max_connections, |n| n as usize);
+        let requested = self
+            .max_connections
+            .map_or(limits::DEFAULT_MAX_CONNECTIONS, |n| n as usize);
         let open_files = limits::open_file_limit();
         let max_connections = limits::cap_to_open_files(requested, open_files);
         if max_connections < requested {
@@ -61,9 +62,9 @@ impl ServeArgs {
             );
         }
         ConnectionLimits {
-            header_timeout: self.header_timeout.unwrap_or(defaults.header_timeout),
-            idle_timeout: self.idle_timeout.unwrap_or(defaults.idle_timeout),
-            request_timeout: self.request_timeout.unwrap_or(defaults.request_timeout),
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            request_timeout: self.request_timeout,
             max_connections,
         }
     }
@@ -175,4 +176,38 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// Without flags, the limits are the server crate's defaults (the flags' defaults are
+    /// written out for `--help`; this keeps them equal).
+    #[test]
+    fn flag_defaults_are_the_server_defaults() {
+        let cli = Cli::try_parse_from(["serve"]).expect("parse");
+        let defaults = ConnectionLimits::default();
+        assert_eq!(
+            cli.serve.limits(),
+            ConnectionLimits {
+                max_connections: limits::cap_to_open_files(defaults.max_connections, limits::open_file_limit()),
+                ..defaults
+            }
+        );
+        let cli = Cli::try_parse_from(["serve", "--max-connections", "7", "--idle-timeout", "2s"]).expect("parse");
+        assert_eq!(
+            (cli.serve.limits().max_connections, cli.serve.idle_timeout),
+            (7, Duration::from_secs(2))
+        );
+        assert!(Cli::try_parse_from(["serve", "--request-timeout", "0ms"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--max-connections", "0"]).is_err());
+    }
 }

@@ -19,6 +19,8 @@ pub enum Behaviour {
     Unreachable,
     /// Panics (a reader that trusts a corrupt count).
     Panic,
+    /// Answers after 2 s (a store that hangs).
+    Slow,
 }
 
 /// The store the fake readers read: shared, changeable by the test.
@@ -60,8 +62,11 @@ impl FakeReader {
     fn list(&self, window: &str) -> Result<Option<StoredList>, SinkError> {
         let epoch = *self.0.epoch.lock().expect("epoch");
         let behaviour = *self.0.behaviour.lock().expect("behaviour"); // not held while panicking
+        if behaviour == Behaviour::Slow {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
         match behaviour {
-            Behaviour::Good => Ok(Some(StoredList {
+            Behaviour::Good | Behaviour::Slow => Ok(Some(StoredList {
                 window: window.into(),
                 start: Millis(0),
                 end: Millis(60_000),

@@ -112,3 +112,66 @@ pub async fn run(
     let _ = refresher.join();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fake_store::{Behaviour, FakeStore};
+    use std::time::Instant;
+
+    /// A request whose handler outlasts the request timeout (a history lookup on a store that
+    /// hangs) is answered 503 with a JSON error when the timeout passes, and counted as such.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_handler_is_answered_503_at_the_request_timeout() {
+        let store = FakeStore::new();
+        let opener = store.opener();
+        let options = ServeOptions {
+            job: "job".into(),
+            open: Arc::new(move || opener()),
+            poll: Duration::from_millis(5),
+            max_age: Duration::from_secs(1),
+            limits: ConnectionLimits {
+                request_timeout: Duration::from_millis(300),
+                ..ConnectionLimits::default()
+            },
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(run(listener, options, async {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::new();
+        let get = |path: &str| client.get(format!("{base}{path}")).send();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let windows: serde_json::Value = get("/v1/windows").await.expect("get").json().await.expect("json");
+            if windows["epoch"] == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never served epoch 1: {windows}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        store.set(1, Behaviour::Slow);
+        let asked = Instant::now();
+        let r = get("/v1/top?window=1m&at=120000").await.expect("get");
+        let took = asked.elapsed();
+        assert_eq!(r.status(), 503);
+        let body: serde_json::Value = r.json().await.expect("json");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("took longer than 300ms")),
+            "{body}"
+        );
+        assert!(
+            took < Duration::from_millis(1500),
+            "answered at the timeout, not after the store: {took:?}"
+        );
+        let metrics = get("/metrics").await.expect("get").text().await.expect("text");
+        assert!(metrics.contains("route=\"/v1/top\",status=\"503\""), "{metrics}");
+        store.set(1, Behaviour::Good);
+        let _ = stop.send(());
+        server.await.expect("join").expect("server ran");
+    }
+}

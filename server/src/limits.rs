@@ -1,5 +1,6 @@
 //! How long a client may take and how many connections may be open: the HTTP server's limits
-//! and their defaults (the only place they are set; `hotlist serve` flags override them).
+//! and their defaults. The defaults are set here; `hotlist serve` repeats them in its flags'
+//! `--help` text, and a test there keeps the two equal.
 //!
 //! What each bounds:
 //! - a connection that is sending a request head (or has sent nothing since it connected) is
