@@ -124,10 +124,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_handler_is_answered_503_at_the_request_timeout() {
         let store = FakeStore::new();
-        let opener = store.opener();
         let options = ServeOptions {
             job: "job".into(),
-            open: Arc::new(move || opener()),
+            open: Arc::new(store.opener()),
             poll: Duration::from_millis(5),
             max_age: Duration::from_secs(1),
             limits: ConnectionLimits {
