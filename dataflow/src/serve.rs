@@ -2,6 +2,7 @@
 
 use crate::config::{self, RedisTarget, SinkPlan};
 use anyhow::{Context, Result};
+use hotlist_server::limits::{self, ConnectionLimits};
 use hotlist_sinks::{PostgresStore, RedisStore, SinkError, SqliteStore, StoreReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +28,44 @@ pub struct ServeArgs {
     /// only; date/at lookups then find only the latest instance).
     #[arg(long, value_enum, default_value_t = From::Sink)]
     pub from: From,
+    /// Open connections at most; a new one past the limit closes the longest-idle one first.
+    /// [default: 1024, lowered to the open-file limit minus 32]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// Time a client has to send a request's head, from connecting or from the head's first
+    /// byte; slower or silent clients are closed.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+    pub header_timeout: Duration,
+    /// Time a keep-alive connection may wait for its next request.
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = parse_positive_duration)]
+    pub idle_timeout: Duration,
+    /// Time a request may take before it is answered 503.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_positive_duration)]
+    pub request_timeout: Duration,
+}
+
+impl ServeArgs {
+    /// The connection limits of the flags, with the connection limit lowered to fit the
+    /// process's open-file limit (and a note on stderr when it was).
+    pub fn limits(&self) -> ConnectionLimits {
+        let requested = self
+            .max_connections
+            .map_or(limits::DEFAULT_MAX_CONNECTIONS, |n| n as usize);
+        let open_files = limits::open_file_limit();
+        let max_connections = limits::cap_to_open_files(requested, open_files);
+        if max_connections < requested {
+            eprintln!(
+                "note: at most {max_connections} connections (the open-file limit is {}; raise it with ulimit -n)",
+                open_files.unwrap_or(0)
+            );
+        }
+        ConnectionLimits {
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            request_timeout: self.request_timeout,
+            max_connections,
+        }
+    }
 }
 
 /// Which store `serve` reads.
@@ -40,6 +79,13 @@ pub enum From {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     hotlist_operators::time::Span::parse(s).map(|s| s.as_std())
+}
+
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be more than 0".into()),
+        d => Ok(d),
+    }
 }
 
 type Opener = Arc<dyn Fn() -> Result<Box<dyn StoreReader>, SinkError> + Send + Sync>;
@@ -97,6 +143,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             open,
             poll: args.poll,
             max_age: plan.time.emit_interval.as_std(),
+            limits: args.limits(),
         };
         hotlist_server::run(listener, options, shutdown_signal())
             .await
@@ -120,4 +167,38 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// Without flags, the limits are the server crate's defaults (the flags' defaults are
+    /// written out for `--help`; this keeps them equal).
+    #[test]
+    fn flag_defaults_are_the_server_defaults() {
+        let cli = Cli::try_parse_from(["serve"]).expect("parse");
+        let defaults = ConnectionLimits::default();
+        assert_eq!(
+            cli.serve.limits(),
+            ConnectionLimits {
+                max_connections: limits::cap_to_open_files(defaults.max_connections, limits::open_file_limit()),
+                ..defaults
+            }
+        );
+        let cli = Cli::try_parse_from(["serve", "--max-connections", "7", "--idle-timeout", "2s"]).expect("parse");
+        assert_eq!(
+            (cli.serve.limits().max_connections, cli.serve.idle_timeout),
+            (7, Duration::from_secs(2))
+        );
+        assert!(Cli::try_parse_from(["serve", "--request-timeout", "0ms"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--max-connections", "0"]).is_err());
+    }
 }

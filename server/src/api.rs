@@ -1,11 +1,12 @@
-//! The HTTP handlers: `/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, `/`.
+//! The API handlers: `/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, and the 404 fallback.
 //!
 //! Every user-input problem is a 4xx with a JSON body `{"error": "...", "parameter": "..."}`;
 //! store trouble on a history lookup is a 503; nothing a client sends can cause a 500.
 //! `k` above the window's K is a 400 (not silently capped): a client asking for 500 items from
 //! a K=100 window should learn that it gets at most 100.
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Snapshot};
+use crate::history::HistoryWorker;
 use crate::metrics::ApiMetrics;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -14,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 use hotlist_operators::record::ListState;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
-use hotlist_sinks::{StoreReader, StoredList};
+use hotlist_sinks::{StoredList, StoredWindow};
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Shared state of the handlers.
@@ -29,6 +30,8 @@ pub struct AppState {
     pub history: HistoryWorker,
     /// `Cache-Control: max-age` for lists that may still change.
     pub max_age: Duration,
+    /// A handler that takes longer answers 503.
+    pub request_timeout: Duration,
     /// Metrics.
     pub metrics: Arc<ApiMetrics>,
 }
@@ -55,7 +58,7 @@ impl ApiError {
             parameter,
         }
     }
-    fn unavailable(message: impl Into<String>) -> ApiError {
+    pub(crate) fn unavailable(message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: message.into(),
@@ -126,54 +129,9 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
             format!("unknown window {window:?}; windows: {}", names.join(", ")),
         ));
     };
-    let k = match p.k.as_deref() {
-        None => spec.k,
-        Some(s) => match s.trim().parse::<u64>() {
-            Ok(0) | Err(_) => return Err(ApiError::bad("k", format!("k must be an integer from 1 to {}", spec.k))),
-            Ok(k) if k > spec.k as u64 => {
-                return Err(ApiError::bad(
-                    "k",
-                    format!("k must be at most {} (the window's K)", spec.k),
-                ))
-            }
-            Ok(k) => k as usize,
-        },
-    };
-    let at = match (&p.date, &p.at) {
-        (Some(_), Some(_)) => return Err(ApiError::bad("at", "give date or at, not both")),
-        (Some(d), None) => Some(Millis::parse_date(d).ok_or_else(|| ApiError::bad("date", "date must be YYYY-MM-DD"))?),
-        (None, Some(t)) => Some(
-            Millis::parse_user(t)
-                .ok_or_else(|| ApiError::bad("at", "at must be an RFC 3339 time with an offset, or milliseconds"))?,
-        ),
-        (None, None) => None,
-    };
-    let list: Arc<StoredList> = match at {
-        None => snapshot
-            .latest
-            .get(window)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(None, format!("window {window:?} has no list yet")))?,
-        Some(t) => {
-            let ws = WindowSpec {
-                name: spec.name.clone(),
-                size: spec.size,
-                slide: spec.slide,
-                k: spec.k,
-            };
-            let start = ws.start_for_query(t);
-            // The latest instance is in the snapshot: no database round trip for it either.
-            match snapshot.latest.get(window).filter(|l| l.start == start) {
-                Some(l) => l.clone(),
-                None => Arc::new(history(app, window, start).await?.ok_or_else(|| {
-                    ApiError::not_found(
-                        None,
-                        format!("window {window:?} has no list for the instance starting {start}"),
-                    )
-                })?),
-            }
-        }
-    };
+    let k = parse_k(p.k.as_deref(), spec.k)?;
+    let at = parse_at(p.date.as_deref(), p.at.as_deref())?;
+    let list = resolve_list(app, &snapshot, spec, at).await?;
     // as_of tells apart equal revision numbers of different runs over the same store
     let etag = format!(
         "\"{}-{}-{}-{}-{}\"",
@@ -199,66 +157,76 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
     Ok(r)
 }
 
+/// `k`: 1 to the window's K (the window's K when absent).
+fn parse_k(raw: Option<&str>, window_k: usize) -> Result<usize, ApiError> {
+    match raw {
+        None => Ok(window_k),
+        Some(s) => match s.trim().parse::<u64>() {
+            Ok(0) | Err(_) => Err(ApiError::bad("k", format!("k must be an integer from 1 to {window_k}"))),
+            Ok(k) if k > window_k as u64 => Err(ApiError::bad(
+                "k",
+                format!("k must be at most {window_k} (the window's K)"),
+            )),
+            Ok(k) => Ok(k as usize),
+        },
+    }
+}
+
+/// The instant a `date` or `at` parameter names (at most one of them), if any.
+fn parse_at(date: Option<&str>, at: Option<&str>) -> Result<Option<Millis>, ApiError> {
+    match (date, at) {
+        (Some(_), Some(_)) => Err(ApiError::bad("at", "give date or at, not both")),
+        (Some(d), None) => Ok(Some(
+            Millis::parse_date(d).ok_or_else(|| ApiError::bad("date", "date must be YYYY-MM-DD"))?,
+        )),
+        (None, Some(t)) => Ok(Some(Millis::parse_user(t).ok_or_else(|| {
+            ApiError::bad("at", "at must be an RFC 3339 time with an offset, or milliseconds")
+        })?)),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The list a request names: the window's latest (from the snapshot), or the instance for `at`.
+async fn resolve_list(
+    app: &Arc<AppState>,
+    snapshot: &Snapshot,
+    spec: &StoredWindow,
+    at: Option<Millis>,
+) -> Result<Arc<StoredList>, ApiError> {
+    let window = spec.name.as_str();
+    Ok(match at {
+        None => snapshot
+            .latest
+            .get(window)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(None, format!("window {window:?} has no list yet")))?,
+        Some(t) => {
+            let ws = WindowSpec {
+                name: spec.name.clone(),
+                size: spec.size,
+                slide: spec.slide,
+                k: spec.k,
+            };
+            let start = ws.start_for_query(t);
+            // The latest instance is in the snapshot: no database round trip for it either.
+            match snapshot.latest.get(window).filter(|l| l.start == start) {
+                Some(l) => l.clone(),
+                None => Arc::new(history(app, window, start).await?.ok_or_else(|| {
+                    ApiError::not_found(
+                        None,
+                        format!("window {window:?} has no list for the instance starting {start}"),
+                    )
+                })?),
+            }
+        }
+    })
+}
+
 async fn history(app: &Arc<AppState>, window: &str, start: Millis) -> Result<Option<StoredList>, ApiError> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let request = HistoryRequest {
-        job: app.job.clone(),
-        window: window.to_string(),
-        start,
-        reply: tx,
-    };
-    if app
-        .history
-        .tx
-        .lock()
-        .map_err(|_| ApiError::unavailable("history worker poisoned"))?
-        .send(request)
-        .is_err()
-    {
-        return Err(ApiError::unavailable("history worker stopped"));
-    }
-    rx.await
-        .map_err(|_| ApiError::unavailable("history lookup failed"))?
+    app.history
+        .instance(&app.job, window, start)
+        .await
         .map_err(ApiError::unavailable)
-}
-
-struct HistoryRequest {
-    job: String,
-    window: String,
-    start: Millis,
-    reply: tokio::sync::oneshot::Sender<Result<Option<StoredList>, String>>,
-}
-
-/// A thread that owns the history reader: blocking store clients (SQLite, the sync PostgreSQL
-/// client) never run on, or get dropped on, the async runtime's threads.
-pub struct HistoryWorker {
-    tx: Mutex<std::sync::mpsc::Sender<HistoryRequest>>,
-}
-
-impl HistoryWorker {
-    /// Starts the thread; `open` (re)opens the reader when needed.
-    pub fn start(open: crate::cache::ReaderFactory) -> std::io::Result<HistoryWorker> {
-        let (tx, rx) = std::sync::mpsc::channel::<HistoryRequest>();
-        std::thread::Builder::new()
-            .name("hotlist-history".into())
-            .spawn(move || {
-                let mut reader: Option<Box<dyn StoreReader>> = None;
-                while let Ok(req) = rx.recv() {
-                    let answer = (|| {
-                        if reader.is_none() {
-                            reader = Some(open().map_err(|e| format!("store unavailable: {e}"))?);
-                        }
-                        let r = reader.as_mut().ok_or("store unavailable")?;
-                        r.instance(&req.job, &req.window, req.start).map_err(|e| {
-                            reader = None; // reopen next time
-                            format!("store unavailable: {e}")
-                        })
-                    })();
-                    let _ = req.reply.send(answer);
-                }
-            })?;
-        Ok(HistoryWorker { tx: Mutex::new(tx) })
-    }
 }
 
 fn set_cache_headers(r: &mut Response, etag: &str, immutable: bool, max_age: Duration) {
@@ -342,16 +310,6 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
-    r
-}
-
-/// `GET /`: the live page (plain HTML and JavaScript, no build step).
-pub async fn page() -> Response {
-    let mut r = Response::new(Body::from(include_str!("../static/index.html")));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
     );
     r
 }

@@ -1,29 +1,46 @@
 //! hotlist's read side over HTTP: the API, the live page and metrics.
 //!
 //! Module map:
-//! - [`cache`]: the snapshot of every window's latest list, reloaded when an epoch commits;
-//! - [`api`]: the handlers (`/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, `/`);
+//! - [`cache`]: the snapshot of every window's latest list, reloaded when an epoch commits, by
+//!   a refresher that survives any failure of the store;
+//! - [`history`]: the thread that answers lookups of older instances from the store;
+//! - [`api`]: the API handlers (`/v1/top`, `/v1/windows`, `/healthz`, `/metrics`);
+//! - [`page`]: the live page at `/` and its Content-Security-Policy;
+//! - [`middleware`]: what wraps every handler (latency metric, request timeout, `nosniff`);
+//! - [`limits`]: the connection limits and timeouts, and their defaults;
+//! - `listener` and `connections`: the accept loop and per-connection tasks that enforce them;
+//! - `panics`: contains panics of store readers;
+//! - `fake_store` (tests only): a store reader that fails, panics or corrupts on demand;
 //! - [`metrics`]: Prometheus metrics, and a small `/metrics` endpoint other processes reuse.
 //!
 //! Shape (after mini-redis): [`run`] takes a bound listener and a shutdown future, so tests run
 //! the real server on `127.0.0.1:0`; the binary only parses flags, binds and calls it.
 #![deny(missing_docs)]
+// No product function over 80 lines (the threshold is in clippy.toml); tests may be longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod api;
 pub mod cache;
+mod connections;
+#[cfg(test)]
+mod fake_store;
+pub mod history;
+pub mod limits;
+mod listener;
 pub mod metrics;
+pub mod middleware;
+pub mod page;
+mod panics;
 
 use api::AppState;
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use cache::{Cache, ReaderFactory};
+use limits::ConnectionLimits;
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How to serve.
 pub struct ServeOptions {
@@ -35,37 +52,32 @@ pub struct ServeOptions {
     pub poll: Duration,
     /// `Cache-Control: max-age` for lists that may still change (the job's emit interval).
     pub max_age: Duration,
+    /// Timeouts and the connection limit, used as given (the binary caps `max_connections` to
+    /// the open-file limit with [`limits::cap_to_open_files`]).
+    pub limits: ConnectionLimits,
 }
 
 /// The router, for a given state.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/", get(api::page))
+        .route("/", get(page::page))
         .route("/v1/top", get(api::top))
         .route("/v1/windows", get(api::windows))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .fallback(api::not_found)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), timed))
+        // the last layer added runs first: the latency metric sees the timeout's 503
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::request_timeout,
+        ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::timed))
+        .layer(axum::middleware::map_response(middleware::nosniff))
         .with_state(state)
 }
 
-async fn timed(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "other".into());
-    let started = Instant::now();
-    let resp = next.run(req).await;
-    app.metrics
-        .requests
-        .with_label_values(&[route.as_str(), resp.status().as_str()])
-        .observe(started.elapsed().as_secs_f64());
-    resp
-}
-
-/// Serves until `shutdown` completes: starts the refresher thread, then the HTTP server.
+/// Serves until `shutdown` completes: starts the refresher thread, then the HTTP server; when
+/// it returns, open connections have finished and the refresher has stopped.
 pub async fn run(
     listener: tokio::net::TcpListener,
     options: ServeOptions,
@@ -93,14 +105,75 @@ pub async fn run(
     let state = Arc::new(AppState {
         job: options.job,
         cache,
-        history: api::HistoryWorker::start(Box::new(move || open()))?,
+        history: history::HistoryWorker::start(Box::new(move || open()))?,
         max_age: options.max_age,
-        metrics,
+        request_timeout: options.limits.request_timeout,
+        metrics: metrics.clone(),
     });
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    listener::serve(listener, router(state), options.limits, metrics, shutdown).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = refresher.join();
-    result
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fake_store::{Behaviour, FakeStore};
+    use std::time::Instant;
+
+    /// A request whose handler outlasts the request timeout (a history lookup on a store that
+    /// hangs) is answered 503 with a JSON error when the timeout passes, and counted as such.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_handler_is_answered_503_at_the_request_timeout() {
+        let store = FakeStore::new();
+        let options = ServeOptions {
+            job: "job".into(),
+            open: Arc::new(store.opener()),
+            poll: Duration::from_millis(5),
+            max_age: Duration::from_secs(1),
+            limits: ConnectionLimits {
+                request_timeout: Duration::from_millis(300),
+                ..ConnectionLimits::default()
+            },
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(run(listener, options, async {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::new();
+        let get = |path: &str| client.get(format!("{base}{path}")).send();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let windows: serde_json::Value = get("/v1/windows").await.expect("get").json().await.expect("json");
+            if windows["epoch"] == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never served epoch 1: {windows}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        store.set(1, Behaviour::Slow);
+        let asked = Instant::now();
+        let r = get("/v1/top?window=1m&at=120000").await.expect("get");
+        let took = asked.elapsed();
+        assert_eq!(r.status(), 503);
+        let body: serde_json::Value = r.json().await.expect("json");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("took longer than 300ms")),
+            "{body}"
+        );
+        assert!(
+            took < Duration::from_millis(1500),
+            "answered at the timeout, not after the store: {took:?}"
+        );
+        let metrics = get("/metrics").await.expect("get").text().await.expect("text");
+        assert!(metrics.contains("route=\"/v1/top\",status=\"503\""), "{metrics}");
+        store.set(1, Behaviour::Good);
+        let _ = stop.send(());
+        server.await.expect("join").expect("server ran");
+    }
 }

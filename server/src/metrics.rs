@@ -1,7 +1,9 @@
 //! API metrics in the Prometheus text format, and a tiny `/metrics` endpoint for other
 //! processes (the job exposes its own metrics through [`serve_text`]).
 
-use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntGauge, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -16,6 +18,11 @@ pub struct ApiMetrics {
     pub refresh_seconds: Histogram,
     /// Epoch of the served snapshot (-1 before any commit).
     pub epoch: IntGauge,
+    /// Open HTTP connections.
+    pub open_connections: IntGauge,
+    /// Connections the server closed, by reason (header_timeout, idle_timeout, evicted,
+    /// refused, shutdown).
+    pub connections_closed: IntCounterVec,
 }
 
 impl ApiMetrics {
@@ -36,11 +43,23 @@ impl ApiMetrics {
         )
         .expect("valid metric");
         let epoch = IntGauge::new("hotlist_api_snapshot_epoch", "committed epoch being served").expect("valid metric");
+        let open_connections =
+            IntGauge::new("hotlist_api_open_connections", "open HTTP connections").expect("valid metric");
+        let connections_closed = IntCounterVec::new(
+            Opts::new(
+                "hotlist_api_connections_closed_total",
+                "connections the server closed, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reloads.clone()),
             Box::new(refresh_seconds.clone()),
             Box::new(epoch.clone()),
+            Box::new(open_connections.clone()),
+            Box::new(connections_closed.clone()),
         ] {
             registry.register(m).expect("unique metric names");
         }
@@ -50,6 +69,8 @@ impl ApiMetrics {
             reloads,
             refresh_seconds,
             epoch,
+            open_connections,
+            connections_closed,
         }
     }
 

@@ -174,6 +174,7 @@ pub async fn start(kind: Kind) -> Harness {
         open,
         poll: Duration::from_millis(20),
         max_age: Duration::from_secs(1),
+        limits: Default::default(),
     };
     let server = tokio::spawn(hotlist_server::run(listener, options, async {
         let _ = rx.await;
