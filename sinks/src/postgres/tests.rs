@@ -30,13 +30,13 @@ fn test_url() -> String {
 }
 
 /// A schema of its own for one test, dropped with everything in it when the test ends.
-struct TestDb {
-    url: String,
-    schema: String,
+pub(super) struct TestDb {
+    pub(super) url: String,
+    pub(super) schema: String,
 }
 
 impl TestDb {
-    fn new() -> TestDb {
+    pub(super) fn new() -> TestDb {
         let url = test_url();
         if let Err(e) = Client::connect(&url, NoTls) {
             panic!(
@@ -54,12 +54,12 @@ impl TestDb {
         TestDb { url, schema }
     }
 
-    fn store(&self) -> PostgresStore {
+    pub(super) fn store(&self) -> PostgresStore {
         connect(&self.url, &self.schema)
     }
 
     /// A plain connection on the test schema, for looking at the tables directly.
-    fn client(&self) -> Client {
+    pub(super) fn client(&self) -> Client {
         client(&self.url, &self.schema)
     }
 }
@@ -227,10 +227,11 @@ fn times_round_trip_as_timestamptz_including_negative_and_infinite() {
     assert!(store.commit(&bt).unwrap());
     assert_eq!(store.last_commit(JOB).unwrap(), Some((2, Millis::MAX)));
 
-    // Instants PostgreSQL cannot hold are refused before anything is written.
+    // Instants PostgreSQL cannot hold are refused before anything is written (but for
+    // watermarks before its range: they precede every event time and are stored as -infinity).
     for bad in [Millis(PG_MIN_MS - 1), Millis(PG_END_MS), Millis(i64::MIN + 1)] {
         let mut l = list(0, 5, 3);
-        l.watermark = bad;
+        l.as_of = bad;
         let err = store.commit(&batch(3, vec![l])).unwrap_err();
         assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
         assert!(!err.retryable());
@@ -240,6 +241,16 @@ fn times_round_trip_as_timestamptz_including_negative_and_infinite() {
     assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap(), None);
     // An instant PostgreSQL cannot hold is simply not there.
     assert_eq!(store.instance(JOB, "1m", Millis(PG_END_MS)).unwrap(), None);
+    let mut l = list(0, 5, 3);
+    l.watermark = Millis(PG_MIN_MS - 1);
+    let mut early = batch(3, vec![l]);
+    early.watermark = Millis(i64::MIN + 1);
+    assert!(store.commit(&early).unwrap());
+    assert_eq!(
+        store.instance(JOB, "1m", Millis(0)).unwrap().unwrap().watermark,
+        Millis::MIN
+    );
+    assert_eq!(store.last_commit(JOB).unwrap(), Some((3, Millis::MIN)));
 }
 
 #[test]
