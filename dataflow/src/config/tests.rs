@@ -210,20 +210,34 @@ fn start_times_take_toml_datetimes() {
 #[test]
 fn record_size_and_max_future() {
     let p = plan(GEN, &[]).unwrap();
-    assert_eq!((p.max_record_bytes, p.time.max_future), (1 << 20, Span::from_millis(3_600_000)));
+    assert_eq!(
+        (p.max_record_bytes, p.time.max_future),
+        (1 << 20, Span::from_millis(3_600_000))
+    );
     let file = "[source]\nkind = \"file\"\npath = \"-\"\n";
     let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
     for text in [GEN, file, kafka] {
         let p = plan(text, &["source.max_record_bytes=4096", "time.max_future=\"10m\""]).unwrap();
-        assert_eq!((p.max_record_bytes, p.time.max_future), (4096, Span::from_millis(600_000)));
-        assert_eq!(plan(text, &["source.max_record_bytes=67108864"]).unwrap().max_record_bytes, 64 << 20);
+        assert_eq!(
+            (p.max_record_bytes, p.time.max_future),
+            (4096, Span::from_millis(600_000))
+        );
+        assert_eq!(
+            plan(text, &["source.max_record_bytes=67108864"])
+                .unwrap()
+                .max_record_bytes,
+            64 << 20
+        );
         for bad in [
             "source.max_record_bytes=0",
             "source.max_record_bytes=67108865",
             "source.max_record_bytes=-1",
         ] {
             let err = format!("{:#}", plan(text, &[bad]).unwrap_err());
-            assert!(err.starts_with("source.max_record_bytes: must be between 1 and 67108864"), "{err}");
+            assert!(
+                err.starts_with("source.max_record_bytes: must be between 1 and 67108864"),
+                "{err}"
+            );
         }
     }
     let err = format!("{:#}", plan(GEN, &["time.max_future=\"0s\""]).unwrap_err());
@@ -237,9 +251,15 @@ fn a_generator_beyond_max_future_is_refused() {
     let now = Millis(1_800_000_000_000);
     let check = |set: &[&str]| check_against_clock(&plan(GEN, set).unwrap(), now).map_err(|e| format!("{e:#}"));
     assert!(check(&[]).is_ok(), "start = 0");
-    assert!(check(&["source.start=1800003600000"]).is_ok(), "exactly max_future ahead");
+    assert!(
+        check(&["source.start=1800003600000"]).is_ok(),
+        "exactly max_future ahead"
+    );
     let err = check(&["source.start=1800003600001"]).unwrap_err();
-    assert!(err.starts_with("source.start: ") && err.contains("time.max_future (1h)"), "{err}");
+    assert!(
+        err.starts_with("source.start: ") && err.contains("time.max_future (1h)"),
+        "{err}"
+    );
     assert!(check(&["source.start=1800003600001", "time.max_future=\"2h\""]).is_ok());
     // 10 events at 1 per second from now: the last is 9 s ahead
     let fast = [
@@ -249,8 +269,14 @@ fn a_generator_beyond_max_future_is_refused() {
         "time.max_future=\"8s\"",
     ];
     let err = check(&fast).unwrap_err();
-    assert!(err.starts_with("source.events: ") && err.contains("source.pace = true"), "{err}");
-    assert!(check(&[&fast[..], &["source.pace=true"]].concat()).is_ok(), "paced: never ahead");
+    assert!(
+        err.starts_with("source.events: ") && err.contains("source.pace = true"),
+        "{err}"
+    );
+    assert!(
+        check(&[&fast[..], &["source.pace=true"]].concat()).is_ok(),
+        "paced: never ahead"
+    );
     assert!(check(&[&fast[..], &["time.max_future=\"9s\""]].concat()).is_ok());
     let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
     assert!(check_against_clock(&plan(kafka, &[]).unwrap(), now).is_ok());

@@ -193,7 +193,11 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
         group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
         bounded: s.bounded.unwrap_or(false),
-        start_time: s.start_time.as_ref().map(|v| instant("source.start_time", v)).transpose()?,
+        start_time: s
+            .start_time
+            .as_ref()
+            .map(|v| instant("source.start_time", v))
+            .transpose()?,
         options,
     };
     Ok(SourcePlan::Kafka { spec, partitions: 0 })

@@ -185,7 +185,11 @@ mod tests {
             })
             .max();
         assert_eq!(s.last_base_time(), latest);
-        assert_eq!(latest, Some(Millis(1000 + 1000)), "partition 0's 4th record, 3 s per 1000 ms");
+        assert_eq!(
+            latest,
+            Some(Millis(1000 + 1000)),
+            "partition 0's 4th record, 3 s per 1000 ms"
+        );
         assert_eq!(GeneratorSpec { events: None, ..s }.last_base_time(), None);
     }
 

@@ -152,9 +152,7 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
 /// the wall clock of the batch.
 fn reference_time(message: Option<InMessage>, wall: Millis) -> (Millis, &'static str) {
     match message {
-        Some(InMessage {
-            timestamp: Some(t), ..
-        }) => (t, "the message timestamp"),
+        Some(InMessage { timestamp: Some(t), .. }) => (t, "the message timestamp"),
         Some(_) => (wall, "the wall clock at read time (the message has no timestamp)"),
         None => (wall, "the wall clock at read time"),
     }
@@ -193,7 +191,13 @@ mod tests {
     /// (reason, detail) of the dead letters and the accepted (item, ts) of `records`, and the
     /// partition watermark after them.
     fn run(records: Vec<Record<'_>>, rules: &Rules) -> (Vec<(DeadReason, String)>, Vec<(String, i64)>, Millis, u64) {
-        let (mut out, mut tally) = (Batch { events: vec![], dead: vec![] }, Tally::default());
+        let (mut out, mut tally) = (
+            Batch {
+                events: vec![],
+                dead: vec![],
+            },
+            Tally::default(),
+        );
         let mut clock = PartitionClock::new(Span::ZERO);
         for (i, rec) in records.into_iter().enumerate() {
             let at = Place {
@@ -265,7 +269,12 @@ mod tests {
             )]
         );
         let (dead, _, _, _) = run(vec![Record::LineAt(line, msg(None))], &rules(0));
-        assert!(dead[0].1.contains("the wall clock at read time (the message has no timestamp)"), "{dead:?}");
+        assert!(
+            dead[0]
+                .1
+                .contains("the wall clock at read time (the message has no timestamp)"),
+            "{dead:?}"
+        );
     }
 
     /// A too-large record keeps its head and says its true length.

@@ -298,7 +298,10 @@ mod tests {
                 FromStdin::Failed(e) => panic!("{e}"),
             })
             .collect();
-        assert_eq!(got, vec![(b"a".to_vec(), 0), (vec![b'y'; 300], 300), (b"b".to_vec(), 0)]);
+        assert_eq!(
+            got,
+            vec![(b"a".to_vec(), 0), (vec![b'y'; 300], 300), (b"b".to_vec(), 0)]
+        );
         let mut mem = std::io::BufReader::new(File::open("/proc/self/mem").unwrap());
         read_lines(LineReader::new(&mut mem, 100), &tx, &in_flight);
         match rx.try_recv() {

@@ -154,7 +154,10 @@ mod tests {
         for chunk in [1, 5, 4096, 1 << 16] {
             let at = |n: usize, end: &[u8]| [vec![b'x'; n], end.to_vec(), b"ok\n".to_vec()].concat();
             assert_eq!(lines(&at(10, b"\n"), 10, chunk), vec![whole(&[b'x'; 10]), whole(b"ok")]);
-            assert_eq!(lines(&at(10, b"\r\n"), 10, chunk), vec![whole(&[b'x'; 10]), whole(b"ok")]);
+            assert_eq!(
+                lines(&at(10, b"\r\n"), 10, chunk),
+                vec![whole(&[b'x'; 10]), whole(b"ok")]
+            );
             let got = lines(&at(11, b"\r\n"), 10, chunk);
             assert_eq!(got, vec![(vec![b'x'; 11], Some(11)), whole(b"ok")], "chunk {chunk}");
             // long lines: the head is the first 4 KiB, the length is exact
