@@ -194,6 +194,17 @@ fn start_times_take_toml_datetimes() {
         SourcePlan::Generator { spec, .. } => assert_eq!(spec.start, want),
         other => panic!("{other:?}"),
     }
+    let datetime = |s: &str| toml::Value::Datetime(s.parse().expect("a TOML datetime"));
+    assert_eq!(
+        super::validate::instant("k", &datetime("2026-11-29T10:00:00Z")).unwrap(),
+        want
+    );
+    let err = super::validate::instant("k", &datetime("2026-11-29T10:00:00")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("k: 2026-11-29T10:00:00 is not a time with an offset"),
+        "{err}"
+    );
     for (text, set, key) in [
         (kafka, "source.start_time=2026-11-29T10:00:00", "source.start_time"),
         (kafka, "source.start_time=2026-11-29", "source.start_time"),

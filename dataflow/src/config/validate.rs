@@ -87,7 +87,9 @@ fn fraction(key: &str, v: Option<f64>) -> Result<f64> {
 
 /// A time key: an RFC 3339 string, a TOML datetime with a date, a time and an offset (an
 /// unquoted `2026-11-29T10:00:00Z` in the file or in `--set` is one), or integer milliseconds.
-fn instant(key: &str, v: &toml::Value) -> Result<Millis> {
+/// (The `[source]` keys reach here through `RawSource`'s deserializer, whose round trip turns
+/// a TOML datetime into its text today; the datetime arm keeps it a time if that changes.)
+pub(super) fn instant(key: &str, v: &toml::Value) -> Result<Millis> {
     match v {
         toml::Value::String(s) => {
             Millis::parse_user(s).ok_or_else(|| anyhow!("{key}: {s:?} is not an RFC 3339 time or milliseconds"))

@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(
             latest,
             Some(Millis(1000 + 1000)),
-            "partition 0's 4th record, 3 s per 1000 ms"
+            "partition 0's 4th record: 1000 + 3 · 1000 / 3"
         );
         assert_eq!(GeneratorSpec { events: None, ..s }.last_base_time(), None);
     }

@@ -188,9 +188,11 @@ mod tests {
         }
     }
 
-    /// (reason, detail) of the dead letters and the accepted (item, ts) of `records`, and the
-    /// partition watermark after them.
-    fn run(records: Vec<Record<'_>>, rules: &Rules) -> (Vec<(DeadReason, String)>, Vec<(String, i64)>, Millis, u64) {
+    /// What `records` became: (reason, detail) of the dead letters, the accepted (item, ts),
+    /// the partition watermark after them, and the bad records tallied.
+    type Outcome = (Vec<(DeadReason, String)>, Vec<(String, i64)>, Millis, u64);
+
+    fn run(records: Vec<Record<'_>>, rules: &Rules) -> Outcome {
         let (mut out, mut tally) = (
             Batch {
                 events: vec![],

@@ -283,6 +283,27 @@ mod tests {
         assert!(format!("{err:#}").contains("/nonexistent/x.jsonl"));
     }
 
+    /// The stdin buffer is bounded by bytes: a line that does not fit waits until the job took
+    /// enough; a line larger than the whole budget still passes when nothing else waits.
+    #[test]
+    fn stdin_lines_in_flight_are_bounded_by_bytes() {
+        let in_flight = Arc::new(InFlight::default());
+        in_flight.reserve(STDIN_BUFFER_BYTES - 10);
+        let (done, reserved) = crossbeam_channel::bounded(1);
+        let waiting = in_flight.clone();
+        let t = std::thread::spawn(move || {
+            waiting.reserve(11);
+            done.send(()).expect("send");
+        });
+        let still_waiting = reserved.recv_timeout(std::time::Duration::from_millis(100));
+        assert!(still_waiting.is_err(), "11 more bytes do not fit");
+        in_flight.release(STDIN_BUFFER_BYTES - 10);
+        reserved.recv().expect("reserved once released");
+        t.join().expect("thread");
+        in_flight.release(11);
+        in_flight.reserve(2 * STDIN_BUFFER_BYTES); // alone: passes
+    }
+
     /// The stdin thread's loop: lines, a too-large one, and a read error as the last item.
     #[test]
     fn stdin_lines_and_a_read_error() {

@@ -253,6 +253,29 @@ fn times_round_trip_as_timestamptz_including_negative_and_infinite() {
     assert_eq!(store.last_commit(JOB).unwrap(), Some((3, Millis::MIN)));
 }
 
+/// Dead letters of more than 64 MiB in one batch are inserted in several statements, in order,
+/// in the one commit transaction (one array parameter near PostgreSQL's 1 GB limit would fail
+/// every retry).
+#[test]
+fn large_dead_letters_are_inserted_in_chunks_in_order() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    let big = vec![0xab_u8; 30 << 20];
+    let mut b = batch(1, vec![]);
+    b.dead_letters = (1..=4).map(|pos| letter(pos, DeadReason::Bad, &big)).collect();
+    b.dead_letters.push(letter(5, DeadReason::TooLarge, b"x"));
+    assert!(store.commit(&b).unwrap());
+    let rows = db
+        .client()
+        .query("SELECT position, length(raw) FROM dead_letters ORDER BY id", &[])
+        .unwrap();
+    let got: Vec<(i64, i32)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        [(1, 30 << 20), (2, 30 << 20), (3, 30 << 20), (4, 30 << 20), (5, 1)]
+    );
+}
+
 #[test]
 fn text_postgres_cannot_hold_is_refused() {
     let db = TestDb::new();
