@@ -21,6 +21,10 @@ pub const BAD_LINES: &[&[u8]] = &[
     b"\xff\xfe{\"item_id\":\"a\",\"ts\":1}",
     b"{\"item_id\":\"a\\u0000\",\"ts\":1}",
     b"{\"item_id\":\"a\",\"ts\":true}",
+    // event times outside years 0000-9999 (integers and RFC 3339)
+    b"{\"item_id\":\"a\",\"ts\":9000000000000000}",
+    b"{\"item_id\":\"a\",\"ts\":-9223372036854775808}",
+    b"{\"item_id\":\"a\",\"ts\":\"0000-01-01T00:00:00+01:00\"}",
 ];
 
 /// Knobs for random partitions.

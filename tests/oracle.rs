@@ -92,12 +92,14 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
     let plan = JobPlan {
         job_id: "oracle".into(),
         source: SourcePlan::Files(paths),
+        max_record_bytes: hotlist_dataflow::config::DEFAULT_MAX_RECORD_BYTES,
         windows: windows(c),
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(c.ooo),
             allowed_lateness: Span::from_millis(c.lateness),
             idle_timeout: Span::from_millis(3_600_000),
             emit_interval: Span::from_millis(1),
+            max_future: Span::from_millis(3_600_000),
         },
         sink: SinkPlan::Memory(store.clone()),
         fanout: None,

@@ -155,12 +155,14 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
     JobPlan {
         job_id: "bench".into(),
         source,
+        max_record_bytes: crate::config::DEFAULT_MAX_RECORD_BYTES,
         windows,
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(5_000),
             allowed_lateness: Span::from_millis(60_000),
             idle_timeout: Span::from_millis(30_000),
             emit_interval: Span::from_millis(1_000),
+            max_future: Span::from_millis(3_600_000),
         },
         sink: SinkPlan::Memory(hotlist_sinks::MemoryStore::new()),
         fanout: None,

@@ -136,6 +136,9 @@ pub struct PublishedList {
 }
 
 /// Why a record went to the dead-letter output.
+///
+/// `Bad`, `Future` and `TooLarge` are bad records (counted in `hotlist_bad_records_total`);
+/// `Late` and `Sealed` are valid events that were not (fully) counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum DeadReason {
     /// Not a valid event (see the detail for which rule).
@@ -144,16 +147,37 @@ pub enum DeadReason {
     Late,
     /// Its window was already sealed (its partition had been excluded as idle).
     Sealed,
+    /// A valid event whose `ts` is more than `time.max_future` ahead of its reference time (the
+    /// Kafka message's timestamp, else the wall clock when it was read).
+    Future,
+    /// A record longer than `source.max_record_bytes` (its raw bytes are cut to the first 4 KiB).
+    TooLarge,
 }
 
 impl DeadReason {
+    /// Every reason, in `as_str` order of the stores' `CHECK` constraint.
+    pub const ALL: [DeadReason; 5] = [
+        DeadReason::Bad,
+        DeadReason::Late,
+        DeadReason::Sealed,
+        DeadReason::Future,
+        DeadReason::TooLarge,
+    ];
+
     /// Lower-case name, as stored in sinks.
     pub fn as_str(self) -> &'static str {
         match self {
             DeadReason::Bad => "bad",
             DeadReason::Late => "late",
             DeadReason::Sealed => "sealed",
+            DeadReason::Future => "future",
+            DeadReason::TooLarge => "too_large",
         }
+    }
+
+    /// Parses `as_str` output.
+    pub fn parse(s: &str) -> Option<DeadReason> {
+        DeadReason::ALL.into_iter().find(|r| r.as_str() == s)
     }
 }
 

@@ -189,8 +189,9 @@ pub(crate) fn epochs_at_or_below_the_committed_one_are_skipped(s: Subject) {
 }
 
 /// Dead letters are appended in order and read back newest first, per job, with their raw
-/// bytes exact (not UTF-8, empty, long) and positions up to `i64::MAX`, and counted per reason.
-/// A store that keeps none (Redis) only has to accept them.
+/// bytes exact (not UTF-8, empty, long) and positions up to `i64::MAX`, and counted per reason
+/// (every reason, `future` and `too_large` included). A store that keeps none (Redis) only has
+/// to accept them.
 pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
     let letters = [
         letter(1, DeadReason::Bad, &[0xff, 0x00, 0xc3, 0x28, b'{']),
@@ -198,6 +199,8 @@ pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
         letter(3, DeadReason::Bad, &[]),
         letter(u64::from(u32::MAX) + 7, DeadReason::Sealed, &[0x80; 300]),
         letter(i64::MAX as u64, DeadReason::Bad, b"\0"),
+        letter(9, DeadReason::Future, b"{\"item_id\":\"a\",\"ts\":253402300799999}"),
+        letter(10, DeadReason::TooLarge, &[b'x'; 4096]),
     ];
     let mut w = (s.writer)();
     let mut b = batch(1, vec![]);
@@ -220,8 +223,10 @@ pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
         h.dead_letter_counts(JOB).unwrap(),
         vec![
             ("bad".to_string(), 3),
+            ("future".to_string(), 1),
             ("late".to_string(), 1),
-            ("sealed".to_string(), 1)
+            ("sealed".to_string(), 1),
+            ("too_large".to_string(), 1)
         ]
     );
 }

@@ -77,12 +77,7 @@ pub(crate) fn revision(location: &Path, revision: i64) -> Result<u32, SinkError>
 
 /// Parses `DeadReason::as_str` output.
 pub(crate) fn parse_reason(s: &str) -> Option<DeadReason> {
-    match s {
-        "bad" => Some(DeadReason::Bad),
-        "late" => Some(DeadReason::Late),
-        "sealed" => Some(DeadReason::Sealed),
-        _ => None,
-    }
+    DeadReason::parse(s)
 }
 
 /// A window definition as `prepare` recorded it.
@@ -172,9 +167,11 @@ mod tests {
 
     #[test]
     fn reasons_round_trip() {
-        for r in [DeadReason::Bad, DeadReason::Late, DeadReason::Sealed] {
+        for r in DeadReason::ALL {
             assert_eq!(parse_reason(r.as_str()), Some(r));
         }
+        let names: Vec<&str> = DeadReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(names, ["bad", "late", "sealed", "future", "too_large"]);
         assert_eq!(parse_reason("other"), None);
     }
 }

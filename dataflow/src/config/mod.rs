@@ -13,7 +13,11 @@ mod raw;
 mod tests;
 mod validate;
 
-pub use plan::{CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan};
+pub use plan::{
+    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan,
+    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+};
+pub use validate::check_against_clock;
 
 use anyhow::{anyhow, bail, Context, Result};
 use raw::RawConfig;

@@ -8,6 +8,13 @@ use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// The default of `source.max_record_bytes`: 1 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
+
+/// The largest `source.max_record_bytes` accepted: 64 MiB. A source holds one record of up
+/// to this size per partition, and a dead letter keeps a bad record of up to this size whole.
+pub const MAX_RECORD_BYTES_LIMIT: usize = 64 << 20;
+
 /// A validated job.
 #[derive(Clone, Debug)]
 pub struct JobPlan {
@@ -15,6 +22,9 @@ pub struct JobPlan {
     pub job_id: String,
     /// Input.
     pub source: SourcePlan,
+    /// Longest record a source takes, in bytes (a line of a file or stdin, a Kafka message): a
+    /// longer one is a `too_large` dead letter. Between 1 and [`MAX_RECORD_BYTES_LIMIT`].
+    pub max_record_bytes: usize,
     /// Windows, in configured order.
     pub windows: Vec<WindowSpec>,
     /// Event-time settings.
@@ -169,4 +179,7 @@ pub struct TimePlan {
     pub idle_timeout: Span,
     /// How often provisional lists of open windows are published (wall clock).
     pub emit_interval: Span,
+    /// An event whose `ts` is more than this ahead of its reference time (the Kafka message's
+    /// timestamp; else the wall clock when its batch was read) is a `future` dead letter.
+    pub max_future: Span,
 }

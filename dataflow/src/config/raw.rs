@@ -61,6 +61,8 @@ pub struct RawFileSource {
     pub path: Option<String>,
     /// Accepted for symmetry with the other kinds (files always end).
     pub bounded: Option<bool>,
+    /// Longest line in bytes; a longer one is a `too_large` dead letter.
+    pub max_record_bytes: Option<i64>,
 }
 
 /// `[source] kind = "generator"`.
@@ -79,7 +81,8 @@ pub struct RawGeneratorSource {
     pub events: Option<u64>,
     /// Records per second of event time, per partition.
     pub rate: Option<u64>,
-    /// "now" (default) or an RFC 3339 time / integer milliseconds.
+    /// "now" (default), an RFC 3339 time (a string, or a TOML datetime with an offset) or
+    /// integer milliseconds.
     pub start: Option<toml::Value>,
     /// On-time events are up to this much older than their base time.
     pub jitter: Option<String>,
@@ -93,6 +96,8 @@ pub struct RawGeneratorSource {
     pub pace: Option<bool>,
     /// End after `events` (which must then be set).
     pub bounded: Option<bool>,
+    /// Accepted for symmetry with the other kinds (generated records are far shorter).
+    pub max_record_bytes: Option<i64>,
 }
 
 /// `[source] kind = "kafka"`.
@@ -108,10 +113,24 @@ pub struct RawKafkaSource {
     /// Read up to the end offsets at start, then end.
     pub bounded: Option<bool>,
     /// Start at the first message (per partition) whose timestamp is at or after this time
-    /// (RFC 3339 or milliseconds); default: the earliest offset.
+    /// (RFC 3339, as a string or a TOML datetime with an offset, or milliseconds); default: the
+    /// earliest offset.
     pub start_time: Option<toml::Value>,
     /// Extra librdkafka properties.
     pub options: Option<toml::Table>,
+    /// Longest message in bytes; a longer one is a `too_large` dead letter.
+    pub max_record_bytes: Option<i64>,
+}
+
+impl RawSource {
+    /// `source.max_record_bytes`, whatever the kind.
+    pub fn max_record_bytes(&self) -> Option<i64> {
+        match self {
+            RawSource::File(s) => s.max_record_bytes,
+            RawSource::Generator(s) => s.max_record_bytes,
+            RawSource::Kafka(s) => s.max_record_bytes,
+        }
+    }
 }
 
 /// The dispatch on `kind` is written out rather than derived (`#[serde(tag = "kind")]`): the
@@ -151,6 +170,9 @@ pub struct RawTime {
     pub idle_timeout: Option<String>,
     /// How often provisional lists of open windows are published (default 1s).
     pub emit_interval: Option<String>,
+    /// An event further ahead of its reference time than this is a `future` dead letter
+    /// (default 1h).
+    pub max_future: Option<String>,
 }
 
 /// One `[[window]]`.

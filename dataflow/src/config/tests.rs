@@ -166,3 +166,129 @@ fn a_key_of_another_kind_is_rejected() {
     let err = format!("{:#}", plan("[source]\npath = \"-\"\n", &[]).unwrap_err());
     assert!(err.contains("kind"), "{err}");
 }
+
+/// Start times are RFC 3339 strings, TOML datetimes with an offset (what TOML makes of an
+/// unquoted `2026-11-29T10:00:00Z`, in the file or in `--set`) or milliseconds; a datetime
+/// without an offset, or a bare date, is refused with a line naming the key.
+#[test]
+fn start_times_take_toml_datetimes() {
+    let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+    let start_time = |text: &str, set: &[&str]| -> Result<Option<Millis>> {
+        match plan(text, set)?.source {
+            SourcePlan::Kafka { spec, .. } => Ok(spec.start_time),
+            other => panic!("{other:?}"),
+        }
+    };
+    let want = Millis::parse_rfc3339("2026-11-29T10:00:00Z").expect("a time");
+    assert_eq!(
+        start_time(kafka, &["source.start_time=2026-11-29T10:00:00Z"]).unwrap(),
+        Some(want)
+    );
+    assert_eq!(
+        start_time(kafka, &["source.start_time=2026-11-29T11:00:00.5+01:00"]).unwrap(),
+        Some(Millis(want.0 + 500))
+    );
+    let unquoted = format!("{kafka}start_time = 2026-11-29T10:00:00Z\n");
+    assert_eq!(start_time(&unquoted, &[]).unwrap(), Some(want));
+    match plan(GEN, &["source.start=2026-11-29T10:00:00Z"]).unwrap().source {
+        SourcePlan::Generator { spec, .. } => assert_eq!(spec.start, want),
+        other => panic!("{other:?}"),
+    }
+    let datetime = |s: &str| toml::Value::Datetime(s.parse().expect("a TOML datetime"));
+    assert_eq!(
+        super::validate::instant("k", &datetime("2026-11-29T10:00:00Z")).unwrap(),
+        want
+    );
+    let err = super::validate::instant("k", &datetime("2026-11-29T10:00:00")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("k: 2026-11-29T10:00:00 is not a time with an offset"),
+        "{err}"
+    );
+    for (text, set, key) in [
+        (kafka, "source.start_time=2026-11-29T10:00:00", "source.start_time"),
+        (kafka, "source.start_time=2026-11-29", "source.start_time"),
+        (GEN, "source.start=2026-11-29T10:00:00", "source.start"),
+        (GEN, "source.start=true", "source.start"),
+    ] {
+        let err = format!("{:#}", plan(text, &[set]).unwrap_err());
+        assert!(err.starts_with(key), "{set}: {err}");
+    }
+}
+
+/// `source.max_record_bytes` is 1 MiB unless set, is a key of every kind, and must be between
+/// 1 and 64 MiB; `time.max_future` is 1 h unless set and must be positive.
+#[test]
+fn record_size_and_max_future() {
+    let p = plan(GEN, &[]).unwrap();
+    assert_eq!(
+        (p.max_record_bytes, p.time.max_future),
+        (1 << 20, Span::from_millis(3_600_000))
+    );
+    let file = "[source]\nkind = \"file\"\npath = \"-\"\n";
+    let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+    for text in [GEN, file, kafka] {
+        let p = plan(text, &["source.max_record_bytes=4096", "time.max_future=\"10m\""]).unwrap();
+        assert_eq!(
+            (p.max_record_bytes, p.time.max_future),
+            (4096, Span::from_millis(600_000))
+        );
+        assert_eq!(
+            plan(text, &["source.max_record_bytes=67108864"])
+                .unwrap()
+                .max_record_bytes,
+            64 << 20
+        );
+        for bad in [
+            "source.max_record_bytes=0",
+            "source.max_record_bytes=67108865",
+            "source.max_record_bytes=-1",
+        ] {
+            let err = format!("{:#}", plan(text, &[bad]).unwrap_err());
+            assert!(
+                err.starts_with("source.max_record_bytes: must be between 1 and 67108864"),
+                "{err}"
+            );
+        }
+    }
+    let err = format!("{:#}", plan(GEN, &["time.max_future=\"0s\""]).unwrap_err());
+    assert!(err.starts_with("time.max_future: must be positive"), "{err}");
+}
+
+/// A generator that starts, or (unpaced and bounded) ends, further ahead of the wall clock than
+/// `time.max_future` is refused when a run starts; near-now and far-past starts are fine.
+#[test]
+fn a_generator_beyond_max_future_is_refused() {
+    let now = Millis(1_800_000_000_000);
+    let check = |set: &[&str]| check_against_clock(&plan(GEN, set).unwrap(), now).map_err(|e| format!("{e:#}"));
+    assert!(check(&[]).is_ok(), "start = 0");
+    assert!(
+        check(&["source.start=1800003600000"]).is_ok(),
+        "exactly max_future ahead"
+    );
+    let err = check(&["source.start=1800003600001"]).unwrap_err();
+    assert!(
+        err.starts_with("source.start: ") && err.contains("time.max_future (1h)"),
+        "{err}"
+    );
+    assert!(check(&["source.start=1800003600001", "time.max_future=\"2h\""]).is_ok());
+    // 10 events at 1 per second from now: the last is 9 s ahead
+    let fast = [
+        "source.start=1800000000000",
+        "source.partitions=1",
+        "source.rate=1",
+        "time.max_future=\"8s\"",
+    ];
+    let err = check(&fast).unwrap_err();
+    assert!(
+        err.starts_with("source.events: ") && err.contains("source.pace = true"),
+        "{err}"
+    );
+    assert!(
+        check(&[&fast[..], &["source.pace=true"]].concat()).is_ok(),
+        "paced: never ahead"
+    );
+    assert!(check(&[&fast[..], &["time.max_future=\"9s\""]].concat()).is_ok());
+    let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+    assert!(check_against_clock(&plan(kafka, &[]).unwrap(), now).is_ok());
+}

@@ -4,7 +4,10 @@
 //! The order of the checks is the order the sections are listed in the plan, so a config with
 //! several problems always reports the same one first.
 
-use super::plan::{CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan};
+use super::plan::{
+    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan,
+    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+};
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawKafkaSource, RawRun, RawSink, RawSource, RawTime,
     RawWindow,
@@ -24,6 +27,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         bail!("job.id: must be 1 to 128 characters");
     }
     let source = raw.source.ok_or_else(|| anyhow!("missing [source] section"))?;
+    let max_record_bytes = validate_max_record_bytes(source.max_record_bytes())?;
     let source = validate_source(source)?;
     let time = validate_time(&raw.time)?;
     let windows = validate_windows(&raw.window)?;
@@ -52,6 +56,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     Ok(JobPlan {
         job_id,
         source,
+        max_record_bytes,
         windows,
         time,
         sink,
@@ -78,6 +83,37 @@ fn fraction(key: &str, v: Option<f64>) -> Result<f64> {
         bail!("{key}: must be between 0 and 1, got {f}");
     }
     Ok(f)
+}
+
+/// A time key: an RFC 3339 string, a TOML datetime with a date, a time and an offset (an
+/// unquoted `2026-11-29T10:00:00Z` in the file or in `--set` is one), or integer milliseconds.
+/// (The `[source]` keys reach here through `RawSource`'s deserializer, whose round trip turns
+/// a TOML datetime into its text today; the datetime arm keeps it a time if that changes.)
+pub(super) fn instant(key: &str, v: &toml::Value) -> Result<Millis> {
+    match v {
+        toml::Value::String(s) => {
+            Millis::parse_user(s).ok_or_else(|| anyhow!("{key}: {s:?} is not an RFC 3339 time or milliseconds"))
+        }
+        toml::Value::Integer(ms) => Ok(Millis(*ms)),
+        toml::Value::Datetime(dt) if dt.date.is_some() && dt.time.is_some() && dt.offset.is_some() => {
+            Millis::parse_rfc3339(&dt.to_string()).ok_or_else(|| anyhow!("{key}: {dt} is not an RFC 3339 time"))
+        }
+        toml::Value::Datetime(dt) => {
+            bail!("{key}: {dt} is not a time with an offset (e.g. 2026-11-29T10:00:00Z)")
+        }
+        other => bail!("{key}: expected an RFC 3339 time or milliseconds, got {other}"),
+    }
+}
+
+/// `source.max_record_bytes`: 1 MiB unless set; 0 and more than 64 MiB are refused.
+fn validate_max_record_bytes(v: Option<i64>) -> Result<usize> {
+    let Some(n) = v else {
+        return Ok(DEFAULT_MAX_RECORD_BYTES);
+    };
+    match usize::try_from(n) {
+        Ok(n) if (1..=MAX_RECORD_BYTES_LIMIT).contains(&n) => Ok(n),
+        _ => bail!("source.max_record_bytes: must be between 1 and {MAX_RECORD_BYTES_LIMIT} (64 MiB), got {n}"),
+    }
 }
 
 fn validate_source(source: RawSource) -> Result<SourcePlan> {
@@ -118,10 +154,7 @@ fn validate_generator_source(s: RawGeneratorSource) -> Result<SourcePlan> {
     let start = match &s.start {
         None => Millis::now(),
         Some(toml::Value::String(v)) if v == "now" => Millis::now(),
-        Some(toml::Value::String(v)) => Millis::parse_user(v)
-            .ok_or_else(|| anyhow!("source.start: {v:?} is not \"now\", RFC 3339 or milliseconds"))?,
-        Some(toml::Value::Integer(ms)) => Millis(*ms),
-        Some(other) => bail!("source.start: expected a string or integer, got {other}"),
+        Some(v) => instant("source.start", v).context("source.start: expected \"now\", RFC 3339 or milliseconds")?,
     };
     let spec = GeneratorSpec {
         seed: s.seed.unwrap_or(d.seed),
@@ -162,15 +195,11 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
         group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
         bounded: s.bounded.unwrap_or(false),
-        start_time: match &s.start_time {
-            None => None,
-            Some(toml::Value::String(v)) => Some(
-                Millis::parse_user(v)
-                    .ok_or_else(|| anyhow!("source.start_time: {v:?} is not an RFC 3339 time or milliseconds"))?,
-            ),
-            Some(toml::Value::Integer(ms)) => Some(Millis(*ms)),
-            Some(other) => bail!("source.start_time: expected a string or integer, got {other}"),
-        },
+        start_time: s
+            .start_time
+            .as_ref()
+            .map(|v| instant("source.start_time", v))
+            .transpose()?,
         options,
     };
     Ok(SourcePlan::Kafka { spec, partitions: 0 })
@@ -182,9 +211,13 @@ fn validate_time(t: &RawTime) -> Result<TimePlan> {
         allowed_lateness: span("time.allowed_lateness", &t.allowed_lateness, "1m")?,
         idle_timeout: span("time.idle_timeout", &t.idle_timeout, "30s")?,
         emit_interval: span("time.emit_interval", &t.emit_interval, "1s")?,
+        max_future: span("time.max_future", &t.max_future, "1h")?,
     };
     if time.emit_interval == Span::ZERO {
         bail!("time.emit_interval: must be positive");
+    }
+    if time.max_future == Span::ZERO {
+        bail!("time.max_future: must be positive");
     }
     Ok(time)
 }
@@ -312,4 +345,33 @@ fn validate_cluster(run: &RawRun, overrides: &Overrides) -> Result<Option<Cluste
         addresses,
         connect_timeout,
     }))
+}
+
+/// Checks a plan against the wall clock `now`, when a run starts: a generator's events are
+/// judged against the wall clock (`time.max_future`), so a generator that starts, or (unpaced
+/// and bounded) ends, further ahead of now than `max_future` would dead-letter those events as
+/// `future`. That is a configuration mistake, refused with the way out. (`generate` and
+/// `produce` do not judge events and are not checked.) A paced generator that starts by now
+/// stays behind the wall clock; an endless unpaced one outruns it eventually (see README).
+pub fn check_against_clock(plan: &JobPlan, now: Millis) -> Result<()> {
+    let SourcePlan::Generator { spec, pace } = &plan.source else {
+        return Ok(());
+    };
+    let max_future = plan.time.max_future;
+    let horizon = now.plus(max_future);
+    if spec.start > horizon {
+        bail!(
+            "source.start: {} is more than time.max_future ({max_future}) ahead of now ({now}): every event \
+             would be a `future` dead letter; start earlier or raise time.max_future",
+            spec.start
+        );
+    }
+    if let Some(last) = spec.last_base_time().filter(|t| !pace && *t > horizon) {
+        bail!(
+            "source.events: this unpaced generator's events reach {last}, more than time.max_future \
+             ({max_future}) ahead of now ({now}): the later ones would be `future` dead letters; start \
+             earlier, set source.pace = true, or raise time.max_future"
+        );
+    }
+    Ok(())
 }

@@ -94,6 +94,15 @@ impl GeneratorSpec {
         Some(total / parts + extra)
     }
 
+    /// The latest base time of any record (`None` for an endless generator): record `i` of a
+    /// partition is at `start + ⌊i · 1000 / rate⌋` ms before jitter and lateness (which only
+    /// move it back), and partition 0 has the most records.
+    pub fn last_base_time(&self) -> Option<Millis> {
+        let n = self.partition_events(0)?;
+        let ms = i128::from(n.saturating_sub(1)) * 1000 / i128::from(self.rate.max(1));
+        Some(Millis(i64::try_from(i128::from(self.start.0) + ms).unwrap_or(i64::MAX)))
+    }
+
     /// 64-bit words of the ChaCha stream every record of this spec consumes.
     pub fn words_per_record(&self) -> u64 {
         1 + u64::from(self.bad_fraction > 0.0)
@@ -156,6 +165,32 @@ mod tests {
         assert!(PartitionStream::try_new(&s, t.clone(), 4).is_err());
         assert!(PartitionStream::try_new(&spec(11), t.clone(), 0).is_err());
         assert!(PartitionStream::try_new(&GeneratorSpec { zipf: 1.0, ..s }, t, 0).is_err());
+    }
+
+    /// `last_base_time` is the latest event time a generator without jitter produces.
+    #[test]
+    fn last_base_time_is_the_latest_event_time() {
+        let s = GeneratorSpec {
+            events: Some(10),
+            partitions: 3,
+            rate: 3,
+            start: Millis(1000),
+            ..spec(5)
+        };
+        let latest = (0..3)
+            .flat_map(|p| super::super::testing::stream(&s, p))
+            .filter_map(|g| match g {
+                crate::generator::Generated::Event { ts, .. } => Some(ts),
+                crate::generator::Generated::Bad { .. } => None,
+            })
+            .max();
+        assert_eq!(s.last_base_time(), latest);
+        assert_eq!(
+            latest,
+            Some(Millis(1000 + 1000)),
+            "partition 0's 4th record: 1000 + 3 · 1000 / 3"
+        );
+        assert_eq!(GeneratorSpec { events: None, ..s }.last_base_time(), None);
     }
 
     #[test]

@@ -56,8 +56,10 @@ fn open_redis(t: &RedisTarget) -> Result<RedisStore> {
     RedisStore::connect(&t.url, &t.prefix).context("cannot connect to the Redis sink")
 }
 
-/// Completes what a plan can only know at run time: a Kafka topic's partition count.
+/// Completes and checks what a plan can only know at run time: a Kafka topic's partition count;
+/// whether a generator's events stay within `time.max_future` of the wall clock.
 pub fn resolve_source(plan: &JobPlan) -> Result<JobPlan> {
+    crate::config::check_against_clock(plan, hotlist_operators::time::Millis::now())?;
     let mut p = plan.clone();
     if let SourcePlan::Kafka { spec, partitions: 0 } = &plan.source {
         let n = kafka::partition_count(spec, Duration::from_secs(30))?;

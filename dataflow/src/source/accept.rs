@@ -1,23 +1,30 @@
-//! One record's way into the job: parsed (if it is a raw line), stamped with its partition's
-//! watermark *before* it, judged late or not, and routed to the events or the dead letters.
+//! One record's way into the job: checked (size, the event contract, the event time range,
+//! `time.max_future`), stamped with its partition's watermark *before* it, judged late or not,
+//! and routed to the events or the dead letters.
 //!
-//! This is the per-record hot path: no allocation for an accepted event (its id is inline up to
-//! 24 bytes), counters bumped in a plain struct and flushed to the shared stats once per
+//! Every record is counted or dead-lettered, never dropped: a record longer than
+//! `source.max_record_bytes` is `too_large`, one that is not an event (or whose `ts` is outside
+//! years 0000–9999, generated events included) is `bad`, an event further ahead of its reference
+//! time than `max_future` is `future`; none of them moves the watermark. The reference time is
+//! the Kafka message's timestamp, else the wall clock read once per batch ([`Rules::wall`]).
+//!
+//! This is the per-record path: no allocation for an accepted event (its id is inline up to 24
+//! bytes), counters bumped in a plain struct and flushed to the shared stats once per
 //! activation.
 
-use super::Record;
-use hotlist_operators::event::parse_event;
+use super::{InMessage, Record};
+use hotlist_operators::event::{check_event_time, parse_event};
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, PartitionId, TimedEvent};
-use hotlist_operators::time::Millis;
+use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 
 /// What one activation read, waiting to be handed to the outputs.
 pub struct Batch {
     /// Accepted events.
     pub events: Vec<TimedEvent>,
-    /// Bad and late records.
+    /// Bad records and late events.
     pub dead: Vec<DeadLetter>,
 }
 
@@ -28,7 +35,7 @@ pub struct Tally {
     pub records: u64,
     /// Valid events.
     pub events: u64,
-    /// Bad records.
+    /// Bad records (reasons `bad`, `future` and `too_large`).
     pub bad: u64,
     /// Events late for some window.
     pub late: u64,
@@ -36,76 +43,278 @@ pub struct Tally {
     pub late_dropped: u64,
 }
 
-/// Parses (if needed), stamps, judges and routes one record read at `position` of `partition`.
-#[inline]
-pub fn accept(
-    rec: Record<'_>,
-    partition: PartitionId,
-    position: u64,
-    clock: &mut PartitionClock,
-    judge: &LatenessJudge,
-    out: &mut Batch,
-    tally: &mut Tally,
-) {
-    // the position of a Kafka record is its message's offset; the detail names the line in it
-    let in_message = |detail: String| match rec {
-        Record::LineAt(_, _, n) => format!("{detail} (line {n} of the message)"),
-        _ => detail,
-    };
-    let (item, ts, raw): (ItemId, Millis, Option<&[u8]>) = match rec {
-        Record::Line(line) | Record::LineAt(line, _, _) => match parse_event(line) {
-            Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line)),
-            Err(bad) => {
-                tally.bad += 1;
-                out.dead.push(DeadLetter {
-                    partition,
-                    position,
-                    raw: line.to_vec(),
-                    reason: DeadReason::Bad,
-                    detail: in_message(bad.to_string()),
-                });
-                return;
-            }
-        },
-        Record::Event(item, ts) => (item.clone(), ts, None),
-    };
-    tally.events += 1;
-    let wm_before = clock.observe(ts);
-    let verdict = judge.judge(ts, wm_before);
-    if verdict.late_windows != 0 {
-        tally.late += 1;
-        tally.late_dropped += verdict.fully_late as u64;
-        let raw = match raw {
-            Some(r) => r.to_vec(),
-            None => {
-                let mut v = Vec::new();
-                crate::generator::render_json(&item, ts, &mut v);
-                v
-            }
-        };
-        out.dead.push(DeadLetter {
-            partition,
-            position,
+/// The rules a record is judged by.
+pub struct Rules {
+    /// The lateness rule.
+    pub judge: LatenessJudge,
+    /// `time.max_future`.
+    pub max_future: Span,
+    /// `source.max_record_bytes` (for the detail of `too_large` letters).
+    pub max_record_bytes: usize,
+    /// The wall clock when this batch was read: the reference time of records without a
+    /// message timestamp (files, stdin, the generator).
+    pub wall: Millis,
+}
+
+/// Where one record goes: its partition and position, and the batch and tallies it lands in.
+pub struct Place<'a> {
+    /// The partition.
+    pub partition: PartitionId,
+    /// Its position in the partition.
+    pub position: u64,
+    /// Where accepted events and dead letters go.
+    pub out: &'a mut Batch,
+    /// The partition's counts.
+    pub tally: &'a mut Tally,
+}
+
+impl Place<'_> {
+    /// Dead-letters the record as a bad one (`bad`, `future` or `too_large`).
+    fn reject(&mut self, raw: Vec<u8>, reason: DeadReason, detail: String) {
+        self.tally.bad += 1;
+        self.out.dead.push(DeadLetter {
+            partition: self.partition,
+            position: self.position,
             raw,
+            reason,
+            detail,
+        });
+    }
+}
+
+/// Checks (parsing if needed), stamps, judges and routes one record.
+#[inline]
+pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, rules: &Rules) {
+    let message = rec.message();
+    let (item, ts, raw): (ItemId, Millis, Option<&[u8]>) = match rec {
+        Record::TooLarge { head, len, at: m } => {
+            let what = if m.is_some() { "message" } else { "record" };
+            let detail = format!(
+                "{what} is {len} bytes, more than source.max_record_bytes ({}); raw keeps its first {}",
+                rules.max_record_bytes,
+                head.len()
+            );
+            return at.reject(head.to_vec(), DeadReason::TooLarge, detail);
+        }
+        Record::Line(line) | Record::LineAt(line, _) => match parse_event(line) {
+            Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line)),
+            Err(bad) => return at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message)),
+        },
+        Record::Event(item, ts) => match check_event_time(ts) {
+            Ok(ts) => (item.clone(), ts, None),
+            Err(bad) => return at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string()),
+        },
+    };
+    let (reference, of) = reference_time(message, rules.wall);
+    if ts > reference.plus(rules.max_future) {
+        let raw = raw.map_or_else(|| rendered(&item, ts), <[u8]>::to_vec);
+        let detail = format!(
+            "ts {ts} is more than time.max_future ({}) ahead of {of} ({reference})",
+            rules.max_future
+        );
+        return at.reject(raw, DeadReason::Future, in_message(detail, message));
+    }
+    at.tally.events += 1;
+    let wm_before = clock.observe(ts);
+    let verdict = rules.judge.judge(ts, wm_before);
+    if verdict.late_windows != 0 {
+        at.tally.late += 1;
+        at.tally.late_dropped += verdict.fully_late as u64;
+        let detail = format!(
+            "late for window(s) {}: partition watermark was {} (allowed lateness {})",
+            rules.judge.names(verdict.late_windows),
+            wm_before,
+            rules.judge.allowed_lateness()
+        );
+        at.out.dead.push(DeadLetter {
+            partition: at.partition,
+            position: at.position,
+            raw: raw.map_or_else(|| rendered(&item, ts), <[u8]>::to_vec),
             reason: DeadReason::Late,
-            detail: in_message(format!(
-                "late for window(s) {}: partition watermark was {} (allowed lateness {})",
-                judge.names(verdict.late_windows),
-                wm_before,
-                judge.allowed_lateness()
-            )),
+            detail: in_message(detail, message),
         });
         if verdict.fully_late {
             return;
         }
     }
     let hash = item_hash(&item);
-    out.events.push(TimedEvent {
+    at.out.events.push(TimedEvent {
         item,
         ts,
         wm_before,
         hash,
-        partition,
-        position,
+        partition: at.partition,
+        position: at.position,
     });
+}
+
+/// The reference time of the `max_future` rule and what it is: the message's timestamp, else
+/// the wall clock of the batch.
+fn reference_time(message: Option<InMessage>, wall: Millis) -> (Millis, &'static str) {
+    match message {
+        Some(InMessage { timestamp: Some(t), .. }) => (t, "the message timestamp"),
+        Some(_) => (wall, "the wall clock at read time (the message has no timestamp)"),
+        None => (wall, "the wall clock at read time"),
+    }
+}
+
+/// The position of a Kafka record is its message's offset: the detail names its line in it.
+fn in_message(detail: String, message: Option<InMessage>) -> String {
+    match message {
+        Some(m) if m.line > 0 => format!("{detail} (line {} of the message)", m.line),
+        _ => detail,
+    }
+}
+
+/// A generated event as the JSON line it stands for (its dead letter's raw bytes).
+fn rendered(item: &ItemId, ts: Millis) -> Vec<u8> {
+    let mut v = Vec::new();
+    crate::generator::render_json(item, ts, &mut v);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::window::WindowSpec;
+
+    fn rules(wall: i64) -> Rules {
+        let w = WindowSpec::tumbling("1m", Span::from_millis(60_000), 5);
+        Rules {
+            judge: LatenessJudge::new(vec![w], Span::from_millis(1000)),
+            max_future: Span::from_millis(3_600_000),
+            max_record_bytes: 100,
+            wall: Millis(wall),
+        }
+    }
+
+    /// What `records` became: (reason, detail) of the dead letters, the accepted (item, ts),
+    /// the partition watermark after them, and the bad records tallied.
+    type Outcome = (Vec<(DeadReason, String)>, Vec<(String, i64)>, Millis, u64);
+
+    fn run(records: Vec<Record<'_>>, rules: &Rules) -> Outcome {
+        let (mut out, mut tally) = (
+            Batch {
+                events: vec![],
+                dead: vec![],
+            },
+            Tally::default(),
+        );
+        let mut clock = PartitionClock::new(Span::ZERO);
+        for (i, rec) in records.into_iter().enumerate() {
+            let at = Place {
+                partition: PartitionId(0),
+                position: i as u64 + 1,
+                out: &mut out,
+                tally: &mut tally,
+            };
+            accept(rec, at, &mut clock, rules);
+        }
+        let dead = out.dead.into_iter().map(|d| (d.reason, d.detail)).collect();
+        let events = out.events.into_iter().map(|e| (e.item.to_string(), e.ts.0)).collect();
+        (dead, events, clock.watermark(), tally.bad)
+    }
+
+    /// Generated events are held to the event time range like parsed ones; an event more than
+    /// `max_future` ahead of the wall clock is `future`; neither moves the watermark.
+    #[test]
+    fn generated_and_future_events_are_bad_records() {
+        let item = ItemId::from("a");
+        let hour = 3_600_000;
+        let recs = vec![
+            Record::Event(&item, Millis::MIN),
+            Record::Event(&item, Millis(Millis::MAX_EVENT.0 + 1)),
+            Record::Event(&item, Millis(1000 + hour + 1)),
+            Record::Line(br#"{"item_id":"b","ts":9000000000000000}"#),
+            Record::Line(br#"{"item_id":"c","ts":3601001}"#),
+            Record::Event(&item, Millis(1000 + hour)),
+        ];
+        let (dead, events, wm, bad) = run(recs, &rules(1000));
+        let reasons: Vec<DeadReason> = dead.iter().map(|d| d.0).collect();
+        use DeadReason::{Bad, Future};
+        assert_eq!(reasons, [Bad, Bad, Future, Bad, Future]);
+        assert_eq!(dead[0].1, "ts -9223372036854775808 is outside years 0000-9999");
+        assert_eq!(
+            dead[2].1,
+            "ts 1970-01-01T01:00:01.001Z is more than time.max_future (1h) ahead of the wall clock at read time \
+             (1970-01-01T00:00:01.000Z)"
+        );
+        assert_eq!(events, [("a".to_string(), 1000 + hour)]);
+        assert_eq!((wm, bad), (Millis(1000 + hour), 5));
+    }
+
+    /// Kafka records are judged against their message's timestamp, whatever the wall clock;
+    /// without one, against the wall clock (and the detail says so).
+    #[test]
+    fn kafka_records_are_judged_against_their_message_timestamp() {
+        let line = br#"{"item_id":"a","ts":7300000}"#;
+        let msg = |timestamp| InMessage {
+            offset: 7,
+            timestamp,
+            line: 2,
+        };
+        let recs = vec![
+            Record::LineAt(line, msg(Some(Millis(3_700_000)))), // exactly 1 h ahead: ok
+            Record::LineAt(line, msg(Some(Millis(7_300_000)))),
+            Record::LineAt(line, msg(Some(Millis(0)))),
+            Record::LineAt(line, msg(None)),
+        ];
+        let (dead, events, _, _) = run(recs, &rules(i64::MAX / 2));
+        assert_eq!(events.len(), 3, "{dead:?}");
+        assert_eq!(
+            dead,
+            [(
+                DeadReason::Future,
+                "ts 1970-01-01T02:01:40.000Z is more than time.max_future (1h) ahead of the message timestamp \
+                 (1970-01-01T00:00:00.000Z) (line 2 of the message)"
+                    .to_string()
+            )]
+        );
+        let (dead, _, _, _) = run(vec![Record::LineAt(line, msg(None))], &rules(0));
+        assert!(
+            dead[0]
+                .1
+                .contains("the wall clock at read time (the message has no timestamp)"),
+            "{dead:?}"
+        );
+    }
+
+    /// A too-large record keeps its head and says its true length.
+    #[test]
+    fn too_large_records_say_their_length() {
+        let head = [b'x'; 4096];
+        let recs = vec![
+            Record::TooLarge {
+                head: &head,
+                len: 299_892_736,
+                at: None,
+            },
+            Record::TooLarge {
+                head: &head[..200],
+                len: 200,
+                at: Some(InMessage {
+                    offset: 3,
+                    timestamp: None,
+                    line: 0,
+                }),
+            },
+        ];
+        let (dead, _, wm, bad) = run(recs, &rules(0));
+        assert_eq!(
+            dead,
+            [
+                (
+                    DeadReason::TooLarge,
+                    "record is 299892736 bytes, more than source.max_record_bytes (100); raw keeps its first 4096"
+                        .to_string()
+                ),
+                (
+                    DeadReason::TooLarge,
+                    "message is 200 bytes, more than source.max_record_bytes (100); raw keeps its first 200"
+                        .to_string()
+                )
+            ]
+        );
+        assert_eq!((wm, bad), (Millis::MIN, 2));
+    }
 }

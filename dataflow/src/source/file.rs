@@ -1,49 +1,56 @@
 //! File and stdin readers: JSON lines, one partition each.
 //!
-//! Positions are 1-based line numbers. A line is everything up to `\n` (a trailing `\r` is
-//! dropped too); a last line without a newline still counts. A read error ends the partition
-//! with an error in the log: the file is the problem, not a record in it.
+//! Positions are 1-based line numbers. Lines are split by [`LineReader`] (`\n`, a trailing `\r`
+//! dropped, a last line without a newline still counts), in bounded memory: a line longer than
+//! `source.max_record_bytes` is a [`Record::TooLarge`] with its first 4 KiB. A read error fails
+//! the run ([`ReadStatus::Failed`], naming the input, the byte offset and the line): the input is
+//! the problem, not a record in it, and ending the partition there would seal lists of a
+//! partially read input.
 
+use super::lines::{Line, LineReader};
 use super::{ReadStatus, Record};
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Reads a JSON-lines file.
 pub struct FileReader {
     path: PathBuf,
-    reader: BufReader<File>,
-    line: Vec<u8>,
+    lines: LineReader<BufReader<File>>,
+    /// Lines read so far.
+    line: u64,
 }
 
 impl FileReader {
-    /// Opens `path`.
-    pub fn open(path: &Path) -> Result<FileReader> {
+    /// Opens `path`, whose lines may be up to `max_record_bytes` long.
+    pub fn open(path: &Path, max_record_bytes: usize) -> Result<FileReader> {
         let file = File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
         Ok(FileReader {
             path: path.to_path_buf(),
-            reader: BufReader::with_capacity(1 << 20, file),
-            line: Vec::with_capacity(256),
+            lines: LineReader::new(BufReader::with_capacity(1 << 20, file), max_record_bytes),
+            line: 0,
         })
     }
 
     /// Skips the first `lines` lines (resuming from a checkpoint). A file shorter than that
     /// has shrunk since: it is an error, so the job does not silently miss data.
     pub fn skip_to(&mut self, lines: u64) -> Result<()> {
-        for n in 0..lines {
-            self.line.clear();
-            let read = self
-                .reader
-                .read_until(b'\n', &mut self.line)
-                .with_context(|| format!("reading {}", self.path.display()))?;
-            if read == 0 {
+        while self.line < lines {
+            let ended = match self.lines.next_line() {
+                Ok(line) => line.is_none(),
+                Err(e) => return Err(anyhow::anyhow!("{}: {e}", self.failure_place())),
+            };
+            if ended {
                 anyhow::bail!(
-                    "{} has {n} lines, fewer than the checkpoint's {lines}",
-                    self.path.display()
+                    "{} has {} lines, fewer than the checkpoint's {lines}",
+                    self.path.display(),
+                    self.line
                 );
             }
+            self.line += 1;
         }
         Ok(())
     }
@@ -51,67 +58,111 @@ impl FileReader {
     /// Reads up to `budget` lines.
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {
-            self.line.clear();
-            match self.reader.read_until(b'\n', &mut self.line) {
-                Ok(0) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
-                Ok(_) => f(Record::Line(trim_newline(&self.line))),
-                Err(e) => {
-                    tracing::error!("reading {}: {e}; ending this partition", self.path.display());
-                    return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) };
-                }
+            match self.lines.next_line() {
+                Ok(None) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
+                Ok(Some(line)) => f(record(line)),
+                Err(e) => return ReadStatus::Failed(format!("{}: {e}", self.failure_place())),
             }
+            self.line += 1;
         }
         ReadStatus::Read(budget)
     }
+
+    /// Where a read failed: the file, the byte offset, the line.
+    fn failure_place(&self) -> String {
+        format!(
+            "reading {} failed at byte {} (line {})",
+            self.path.display(),
+            self.lines.offset(),
+            self.line + 1
+        )
+    }
 }
 
-fn trim_newline(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    line.strip_suffix(b"\r").unwrap_or(line)
+/// A line as the record the source takes.
+fn record(line: Line<'_>) -> Record<'_> {
+    match line {
+        Line::Whole(l) => Record::Line(l),
+        Line::TooLarge { head, len } => Record::TooLarge { head, len, at: None },
+    }
+}
+
+/// What the stdin thread hands over.
+enum FromStdin {
+    /// A line of at most `source.max_record_bytes`.
+    Line(Vec<u8>),
+    /// A longer one: its first 4 KiB and its length.
+    TooLarge(Vec<u8>, u64),
+    /// Reading failed: the run fails with this message.
+    Failed(String),
+}
+
+impl FromStdin {
+    fn bytes(&self) -> usize {
+        match self {
+            FromStdin::Line(l) | FromStdin::TooLarge(l, _) => l.len(),
+            FromStdin::Failed(_) => 0,
+        }
+    }
+}
+
+/// At most this many bytes of stdin lines wait for the job (besides one line of any size).
+const STDIN_BUFFER_BYTES: usize = 64 << 20;
+
+/// The bytes of lines waiting in the stdin channel, so a fast producer and a slow job never
+/// hold more than [`STDIN_BUFFER_BYTES`] (the channel also bounds the count of lines).
+#[derive(Default)]
+struct InFlight {
+    bytes: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl InFlight {
+    /// Waits until `n` more bytes fit (always when none are waiting), then counts them.
+    fn reserve(&self, n: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        while *bytes > 0 && *bytes + n > STDIN_BUFFER_BYTES {
+            bytes = self.freed.wait(bytes).unwrap_or_else(|e| e.into_inner());
+        }
+        *bytes += n;
+    }
+
+    /// `n` bytes were taken.
+    fn release(&self, n: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        *bytes = bytes.saturating_sub(n);
+        self.freed.notify_one();
+    }
 }
 
 /// Reads standard input on a helper thread, so a slow producer never blocks the worker.
 pub struct StdinReader {
-    rx: Receiver<Vec<u8>>,
+    rx: Receiver<FromStdin>,
+    in_flight: Arc<InFlight>,
 }
 
 impl StdinReader {
-    /// Starts the reading thread.
-    pub fn spawn() -> StdinReader {
+    /// Starts the reading thread; lines may be up to `max_record_bytes` long.
+    pub fn spawn(max_record_bytes: usize) -> StdinReader {
         let (tx, rx) = crossbeam_channel::bounded(1 << 16);
+        let in_flight = Arc::new(InFlight::default());
+        let shared = in_flight.clone();
         std::thread::Builder::new()
             .name("hotlist-stdin".into())
             .spawn(move || {
                 let stdin = std::io::stdin();
-                let mut lock = stdin.lock();
-                loop {
-                    let mut line = Vec::new();
-                    match lock.read_until(b'\n', &mut line) {
-                        Ok(0) => break,
-                        Ok(_) => {
-                            let len = trim_newline(&line).len();
-                            line.truncate(len);
-                            if tx.send(line).is_err() {
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            tracing::error!("reading stdin: {e}; ending the stdin partition");
-                            break;
-                        }
-                    }
-                }
+                read_lines(LineReader::new(stdin.lock(), max_record_bytes), &tx, &shared);
             })
             .map(|_| ())
             .unwrap_or_else(|e| tracing::error!("cannot start the stdin reader: {e}"));
-        StdinReader { rx }
+        StdinReader { rx, in_flight }
     }
 
     /// Takes up to `budget` lines that have arrived.
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {
-            match self.rx.try_recv() {
-                Ok(line) => f(Record::Line(&line)),
+            let item = match self.rx.try_recv() {
+                Ok(item) => item,
                 Err(TryRecvError::Empty) => {
                     return if n == 0 {
                         ReadStatus::Waiting
@@ -120,9 +171,42 @@ impl StdinReader {
                     }
                 }
                 Err(TryRecvError::Disconnected) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
+            };
+            self.in_flight.release(item.bytes());
+            match &item {
+                FromStdin::Line(l) => f(Record::Line(l)),
+                FromStdin::TooLarge(head, len) => f(Record::TooLarge {
+                    head,
+                    len: *len,
+                    at: None,
+                }),
+                FromStdin::Failed(e) => return ReadStatus::Failed(e.clone()),
             }
         }
         ReadStatus::Read(budget)
+    }
+}
+
+/// The stdin thread: every line into `tx` until the end of the input, a read error (sent
+/// as the last item) or the job going away.
+fn read_lines<R: BufRead>(mut lines: LineReader<R>, tx: &Sender<FromStdin>, in_flight: &InFlight) {
+    let mut number = 0u64;
+    loop {
+        number += 1;
+        let item = match lines.next_line() {
+            Ok(None) => return,
+            Ok(Some(Line::Whole(l))) => FromStdin::Line(l.to_vec()),
+            Ok(Some(Line::TooLarge { head, len })) => FromStdin::TooLarge(head.to_vec(), len),
+            Err(e) => FromStdin::Failed(format!(
+                "reading stdin failed at byte {} (line {number}): {e}",
+                lines.offset()
+            )),
+        };
+        let last = matches!(item, FromStdin::Failed(_));
+        in_flight.reserve(item.bytes());
+        if tx.send(item).is_err() || last {
+            return;
+        }
     }
 }
 
@@ -135,7 +219,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.jsonl");
         std::fs::write(&p, b"one\r\n\ntwo\nthree").unwrap();
-        let mut r = FileReader::open(&p).unwrap();
+        let mut r = FileReader::open(&p, 100).unwrap();
         let mut got: Vec<Vec<u8>> = Vec::new();
         let mut collect = |rec: Record<'_>| {
             if let Record::Line(l) = rec {
@@ -151,11 +235,99 @@ mod tests {
         );
     }
 
+    /// A line over the limit is one too-large record (and one line: positions stay line
+    /// numbers, also when resuming past it).
+    #[test]
+    fn a_long_line_is_one_too_large_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.jsonl");
+        std::fs::write(&p, [&[b'x'; 5000][..], b"\nok\n"].concat()).unwrap();
+        let mut r = FileReader::open(&p, 100).unwrap();
+        let mut got = Vec::new();
+        r.read(10, &mut |rec| match rec {
+            Record::TooLarge { head, len, at: None } => got.push((head.len(), len)),
+            Record::Line(l) => got.push((l.len(), 0)),
+            _ => panic!("unexpected record"),
+        });
+        assert_eq!(got, vec![(4096, 5000), (2, 0)]);
+        let mut r = FileReader::open(&p, 100).unwrap();
+        r.skip_to(1).unwrap();
+        let mut second = Vec::new();
+        r.read(10, &mut |rec| {
+            if let Record::Line(l) = rec {
+                second.push(l.to_vec())
+            }
+        });
+        assert_eq!(second, vec![b"ok".to_vec()]);
+    }
+
+    /// An input that cannot be read fails, naming the file, the offset and the line.
+    #[test]
+    fn a_read_error_fails_the_partition() {
+        // reading a process's own memory at address 0 is an I/O error
+        let mut r = FileReader::open(Path::new("/proc/self/mem"), 100).unwrap();
+        match r.read(10, &mut |_| panic!("no record")) {
+            ReadStatus::Failed(e) => assert!(
+                e.starts_with("reading /proc/self/mem failed at byte 0 (line 1): "),
+                "{e}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn missing_file_is_a_clear_error() {
-        let err = FileReader::open(Path::new("/nonexistent/x.jsonl"))
+        let err = FileReader::open(Path::new("/nonexistent/x.jsonl"), 100)
             .err()
             .expect("error");
         assert!(format!("{err:#}").contains("/nonexistent/x.jsonl"));
+    }
+
+    /// The stdin buffer is bounded by bytes: a line that does not fit waits until the job took
+    /// enough; a line larger than the whole budget still passes when nothing else waits.
+    #[test]
+    fn stdin_lines_in_flight_are_bounded_by_bytes() {
+        let in_flight = Arc::new(InFlight::default());
+        in_flight.reserve(STDIN_BUFFER_BYTES - 10);
+        let (done, reserved) = crossbeam_channel::bounded(1);
+        let waiting = in_flight.clone();
+        let t = std::thread::spawn(move || {
+            waiting.reserve(11);
+            done.send(()).expect("send");
+        });
+        let still_waiting = reserved.recv_timeout(std::time::Duration::from_millis(100));
+        assert!(still_waiting.is_err(), "11 more bytes do not fit");
+        in_flight.release(STDIN_BUFFER_BYTES - 10);
+        reserved.recv().expect("reserved once released");
+        t.join().expect("thread");
+        in_flight.release(11);
+        in_flight.reserve(2 * STDIN_BUFFER_BYTES); // alone: passes
+    }
+
+    /// The stdin thread's loop: lines, a too-large one, and a read error as the last item.
+    #[test]
+    fn stdin_lines_and_a_read_error() {
+        let (tx, rx) = crossbeam_channel::bounded(16);
+        let in_flight = InFlight::default();
+        let input = [&b"a\n"[..], &[b'y'; 300], b"\nb"].concat();
+        read_lines(LineReader::new(&input[..], 100), &tx, &in_flight);
+        let got: Vec<(Vec<u8>, u64)> = rx
+            .try_iter()
+            .map(|i| match i {
+                FromStdin::Line(l) => (l, 0),
+                FromStdin::TooLarge(h, len) => (h, len),
+                FromStdin::Failed(e) => panic!("{e}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![(b"a".to_vec(), 0), (vec![b'y'; 300], 300), (b"b".to_vec(), 0)]
+        );
+        let mut mem = std::io::BufReader::new(File::open("/proc/self/mem").unwrap());
+        read_lines(LineReader::new(&mut mem, 100), &tx, &in_flight);
+        match rx.try_recv() {
+            Ok(FromStdin::Failed(e)) => assert!(e.starts_with("reading stdin failed at byte 0 (line 1): "), "{e}"),
+            _ => panic!("a failure"),
+        }
     }
 }

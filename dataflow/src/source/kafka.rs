@@ -10,13 +10,21 @@
 //!
 //! Bounded runs read up to the end offsets the partitions had at start, then end.
 //!
+//! A message longer than `source.max_record_bytes` is one `too_large` record (its first 4 KiB
+//! kept); librdkafka fetches it whole first (a message above `fetch.message.max.bytes` is still
+//! fetched; one whose fetch response would exceed `receive.message.max.bytes`, 100 MB by
+//! default, cannot be, and the partition waits with WARN lines; brokers refuse messages above
+//! their `message.max.bytes`, 1 MB by default, anyway). Each record carries its message's
+//! timestamp, the reference of the `time.max_future` rule.
+//!
 //! With a start time, a partition starts at the first message whose timestamp is at or after
 //! it (Kafka's own definition of `offsetsForTimes`). The broker's answer is only used as the
 //! place to start reading: messages before the first one at or after the start time are
 //! skipped by timestamp, so the result is the same on brokers that answer imprecisely (tansu
 //! answers offset 0) and after a restore from a checkpoint taken while still skipping.
 
-use super::{ReadStatus, Record};
+use super::lines::RAW_HEAD_BYTES;
+use super::{InMessage, ReadStatus, Record};
 use crate::config::KafkaSpec;
 use anyhow::{anyhow, Context, Result};
 use hotlist_operators::time::Millis;
@@ -110,11 +118,14 @@ pub struct KafkaReader {
     skip_before: Option<i64>,
     /// Messages skipped that way.
     skipped: u64,
+    /// `source.max_record_bytes`: a longer message is one too-large record.
+    max_record_bytes: usize,
 }
 
 impl KafkaReader {
-    /// Opens partition `partition`, starting at `from` (an offset) or the earliest offset.
-    pub fn open(spec: &KafkaSpec, partition: u32, from: Option<u64>) -> Result<KafkaReader> {
+    /// Opens partition `partition`, starting at `from` (an offset) or the earliest offset;
+    /// messages may be up to `max_record_bytes` long.
+    pub fn open(spec: &KafkaSpec, partition: u32, from: Option<u64>, max_record_bytes: usize) -> Result<KafkaReader> {
         let consumer: BaseConsumer = client_config(spec).create().context("cannot create a Kafka consumer")?;
         let p = partition as i32;
         let (low, high) = consumer
@@ -142,6 +153,7 @@ impl KafkaReader {
             high_checked: Some(Instant::now()),
             skip_before: spec.start_time.map(|t| t.0),
             skipped: 0,
+            max_record_bytes,
         })
     }
 
@@ -229,19 +241,7 @@ impl KafkaReader {
                             self.skipped
                         );
                     }
-                    let payload = msg.payload().unwrap_or_default();
-                    let mut lines = payload.split(|b| *b == b'\n').peekable();
-                    let mut number = 0u32;
-                    while let Some(line) = lines.next() {
-                        // a trailing newline ends the last event; it is not an empty event
-                        if line.is_empty() && lines.peek().is_none() && !payload.is_empty() {
-                            break;
-                        }
-                        let line = line.strip_suffix(b"\r").unwrap_or(line);
-                        number = number.saturating_add(1);
-                        f(Record::LineAt(line, offset as u64, number));
-                        n += 1;
-                    }
+                    n += records_of(&msg, self.max_record_bytes, f);
                     self.next = offset + 1;
                 }
                 Some(Err(e)) => {
@@ -261,4 +261,36 @@ impl KafkaReader {
             ReadStatus::Waiting
         }
     }
+}
+
+/// Hands the records of one message to `f`: each line of it (a message may hold several
+/// events), or the whole message as one too-large record. Returns how many.
+fn records_of<M: Message>(msg: &M, max_record_bytes: usize, f: &mut impl FnMut(Record<'_>)) -> usize {
+    let payload = msg.payload().unwrap_or_default();
+    let at = |line| InMessage {
+        offset: msg.offset() as u64,
+        timestamp: msg.timestamp().to_millis().map(Millis),
+        line,
+    };
+    if payload.len() > max_record_bytes {
+        let head = &payload[..payload.len().min(RAW_HEAD_BYTES)];
+        f(Record::TooLarge {
+            head,
+            len: payload.len() as u64,
+            at: Some(at(0)),
+        });
+        return 1;
+    }
+    let mut lines = payload.split(|b| *b == b'\n').peekable();
+    let mut number = 0u32;
+    while let Some(line) = lines.next() {
+        // a trailing newline ends the last event; it is not an empty event
+        if line.is_empty() && lines.peek().is_none() && !payload.is_empty() {
+            break;
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        number = number.saturating_add(1);
+        f(Record::LineAt(line, at(number)));
+    }
+    number as usize
 }

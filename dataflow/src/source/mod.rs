@@ -11,12 +11,15 @@
 //! still before `e - max_epochs_in_flight`.
 //!
 //! Files: `operator` the timely operator; `state` its partitions and epoch clock (restore
-//! included); `accept` the per-record path; `file`, `generator`, `kafka` the readers.
+//! included); `accept` the per-record path (parsing, the event time rules, lateness);
+//! `file`, `generator`, `kafka` the readers; `lines` splitting files and stdin into lines of
+//! bounded size.
 
 mod accept;
 pub mod file;
 pub mod generator;
 pub mod kafka;
+pub mod lines;
 mod operator;
 mod state;
 #[cfg(test)]
@@ -29,19 +32,52 @@ use hotlist_operators::record::{Control, DeadLetter, ItemId, PartitionId, TimedE
 use hotlist_operators::time::Millis;
 use timely::dataflow::Stream;
 
+/// Where a Kafka record sits: its message's offset and timestamp, and its line in the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InMessage {
+    /// The message's offset: the record's position.
+    pub offset: u64,
+    /// The message's timestamp (Kafka's `CreateTime` or `LogAppendTime`), if it has one: the
+    /// reference time of the `time.max_future` rule.
+    pub timestamp: Option<Millis>,
+    /// The line in the message, 1-based (a message may hold several events); 0 for a whole
+    /// message that is too large.
+    pub line: u32,
+}
+
 /// One record as a reader produces it.
 pub enum Record<'a> {
     /// A raw line (file, stdin, generator bad records): parsed by the source.
     Line(&'a [u8]),
     /// An already-structured event (generator).
     Event(&'a ItemId, Millis),
-    /// A raw line at an explicit position (Kafka: the message's offset) and its line number
-    /// within that message (1-based; a message may hold several events).
-    LineAt(&'a [u8], u64, u32),
+    /// A raw line of a Kafka message.
+    LineAt(&'a [u8], InMessage),
+    /// A record longer than `source.max_record_bytes` (a line of a file or stdin, or a Kafka
+    /// message, then `at` says which): its first bytes and its true length.
+    TooLarge {
+        /// Its first bytes (at most [`lines::RAW_HEAD_BYTES`]).
+        head: &'a [u8],
+        /// Its length in bytes.
+        len: u64,
+        /// The Kafka message it is.
+        at: Option<InMessage>,
+    },
+}
+
+impl Record<'_> {
+    /// The Kafka message the record comes from.
+    pub fn message(&self) -> Option<InMessage> {
+        match self {
+            Record::LineAt(_, m) => Some(*m),
+            Record::TooLarge { at, .. } => *at,
+            Record::Line(_) | Record::Event(..) => None,
+        }
+    }
 }
 
 /// What a read call found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadStatus {
     /// Produced this many records (maybe 0 when the budget was 0).
     Read(usize),
@@ -49,6 +85,10 @@ pub enum ReadStatus {
     Waiting,
     /// The partition ended.
     Ended,
+    /// The input cannot be read on (an I/O error; the records before it were produced): the
+    /// run fails with this message. Never taken for an end: sealing lists of a partially read
+    /// input would lose data silently.
+    Failed(String),
 }
 
 /// A partition reader.
@@ -99,22 +139,22 @@ pub struct SourceStreams<'scope> {
     pub events: Stream<'scope, u64, Vec<TimedEvent>>,
     /// Control records (to be broadcast).
     pub control: Stream<'scope, u64, Vec<Control>>,
-    /// Bad and late records.
+    /// Bad records (`bad`, `future`, `too_large`) and late events.
     pub dead: Stream<'scope, u64, Vec<DeadLetter>>,
 }
 
 /// Opens the readers of the partitions worker `index` of `peers` owns (partition `p` belongs to
 /// worker `p % peers`).
 pub fn open_partitions(plan: &JobPlan, index: usize, peers: usize) -> anyhow::Result<Vec<(PartitionId, Reader)>> {
-    let mut out = Vec::new();
+    let (mut out, limit) = (Vec::new(), plan.max_record_bytes);
     for p in (0..plan.source.partitions()).filter(|p| *p as usize % peers == index) {
         let reader = match &plan.source {
-            SourcePlan::Files(paths) => Reader::File(file::FileReader::open(&paths[p as usize])?),
-            SourcePlan::Stdin => Reader::Stdin(file::StdinReader::spawn()),
+            SourcePlan::Files(paths) => Reader::File(file::FileReader::open(&paths[p as usize], limit)?),
+            SourcePlan::Stdin => Reader::Stdin(file::StdinReader::spawn(limit)),
             SourcePlan::Generator { spec, pace } => {
                 Reader::Generator(Box::new(generator::GeneratorReader::new(spec, p, *pace)?))
             }
-            SourcePlan::Kafka { spec, .. } => Reader::Kafka(Box::new(kafka::KafkaReader::open(spec, p, None)?)),
+            SourcePlan::Kafka { spec, .. } => Reader::Kafka(Box::new(kafka::KafkaReader::open(spec, p, None, limit)?)),
         };
         out.push((PartitionId(p), reader));
     }

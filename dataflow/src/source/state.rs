@@ -3,15 +3,15 @@
 //! every partition where the restored checkpoint left it; the operator's closure
 //! (`source::operator`) only moves what the methods produce to the outputs.
 
-use super::accept::{accept, Batch, Tally};
-use super::{ReadStatus, Reader, Record};
+use super::accept::{accept, Batch, Place, Rules, Tally};
+use super::{ReadStatus, Reader};
 use crate::config::JobPlan;
 use crate::graph::RunCtx;
 use crate::stats::JobStats;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{Control, PartitionId, PartitionStatus};
 use hotlist_operators::snapshot::PartitionState;
-use hotlist_operators::time::Span;
+use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -30,6 +30,8 @@ pub(super) struct Partition {
     last_data: Instant,
     /// Tallies of this activation, flushed to the shared per-partition stats.
     tally: Tally,
+    /// Its reader failed (the run is failing): it is not read again, and it never ends.
+    failed: bool,
 }
 
 impl Partition {
@@ -63,11 +65,17 @@ impl Partition {
             status,
             last_data: Instant::now(),
             tally: Tally::default(),
+            failed: false,
         })
     }
 
     fn live(&self) -> bool {
         self.status != PartitionStatus::Finished
+    }
+
+    /// Whether to read it: live and not failed.
+    fn readable(&self) -> bool {
+        self.live() && !self.failed
     }
 }
 
@@ -83,7 +91,9 @@ pub(super) enum EpochEnd {
 /// The source of one worker.
 pub(super) struct SourceState {
     partitions: Vec<Partition>,
-    judge: LatenessJudge,
+    rules: Rules,
+    /// Where a reader's failure goes (the run fails with it).
+    ctx: RunCtx,
     stats: Arc<JobStats>,
     /// Records per activation over all partitions.
     batch: usize,
@@ -124,7 +134,13 @@ impl SourceState {
         let now = Instant::now();
         SourceState {
             partitions,
-            judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+            rules: Rules {
+                judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+                max_future: plan.time.max_future,
+                max_record_bytes: plan.max_record_bytes,
+                wall: Millis::now(),
+            },
+            ctx: ctx.clone(),
             stats,
             batch: plan.batch_size,
             epoch_interval: plan.epoch_interval.as_std(),
@@ -163,21 +179,25 @@ impl SourceState {
     }
 
     /// Reads one batch into `out`, round-robin over the live partitions, and updates their
-    /// status (active, idle, finished). Returns whether anything was produced (or ended).
+    /// status (active, idle, finished; a reader that failed fails the run). Returns whether
+    /// anything was produced (or ended). The wall clock, the reference time of records
+    /// without a message timestamp, is read once per batch.
     pub(super) fn read_batch(&mut self, out: &mut Batch) -> bool {
         let SourceState {
             partitions,
-            judge,
+            rules,
+            ctx,
             stats,
             batch,
             idle_timeout,
             ..
         } = self;
-        let live = partitions.iter().filter(|p| p.live()).count().max(1);
+        rules.wall = Millis::now();
+        let live = partitions.iter().filter(|p| p.readable()).count().max(1);
         let share = (*batch / live).max(1);
         let now = Instant::now();
         let mut produced = false;
-        for part in partitions.iter_mut().filter(|p| p.live()) {
+        for part in partitions.iter_mut().filter(|p| p.readable()) {
             let Partition {
                 id,
                 reader,
@@ -188,15 +208,21 @@ impl SourceState {
             } = part;
             let status = reader.read(share, &mut |rec| {
                 // files and generators count records; Kafka records carry their offset
-                let at = match rec {
-                    Record::LineAt(_, offset, _) => offset,
-                    _ => {
+                let at = match rec.message() {
+                    Some(m) => m.offset,
+                    None => {
                         *position += 1;
                         *position
                     }
                 };
                 tally.records += 1;
-                accept(rec, *id, at, clock, judge, out, tally);
+                let place = Place {
+                    partition: *id,
+                    position: at,
+                    out: &mut *out,
+                    tally: &mut *tally,
+                };
+                accept(rec, place, clock, rules);
             });
             if let Reader::Kafka(k) = &mut part.reader {
                 part.position = k.position(); // the next offset to read
@@ -204,7 +230,7 @@ impl SourceState {
                     ps.lag.store(lag as i64, Relaxed);
                 }
             }
-            produced |= part.note_read(status, now, *idle_timeout);
+            produced |= part.note_read(status, now, *idle_timeout, ctx);
         }
         produced
     }
@@ -282,9 +308,16 @@ impl SourceState {
 }
 
 impl Partition {
-    /// Updates the status after a read; returns whether it produced data (or ended).
-    fn note_read(&mut self, status: ReadStatus, now: Instant, idle_timeout: Duration) -> bool {
+    /// Updates the status after a read; returns whether it produced data (or ended). A failed
+    /// read fails the run (`ctx.fail`) and leaves the partition unended: nothing it held back
+    /// seals.
+    fn note_read(&mut self, status: ReadStatus, now: Instant, idle_timeout: Duration, ctx: &RunCtx) -> bool {
         match status {
+            ReadStatus::Failed(e) => {
+                ctx.fail(format!("partition {}: {e}", self.id.0));
+                self.failed = true;
+                true
+            }
             ReadStatus::Read(n) if n > 0 => {
                 self.last_data = now;
                 self.status = PartitionStatus::Active;

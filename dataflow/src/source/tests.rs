@@ -52,7 +52,7 @@ fn source_of(dir: &Path, ctx: &RunCtx) -> SourceState {
     let path = two_lines(dir);
     let config = format!("[source]\nkind = \"file\"\npath = {:?}\n", path.display().to_string());
     let plan = parse(&config, &Overrides::default()).expect("config");
-    let reader = Reader::File(FileReader::open(&path).expect("open"));
+    let reader = Reader::File(FileReader::open(&path, plan.max_record_bytes).expect("open"));
     SourceState::new(
         &plan,
         vec![(PartitionId(0), reader)],

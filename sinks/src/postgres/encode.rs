@@ -1,19 +1,35 @@
 //! What PostgreSQL is handed: instants as `timestamptz` (`±infinity` for `Millis::MIN` /
 //! `Millis::MAX`), text without U+0000, and a checked batch as the column arrays the commit
 //! statements bind. What PostgreSQL cannot hold is refused as [`SinkError::Invalid`].
+//!
+//! Nothing the job validated can be refused at commit time (a refusal would fail every retry
+//! and every restart): event times are years 0000–9999, [`PG_MAX_WINDOW_SIZE`] keeps every
+//! instance of such an event inside `timestamptz`'s range (`prepare` refuses longer windows),
+//! a watermark before the range (only a `max_out_of_orderness` of millennia gets there)
+//! precedes every event time and is stored as `-infinity`, and dead letters are inserted in
+//! chunks of at most [`LETTER_CHUNK_BYTES`] so no array parameter nears PostgreSQL's 1 GB limit.
 
 use crate::error::SinkError;
 use crate::types::{latest_revisions, CommitBatch, SourcedDeadLetter};
 use hotlist_operators::record::{ListState, PublishedList};
-use hotlist_operators::time::Millis;
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::WindowSpec;
 use postgres::types::Timestamp;
 use std::borrow::Cow;
+use std::ops::Range;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Earliest instant PostgreSQL's `timestamptz` holds: 4714-11-24T00:00:00Z BC, in ms.
 pub(super) const PG_MIN_MS: i64 = -210_866_803_200_000;
 /// First instant past PostgreSQL's `timestamptz` range: 294277-01-01T00:00:00Z, in ms.
 pub(super) const PG_END_MS: i64 = 9_224_318_016_000_000;
+
+/// The longest window this store takes: every instance of an event at year 0 then starts after
+/// PostgreSQL's earliest instant (instances end at most this far after year 9999, far inside).
+pub(super) const PG_MAX_WINDOW_SIZE: Span = Span::from_millis((Millis::MIN_EVENT.0 - PG_MIN_MS) as u64);
+
+/// Raw and detail bytes of the dead letters one `INSERT` binds (at least one letter each).
+pub(super) const LETTER_CHUNK_BYTES: usize = 64 << 20;
 
 /// A PostgreSQL `timestamptz` that may be `±infinity`.
 pub(super) type PgTime = Timestamp<SystemTime>;
@@ -65,6 +81,34 @@ pub(super) fn pg_time(job: &str, t: Millis, what: impl FnOnce() -> String) -> Re
             ),
         )
     })
+}
+
+/// A watermark as a `timestamptz`: one before PostgreSQL's range precedes every event time and
+/// every window end, so it means what `-infinity` means and is stored as such.
+pub(super) fn pg_watermark(t: Millis) -> PgTime {
+    match to_pg(t) {
+        Some(pg) => pg,
+        None if t.0 < PG_MIN_MS => Timestamp::NegInfinity,
+        None => Timestamp::PosInfinity,
+    }
+}
+
+/// Refuses a window longer than [`PG_MAX_WINDOW_SIZE`] (at `prepare`, before anything runs).
+pub(super) fn pg_window(job: &str, w: &WindowSpec) -> Result<(), SinkError> {
+    if w.size > PG_MAX_WINDOW_SIZE {
+        return Err(SinkError::invalid(
+            job,
+            format!(
+                "window {:?}: size {} is longer than {} ({} ms): its instances of events near year 0 \
+                 would start before 4714-11-24 BC, outside PostgreSQL's timestamptz range",
+                w.name,
+                w.size,
+                PG_MAX_WINDOW_SIZE,
+                PG_MAX_WINDOW_SIZE.as_millis()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Rejects text PostgreSQL cannot store (U+0000).
@@ -139,7 +183,7 @@ impl<'a> Columns<'a> {
             headers: Headers::default(),
             rows: Rows::default(),
             letters: Letters::default(),
-            watermark: pg_time(job, batch.watermark, || "the batch watermark".into())?,
+            watermark: pg_watermark(batch.watermark),
         };
         for l in latest_revisions(&batch.lists) {
             c.push_list(job, l)?;
@@ -156,7 +200,7 @@ impl<'a> Columns<'a> {
         pg_text(job, &l.window, || "window name".into())?;
         let start = pg_time(job, l.start, || format!("{}: start", at()))?;
         let end = pg_time(job, l.end, || format!("{}: end", at()))?;
-        let watermark = pg_time(job, l.watermark, || format!("{}: watermark", at()))?;
+        let watermark = pg_watermark(l.watermark);
         let as_of = pg_time(job, l.as_of, || format!("{}: as_of", at()))?;
         let state = l.state.as_str();
         let is_final = l.state == ListState::Final;
@@ -191,6 +235,25 @@ impl<'a> Columns<'a> {
 }
 
 impl<'a> Letters<'a> {
+    /// The letters in consecutive chunks of at most [`LETTER_CHUNK_BYTES`] of raw and detail
+    /// bytes (a larger letter is a chunk of its own), in order.
+    pub(super) fn chunks(&self) -> Vec<Range<usize>> {
+        let mut out = Vec::new();
+        let (mut start, mut bytes) = (0, 0usize);
+        for (i, (raw, detail)) in self.raw.iter().zip(&self.detail).enumerate() {
+            let size = raw.len() + detail.len();
+            if i > start && bytes + size > LETTER_CHUNK_BYTES {
+                out.push(start..i);
+                (start, bytes) = (i, 0);
+            }
+            bytes += size;
+        }
+        if start < self.raw.len() {
+            out.push(start..self.raw.len());
+        }
+        out
+    }
+
     /// Adds a dead letter; U+0000 in its (human-readable) detail becomes U+FFFD.
     fn push(&mut self, job: &str, d: &'a SourcedDeadLetter) -> Result<(), SinkError> {
         pg_text(job, &d.source, || "dead letter source".into())?;
@@ -206,5 +269,39 @@ impl<'a> Letters<'a> {
         });
         self.raw.push(&d.letter.raw);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Watermarks before PostgreSQL's range are `-infinity`; the window bound is exact.
+    #[test]
+    fn watermarks_and_windows_stay_in_range() {
+        assert!(matches!(pg_watermark(Millis(PG_MIN_MS - 1)), Timestamp::NegInfinity));
+        assert!(matches!(pg_watermark(Millis::MIN), Timestamp::NegInfinity));
+        assert!(matches!(pg_watermark(Millis::MAX), Timestamp::PosInfinity));
+        assert!(matches!(pg_watermark(Millis(0)), Timestamp::Value(_)));
+        assert!(to_pg(Millis(Millis::MIN_EVENT.0 - PG_MAX_WINDOW_SIZE.as_i64())).is_some());
+        assert!(to_pg(Millis(Millis::MAX_EVENT.0 + PG_MAX_WINDOW_SIZE.as_i64())).is_some());
+        let w = |ms: u64| WindowSpec::tumbling("w", Span::from_millis(ms), 1);
+        assert!(pg_window("j", &w(PG_MAX_WINDOW_SIZE.as_millis())).is_ok());
+        let err = pg_window("j", &w(PG_MAX_WINDOW_SIZE.as_millis() + 1)).unwrap_err();
+        assert!(!err.retryable() && err.to_string().contains("window \"w\""), "{err}");
+    }
+
+    /// Dead letters are split into chunks by bytes, in order, every letter in exactly one.
+    #[test]
+    fn letters_are_chunked_by_bytes() {
+        let big = vec![0u8; LETTER_CHUNK_BYTES / 2];
+        let huge = vec![0u8; LETTER_CHUNK_BYTES + 1];
+        let mut l = Letters::default();
+        for raw in [&big[..], &big[..10], &big[..], &huge[..], &b"x"[..]] {
+            l.raw.push(raw);
+            l.detail.push(Cow::Borrowed("d"));
+        }
+        assert_eq!(l.chunks(), vec![0..2, 2..3, 3..4, 4..5]);
+        assert_eq!(Letters::default().chunks(), Vec::<Range<usize>>::new());
     }
 }

@@ -19,25 +19,30 @@
 //!   of the header's revision) before it is returned; a violation is
 //!   [`SinkError::Corrupt`](crate::SinkError::Corrupt).
 //! - Instants are `timestamptz` (microsecond precision, so milliseconds round-trip exactly);
-//!   `Millis::MIN` / `Millis::MAX` are stored as `-infinity` / `infinity`. Other instants
-//!   must lie in PostgreSQL's range (4714-11-24 BC .. 294276-12-31 AD); a batch holding one
-//!   outside it is rejected as [`SinkError::Invalid`](crate::SinkError::Invalid) before
-//!   anything is written. So is a batch whose job, window name, item id or source contains
+//!   `Millis::MIN` / `Millis::MAX` are stored as `-infinity` / `infinity`, and so is a
+//!   watermark before PostgreSQL's range (it precedes every event time). Other instants must
+//!   lie in PostgreSQL's range (4714-11-24 BC .. 294276-12-31 AD); a batch holding one outside
+//!   it is rejected as [`SinkError::Invalid`](crate::SinkError::Invalid) before anything is
+//!   written. That never happens to what the job validated: event times are years 0000–9999
+//!   and `prepare` refuses a window longer than ~4712 years, whose instances near year 0 would
+//!   start before the range. Dead letters are inserted in chunks of at most 64 MiB. So is a batch whose job, window name, item id or source contains
 //!   U+0000, which PostgreSQL text cannot hold; in a dead letter's (human-readable) detail
 //!   U+0000 is replaced by U+FFFD, its raw bytes are stored exactly (`bytea`).
 //! - Errors name the operation, the job and the server without credentials (user name and
 //!   password are stripped from the connection string). After a connection is lost the call
 //!   fails with a retryable error and the next call reconnects.
 //!
-//! Files: `schema` (tables, version, migrations, `drop_schema`), `statements` (the SQL and
+//! Files: `schema` (tables, version, the migration from version 1, `drop_schema`), `statements` (the SQL and
 //! the connection's prepared statements), `conn` (connecting, reconnecting, redacting the
 //! connection string), `error` (how failures become a `SinkError` with a retry class),
 //! `encode` (instants and a batch as the column arrays the commit binds), `write` (prepare and
-//! commit), `read` (the read API).
+//! commit), `read` (the read API); tests in `tests` and `migration_tests` (a version-1 schema migrated).
 
 mod conn;
 mod encode;
 mod error;
+#[cfg(test)]
+mod migration_tests;
 mod read;
 mod schema;
 mod statements;

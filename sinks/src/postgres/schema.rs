@@ -1,5 +1,8 @@
 //! The PostgreSQL tables and their version (the `hotlist_schema` table), created if missing
-//! under an advisory lock so processes starting at once do not race; and dropping a schema.
+//! and migrated from older versions under an advisory lock so processes starting at once do not
+//! race; and dropping a schema.
+//!
+//! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`.
 
 use super::conn::redact;
 use super::error::pg_err;
@@ -8,7 +11,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -48,7 +51,8 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     source      TEXT        NOT NULL,
     partition   BIGINT      NOT NULL,
     position    BIGINT      NOT NULL,
-    reason      TEXT        NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
+    reason      TEXT        NOT NULL CONSTRAINT dead_letters_reason_check
+                            CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
     detail      TEXT        NOT NULL,
     raw         BYTEA       NOT NULL,
     epoch       BIGINT      NOT NULL,
@@ -70,6 +74,24 @@ CREATE TABLE IF NOT EXISTS hotlist_commits (
     watermark    TIMESTAMPTZ NOT NULL,
     committed_at TIMESTAMPTZ NOT NULL
 );
+";
+
+/// Version 1 → 2: the `CHECK` on `dead_letters.reason` (PostgreSQL named it
+/// `dead_letters_reason_check`; any check constraint of the table on `reason` is replaced, so a
+/// differently named one cannot survive) takes the new reasons. Run under the migration lock.
+const MIGRATE_1_TO_2: &str = "
+DO $$
+DECLARE c name;
+BEGIN
+    FOR c IN SELECT conname FROM pg_constraint
+             WHERE conrelid = 'dead_letters'::regclass AND contype = 'c'
+               AND pg_get_constraintdef(oid) LIKE '%reason%'
+    LOOP
+        EXECUTE format('ALTER TABLE dead_letters DROP CONSTRAINT %I', c);
+    END LOOP;
+END $$;
+ALTER TABLE dead_letters ADD CONSTRAINT dead_letters_reason_check
+    CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large'));
 ";
 
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
@@ -94,8 +116,9 @@ pub(super) fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Creates the schema (if missing) and the tables (if missing) and stamps the schema version, in
-/// one transaction under an advisory lock; the session's `search_path` already names `schema`.
+/// Creates the schema (if missing) and the tables (if missing), migrates tables of an older
+/// version and stamps the schema version, in one transaction under an advisory lock; the
+/// session's `search_path` already names `schema`.
 pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -> Result<(), SinkError> {
     let op = "creating the tables";
     let err = |e| pg_err(location, op)(e);
@@ -126,6 +149,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
             detail: format!("schema version {v} is newer than this build's ({SCHEMA_VERSION})"),
         });
     }
+    if version == Some(1) {
+        tx.batch_execute(MIGRATE_1_TO_2)
+            .map_err(pg_err(location, "migrating the schema from version 1 to 2"))?;
+    }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {
         tx.execute(
@@ -136,4 +163,20 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
         .map_err(err)?;
     }
     tx.commit().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MIGRATE_1_TO_2, SCHEMA};
+    use hotlist_operators::record::DeadReason;
+
+    /// The `CHECK` on `dead_letters.reason`, new and migrated, lists exactly the reasons the
+    /// job writes.
+    #[test]
+    fn the_reason_check_lists_every_reason() {
+        let quoted: Vec<String> = DeadReason::ALL.iter().map(|r| format!("'{}'", r.as_str())).collect();
+        let check = format!("CHECK (reason IN ({}))", quoted.join(", "));
+        assert!(SCHEMA.contains(&check), "{SCHEMA}");
+        assert!(MIGRATE_1_TO_2.contains(&check), "{MIGRATE_1_TO_2}");
+    }
 }

@@ -30,13 +30,13 @@ fn test_url() -> String {
 }
 
 /// A schema of its own for one test, dropped with everything in it when the test ends.
-struct TestDb {
-    url: String,
-    schema: String,
+pub(super) struct TestDb {
+    pub(super) url: String,
+    pub(super) schema: String,
 }
 
 impl TestDb {
-    fn new() -> TestDb {
+    pub(super) fn new() -> TestDb {
         let url = test_url();
         if let Err(e) = Client::connect(&url, NoTls) {
             panic!(
@@ -54,12 +54,12 @@ impl TestDb {
         TestDb { url, schema }
     }
 
-    fn store(&self) -> PostgresStore {
+    pub(super) fn store(&self) -> PostgresStore {
         connect(&self.url, &self.schema)
     }
 
     /// A plain connection on the test schema, for looking at the tables directly.
-    fn client(&self) -> Client {
+    pub(super) fn client(&self) -> Client {
         client(&self.url, &self.schema)
     }
 }
@@ -227,10 +227,11 @@ fn times_round_trip_as_timestamptz_including_negative_and_infinite() {
     assert!(store.commit(&bt).unwrap());
     assert_eq!(store.last_commit(JOB).unwrap(), Some((2, Millis::MAX)));
 
-    // Instants PostgreSQL cannot hold are refused before anything is written.
+    // Instants PostgreSQL cannot hold are refused before anything is written (but for
+    // watermarks before its range: they precede every event time and are stored as -infinity).
     for bad in [Millis(PG_MIN_MS - 1), Millis(PG_END_MS), Millis(i64::MIN + 1)] {
         let mut l = list(0, 5, 3);
-        l.watermark = bad;
+        l.as_of = bad;
         let err = store.commit(&batch(3, vec![l])).unwrap_err();
         assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
         assert!(!err.retryable());
@@ -240,6 +241,39 @@ fn times_round_trip_as_timestamptz_including_negative_and_infinite() {
     assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap(), None);
     // An instant PostgreSQL cannot hold is simply not there.
     assert_eq!(store.instance(JOB, "1m", Millis(PG_END_MS)).unwrap(), None);
+    let mut l = list(0, 5, 3);
+    l.watermark = Millis(PG_MIN_MS - 1);
+    let mut early = batch(3, vec![l]);
+    early.watermark = Millis(i64::MIN + 1);
+    assert!(store.commit(&early).unwrap());
+    assert_eq!(
+        store.instance(JOB, "1m", Millis(0)).unwrap().unwrap().watermark,
+        Millis::MIN
+    );
+    assert_eq!(store.last_commit(JOB).unwrap(), Some((3, Millis::MIN)));
+}
+
+/// Dead letters of more than 64 MiB in one batch are inserted in several statements, in order,
+/// in the one commit transaction (one array parameter near PostgreSQL's 1 GB limit would fail
+/// every retry).
+#[test]
+fn large_dead_letters_are_inserted_in_chunks_in_order() {
+    let db = TestDb::new();
+    let mut store = db.store();
+    let big = vec![0xab_u8; 30 << 20];
+    let mut b = batch(1, vec![]);
+    b.dead_letters = (1..=4).map(|pos| letter(pos, DeadReason::Bad, &big)).collect();
+    b.dead_letters.push(letter(5, DeadReason::TooLarge, b"x"));
+    assert!(store.commit(&b).unwrap());
+    let rows = db
+        .client()
+        .query("SELECT position, length(raw) FROM dead_letters ORDER BY id", &[])
+        .unwrap();
+    let got: Vec<(i64, i32)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        [(1, 30 << 20), (2, 30 << 20), (3, 30 << 20), (4, 30 << 20), (5, 1)]
+    );
 }
 
 #[test]

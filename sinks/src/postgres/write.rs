@@ -2,7 +2,7 @@
 //! `READ COMMITTED` transaction serialized with the job's other committers (see the module
 //! documentation for the statements it runs).
 
-use super::encode::{pg_text, to_pg, Columns, PgTime};
+use super::encode::{pg_text, pg_window, to_pg, Columns, PgTime};
 use super::schema::ensure_schema;
 use super::statements::Statements;
 use super::PostgresStore;
@@ -24,6 +24,7 @@ impl SinkStore for PostgresStore {
         pg_text(job, job, || "job id".into())?;
         for w in windows {
             pg_text(job, &w.name, || "window name".into())?;
+            pg_window(job, w)?;
         }
         self.live()?;
         ensure_schema(&mut self.client, &self.schema, &self.location)?;
@@ -97,7 +98,8 @@ impl SinkStore for PostgresStore {
 }
 
 /// Writes a batch (as `cols`) inside the commit transaction: replaces the instances' rows,
-/// upserts their headers, appends the dead letters and upserts the job's commit row.
+/// upserts their headers, appends the dead letters (in chunks, in order) and upserts the job's
+/// commit row.
 fn write_batch(
     tx: &mut Transaction<'_>,
     stmts: &Statements,
@@ -141,17 +143,11 @@ fn write_batch(
         ];
         tx.execute(&stmts.insert_rows, &rows)?;
     }
-    if !d.source.is_empty() {
+    for c in d.chunks() {
+        let (source, partition, position) = (&d.source[c.clone()], &d.partition[c.clone()], &d.position[c.clone()]);
+        let (reason, detail, raw) = (&d.reason[c.clone()], &d.detail[c.clone()], &d.raw[c]);
         let letters: [&(dyn ToSql + Sync); 9] = [
-            &job,
-            &epoch,
-            &now,
-            &d.source,
-            &d.partition,
-            &d.position,
-            &d.reason,
-            &d.detail,
-            &d.raw,
+            &job, &epoch, &now, &source, &partition, &position, &reason, &detail, &raw,
         ];
         tx.execute(&stmts.insert_dead_letters, &letters)?;
     }

@@ -8,9 +8,12 @@
 //!
 //! Times are INTEGER milliseconds since the Unix epoch; `rank` starts at 1.
 //!
-//! Files: `open` (opening for writing or reading), `schema` (tables and version), `write`
-//! (prepare and commit), `read` (the read API).
+//! Files: `open` (opening for writing or reading), `schema` (tables, version, the migration
+//! from version 1), `write` (prepare and commit), `read` (the read API); tests in `tests` and
+//! `migration_tests` (a version-1 database read and migrated).
 
+#[cfg(test)]
+mod migration_tests;
 mod open;
 mod read;
 mod schema;

@@ -1,7 +1,8 @@
 //! Opening an SQLite database: for writing (created if missing, WAL mode, tables ensured) or
-//! for reading only (it must exist and be of this build's schema version).
+//! for reading only (it must exist and be of a schema version this build reads: an older
+//! job's version-1 database is read as it is, without migrating it).
 
-use super::schema::SCHEMA_VERSION;
+use super::schema::{OLDEST_READABLE_VERSION, SCHEMA_VERSION};
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::{Connection, OpenFlags};
@@ -76,7 +77,9 @@ impl SqliteStore {
     }
 
     /// Opens an existing database for reading only. Fails with [`SinkError::NoDatabase`] if
-    /// the file does not exist and [`SinkError::Schema`] if it is not a hotlist database.
+    /// the file does not exist and [`SinkError::Schema`] if it is not a hotlist database or of a
+    /// version this build does not read. Versions 1 and 2 differ only in a constraint, so a
+    /// database an older job writes is read without migrating it (a reader never writes).
     pub fn open_read_only(path: &Path) -> Result<SqliteStore, SinkError> {
         match path.try_exists() {
             Ok(true) => {}
@@ -101,11 +104,13 @@ impl SqliteStore {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(sql_err(path, "reading the schema version"))?;
-        if version != SCHEMA_VERSION {
+        if !(OLDEST_READABLE_VERSION..=SCHEMA_VERSION).contains(&version) {
             let detail = if version == 0 {
                 "it has no hotlist tables (schema version 0)".to_string()
             } else {
-                format!("schema version {version}, this build reads version {SCHEMA_VERSION}")
+                format!(
+                    "schema version {version}, this build reads versions {OLDEST_READABLE_VERSION} to {SCHEMA_VERSION}"
+                )
             };
             return Err(SinkError::Schema {
                 path: path.to_path_buf(),

@@ -1,13 +1,51 @@
-//! The SQLite tables and their version (`PRAGMA user_version`), created if missing.
+//! The SQLite tables and their version (`PRAGMA user_version`), created if missing, and the
+//! migrations from older versions (run in the same transaction).
+//!
+//! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// The tables; every statement is idempotent.
+/// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
+/// tables of versions 1 and 2 have the same columns; only the `CHECK` on `dead_letters.reason`
+/// differs, which reads do not depend on.
+pub const OLDEST_READABLE_VERSION: i64 = 1;
+
+/// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside).
+/// The reasons are `DeadReason::as_str`'s (a test keeps them equal).
+const DEAD_LETTERS: &str = "
+CREATE TABLE IF NOT EXISTS {table} (
+    id          INTEGER PRIMARY KEY,
+    job         TEXT    NOT NULL,
+    source      TEXT    NOT NULL,
+    partition   INTEGER NOT NULL,
+    position    INTEGER NOT NULL,
+    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
+    detail      TEXT    NOT NULL,
+    raw         BLOB    NOT NULL,
+    epoch       INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL
+);
+";
+
+/// The index of `dead_letters` (dropped with the table by the migration, so created after it).
+const DEAD_LETTERS_INDEX: &str = "CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);";
+
+/// Version 1 → 2: SQLite cannot change a `CHECK` constraint in place, so `dead_letters` is
+/// rebuilt: created aside with the new constraint, every row copied (ids kept), the old table
+/// dropped (with its index) and the new one renamed; the index is then created again.
+const MIGRATE_1_TO_2: &str = "
+INSERT INTO dead_letters_v2 (id, job, source, partition, position, reason, detail, raw, epoch, recorded_at)
+    SELECT id, job, source, partition, position, reason, detail, raw, epoch, recorded_at FROM dead_letters;
+DROP TABLE dead_letters;
+ALTER TABLE dead_letters_v2 RENAME TO dead_letters;
+";
+
+/// The other tables; every statement is idempotent.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS topk (
     job          TEXT    NOT NULL,
@@ -36,19 +74,6 @@ CREATE TABLE IF NOT EXISTS topk_instances (
     item_count   INTEGER NOT NULL CHECK (item_count >= 0),
     PRIMARY KEY (job, window_name, window_start)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS dead_letters (
-    id          INTEGER PRIMARY KEY,
-    job         TEXT    NOT NULL,
-    source      TEXT    NOT NULL,
-    partition   INTEGER NOT NULL,
-    position    INTEGER NOT NULL,
-    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
-    detail      TEXT    NOT NULL,
-    raw         BLOB    NOT NULL,
-    epoch       INTEGER NOT NULL,
-    recorded_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
 CREATE TABLE IF NOT EXISTS hotlist_windows (
     job      TEXT    NOT NULL,
     name     TEXT    NOT NULL,
@@ -83,11 +108,34 @@ impl SqliteStore {
                 detail: format!("schema version {version} is newer than this build's ({SCHEMA_VERSION})"),
             });
         }
-        tx.execute_batch(SCHEMA).map_err(sql_err(path, "creating the tables"))?;
+        if version == 1 {
+            let aside = DEAD_LETTERS.replace("{table}", "dead_letters_v2");
+            tx.execute_batch(&format!("{aside}{MIGRATE_1_TO_2}"))
+                .map_err(sql_err(path, "migrating the schema from version 1 to 2"))?;
+        }
+        let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
+        tx.execute_batch(&format!("{SCHEMA}{dead_letters}{DEAD_LETTERS_INDEX}"))
+            .map_err(sql_err(path, "creating the tables"))?;
         if version < SCHEMA_VERSION {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(sql_err(path, "setting the schema version"))?;
         }
         tx.commit().map_err(sql_err(path, "committing the schema"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DEAD_LETTERS;
+    use hotlist_operators::record::DeadReason;
+
+    /// The `CHECK` on `dead_letters.reason` lists exactly the reasons the job writes.
+    #[test]
+    fn the_reason_check_lists_every_reason() {
+        let quoted: Vec<String> = DeadReason::ALL.iter().map(|r| format!("'{}'", r.as_str())).collect();
+        assert!(
+            DEAD_LETTERS.contains(&format!("CHECK (reason IN ({}))", quoted.join(", "))),
+            "{DEAD_LETTERS}"
+        );
     }
 }

@@ -1,0 +1,216 @@
+//! Splitting a byte stream into lines in bounded memory (the file and stdin readers).
+//!
+//! A line is everything up to `\n`; a trailing `\r` is dropped too, and a last line without a
+//! newline still counts. A line longer than the limit (`source.max_record_bytes`) is never
+//! buffered whole: the reader streams past its rest, keeping its first [`RAW_HEAD_BYTES`] and
+//! counting its true length. Memory: the underlying reader's buffer plus at most `limit + 1`
+//! bytes, whatever the input.
+
+use std::io::{self, BufRead};
+
+/// How much of a too-large record its dead letter keeps: the first 4 KiB.
+pub const RAW_HEAD_BYTES: usize = 4096;
+
+/// One line as read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A line of at most the limit (without its terminator).
+    Whole(&'a [u8]),
+    /// A longer one: its first bytes (at most [`RAW_HEAD_BYTES`]) and its true length.
+    TooLarge {
+        /// The first bytes.
+        head: &'a [u8],
+        /// Its length in bytes, without the terminator.
+        len: u64,
+    },
+}
+
+/// Reads lines of at most `limit` bytes from a buffered reader.
+pub struct LineReader<R> {
+    inner: R,
+    limit: usize,
+    /// The line being read: whole up to `limit + 1` bytes (room for a `\r` to drop), then
+    /// only its head.
+    buf: Vec<u8>,
+    /// Bytes consumed so far.
+    offset: u64,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Lines of `inner`, longer than `limit` bytes reported as [`Line::TooLarge`].
+    pub fn new(inner: R, limit: usize) -> LineReader<R> {
+        LineReader {
+            inner,
+            limit,
+            buf: Vec::with_capacity(256),
+            offset: 0,
+        }
+    }
+
+    /// Bytes consumed so far: where the next line starts (or where a failed read stopped).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next line, or `None` at the end of the input.
+    pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
+        self.buf.clear();
+        let (mut len, mut consumed_any, mut last) = (0u64, false, None);
+        loop {
+            let chunk = match self.inner.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                if !consumed_any {
+                    return Ok(None);
+                }
+                break;
+            }
+            let newline = memchr::memchr(b'\n', chunk);
+            let part = &chunk[..newline.unwrap_or(chunk.len())];
+            keep(&mut self.buf, len, part, self.limit + 1);
+            if let Some(&b) = part.last() {
+                last = Some(b);
+            }
+            len += part.len() as u64;
+            let used = part.len() + usize::from(newline.is_some());
+            self.inner.consume(used);
+            self.offset += used as u64;
+            consumed_any = true;
+            if newline.is_some() {
+                break;
+            }
+        }
+        if last == Some(b'\r') {
+            if self.buf.len() as u64 == len {
+                self.buf.pop();
+            }
+            len -= 1;
+        }
+        Ok(Some(if len > self.limit as u64 {
+            let head = &self.buf[..self.buf.len().min(RAW_HEAD_BYTES)];
+            Line::TooLarge { head, len }
+        } else {
+            Line::Whole(&self.buf)
+        }))
+    }
+}
+
+/// Adds `part` to the line in `buf`, of which `seen` bytes came before: the whole line while it
+/// fits in `whole` bytes; from then on only its first [`RAW_HEAD_BYTES`] (`buf` then holds
+/// the first `min(seen, RAW_HEAD_BYTES)` bytes).
+fn keep(buf: &mut Vec<u8>, seen: u64, part: &[u8], whole: usize) {
+    if seen + part.len() as u64 <= whole as u64 {
+        buf.extend_from_slice(part);
+    } else {
+        buf.truncate(RAW_HEAD_BYTES);
+        let room = RAW_HEAD_BYTES.saturating_sub(buf.len());
+        buf.extend_from_slice(&part[..part.len().min(room)]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufReader, Read};
+
+    /// Every line of `input` read through a reader that hands out `chunk` bytes at a time.
+    fn lines(input: &[u8], limit: usize, chunk: usize) -> Vec<(Vec<u8>, Option<u64>)> {
+        let mut r = LineReader::new(BufReader::with_capacity(chunk, input), limit);
+        let mut out = Vec::new();
+        while let Some(line) = r.next_line().unwrap() {
+            out.push(match line {
+                Line::Whole(l) => (l.to_vec(), None),
+                Line::TooLarge { head, len } => (head.to_vec(), Some(len)),
+            });
+        }
+        assert_eq!(r.offset(), input.len() as u64);
+        out
+    }
+
+    fn whole(l: &[u8]) -> (Vec<u8>, Option<u64>) {
+        (l.to_vec(), None)
+    }
+
+    /// The line rules of files: `\n` and `\r\n` end a line, a last line needs no newline,
+    /// empty lines count, whatever the read sizes.
+    #[test]
+    fn lines_crlf_and_last_line_without_newline() {
+        for chunk in [1, 2, 3, 7, 1 << 16] {
+            let got = lines(b"one\r\n\ntwo\nthree", 100, chunk);
+            assert_eq!(got, vec![whole(b"one"), whole(b""), whole(b"two"), whole(b"three")]);
+            assert_eq!(lines(b"", 100, chunk), vec![]);
+            assert_eq!(lines(b"\n", 100, chunk), vec![whole(b"")]);
+            assert_eq!(lines(b"a\r", 100, chunk), vec![whole(b"a")]);
+        }
+    }
+
+    /// A line of exactly the limit is whole (also with a `\r\n`); one byte more is too large,
+    /// with its true length and its first bytes; the next line is read normally.
+    #[test]
+    fn the_limit_is_inclusive_and_long_lines_keep_their_head() {
+        for chunk in [1, 5, 4096, 1 << 16] {
+            let at = |n: usize, end: &[u8]| [vec![b'x'; n], end.to_vec(), b"ok\n".to_vec()].concat();
+            assert_eq!(lines(&at(10, b"\n"), 10, chunk), vec![whole(&[b'x'; 10]), whole(b"ok")]);
+            assert_eq!(
+                lines(&at(10, b"\r\n"), 10, chunk),
+                vec![whole(&[b'x'; 10]), whole(b"ok")]
+            );
+            let got = lines(&at(11, b"\r\n"), 10, chunk);
+            assert_eq!(got, vec![(vec![b'x'; 11], Some(11)), whole(b"ok")], "chunk {chunk}");
+            // long lines: the head is the first 4 KiB, the length is exact
+            let mut long: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+            long[5000] = b'\r';
+            let input = [long.clone(), b"\nok".to_vec()].concat();
+            for limit in [10, 4096, 9_999] {
+                let got = lines(&input, limit, chunk);
+                assert_eq!(got[0], (long[..RAW_HEAD_BYTES].to_vec(), Some(10_000)), "limit {limit}");
+                assert_eq!(got[1], whole(b"ok"));
+            }
+            assert_eq!(lines(&input, 10_000, chunk)[0], whole(&long));
+        }
+    }
+
+    /// Memory stays bounded by the limit: a 64 MiB line through a 4 KiB limit never grows the
+    /// line buffer past the head.
+    #[test]
+    fn a_huge_line_is_streamed_past() {
+        let huge = std::io::repeat(b'z').take(64 << 20).chain(&b"\nnext\n"[..]);
+        let mut r = LineReader::new(BufReader::with_capacity(1 << 16, huge), 4096);
+        match r.next_line().unwrap() {
+            Some(Line::TooLarge { head, len }) => {
+                assert_eq!((head.len(), len), (RAW_HEAD_BYTES, 64 << 20));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(r.buf.capacity() <= 2 * (4096 + 1), "{}", r.buf.capacity());
+        assert_eq!(r.next_line().unwrap(), Some(Line::Whole(b"next")));
+        assert_eq!(r.next_line().unwrap(), None);
+    }
+
+    /// A read error is returned (never taken for the end of the input), with the offset where
+    /// reading stopped.
+    #[test]
+    fn a_read_error_is_returned_with_its_offset() {
+        struct Failing(usize);
+        impl Read for Failing {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(io::Error::other("disk on fire"));
+                }
+                let n = buf.len().min(self.0);
+                buf[..n].fill(b'\n');
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let mut r = LineReader::new(BufReader::with_capacity(4, Failing(6)), 10);
+        for _ in 0..6 {
+            assert_eq!(r.next_line().unwrap(), Some(Line::Whole(b"")));
+        }
+        let err = r.next_line().unwrap_err();
+        assert_eq!((err.to_string().as_str(), r.offset()), ("disk on fire", 6));
+    }
+}
