@@ -159,9 +159,10 @@ impl Server {
             dir: dir.to_path_buf(),
         };
         let deadline = Instant::now() + WAIT;
-        while get(port, "/healthz").is_err() {
+        // healthy, not merely listening: the first refresh may not have read the store yet
+        while get(port, "/healthz").map_or(true, |r| r.status != 200) {
             server.assert_running();
-            assert!(Instant::now() < deadline, "no answer on port {port}{}", server.logs());
+            assert!(Instant::now() < deadline, "not healthy on port {port}{}", server.logs());
             std::thread::sleep(Duration::from_millis(20));
         }
         server
