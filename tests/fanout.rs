@@ -24,7 +24,16 @@ struct RedisServer {
 impl RedisServer {
     fn start(port: u16) -> RedisServer {
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -117,14 +126,24 @@ impl Job {
     fn rss_kb(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
         let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
-        line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("VmRSS kB")
+        line.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS kB")
     }
 
     /// SIGTERM (a graceful stop), then the exit status and the collected stderr.
     fn stop(mut self) -> (std::process::ExitStatus, String) {
         let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
-        assert!(reap(&mut self.child, Duration::from_secs(60)), "the job did not stop on SIGTERM");
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success());
+        assert!(
+            reap(&mut self.child, Duration::from_secs(60)),
+            "the job did not stop on SIGTERM"
+        );
         let status = self.child.wait().expect("wait");
         // The reader thread ends at EOF; give it a moment to take the last lines.
         std::thread::sleep(Duration::from_millis(100));
@@ -144,7 +163,10 @@ impl Drop for Job {
 fn wait_for(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !f() {
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -231,7 +253,10 @@ fn a_redis_outage_keeps_memory_bounded_and_redis_catches_up() {
     let job = Job::start(dir.path());
     wait_for(Duration::from_secs(60), "the fan-out's first write", || {
         let mut c = redis.connection().expect("redis answers");
-        redis::cmd("EXISTS").arg("hotlist:fan:10s:latest:meta").query::<u64>(&mut c) == Ok(1)
+        redis::cmd("EXISTS")
+            .arg("hotlist:fan:10s:latest:meta")
+            .query::<u64>(&mut c)
+            == Ok(1)
     });
     drop(redis); // the outage
     let commits_before = job.metric("hotlist_commits_total");
@@ -259,7 +284,11 @@ fn a_redis_outage_keeps_memory_bounded_and_redis_catches_up() {
         "the job kept committing to its store while Redis was down"
     );
     let pending_peak = pending_peak.expect("hotlist_fanout_pending_lists is exported");
-    assert!(pending_peak <= WINDOWS.len() as f64, "{pending_peak} lists pending for {} windows", WINDOWS.len());
+    assert!(
+        pending_peak <= WINDOWS.len() as f64,
+        "{pending_peak} lists pending for {} windows",
+        WINDOWS.len()
+    );
     let failures = job.metric("hotlist_fanout_failures_total");
 
     let redis = RedisServer::start(port); // back, empty
@@ -271,11 +300,22 @@ fn a_redis_outage_keeps_memory_bounded_and_redis_catches_up() {
     assert!(status.success(), "graceful stop exits 0: {status:?}\n{stderr}");
     assert!(failures >= 2.0);
     assert!(stderr.contains("Redis fan-out failed"), "{stderr}");
-    assert!(stderr.contains("Redis fan-out to") && stderr.contains("recovered after"), "{stderr}");
+    assert!(
+        stderr.contains("Redis fan-out to") && stderr.contains("recovered after"),
+        "{stderr}"
+    );
     let mut sqlite = SqliteStore::open_read_only(&dir.path().join("out.db")).expect("open out.db");
     let mut fanout = RedisStore::connect(&redis.url(), "hotlist").expect("connect redis");
     let want = latest_lists(&mut sqlite, "fan", &WINDOWS);
     assert!(want.iter().all(Option::is_some), "every window has a list");
-    assert_eq!(latest_lists(&mut fanout, "fan", &WINDOWS), want, "Redis holds SQLite's latest lists");
-    assert_eq!(fanout.windows("fan").expect("windows").len(), WINDOWS.len(), "windows prepared again");
+    assert_eq!(
+        latest_lists(&mut fanout, "fan", &WINDOWS),
+        want,
+        "Redis holds SQLite's latest lists"
+    );
+    assert_eq!(
+        fanout.windows("fan").expect("windows").len(),
+        WINDOWS.len(),
+        "windows prepared again"
+    );
 }

@@ -208,7 +208,11 @@ fn write_loop(shared: &Shared, target: &Target, stats: &JobStats) {
                 st = match outage.retry_at {
                     Some(t) => {
                         let wait = t.saturating_duration_since(Instant::now());
-                        shared.wake.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner).0
+                        shared
+                            .wake
+                            .wait_timeout(st, wait)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
                     }
                     None => shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
                 };
@@ -346,7 +350,10 @@ mod tests {
 
     /// What is pending: (window, start, revision) per window.
     fn shape(p: &Pending) -> Vec<(&str, i64, u32)> {
-        p.lists.values().map(|l| (l.window.as_str(), l.start.0, l.revision)).collect()
+        p.lists
+            .values()
+            .map(|l| (l.window.as_str(), l.start.0, l.revision))
+            .collect()
     }
 
     /// However many batches pile up while Redis is down, one list per window is pending: the
@@ -372,7 +379,10 @@ mod tests {
     #[test]
     fn an_older_instance_never_replaces_a_newer_one() {
         // Within a batch: the greatest start, then the highest revision.
-        let b = batch(1, vec![list("1m", 60_000, 2, 1), list("1m", 0, 9, 1), list("1m", 60_000, 1, 1)]);
+        let b = batch(
+            1,
+            vec![list("1m", 60_000, 2, 1), list("1m", 0, 9, 1), list("1m", 60_000, 1, 1)],
+        );
         let mut p = Pending::of(&b);
         assert_eq!(shape(&p), vec![("1m", 60_000, 2)]);
         // A later batch: a correction of the older instance does not replace it ...
@@ -409,14 +419,21 @@ mod tests {
             url: format!("redis://127.0.0.1:{port}/"),
             prefix: "hotlist".into(),
         };
-        let windows = [WindowSpec::tumbling("1m", hotlist_operators::time::Span::from_millis(60_000), 100)];
+        let windows = [WindowSpec::tumbling(
+            "1m",
+            hotlist_operators::time::Span::from_millis(60_000),
+            100,
+        )];
         let stats = Arc::new(JobStats::new(1, 1));
         let fanout = Fanout::start(&target, "j", &windows, stats.clone()).unwrap();
         let started = Instant::now();
         for epoch in 1..=2_000u64 {
             fanout.offer(&batch(epoch, vec![list("1m", epoch as i64 * 60_000, 1, 100)]));
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "offering does not wait for Redis");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "offering does not wait for Redis"
+        );
         let deadline = Instant::now() + Duration::from_secs(30);
         while stats.fanout.failures.load(Relaxed) < 2 {
             assert!(Instant::now() < deadline, "no failed attempt counted");
