@@ -319,3 +319,25 @@ fn a_redis_outage_keeps_memory_bounded_and_redis_catches_up() {
         "windows prepared again"
     );
 }
+
+/// Redis as the only sink is the primary store, not a fan-out: unreachable at start, the run
+/// fails with one line (exit 1).
+#[test]
+fn an_unreachable_redis_sink_fails_the_start() {
+    let port = free_loopback_ports(1)[0];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "[source]\nkind = \"generator\"\nevents = 100\n[sink]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:{port}/\"\n"
+    );
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let out = run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        false,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.trim_end();
+    let want = format!("error: cannot connect to the Redis sink: connecting on redis://127.0.0.1:{port}/ failed: IO ");
+    assert!(line.starts_with(&want) && line.lines().count() == 1, "{stderr}");
+}

@@ -189,36 +189,12 @@ impl Drop for Fanout {
     }
 }
 
-/// The fan-out thread: waits for pending lists (and for the backoff after a failure), writes
-/// them, puts them back on failure; ends after the last attempt once stopping.
+/// The fan-out thread: takes what is pending (after the backoff, if the last attempt failed),
+/// writes it, puts it back on failure; ends after the last attempt once stopping.
 fn write_loop(shared: &Shared, target: &Target, stats: &JobStats) {
     let mut store: Option<RedisStore> = None;
     let mut outage = Outage::default();
-    loop {
-        let (pending, stopping) = {
-            let mut st = shared.lock();
-            loop {
-                let due = outage.retry_at.is_none_or(|t| Instant::now() >= t);
-                if st.pending.is_some() && (due || st.stopping) {
-                    break (st.pending.take(), st.stopping);
-                }
-                if st.stopping {
-                    return;
-                }
-                st = match outage.retry_at {
-                    Some(t) => {
-                        let wait = t.saturating_duration_since(Instant::now());
-                        shared
-                            .wake
-                            .wait_timeout(st, wait)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0
-                    }
-                    None => shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
-                };
-            }
-        };
-        let Some(pending) = pending else { continue };
+    while let Some((pending, stopping)) = next_pending(shared, &outage) {
         let result = write(&mut store, target, &pending);
         let mut st = shared.lock();
         match result {
@@ -240,8 +216,37 @@ fn write_loop(shared: &Shared, target: &Target, stats: &JobStats) {
         let pending_lists = st.pending.as_ref().map_or(0, Pending::len);
         stats.fanout.pending_lists.store(pending_lists as u64, Relaxed);
         if stopping && outage.failures > 0 {
-            return;
+            return; // the last attempt failed
         }
+    }
+}
+
+/// Waits until something is pending and the backoff has passed (or the job is stopping, which
+/// skips the backoff) and takes it, with whether the job is stopping; `None` once stopping with
+/// nothing pending.
+fn next_pending(shared: &Shared, outage: &Outage) -> Option<(Pending, bool)> {
+    let mut st = shared.lock();
+    loop {
+        let due = outage.retry_at.is_none_or(|t| Instant::now() >= t);
+        if due || st.stopping {
+            if let Some(p) = st.pending.take() {
+                return Some((p, st.stopping));
+            }
+        }
+        if st.stopping {
+            return None;
+        }
+        st = match outage.retry_at {
+            Some(t) => {
+                let wait = t.saturating_duration_since(Instant::now());
+                let (st, _) = shared
+                    .wake
+                    .wait_timeout(st, wait)
+                    .unwrap_or_else(PoisonError::into_inner);
+                st
+            }
+            None => shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
+        };
     }
 }
 
