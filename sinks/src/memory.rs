@@ -1,7 +1,7 @@
 //! `MemoryStore`: a complete in-memory sink store with the same semantics as the SQLite one,
 //! for tests and benchmarks. Clones share one store, so a test keeps a handle and reads what
 //! the job wrote through another (directly, or through [`StoreReader`]). Its reads apply the
-//! same checks as the other stores' ([`crate::read_checks`]): a list longer than its window's
+//! same checks as the other stores' (`read_checks`): a list longer than its window's
 //! `k` is corrupt here too.
 
 use crate::error::SinkError;
