@@ -3,7 +3,8 @@
 //! Per partition: records, events, bad and late counts, watermark and watermark lag (wall
 //! clock minus watermark), status; job-wide: dropped events, global watermark, revisions,
 //! windows closed and sealed, commits and their latency, checkpoint duration and size, live
-//! state; for Kafka partitions the consumer lag.
+//! state; for Kafka partitions the consumer lag; with a Redis fan-out its pending lists,
+//! failed attempts and last written epoch.
 
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::time::Millis;
@@ -21,6 +22,7 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
     register_partition_gauges(&registry, stats);
     register_job_scalars(&registry, stats);
     register_checkpoint_series(&registry, stats);
+    register_fanout_series(&registry, stats);
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
         return format!("# error encoding metrics: {e}\n");
@@ -167,6 +169,35 @@ fn register_job_scalars(registry: &Registry, stats: &JobStats) {
         register(registry, gauge);
     }
     register(registry, stats.commit_seconds.clone());
+}
+
+/// The Redis fan-out, if the job has one: lists pending, failed attempts, last epoch written.
+fn register_fanout_series(registry: &Registry, stats: &JobStats) {
+    let f = &stats.fanout;
+    if !f.enabled.load(Relaxed) {
+        return;
+    }
+    let load = |a: &AtomicU64| a.load(Relaxed) as i64;
+    let series = [
+        (
+            "hotlist_fanout_pending_lists",
+            "window lists waiting to be written to the Redis fan-out (at most one per window)",
+            load(&f.pending_lists),
+        ),
+        (
+            "hotlist_fanout_failures_total",
+            "failed write attempts to the Redis fan-out",
+            load(&f.failures),
+        ),
+        (
+            "hotlist_fanout_committed_epoch",
+            "last epoch written to the Redis fan-out",
+            load(&f.committed_epoch),
+        ),
+    ];
+    for (name, help, v) in series {
+        register_scalar(registry, name, help, v);
+    }
 }
 
 /// Checkpoints: write durations, the last checkpoint's size, and bytes written vs. linked.

@@ -4,7 +4,7 @@
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Counters of a running job.
@@ -58,6 +58,21 @@ pub struct JobStats {
     pub checkpoint_written_bytes: AtomicU64,
     /// Bytes of those checkpoints' counter parts, linked panes included.
     pub checkpoint_total_bytes: AtomicU64,
+    /// The Redis fan-out's counters (all zero without one).
+    pub fanout: FanoutStats,
+}
+
+/// Counters of the Redis fan-out (`sink.redis_url`).
+#[derive(Debug, Default)]
+pub struct FanoutStats {
+    /// Whether the job has a fan-out (its metrics are exported only then).
+    pub enabled: AtomicBool,
+    /// Window lists waiting to be written (at most one per window).
+    pub pending_lists: AtomicU64,
+    /// Failed write attempts.
+    pub failures: AtomicU64,
+    /// The last epoch written to Redis.
+    pub committed_epoch: AtomicU64,
 }
 
 /// Counters of one input partition.
@@ -126,6 +141,7 @@ impl JobStats {
             largest_checkpoint: Mutex::new((0, 0)),
             checkpoint_written_bytes: AtomicU64::new(0),
             checkpoint_total_bytes: AtomicU64::new(0),
+            fanout: FanoutStats::default(),
         }
     }
 

@@ -40,6 +40,10 @@ pub enum WindowError {
     /// `k = 0`.
     #[error("window {0:?}: k must be at least 1")]
     ZeroK(String),
+    /// `k` above [`MAX_K`]: a list that long is no "top" list, and readers bound what they
+    /// read from a store by it.
+    #[error("window {0:?}: k must be at most {1}")]
+    KTooLarge(String, usize),
     /// Too many overlapping instances per event (size/slide); would explode state.
     #[error("window {0:?}: size/slide must be at most {1} (hopping instances per event)")]
     TooManyHops(String, u64),
@@ -58,6 +62,9 @@ pub enum WindowError {
 pub const MAX_HOPS: u64 = 1024;
 /// Most windows one job may configure.
 pub const MAX_WINDOWS: usize = 64;
+/// The largest `k` (list length) a window may have; the stores' readers never read more rows
+/// of one list than this (or than the window's own `k`).
+pub const MAX_K: usize = 1_000_000;
 /// Longest window: the whole event time range (`MIN_EVENT..=MAX_EVENT`, 10000 Gregorian years).
 pub const MAX_WINDOW_SIZE: Span = Span::from_millis((Millis::MAX_EVENT.0 - Millis::MIN_EVENT.0 + 1) as u64);
 
@@ -82,6 +89,9 @@ impl WindowSpec {
         }
         if self.k == 0 {
             return Err(WindowError::ZeroK(self.name.clone()));
+        }
+        if self.k > MAX_K {
+            return Err(WindowError::KTooLarge(self.name.clone(), MAX_K));
         }
         if self.size > MAX_WINDOW_SIZE {
             return Err(WindowError::TooLong(self.name.clone(), MAX_WINDOW_SIZE));
@@ -251,6 +261,11 @@ mod tests {
             Err(WindowError::TooLong("w".into(), MAX_WINDOW_SIZE))
         );
         assert!(validate_all(&default_windows()).is_ok());
+        let mut k = hop(10, 10);
+        k.k = MAX_K;
+        assert!(k.validate().is_ok());
+        k.k = MAX_K + 1;
+        assert_eq!(k.validate(), Err(WindowError::KTooLarge("w".into(), MAX_K)));
         let mut two = default_windows();
         two[1].name = "1m".into();
         assert_eq!(validate_all(&two), Err(WindowError::BadName("1m".into())));

@@ -10,8 +10,10 @@
 //! Backends differ in what they keep, and that is data in the subject, not a copied test:
 //! [`Subject::history`] is `None` for a store that keeps only each window's latest list and no
 //! dead letters (Redis), and [`Subject::stored_rows`] is `Some` where the rows can be looked at
-//! around the store (the SQL stores). What only one backend does (its encoding, key layout,
-//! error texts, connection handling) is tested in that backend's `tests.rs`.
+//! around the store (the SQL stores), and [`Subject::damage`] is `Some` where stored data can be
+//! damaged around the store (every backend but memory). What only one backend does (its
+//! encoding, key layout, error texts, connection handling) is tested in that backend's
+//! `tests.rs`.
 
 use crate::error::SinkError;
 use crate::store::{SinkStore, StoreReader};
@@ -42,6 +44,9 @@ pub(crate) struct Subject {
     /// `(rank, revision)` of the stored rows of the `1m` instance at a start, read around the
     /// store; `None` where there are no rows to look at.
     pub stored_rows: Option<RowsAt>,
+    /// Damages the stored data around the store (raw SQL, raw Redis commands); `None` where
+    /// nothing but the store can reach the data (memory).
+    pub damage: Option<Box<dyn Fn(Damage)>>,
     /// Holds the subject's data (a directory, a schema, a key prefix) and removes it when
     /// dropped, after the handles a case opened.
     #[expect(dead_code, reason = "held only for its Drop")]
@@ -55,6 +60,18 @@ impl Subject {
             assert_eq!(rows(start), want, "stored rows of the instance at {start}");
         }
     }
+}
+
+/// A damage done to a store's data around the store, as a bad disk, an operator's typo or
+/// another program would do it. Each backend writes it its own way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Damage {
+    /// Sets the item count in the header (meta hash) of the `1m` list at start 0.
+    ItemCount(i64),
+    /// Sets the stored `k` of window `1m` (the job's windows are the fixtures' `windows()`).
+    WindowK(i64),
+    /// Sets the job's committed watermark, in milliseconds.
+    CommitWatermark(i64),
 }
 
 /// What the stores that keep history (SQLite, PostgreSQL, memory) can be asked beyond
@@ -100,6 +117,8 @@ macro_rules! suite {
             latest_instances_and_windows,
             invalid_input_changes_nothing,
             concurrent_reader_never_sees_a_mix_of_revisions,
+            a_list_longer_than_its_windows_k_is_corrupt,
+            damaged_rows_are_reported_never_trusted,
         );
     };
     (@cases $subject:path; $($case:ident,)*) => {
@@ -251,7 +270,7 @@ pub(crate) fn latest_instances_and_windows(s: Subject) {
     assert_eq!(r.windows(JOB).unwrap().len(), 1);
 
     assert_eq!(r.latest(JOB, "1m").unwrap(), None);
-    let b = batch(1, vec![list(120_000, 1, 2), list(-60_000, 2, 1), list(60_000, 1, 4)]);
+    let b = batch(1, vec![list(120_000, 1, 2), list(-60_000, 2, 1), list(60_000, 1, 3)]);
     assert!(w.commit(&b).unwrap());
     assert_eq!(
         r.latest(JOB, "1m").unwrap(),
@@ -264,7 +283,7 @@ pub(crate) fn latest_instances_and_windows(s: Subject) {
         assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap(), None);
         return;
     };
-    assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap().unwrap().items.len(), 4);
+    assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap().unwrap().items.len(), 3);
     let earliest = r.instance(JOB, "1m", Millis(-60_000)).unwrap();
     assert_eq!(earliest, Some(StoredList::from(list(-60_000, 2, 1))));
     let mut h = history();
@@ -305,6 +324,88 @@ pub(crate) fn invalid_input_changes_nothing(s: Subject) {
     }
     assert_eq!(w.committed_epoch(JOB).unwrap(), Some(1));
     assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 3))));
+}
+
+/// A list longer than its window's `k` (which the job never writes) reads back as a permanent
+/// [`SinkError::Corrupt`] naming the instance and the `k`, not as a list; within `k` it reads
+/// back, and a window that is not recorded bounds its lists by the largest `k` only.
+pub(crate) fn a_list_longer_than_its_windows_k_is_corrupt(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    w.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
+    assert!(w.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 3))));
+    assert!(w.commit(&batch(2, vec![list(60_000, 1, 4)])).unwrap());
+    for err in [
+        r.latest(JOB, "1m").unwrap_err(),
+        r.instance(JOB, "1m", Millis(60_000)).unwrap_err(),
+    ] {
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+        assert!(!err.retryable());
+        let want = "job \"hotlist\" window \"1m\" instance 1970-01-01T00:01:00.000Z";
+        assert!(err.to_string().contains(want), "{err}");
+        assert!(
+            err.to_string()
+                .contains("header item_count 4 exceeds the window's k (3)"),
+            "{err}"
+        );
+    }
+    let mut other = list(0, 1, 20);
+    other.window = "gone".into();
+    assert!(w.commit(&batch(3, vec![other.clone()])).unwrap());
+    assert_eq!(r.latest(JOB, "gone").unwrap(), Some(StoredList::from(other)));
+    // The largest k is the configuration's bound too.
+    let mut huge = windows();
+    huge[1].k = hotlist_operators::window::MAX_K + 1;
+    assert!(matches!(w.prepare(JOB, &huge), Err(SinkError::Invalid { .. })));
+}
+
+/// Damaged stored data (a header's item count of 2^40 or 2^62, a window's `k` out of range, a
+/// watermark past year 9999) is a permanent [`SinkError::Corrupt`] naming the job, window,
+/// instance and field, never an allocation sized by it or a panic; once repaired, the same
+/// reader reads the list again.
+pub(crate) fn damaged_rows_are_reported_never_trusted(s: Subject) {
+    let Some(damage) = &s.damage else {
+        return;
+    };
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    w.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
+    assert!(w.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    let good = r.latest(JOB, "1m").unwrap();
+    assert_eq!(good, Some(StoredList::from(list(0, 1, 3))));
+    let at = "job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z";
+    let corrupt = |err: SinkError, want: &str| {
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains(want), "{err} (want {want:?})");
+    };
+    for n in [1i64 << 40, 1 << 62, i64::MAX, 4] {
+        damage(Damage::ItemCount(n));
+        let want = format!("{at}: header item_count {n} exceeds the window's k (3)");
+        corrupt(r.latest(JOB, "1m").unwrap_err(), &want);
+        corrupt(r.instance(JOB, "1m", Millis(0)).unwrap_err(), &want);
+    }
+    damage(Damage::ItemCount(2));
+    corrupt(r.latest(JOB, "1m").unwrap_err(), at);
+    damage(Damage::ItemCount(3));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), good);
+    for k in [0i64, 1 << 40, 1 << 62] {
+        damage(Damage::WindowK(k));
+        let want = format!("job \"hotlist\" window \"1m\": k {k} is out of range (1 to 1000000)");
+        corrupt(r.windows(JOB).unwrap_err(), &want);
+        corrupt(r.latest(JOB, "1m").unwrap_err(), &want);
+    }
+    damage(Damage::WindowK(2));
+    corrupt(
+        r.latest(JOB, "1m").unwrap_err(),
+        "header item_count 3 exceeds the window's k (2)",
+    );
+    damage(Damage::WindowK(3));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), good);
+    damage(Damage::CommitWatermark(1_000_000_000_000_000));
+    let want = "job \"hotlist\": commit watermark 1000000000000000 ms is past year 9999";
+    corrupt(r.last_commit(JOB).unwrap_err(), want);
+    damage(Damage::CommitWatermark(1000));
+    assert_eq!(r.last_commit(JOB).unwrap(), Some((1, Millis(1000))));
 }
 
 /// How many items revision `revision` has in the concurrent-reader race: 120 and 7 in turn,

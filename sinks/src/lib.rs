@@ -11,7 +11,10 @@
 //! - [`sqlite`]: `SqliteStore`, the SQLite sink and its read API;
 //! - [`postgres`]: `PostgresStore`, the PostgreSQL sink (same tables and semantics as SQLite);
 //! - [`redis`]: `RedisStore`, the serving fan-out holding each window's latest list;
-//! - `sql_rows`: the checks the two SQL stores share for what they read back;
+//! - `read_checks`: what every store checks in what it reads back (counts bounded by the
+//!   window's `k`, ranges of instants, revisions and epochs), so a damaged row is a clear
+//!   [`SinkError::Corrupt`], never a huge allocation or a panic;
+//! - `sql_rows`: decoding the two SQL stores' rows, with those checks;
 //! - `conformance` (tests only): the one suite of store tests every backend runs;
 //! - `test_fixtures` (tests only): lists, batches and dead letters the tests share.
 #![deny(missing_docs)]
@@ -22,6 +25,7 @@ pub mod crash_point;
 pub mod error;
 pub mod memory;
 pub mod postgres;
+mod read_checks;
 pub mod redis;
 mod sql_rows;
 pub mod sqlite;

@@ -1,8 +1,11 @@
 //! `MemoryStore`: a complete in-memory sink store with the same semantics as the SQLite one,
 //! for tests and benchmarks. Clones share one store, so a test keeps a handle and reads what
-//! the job wrote through another (directly, or through [`StoreReader`]).
+//! the job wrote through another (directly, or through [`StoreReader`]). Its reads apply the
+//! same checks as the other stores' (`read_checks`): a list longer than its window's
+//! `k` is corrupt here too.
 
 use crate::error::SinkError;
+use crate::read_checks;
 use crate::store::{SinkStore, StoreReader};
 use crate::types::{
     check_batch, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
@@ -112,21 +115,43 @@ impl StoreReader for MemoryStore {
             return Ok(None);
         };
         let instances = (window.to_string(), Millis::MIN)..=(window.to_string(), Millis::MAX);
-        Ok(state.lists.range(instances).next_back().map(|(_, l)| l.clone().into()))
+        let list = state.lists.range(instances).next_back().map(|(_, l)| l);
+        list.map(|l| checked(job, state, l)).transpose()
     }
 
     fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
         let inner = self.lock();
-        let list = inner
-            .jobs
-            .get(job)
-            .and_then(|j| j.lists.get(&(window.to_string(), start)));
-        Ok(list.map(|l| l.clone().into()))
+        let Some(state) = inner.jobs.get(job) else {
+            return Ok(None);
+        };
+        let list = state.lists.get(&(window.to_string(), start));
+        list.map(|l| checked(job, state, l)).transpose()
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
         Ok(self.lock().jobs.get(job).and_then(|j| j.epoch.zip(j.watermark)))
     }
+}
+
+/// A stored list as read: checked against its window's `k` like the other stores' reads.
+fn checked(job: &str, state: &JobState, l: &PublishedList) -> Result<StoredList, SinkError> {
+    let k = state.windows.iter().find(|w| w.name == l.window).map(|w| w.k);
+    let header = read_checks::Header {
+        start: l.start,
+        end: l.end,
+        revision: i64::from(l.revision),
+        state: l.state.as_str(),
+        watermark: l.watermark,
+        as_of: l.as_of,
+        item_count: i64::try_from(l.items.len()).unwrap_or(i64::MAX),
+    };
+    let at = read_checks::ListAt {
+        job,
+        window: &l.window,
+        start: l.start,
+    };
+    read_checks::header(&at, &header, k).map_err(|d| SinkError::corrupt("memory", d))?;
+    Ok(l.clone().into())
 }
 
 #[cfg(test)]
@@ -146,6 +171,7 @@ mod tests {
             reader: Box::new(move || Box::new(r.clone())),
             history: Some(Box::new(move || Box::new(h.clone()))),
             stored_rows: None,
+            damage: None,
             place: Box::new(()),
         }
     }

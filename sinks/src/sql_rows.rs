@@ -2,18 +2,28 @@
 //!
 //! Both stores have the same tables, so their rows decode the same way: each backend only reads
 //! the columns into the `Raw…` shapes below (with its own instant type `T`), and these functions
-//! check them — numbers that must not be negative, names of list states and dead-letter
-//! reasons, a list's rows against its header — and build the public records. Every violation is
+//! check them with [`crate::read_checks`] — numbers that must not be negative or out of range,
+//! names of list states and dead-letter reasons, a list's header against its window's `k` and
+//! against the rows actually read — and build the public records. Every violation is
 //! [`SinkError::Corrupt`] naming the store's location (a path, or a server without credentials).
+//!
+//! A list is read in one transaction as its header, its window's `k` and at most
+//! [`row_limit`] rows (the statement's `LIMIT`): never more rows than the list may hold plus
+//! one, whatever the header says.
 
 use crate::error::SinkError;
+use crate::read_checks::{self, ListAt};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, ListState, PartitionId, RankedItem};
 use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::MAX_WINDOWS;
 use std::path::Path;
 
 /// A `hotlist_windows` row: name, size_ms, slide_ms, k.
 pub(crate) type RawWindow = (String, i64, i64, i64);
+
+/// The most window rows a reader reads: one more than a job may have, so too many show.
+pub(crate) const WINDOW_ROW_LIMIT: usize = MAX_WINDOWS + 1;
 
 /// A `topk` row of one instance: rank, item_id, count, revision.
 pub(crate) type RawRow = (i64, ItemId, i64, i64);
@@ -36,8 +46,18 @@ impl<T> RawHeader<T> {
     }
 }
 
-/// An instance's header and its rows, as read in one transaction.
-pub(crate) type RawList<T> = (RawHeader<T>, Vec<RawRow>);
+/// An instance's header, its window's `k` (`None`: the window is not recorded) and its rows in
+/// rank order, as read in one transaction with the statement's row limit `limit`.
+pub(crate) struct RawList<T> {
+    /// The `topk_instances` row.
+    pub header: RawHeader<T>,
+    /// The window's `hotlist_windows.k`, if the window is recorded.
+    pub k: Option<i64>,
+    /// The `topk` rows read (at most `limit`).
+    pub rows: Vec<RawRow>,
+    /// The row limit the rows were read with ([`row_limit`]).
+    pub limit: usize,
+}
 
 /// A `dead_letters` row: source, partition, position, reason, detail, raw.
 pub(crate) type RawDeadLetter = (String, i64, i64, String, String, Vec<u8>);
@@ -80,31 +100,40 @@ pub(crate) fn parse_reason(s: &str) -> Option<DeadReason> {
     DeadReason::parse(s)
 }
 
-/// A window definition as `prepare` recorded it.
-pub(crate) fn window(location: &Path, (name, size, slide, k): RawWindow) -> Result<StoredWindow, SinkError> {
-    let what = |c: &str| format!("window {name:?} {c}");
-    let size = non_negative(location, size, &what("size"))?;
-    let slide = non_negative(location, slide, &what("slide"))?;
-    let k = usize::try_from(non_negative(location, k, &what("k"))?)
-        .map_err(|_| SinkError::corrupt(location, what("k is too large")))?;
-    Ok(StoredWindow {
-        name,
-        size: Span::from_millis(size),
-        slide: Span::from_millis(slide),
-        k,
-    })
+/// The job's window definitions as `prepare` recorded them (at most [`WINDOW_ROW_LIMIT`] rows
+/// read), checked as the job checks its configuration.
+pub(crate) fn windows(location: &Path, job: &str, raw: Vec<RawWindow>) -> Result<Vec<StoredWindow>, SinkError> {
+    let corrupt = |detail| SinkError::corrupt(location, detail);
+    let mut windows = Vec::new();
+    for (name, size, slide, k) in raw {
+        let what = |c: &str| format!("job {job:?} window {name:?} {c}");
+        let size = non_negative(location, size, &what("size_ms"))?;
+        let slide = non_negative(location, slide, &what("slide_ms"))?;
+        let k = read_checks::window_k(job, &name, k).map_err(corrupt)?;
+        windows.push(StoredWindow {
+            name,
+            size: Span::from_millis(size),
+            slide: Span::from_millis(slide),
+            k,
+        });
+    }
+    read_checks::windows(job, windows).map_err(corrupt)
+}
+
+/// The job's last commit row: epoch and watermark.
+pub(crate) fn commit(location: &Path, job: &str, epoch: i64, watermark: Millis) -> Result<(u64, Millis), SinkError> {
+    read_checks::commit(job, epoch, watermark).map_err(|d| SinkError::corrupt(location, d))
 }
 
 /// A dead letter as committed.
-pub(crate) fn dead_letter(location: &Path, raw: RawDeadLetter) -> Result<SourcedDeadLetter, SinkError> {
+pub(crate) fn dead_letter(location: &Path, job: &str, raw: RawDeadLetter) -> Result<SourcedDeadLetter, SinkError> {
     let (source, partition, position, reason, detail, raw) = raw;
-    let partition = u32::try_from(partition)
-        .map_err(|_| SinkError::corrupt(location, format!("dead letter partition {partition} out of range")))?;
-    let position = non_negative(location, position, "dead letter position")?;
-    let reason = parse_reason(&reason)
-        .ok_or_else(|| SinkError::corrupt(location, format!("unknown dead letter reason {reason:?}")))?;
+    let corrupt =
+        |what: String| SinkError::corrupt(location, format!("job {job:?} dead letter from {source:?}: {what}"));
+    let partition = u32::try_from(partition).map_err(|_| corrupt(format!("partition {partition} out of range")))?;
+    let position = u64::try_from(position).map_err(|_| corrupt(format!("position {position} is negative")))?;
+    let reason = parse_reason(&reason).ok_or_else(|| corrupt(format!("unknown reason {reason:?}")))?;
     Ok(SourcedDeadLetter {
-        source,
         letter: DeadLetter {
             partition: PartitionId(partition),
             position,
@@ -112,41 +141,82 @@ pub(crate) fn dead_letter(location: &Path, raw: RawDeadLetter) -> Result<Sourced
             reason,
             detail,
         },
+        source,
     })
 }
 
-/// One instance's list from its header and its rows (in rank order), read in one transaction:
-/// checks the header's revision and item count against the rows (ranks 1..n, every row of the
-/// header's revision); `millis` converts the store's instants.
+/// A `(reason, count)` row of the dead-letter counts.
+pub(crate) fn reason_count(location: &Path, job: &str, (reason, n): (String, i64)) -> Result<(String, u64), SinkError> {
+    if parse_reason(&reason).is_none() {
+        return Err(SinkError::corrupt(
+            location,
+            format!("job {job:?}: unknown dead letter reason {reason:?}"),
+        ));
+    }
+    Ok((reason, non_negative(location, n, "count")?))
+}
+
+/// How many `topk` rows to read for a list whose window has the stored `k` (`None`: the
+/// window is not recorded): see [`read_checks::row_limit`]. A `k` out of range reads with the
+/// largest bound and is reported by [`stored_list`].
+pub(crate) fn row_limit(job: &str, window: &str, k: Option<i64>) -> usize {
+    read_checks::row_limit(k.and_then(|k| read_checks::window_k(job, window, k).ok()))
+}
+
+/// [`row_limit`] as a SQL `LIMIT` value.
+pub(crate) fn sql_limit(limit: usize) -> i64 {
+    // At most MAX_K + 1.
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// One instance's list from its header, its window's `k` and its rows (in rank order), read
+/// in one transaction: checks the header against `k` and the rows (ranks 1..n, every row of
+/// the header's revision, in ranking order); `millis` converts the store's instants.
 pub(crate) fn stored_list<T>(
     location: &Path,
     (job, window): (&str, &str),
-    (header, rows): RawList<T>,
+    list: RawList<T>,
     millis: impl Fn(T) -> Millis,
 ) -> Result<StoredList, SinkError> {
-    let start = millis(header.start);
-    let at = format!("job {job:?} window {window:?} instance {}", start.0);
-    let (revision, items) =
-        check_rows(&at, header.revision, header.item_count, rows).map_err(|d| SinkError::corrupt(location, d))?;
-    Ok(StoredList {
-        window: window.to_string(),
-        start,
+    let corrupt = |detail| SinkError::corrupt(location, detail);
+    let RawList { header, k, rows, limit } = list;
+    let k = k
+        .map(|k| read_checks::window_k(job, window, k))
+        .transpose()
+        .map_err(corrupt)?;
+    let h = read_checks::Header {
+        start: millis(header.start),
         end: millis(header.end),
-        revision,
-        state: list_state(location, &header.state)?,
+        revision: header.revision,
+        state: &header.state,
         watermark: millis(header.watermark),
         as_of: millis(header.as_of),
+        item_count: header.item_count,
+    };
+    let at = ListAt {
+        job,
+        window,
+        start: h.start,
+    };
+    let checked = read_checks::header(&at, &h, k).map_err(corrupt)?;
+    read_checks::rows_match(&at, checked.item_count, rows.len(), limit).map_err(corrupt)?;
+    let items = ranked_rows(&at, header.revision, rows).map_err(corrupt)?;
+    read_checks::ranked_items(&at, &items).map_err(corrupt)?;
+    Ok(StoredList {
+        window: window.to_string(),
+        start: h.start,
+        end: h.end,
+        revision: checked.revision,
+        state: checked.state,
+        watermark: h.watermark,
+        as_of: h.as_of,
         items,
     })
 }
 
-/// Checks a list's header revision and item count against its rows and returns the revision
-/// and the ranked items; `Err(detail)` names the first inconsistency (`at` says which instance).
-fn check_rows(at: &str, revision: i64, item_count: i64, rows: Vec<RawRow>) -> Result<(u32, Vec<RankedItem>), String> {
-    let rev = u32::try_from(revision).map_err(|_| format!("{at}: revision {revision} out of range"))?;
-    if i64::try_from(rows.len()).ok() != Some(item_count) {
-        return Err(format!("{at}: {} rows but item_count {item_count}", rows.len()));
-    }
+/// The rows as ranked items, checking ranks (1..n) and that every row is of the header's
+/// revision; `Err(detail)` names the first inconsistency.
+fn ranked_rows(at: &ListAt<'_>, revision: i64, rows: Vec<RawRow>) -> Result<Vec<RankedItem>, String> {
     let mut items = Vec::with_capacity(rows.len());
     for (i, (rank, item_id, count, row_revision)) in rows.into_iter().enumerate() {
         if i64::try_from(i + 1).ok() != Some(rank) || row_revision != revision {
@@ -155,10 +225,10 @@ fn check_rows(at: &str, revision: i64, item_count: i64, rows: Vec<RawRow>) -> Re
                 i + 1
             ));
         }
-        let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} is negative"))?;
+        let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} at rank {rank} is negative"))?;
         items.push(RankedItem { item_id, count });
     }
-    Ok((rev, items))
+    Ok(items)
 }
 
 #[cfg(test)]

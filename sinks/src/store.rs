@@ -42,8 +42,12 @@ pub trait SinkStore: Send {
 
 /// The read side every store offers (the query command and the HTTP API read through it).
 ///
-/// Each call is one consistent read: a list never mixes two revisions. Methods take `&mut self`
-/// so a store may keep one connection; share a reader between threads behind a `Mutex`.
+/// Each call is one consistent read: a list never mixes two revisions. Nothing read is trusted:
+/// a list is read with at most its window's `k` + 1 rows, and data that breaks the store's
+/// invariants (a header's item count above `k`, rows disagreeing with it, numbers out of range)
+/// is a permanent [`SinkError::Corrupt`] naming the job, window, instance and field
+/// (`crate::read_checks`). Methods take `&mut self` so a store may keep one connection; share a
+/// reader between threads behind a `Mutex`.
 pub trait StoreReader: Send {
     /// The job's windows, in configured order (empty if the job never ran).
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError>;

@@ -11,10 +11,12 @@
 //! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
 //!
 //! Files: this one the run's steps (open the store, restore, start the writer, start the
-//! workers, join); `writer` the sink writer; `display` the progress display; `summary` what a
-//! run returns and prints.
+//! workers, join); `writer` the sink writer; `fanout` the Redis fan-out beside it (its own
+//! thread, connecting lazily: an unreachable fan-out never stops the job); `display` the
+//! progress display; `summary` what a run returns and prints.
 
 mod display;
+mod fanout;
 mod summary;
 mod writer;
 

@@ -1,17 +1,17 @@
 //! The sink writer thread: drains the epochs worker 0 hands off into the store, coalescing
 //! whatever is queued into one transaction (so commits keep up however small epochs are),
-//! retrying transient store errors with a bounded backoff, copying each batch to the Redis
-//! fan-out, and finishing each checkpoint (manifest, retention) after its commit.
+//! retrying transient store errors with a bounded backoff, handing each committed batch to the
+//! Redis fan-out (`fanout`, which writes it on a thread of its own), and finishing each
+//! checkpoint (manifest, retention) after its commit.
 //!
 //! A commit that still fails after the retries, or fails for good at once, ends the thread
 //! with the error; worker 0 sees the channel closed and the job stops.
 
-use super::open_redis;
+use super::fanout::Fanout;
 use crate::checkpoint;
 use crate::config::{CheckpointPlan, JobPlan};
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
-use hotlist_sinks::RedisStore;
 use hotlist_sinks::{CommitBatch, SinkStore};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -28,7 +28,10 @@ pub fn start(
     store: Box<dyn SinkStore>,
     stats: Arc<JobStats>,
 ) -> Result<(crossbeam_channel::Sender<CommitBatch>, JoinHandle<Result<()>>)> {
-    let fanout = open_fanout(plan)?;
+    let fanout = match &plan.fanout {
+        Some(t) => Some(Fanout::start(t, &plan.job_id, &plan.windows, stats.clone())?),
+        None => None,
+    };
     let (tx, rx) = crossbeam_channel::bounded::<CommitBatch>(64);
     let checkpoint = plan.checkpoint.clone().map(|c| (c, plan.job_id.clone(), plan.workers));
     let writer = std::thread::Builder::new()
@@ -38,57 +41,12 @@ pub fn start(
     Ok((tx, writer))
 }
 
-/// The plan's Redis fan-out, connected and prepared.
-fn open_fanout(plan: &JobPlan) -> Result<Option<Fanout>> {
-    let Some(t) = &plan.fanout else { return Ok(None) };
-    let mut r = open_redis(t)?;
-    r.prepare(&plan.job_id, &plan.windows)
-        .context("cannot prepare the Redis fan-out")?;
-    Ok(Some(Fanout {
-        store: r,
-        pending: None,
-    }))
-}
-
-/// The Redis fan-out: a serving copy of the latest lists. Its failures never stop the job:
-/// a batch that could not be written is kept and merged into the next attempt, so Redis
-/// catches up (it keeps only the newest instance per window anyway).
-struct Fanout {
-    store: RedisStore,
-    pending: Option<CommitBatch>,
-}
-
-impl Fanout {
-    fn commit(&mut self, batch: &CommitBatch) {
-        let merged = match self.pending.take() {
-            None => batch.clone(),
-            Some(mut p) => {
-                p.epoch = batch.epoch;
-                p.watermark = p.watermark.max(batch.watermark);
-                p.lists.extend(batch.lists.iter().cloned());
-                p
-            }
-        };
-        let merged = CommitBatch {
-            dead_letters: Vec::new(),
-            ..merged
-        };
-        if let Err(e) = self.store.commit(&merged) {
-            tracing::warn!(
-                "Redis fan-out commit of epoch {} failed (will retry with the next batch): {e}",
-                batch.epoch
-            );
-            self.pending = Some(merged);
-        }
-    }
-}
-
 /// Drains batches into the store, coalescing what is queued into one transaction. With
 /// checkpoints, every batch is a checkpoint's: after its commit the manifest is written and old
 /// checkpoints are removed.
 fn write_loop(
     mut store: Box<dyn SinkStore>,
-    mut fanout: Option<Fanout>,
+    fanout: Option<Fanout>,
     rx: crossbeam_channel::Receiver<CommitBatch>,
     stats: &JobStats,
     checkpoint: Option<(CheckpointPlan, String, usize)>,
@@ -98,8 +56,8 @@ fn write_loop(
         let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
         stats.commit_seconds.observe(started.elapsed().as_secs_f64());
-        if let Some(f) = fanout.as_mut() {
-            f.commit(&batch);
+        if let Some(f) = &fanout {
+            f.offer(&batch);
         }
         if let Some((cp, job, workers)) = &checkpoint {
             finish_checkpoint(cp, job, *workers, &batch);

@@ -1,11 +1,13 @@
-//! The PostgreSQL read API: windows, lists (header and rows in one `REPEATABLE READ READ ONLY`
-//! transaction), instances, dead letters and the last commit. Each call reads the columns in
-//! one go (reconnecting first if the connection was lost), then [`crate::sql_rows`] checks them.
+//! The PostgreSQL read API: windows, lists (header, the window's `k` and at most `k + 1` rows
+//! in one `REPEATABLE READ READ ONLY` transaction), instances, dead letters and the last
+//! commit. Each call reads the columns in one go (reconnecting first if the connection was
+//! lost), then [`crate::sql_rows`] checks them; no statement reads more rows than a job may
+//! have written.
 
 use super::encode::{from_pg, to_pg, PgTime};
 use super::PostgresStore;
 use crate::error::SinkError;
-use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow};
+use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow, WINDOW_ROW_LIMIT};
 use crate::store::StoreReader;
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{ItemId, ListState};
@@ -18,11 +20,12 @@ impl StoreReader for PostgresStore {
         let raw: Vec<RawWindow> = self.run(
             || format!("reading the windows of job {job:?}"),
             |c, s| {
-                let rows = c.query(&s.select_windows, &[&job])?;
+                let limit = sql_rows::sql_limit(WINDOW_ROW_LIMIT);
+                let rows = c.query(&s.select_windows, &[&job, &limit])?;
                 rows.iter().map(columns).collect()
             },
         )?;
-        raw.into_iter().map(|w| sql_rows::window(self.loc(), w)).collect()
+        sql_rows::windows(self.loc(), job, raw)
     }
 
     fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
@@ -43,11 +46,8 @@ impl StoreReader for PostgresStore {
                     .transpose()
             },
         )?;
-        let Some((epoch, watermark)) = raw else {
-            return Ok(None);
-        };
-        let epoch = sql_rows::non_negative(self.loc(), epoch, "commit epoch")?;
-        Ok(Some((epoch, from_pg(watermark))))
+        raw.map(|(epoch, watermark)| sql_rows::commit(self.loc(), job, epoch, from_pg(watermark)))
+            .transpose()
     }
 }
 
@@ -79,7 +79,9 @@ impl PostgresStore {
                 rows.iter().map(columns).collect()
             },
         )?;
-        raw.into_iter().map(|d| sql_rows::dead_letter(self.loc(), d)).collect()
+        raw.into_iter()
+            .map(|d| sql_rows::dead_letter(self.loc(), job, d))
+            .collect()
     }
 
     /// How many dead letters the job has per reason (`"bad"`, `"late"`, `"sealed"`), by reason
@@ -93,12 +95,12 @@ impl PostgresStore {
             },
         )?;
         raw.into_iter()
-            .map(|(reason, n)| Ok((reason, sql_rows::non_negative(self.loc(), n, "count")?)))
+            .map(|row| sql_rows::reason_count(self.loc(), job, row))
             .collect()
     }
 
-    /// Reads one instance's header and rows in one read-only REPEATABLE READ transaction and
-    /// checks they agree.
+    /// Reads one instance's header, its window's `k` and at most `k + 1` rows in one read-only
+    /// REPEATABLE READ transaction, and checks they agree.
     fn read_list(&mut self, job: &str, window: &str, start: Option<Millis>) -> Result<Option<StoredList>, SinkError> {
         let op = || match start {
             Some(s) => format!("reading job {job:?} window {window:?} instance {}", s.0),
@@ -127,14 +129,22 @@ impl PostgresStore {
                 return Ok(None);
             };
             let header: RawHeader<PgTime> = RawHeader::from_columns(columns(&header)?);
-            let found = tx.query(&s.select_rows, &[&job, &window, &header.start])?;
+            let k: Option<i64> = tx
+                .query_opt(&s.select_window_k, &[&job, &window])?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            let limit = sql_rows::row_limit(job, window, k);
+            let found = tx.query(
+                &s.select_rows,
+                &[&job, &window, &header.start, &sql_rows::sql_limit(limit)],
+            )?;
             tx.commit()?;
             let mut rows = Vec::with_capacity(found.len());
             for r in &found {
                 let item: &str = r.try_get(1)?;
                 rows.push((r.try_get(0)?, ItemId::from(item), r.try_get(2)?, r.try_get(3)?));
             }
-            Ok(Some((header, rows)))
+            Ok(Some(RawList { header, k, rows, limit }))
         })?;
         let Some(list) = list else {
             return Ok(None);

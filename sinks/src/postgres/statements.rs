@@ -49,7 +49,12 @@ const DELETE_WINDOWS: &str = "DELETE FROM hotlist_windows WHERE job = $1";
 const INSERT_WINDOW: &str =
     "INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord) VALUES ($1, $2, $3, $4, $5, $6)";
 
-const SELECT_WINDOWS: &str = "SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = $1 ORDER BY ord";
+/// At most `$2` window rows (one more than a job may have).
+const SELECT_WINDOWS: &str =
+    "SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = $1 ORDER BY ord LIMIT $2";
+
+/// The `k` of one window.
+const SELECT_WINDOW_K: &str = "SELECT k FROM hotlist_windows WHERE job = $1 AND name = $2";
 
 /// The header of the window's instance with the greatest start: one backward scan of the
 /// `topk_instances` primary key.
@@ -62,10 +67,10 @@ pub(super) const SELECT_HEADER_AT: &str = "
 SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances
 WHERE job = $1 AND window_name = $2 AND window_start = $3";
 
-/// An instance's rows: one range scan of the `topk` primary key.
+/// At most `$4` of an instance's rows: one range scan of the `topk` primary key.
 pub(super) const SELECT_ROWS: &str = "
 SELECT rank, item_id, count, revision FROM topk
-WHERE job = $1 AND window_name = $2 AND window_start = $3 ORDER BY rank";
+WHERE job = $1 AND window_name = $2 AND window_start = $3 ORDER BY rank LIMIT $4";
 
 const SELECT_INSTANCES: &str = "
 SELECT window_start, revision, state FROM topk_instances
@@ -93,6 +98,7 @@ pub(super) struct Statements {
     pub(super) delete_windows: Statement,
     pub(super) insert_window: Statement,
     pub(super) select_windows: Statement,
+    pub(super) select_window_k: Statement,
     pub(super) select_latest_header: Statement,
     pub(super) select_header_at: Statement,
     pub(super) select_rows: Statement,
@@ -117,6 +123,7 @@ impl Statements {
             delete_windows: p(DELETE_WINDOWS)?,
             insert_window: p(INSERT_WINDOW)?,
             select_windows: p(SELECT_WINDOWS)?,
+            select_window_k: p(SELECT_WINDOW_K)?,
             select_latest_header: p(SELECT_LATEST_HEADER)?,
             select_header_at: p(SELECT_HEADER_AT)?,
             select_rows: p(SELECT_ROWS)?,

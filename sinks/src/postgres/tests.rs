@@ -11,7 +11,7 @@ use super::error::{describe, pg_err, retry_class};
 use super::schema::quote_ident;
 use super::statements::{SELECT_HEADER_AT, SELECT_LATEST_HEADER, SELECT_ROWS};
 use super::*;
-use crate::conformance::Subject;
+use crate::conformance::{Damage, Subject};
 use crate::error::{Retry, SinkError};
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{batch, letter, list, server_url, windows, JOB};
@@ -91,7 +91,8 @@ fn client(url: &str, schema: &str) -> Client {
 fn subject() -> Subject {
     let db = TestDb::new();
     let (url, schema) = (db.url.clone(), db.schema.clone());
-    let (w, r, h) = (
+    let (w, r, h, d) = (
+        (url.clone(), schema.clone()),
         (url.clone(), schema.clone()),
         (url.clone(), schema.clone()),
         (url.clone(), schema.clone()),
@@ -101,8 +102,21 @@ fn subject() -> Subject {
         reader: Box::new(move || Box::new(connect(&r.0, &r.1))),
         history: Some(Box::new(move || Box::new(connect(&h.0, &h.1)))),
         stored_rows: Some(Box::new(move |start| stored_rows(&mut client(&url, &schema), start))),
+        damage: Some(Box::new(move |what| damage(&mut client(&d.0, &d.1), what))),
         place: Box::new(db),
     }
+}
+
+/// Writes a [`Damage`] with plain SQL.
+fn damage(c: &mut Client, what: Damage) {
+    let sql = match what {
+        Damage::ItemCount(n) => format!("UPDATE topk_instances SET item_count = {n} WHERE window_name = '1m'"),
+        Damage::WindowK(k) => format!("UPDATE hotlist_windows SET k = {k} WHERE name = '1m'"),
+        Damage::CommitWatermark(ms) => {
+            format!("UPDATE hotlist_commits SET watermark = to_timestamp({ms}::float8 / 1000)")
+        }
+    };
+    c.batch_execute(&sql).unwrap();
 }
 
 crate::conformance::suite!(subject);
@@ -356,7 +370,8 @@ fn list_reads_use_the_primary_keys() {
             SELECT_ROWS
                 .replace("$1", "'hotlist'")
                 .replace("$2", "'1m'")
-                .replace("$3", at),
+                .replace("$3", at)
+                .replace("$4", "101"),
             "topk_pkey",
         ),
     ] {
@@ -376,7 +391,7 @@ fn inconsistent_rows_are_reported_as_corrupt() {
     c.batch_execute("DELETE FROM topk WHERE rank = 4").unwrap();
     let err = store.latest(JOB, "1m").unwrap_err();
     assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("3 rows but item_count 4"), "{err}");
+    assert!(err.to_string().contains("header item_count 4 but 3 rows"), "{err}");
     assert!(err.to_string().contains(&db.schema), "{err}");
     c.batch_execute("UPDATE topk_instances SET item_count = 3; UPDATE topk SET revision = 2 WHERE rank = 2")
         .unwrap();

@@ -39,9 +39,11 @@
 //!
 //! # Reading
 //!
-//! [`latest`](crate::StoreReader::latest) reads the meta hash and the sorted set in one MULTI/EXEC
-//! transaction, so both are of the same revision; it checks that the member count equals
-//! `item_count` and orders the items by the ranking (count descending, then item id ascending
+//! [`latest`](crate::StoreReader::latest) reads the window's `k` from the windows document, then
+//! in one MULTI/EXEC transaction the meta fields, the member count, at most `k + 1` members and
+//! the windows document again, so all are of the same revision and no read is sized by a stored
+//! count; it checks them (`read_checks`: `item_count` within `k`, equal to the member
+//! count, …) and orders the items by the ranking (count descending, then item id ascending
 //! bytewise) on the client side, since Redis orders ties differently.
 //! [`instance`](crate::StoreReader::instance) can only return the latest instance: Redis holds no
 //! other. After a connection, I/O or protocol failure the connection is dropped and the next

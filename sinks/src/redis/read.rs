@@ -1,29 +1,48 @@
-//! The Redis read API: the windows document, the latest list (meta hash and sorted set read in
-//! one MULTI/EXEC, checked against each other and put in ranking order) and the last commit.
+//! The Redis read API: the windows document, the latest list and the last commit.
+//!
+//! Nothing read is trusted ([`crate::read_checks`]): the windows document is read with
+//! `GETRANGE` up to [`WINDOWS_DOC_LIMIT`] bytes; a list is read in one MULTI/EXEC as its meta
+//! fields (`HMGET`), its member count (`ZCARD`), at most `k + 1` members (`ZRANGE 0 k`, with
+//! `k` the window's, from the windows document read in the same transaction) and that document
+//! again, so the bound and the list are of one moment. The members are put in ranking order and
+//! checked against the meta.
 
 use super::encode::parse_windows;
 use super::keys::check_key_part;
 use super::{RedisStore, MAX_EXACT_COUNT};
 use crate::error::SinkError;
+use crate::read_checks::{self, ListAt};
 use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
 use hotlist_operators::record::{ItemId, ListState, RankedItem};
 use hotlist_operators::time::Millis;
-use std::collections::HashMap;
+
+/// The longest windows document read: 64 windows with long names fit many times over.
+pub(super) const WINDOWS_DOC_LIMIT: usize = 1 << 20;
+
+/// The meta hash fields a list read asks for, in this order.
+const META_FIELDS: [&str; 9] = [
+    "window",
+    "window_start",
+    "window_end",
+    "revision",
+    "state",
+    "final",
+    "as_of",
+    "watermark",
+    "item_count",
+];
 
 impl StoreReader for RedisStore {
     /// The windows `prepare` recorded, from the JSON in `{prefix}:{job}:windows`.
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         check_key_part(job, "job id", job)?;
         let key = self.windows_key(job);
-        let json: Option<String> = self.run(
+        let doc: Vec<u8> = self.run(
             || format!("reading the windows of job {job:?}"),
-            |c| ::redis::cmd("GET").arg(&key).query(c),
+            |c| windows_doc_cmd(&key).query(c),
         )?;
-        match json {
-            None => Ok(Vec::new()),
-            Some(json) => parse_windows(&json).map_err(|e| self.corrupt(format!("{key}: {e}"))),
-        }
+        self.parse_windows_doc(job, &key, &doc)
     }
 
     /// The window's latest list, read atomically (meta and members of one revision).
@@ -49,90 +68,185 @@ impl StoreReader for RedisStore {
             (None, None) => Ok(None),
             (Some(epoch), Some(watermark)) => {
                 let epoch = epoch
-                    .parse::<u64>()
-                    .map_err(|_| self.corrupt(format!("{key} field epoch is not an epoch: {epoch:?}")))?;
+                    .parse::<i64>()
+                    .map_err(|_| self.corrupt(format!("{key} field epoch is not an integer: {epoch:?}")))?;
                 let watermark = watermark
                     .parse::<i64>()
                     .map_err(|_| self.corrupt(format!("{key} field watermark is not an integer: {watermark:?}")))?;
-                Ok(Some((epoch, Millis(watermark))))
+                let commit = read_checks::commit(job, epoch, Millis(watermark)).map_err(|d| self.corrupt(d))?;
+                Ok(Some(commit))
             }
             _ => Err(self.corrupt(format!("{key} lacks epoch or watermark"))),
         }
     }
 }
 
-/// A meta hash as read, with the server and key it was read from (for messages).
-struct Meta<'a> {
-    url: &'a str,
-    key: &'a str,
-    fields: HashMap<String, String>,
+/// `GETRANGE` of the windows document: at most one byte more than [`WINDOWS_DOC_LIMIT`], so a
+/// longer one shows; a missing key reads as empty.
+fn windows_doc_cmd(key: &str) -> ::redis::Cmd {
+    let mut cmd = ::redis::cmd("GETRANGE");
+    cmd.arg(key).arg(0).arg(WINDOWS_DOC_LIMIT);
+    cmd
+}
+
+/// One list read, all of one moment (one MULTI/EXEC).
+struct ListRead {
+    /// The windows document.
+    doc: Vec<u8>,
+    /// The meta fields, in [`META_FIELDS`] order.
+    meta: Vec<Option<String>>,
+    /// How many members the sorted set has.
+    card: u64,
+    /// At most `limit` of them, with their scores.
+    members: Vec<(Vec<u8>, f64)>,
+    /// The member limit this read used.
+    limit: usize,
 }
 
 impl RedisStore {
-    /// Reads the latest list of a window: meta hash and sorted set in one transaction.
+    /// The windows document's windows, checked; an empty document is no windows.
+    fn parse_windows_doc(&self, job: &str, key: &str, doc: &[u8]) -> Result<Vec<StoredWindow>, SinkError> {
+        if doc.is_empty() {
+            return Ok(Vec::new());
+        }
+        if doc.len() > WINDOWS_DOC_LIMIT {
+            return Err(self.corrupt(format!("{key} is longer than {WINDOWS_DOC_LIMIT} bytes")));
+        }
+        let text = std::str::from_utf8(doc).map_err(|e| self.corrupt(format!("{key}: {e}")))?;
+        let windows = parse_windows(text).map_err(|e| self.corrupt(format!("{key}: {e}")))?;
+        read_checks::windows(job, windows).map_err(|d| self.corrupt(format!("{key}: {d}")))
+    }
+
+    /// The `k` of `window` in a windows document (`None`: not recorded).
+    fn k_in(&self, job: &str, window: &str, doc: &[u8]) -> Result<Option<usize>, SinkError> {
+        let windows = self.parse_windows_doc(job, &self.windows_key(job), doc)?;
+        Ok(windows.iter().find(|w| w.name == window).map(|w| w.k))
+    }
+
+    /// Reads the latest list of a window: the window's `k` first, then the list in one
+    /// transaction bounded by it; read once more if the `k` grew in between and the read was
+    /// cut short.
     fn read_latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
         check_key_part(job, "job id", job)?;
         check_key_part(job, "window name", window)?;
-        let (zkey, mkey) = (self.list_key(job, window), self.meta_key(job, window));
-        type Reply = (HashMap<String, String>, Vec<(Vec<u8>, f64)>);
-        let (fields, members): Reply = self.run(
+        let key = self.windows_key(job);
+        let doc: Vec<u8> = self.run(
+            || format!("reading the latest list of job {job:?} window {window:?}"),
+            |c| windows_doc_cmd(&key).query(c),
+        )?;
+        let k = self.k_in(job, window, &doc)?;
+        let mut read = self.read_list_once(job, window, read_checks::row_limit(k))?;
+        let k_now = self.k_in(job, window, &read.doc)?;
+        if k_now != k && read.members.len() >= read.limit {
+            read = self.read_list_once(job, window, read_checks::row_limit(k_now))?;
+        }
+        let k = self.k_in(job, window, &read.doc)?;
+        self.checked_list(job, window, read, k)
+    }
+
+    /// One MULTI/EXEC: the windows document, the meta fields, the member count and at most
+    /// `limit` members.
+    fn read_list_once(&mut self, job: &str, window: &str, limit: usize) -> Result<ListRead, SinkError> {
+        let (zkey, mkey, wkey) = (
+            self.list_key(job, window),
+            self.meta_key(job, window),
+            self.windows_key(job),
+        );
+        type Reply = (Vec<u8>, Vec<Option<String>>, u64, Vec<(Vec<u8>, f64)>);
+        let (doc, meta, card, members): Reply = self.run(
             || format!("reading the latest list of job {job:?} window {window:?}"),
             |c| {
+                let mut hmget = ::redis::cmd("HMGET");
+                hmget.arg(&mkey).arg(&META_FIELDS[..]);
                 ::redis::pipe()
                     .atomic()
-                    .cmd("HGETALL")
-                    .arg(&mkey)
+                    .add_command(windows_doc_cmd(&wkey))
+                    .add_command(hmget)
+                    .cmd("ZCARD")
+                    .arg(&zkey)
                     .cmd("ZRANGE")
                     .arg(&zkey)
                     .arg(0)
-                    .arg(-1)
+                    .arg(limit.saturating_sub(1))
                     .arg("WITHSCORES")
                     .query(c)
             },
         )?;
-        if fields.is_empty() {
-            if members.is_empty() {
+        Ok(ListRead {
+            doc,
+            meta,
+            card,
+            members,
+            limit,
+        })
+    }
+
+    /// Checks one list read against the window's `k` and builds the list.
+    fn checked_list(
+        &self,
+        job: &str,
+        window: &str,
+        read: ListRead,
+        k: Option<usize>,
+    ) -> Result<Option<StoredList>, SinkError> {
+        let (zkey, mkey) = (self.list_key(job, window), self.meta_key(job, window));
+        if read.meta.iter().all(Option::is_none) {
+            if read.card == 0 {
                 return Ok(None);
             }
-            return Err(self.corrupt(format!("{zkey} has {} members but {mkey} is missing", members.len())));
+            return Err(self.corrupt(format!("{zkey} has {} members but {mkey} is missing", read.card)));
         }
-        let meta = Meta {
-            url: &self.url,
-            key: &mkey,
-            fields,
+        let field = |i: usize| -> Result<&str, SinkError> {
+            read.meta[i]
+                .as_deref()
+                .ok_or_else(|| self.corrupt(format!("{mkey} has no field {}", META_FIELDS[i])))
         };
-        if meta.field("window")? != window {
-            return Err(self.corrupt(format!("{mkey} names window {:?}", meta.field("window")?)));
+        let int = |i: usize| -> Result<i64, SinkError> {
+            let v = field(i)?;
+            v.parse()
+                .map_err(|_| self.corrupt(format!("{mkey} field {} is not an integer: {v:?}", META_FIELDS[i])))
+        };
+        if field(0)? != window {
+            return Err(self.corrupt(format!("{mkey} names window {:?}", field(0)?)));
         }
-        let revision = meta.int("revision")?;
-        let revision =
-            u32::try_from(revision).map_err(|_| self.corrupt(format!("{mkey} revision {revision} out of range")))?;
-        let state = meta.field("state")?;
-        let state =
-            ListState::parse(state).ok_or_else(|| self.corrupt(format!("{mkey} has unknown state {state:?}")))?;
-        let is_final = meta.field("final")?;
-        if is_final != if state == ListState::Final { "1" } else { "0" } {
+        let h = read_checks::Header {
+            start: Millis(int(1)?),
+            end: Millis(int(2)?),
+            revision: int(3)?,
+            state: field(4)?,
+            as_of: Millis(int(6)?),
+            watermark: Millis(int(7)?),
+            item_count: int(8)?,
+        };
+        let at = ListAt {
+            job,
+            window,
+            start: h.start,
+        };
+        let checked = read_checks::header(&at, &h, k).map_err(|d| self.corrupt(format!("{mkey}: {d}")))?;
+        let is_final = field(5)?;
+        if is_final != if checked.state == ListState::Final { "1" } else { "0" } {
             return Err(self.corrupt(format!(
                 "{mkey} final {is_final:?} disagrees with state {}",
-                state.as_str()
+                checked.state.as_str()
             )));
         }
-        let item_count = meta.int("item_count")?;
-        if usize::try_from(item_count).ok() != Some(members.len()) {
+        if usize::try_from(read.card).ok() != Some(checked.item_count) {
             return Err(self.corrupt(format!(
-                "{zkey} has {} members but {mkey} item_count is {item_count}",
-                members.len()
+                "{at}: {zkey} has {} members but {mkey} item_count is {}",
+                read.card, checked.item_count
             )));
         }
-        let items = self.ranked_items(&zkey, members)?;
+        let items = self.ranked_items(&zkey, read.members)?;
+        read_checks::ranked_items(&at, &items).map_err(|d| self.corrupt(format!("{zkey}: {d}")))?;
         Ok(Some(StoredList {
             window: window.to_string(),
-            start: Millis(meta.int("window_start")?),
-            end: Millis(meta.int("window_end")?),
-            revision,
-            state,
-            watermark: Millis(meta.int("watermark")?),
-            as_of: Millis(meta.int("as_of")?),
+            start: h.start,
+            end: h.end,
+            revision: checked.revision,
+            state: checked.state,
+            watermark: h.watermark,
+            as_of: h.as_of,
             items,
         }))
     }
@@ -154,24 +268,6 @@ impl RedisStore {
         }
         sort_by_rank(&mut items);
         Ok(items)
-    }
-}
-
-impl Meta<'_> {
-    /// The field `name`; missing is corrupt.
-    fn field(&self, name: &str) -> Result<&str, SinkError> {
-        let key = self.key;
-        self.fields
-            .get(name)
-            .map(String::as_str)
-            .ok_or_else(|| SinkError::corrupt(self.url, format!("{key} has no field {name}")))
-    }
-
-    /// The field `name` as an integer; missing or not an integer is corrupt.
-    fn int(&self, name: &str) -> Result<i64, SinkError> {
-        let v = self.field(name)?;
-        v.parse()
-            .map_err(|_| SinkError::corrupt(self.url, format!("{} field {name} is not an integer: {v:?}", self.key)))
     }
 }
 

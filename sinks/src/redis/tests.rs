@@ -11,7 +11,7 @@ use super::encode::parse_windows;
 use super::error::{redis_err, retry_class};
 use super::read::sort_by_rank;
 use super::*;
-use crate::conformance::Subject;
+use crate::conformance::{Damage, Subject};
 use crate::error::Retry;
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{batch, list, not_json, server_url, windows, JOB};
@@ -119,14 +119,35 @@ impl Drop for Fixture {
 /// of its own. Redis keeps only each window's latest list and no dead letters.
 fn subject() -> Subject {
     let fx = Fixture::new();
-    let (w, r) = (fx.prefix.clone(), fx.prefix.clone());
+    let (w, r, d) = (fx.prefix.clone(), fx.prefix.clone(), fx.prefix.clone());
     Subject {
         writer: Box::new(move || Box::new(RedisStore::connect(&test_url(), &w).unwrap())),
         reader: Box::new(move || Box::new(RedisStore::connect(&test_url(), &r).unwrap())),
         history: None,
         stored_rows: None,
+        damage: Some(Box::new(move |what| damage(&d, what))),
         place: Box::new(fx),
     }
+}
+
+/// Writes a [`Damage`] with plain Redis commands under `prefix`.
+fn damage(prefix: &str, what: Damage) {
+    let mut c = Client::open(test_url().as_str())
+        .and_then(|c| c.get_connection())
+        .unwrap();
+    let key = |rest: &str| format!("{prefix}:{JOB}:{rest}");
+    match what {
+        Damage::ItemCount(n) => ::redis::cmd("HSET").arg(key("1m:latest:meta")).arg("item_count").arg(n).exec(&mut c),
+        Damage::WindowK(k) => {
+            // The fixtures' windows() with 1m's k replaced.
+            let doc = format!(
+                r#"[{{"name":"5m","size_ms":300000,"slide_ms":300000,"k":10}},{{"name":"1m","size_ms":60000,"slide_ms":30000,"k":{k}}}]"#
+            );
+            ::redis::cmd("SET").arg(key("windows")).arg(doc).exec(&mut c)
+        }
+        Damage::CommitWatermark(ms) => ::redis::cmd("HSET").arg(key("commit")).arg("watermark").arg(ms).exec(&mut c),
+    }
+    .unwrap();
 }
 
 crate::conformance::suite!(subject);
@@ -430,11 +451,39 @@ fn invalid_input_and_corrupt_data() {
     );
 }
 
+/// A sorted set bloated past the window's `k` is read only up to `k + 1` members and reported
+/// with its true size; a negative item count is corrupt too.
+#[test]
+fn a_bloated_list_is_reported_not_read_whole() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    store.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
+    assert!(store.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    let mut zadd = ::redis::cmd("ZADD");
+    zadd.arg(fx.key("1m:latest"));
+    for i in 0..100_000 {
+        zadd.arg(1).arg(format!("bloat{i}"));
+    }
+    zadd.exec(&mut fx.raw).unwrap();
+    let err = store.latest(JOB, "1m").unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("has 100003 members but"), "{err}");
+    ::redis::cmd("HSET")
+        .arg(fx.key("1m:latest:meta"))
+        .arg("item_count")
+        .arg(-1)
+        .exec(&mut fx.raw)
+        .unwrap();
+    let err = store.latest(JOB, "1m").unwrap_err();
+    assert!(err.to_string().ends_with("header item_count -1 is negative"), "{err}");
+}
+
 /// The message `latest` gives for the damaged `1m` meta above (unchanged by the refused
 /// commit).
 fn err_string_of_count(fx: &Fixture) -> String {
     format!(
-        "corrupt data in {}: {} has 3 members but {} item_count is 4",
+        "corrupt data in {}: job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z: \
+         {} has 3 members but {} item_count is 4",
         test_url(),
         fx.key("1m:latest"),
         fx.key("1m:latest:meta")

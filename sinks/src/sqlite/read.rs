@@ -1,9 +1,10 @@
-//! The SQLite read API: windows, lists (header and rows in one read transaction), instances,
-//! dead letters and the last commit. What is read is checked by [`crate::sql_rows`].
+//! The SQLite read API: windows, lists (header, the window's `k` and at most `k + 1` rows in
+//! one read transaction), instances, dead letters and the last commit. What is read is checked
+//! by [`crate::sql_rows`]; no statement reads more rows than a job may have written.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
-use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow};
+use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawRow, RawWindow, WINDOW_ROW_LIMIT};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
@@ -17,14 +18,17 @@ impl SqliteStore {
     pub fn windows(&self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         let path = self.path.as_path();
         let raw = (|| -> rusqlite::Result<Vec<RawWindow>> {
-            let mut stmt = self
-                .conn
-                .prepare_cached("SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = ?1 ORDER BY ord")?;
-            let rows = stmt.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = ?1 ORDER BY ord LIMIT ?2",
+            )?;
+            let limit = sql_rows::sql_limit(WINDOW_ROW_LIMIT);
+            let rows = stmt.query_map(params![job, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?;
             rows.collect()
         })()
         .map_err(sql_err(path, format!("reading the windows of job {job:?}")))?;
-        raw.into_iter().map(|w| sql_rows::window(path, w)).collect()
+        sql_rows::windows(path, job, raw)
     }
 
     /// The stored list of the window's instance with the greatest start, if any.
@@ -75,7 +79,7 @@ impl SqliteStore {
             rows.collect()
         })()
         .map_err(sql_err(path, format!("reading the dead letters of job {job:?}")))?;
-        raw.into_iter().map(|d| sql_rows::dead_letter(path, d)).collect()
+        raw.into_iter().map(|d| sql_rows::dead_letter(path, job, d)).collect()
     }
 
     /// How many dead letters the job has per reason (`"bad"`, `"late"`, `"sealed"`), by reason
@@ -92,7 +96,7 @@ impl SqliteStore {
         })()
         .map_err(sql_err(path, format!("counting the dead letters of job {job:?}")))?;
         raw.into_iter()
-            .map(|(reason, n)| Ok((reason, sql_rows::non_negative(path, n, "count")?)))
+            .map(|row| sql_rows::reason_count(path, job, row))
             .collect()
     }
 
@@ -107,13 +111,12 @@ impl SqliteStore {
                     .optional()
             })
             .map_err(sql_err(path, format!("reading the last commit of job {job:?}")))?;
-        match row {
-            None => Ok(None),
-            Some((epoch, wm)) => Ok(Some((sql_rows::non_negative(path, epoch, "commit epoch")?, Millis(wm)))),
-        }
+        row.map(|(epoch, wm)| sql_rows::commit(path, job, epoch, Millis(wm)))
+            .transpose()
     }
 
-    /// Reads one instance's header and rows in one read transaction and checks they agree.
+    /// Reads one instance's header, its window's `k` and at most `k + 1` rows in one read
+    /// transaction, and checks they agree.
     fn read_list(&self, job: &str, window: &str, start: Option<Millis>) -> Result<Option<StoredList>, SinkError> {
         let path = self.path.as_path();
         let op = || match start {
@@ -125,28 +128,42 @@ impl SqliteStore {
             let Some(header) = read_header(&tx, job, window, start)? else {
                 return Ok(None);
             };
-            let mut rows = Vec::with_capacity(usize::try_from(header.item_count).unwrap_or(0));
-            {
-                let mut stmt = tx.prepare_cached(
-                    "SELECT rank, item_id, count, revision FROM topk
-                     WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 ORDER BY rank",
-                )?;
-                let mut q = stmt.query(params![job, window, header.start])?;
-                while let Some(r) = q.next()? {
-                    let item = r.get_ref(1)?.as_str().map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
-                    })?;
-                    rows.push((r.get(0)?, ItemId::from(item), r.get(2)?, r.get(3)?));
-                }
-            }
+            let k: Option<i64> = tx
+                .prepare_cached("SELECT k FROM hotlist_windows WHERE job = ?1 AND name = ?2")?
+                .query_row(params![job, window], |r| r.get(0))
+                .optional()?;
+            let limit = sql_rows::row_limit(job, window, k);
+            let rows = read_rows(&tx, (job, window, header.start), limit)?;
             tx.commit()?;
-            Ok(Some((header, rows)))
+            Ok(Some(RawList { header, k, rows, limit }))
         };
         let Some(list) = read().map_err(sql_err(path, op()))? else {
             return Ok(None);
         };
         sql_rows::stored_list(path, (job, window), list, Millis).map(Some)
     }
+}
+
+/// At most `limit` rows of the instance, in rank order, inside `tx`.
+fn read_rows(
+    tx: &rusqlite::Transaction<'_>,
+    (job, window, start): (&str, &str, i64),
+    limit: usize,
+) -> rusqlite::Result<Vec<RawRow>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT rank, item_id, count, revision FROM topk
+         WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 ORDER BY rank LIMIT ?4",
+    )?;
+    let mut q = stmt.query(params![job, window, start, sql_rows::sql_limit(limit)])?;
+    let mut rows = Vec::new();
+    while let Some(r) = q.next()? {
+        let item = r
+            .get_ref(1)?
+            .as_str()
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e)))?;
+        rows.push((r.get(0)?, ItemId::from(item), r.get(2)?, r.get(3)?));
+    }
+    Ok(rows)
 }
 
 /// The header of the instance at `start` (the latest one if `None`), inside `tx`.

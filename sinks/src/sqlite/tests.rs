@@ -2,7 +2,7 @@
 //! conformance suite on a temporary database file.
 
 use super::*;
-use crate::conformance::Subject;
+use crate::conformance::{Damage, Subject};
 use crate::store::SinkStore;
 use crate::test_fixtures::{batch, list, JOB};
 
@@ -12,14 +12,25 @@ fn subject() -> Subject {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hot.db");
     SqliteStore::open(&path).unwrap(); // creates it, so that readers can open it
-    let (w, r, h, rows) = (path.clone(), path.clone(), path.clone(), path);
+    let (w, r, h, rows, d) = (path.clone(), path.clone(), path.clone(), path.clone(), path);
     Subject {
         writer: Box::new(move || Box::new(SqliteStore::open(&w).unwrap())),
         reader: Box::new(move || Box::new(SqliteStore::open_read_only(&r).unwrap())),
         history: Some(Box::new(move || Box::new(SqliteStore::open_read_only(&h).unwrap()))),
         stored_rows: Some(Box::new(move |start| stored_rows(&rows, start))),
+        damage: Some(Box::new(move |what| damage(&d, what))),
         place: Box::new(dir),
     }
+}
+
+/// Writes a [`Damage`] with plain SQL, on a connection of its own.
+fn damage(path: &Path, what: Damage) {
+    let sql = match what {
+        Damage::ItemCount(n) => format!("UPDATE topk_instances SET item_count = {n} WHERE window_name = '1m'"),
+        Damage::WindowK(k) => format!("UPDATE hotlist_windows SET k = {k} WHERE name = '1m'"),
+        Damage::CommitWatermark(ms) => format!("UPDATE hotlist_commits SET watermark = {ms}"),
+    };
+    Connection::open(path).unwrap().execute_batch(&sql).unwrap();
 }
 
 crate::conformance::suite!(subject);
@@ -116,4 +127,42 @@ fn errors_are_classified_by_their_code() {
     assert!(!sqlite(rusqlite::ffi::SQLITE_CORRUPT).retryable());
     let msg = sqlite(rusqlite::ffi::SQLITE_BUSY).to_string();
     assert!(msg.starts_with("commit on x.db failed: "), "{msg}");
+}
+
+/// Rows past the window's `k` are not read (the statement stops at `k + 1`), and are reported
+/// with the header they disagree with; a negative or non-integer stored count is an error, not
+/// a panic.
+#[test]
+fn rows_past_k_are_reported_without_reading_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot.db");
+    let mut writer = SqliteStore::open(&path).unwrap();
+    writer.prepare(JOB, &crate::test_fixtures::windows()).unwrap(); // 1m: k = 3
+    assert!(writer.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "WITH RECURSIVE n(r) AS (SELECT 4 UNION ALL SELECT r + 1 FROM n WHERE r < 100000)
+         INSERT INTO topk SELECT job, window_name, window_start, window_end, r, 'x' || r, 0, revision,
+                                 final, state, as_of FROM n, topk WHERE rank = 1",
+    )
+    .unwrap();
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    let err = reader.latest(JOB, "1m").unwrap_err();
+    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+    assert!(
+        err.to_string().ends_with("header item_count 3 but at least 4 rows"),
+        "{err}"
+    );
+    conn.execute_batch(
+        "PRAGMA ignore_check_constraints = ON;
+         DELETE FROM topk WHERE rank > 3; UPDATE topk SET count = -5 WHERE rank = 3",
+    )
+    .unwrap();
+    let err = reader.latest(JOB, "1m").unwrap_err();
+    assert!(err.to_string().ends_with("count -5 at rank 3 is negative"), "{err}");
+    conn.execute_batch("UPDATE topk SET count = 'many' WHERE rank = 3")
+        .unwrap();
+    let err = reader.latest(JOB, "1m").unwrap_err();
+    assert!(!err.retryable(), "{err}");
+    assert!(err.to_string().contains("reading the latest list of job"), "{err}");
 }
