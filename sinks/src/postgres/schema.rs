@@ -70,6 +70,12 @@ CREATE TABLE IF NOT EXISTS hotlist_commits (
     watermark    TIMESTAMPTZ NOT NULL,
     committed_at TIMESTAMPTZ NOT NULL
 );
+CREATE TABLE IF NOT EXISTS hotlist_jobs (
+    job        TEXT        NOT NULL PRIMARY KEY,
+    generation BIGINT      NOT NULL CHECK (generation >= 1),
+    owner      TEXT        NOT NULL,
+    claimed_at TIMESTAMPTZ NOT NULL
+);
 ";
 
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.

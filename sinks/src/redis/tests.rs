@@ -125,6 +125,7 @@ fn subject() -> Subject {
         reader: Box::new(move || Box::new(RedisStore::connect(&test_url(), &r).unwrap())),
         history: None,
         stored_rows: None,
+        locks: false,
         place: Box::new(fx),
     }
 }

@@ -70,6 +70,8 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             read_only: false,
+            locks: Default::default(),
+            claims: Default::default(),
         };
         store.ensure_schema()?;
         Ok(store)
@@ -116,6 +118,8 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             read_only: true,
+            locks: Default::default(),
+            claims: Default::default(),
         })
     }
 }

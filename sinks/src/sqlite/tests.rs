@@ -18,6 +18,7 @@ fn subject() -> Subject {
         reader: Box::new(move || Box::new(SqliteStore::open_read_only(&r).unwrap())),
         history: Some(Box::new(move || Box::new(SqliteStore::open_read_only(&h).unwrap()))),
         stored_rows: Some(Box::new(move |start| stored_rows(&rows, start))),
+        locks: true,
         place: Box::new(dir),
     }
 }
