@@ -1,7 +1,8 @@
 //! `hotlist checkpoints list | show EPOCH | verify [EPOCH]`: the on-call engineer's view of a
-//! job's checkpoints (which exist, what they hold, whether they restore).
+//! job's checkpoints (which exist, what they hold, whether they restore into the config's job:
+//! `verify` runs the same checks as a restore — manifest, checksums, validation).
 
-use crate::checkpoint::{self, checkpoint_dir};
+use crate::checkpoint::{self, checkpoint_dir, JobLayout, Manifest};
 use crate::config;
 use anyhow::{anyhow, bail, Result};
 use hotlist_operators::snapshot::CounterSnapshot;
@@ -26,7 +27,8 @@ enum Sub {
         /// The checkpoint (its epoch, as `list` shows).
         epoch: u64,
     },
-    /// Decode and checksum every file of one checkpoint (default: all); exit 1 if any is bad.
+    /// Check one checkpoint (default: all) as a restore would: its manifest, every file's size
+    /// and checksum, its contents against the config's windows; exit 1 if any is bad.
     Verify {
         /// The checkpoint to verify.
         epoch: Option<u64>,
@@ -36,6 +38,7 @@ enum Sub {
 /// Runs the subcommand.
 pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
     let plan = config::load(&args.config, &config::Overrides::default())?;
+    let layout = JobLayout::of(&plan);
     let cp = plan
         .checkpoint
         .ok_or_else(|| anyhow!("the config has no [checkpoint] section"))?;
@@ -48,16 +51,17 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
             }
             for e in epochs {
                 let dir = checkpoint_dir(&cp.dir, &job, e);
-                let manifest = std::fs::read(dir.join("MANIFEST")).ok();
                 let size: u64 = std::fs::read_dir(&dir)
                     .map(|rd| rd.filter_map(|f| f.ok()?.metadata().ok()).map(|m| m.len()).sum())
                     .unwrap_or(0);
-                let note = match manifest.and_then(|m| serde_json::from_slice::<serde_json::Value>(&m).ok()) {
-                    Some(m) => format!(
-                        "committed at {}",
-                        hotlist_operators::time::Millis(m["committed_at"].as_i64().unwrap_or(0))
+                let note = match Manifest::read(&dir) {
+                    Ok(m) => format!(
+                        "{} files, manifest written at {} (generation {})",
+                        m.files.len(),
+                        m.written_at,
+                        m.generation
                     ),
-                    None => "no manifest (not committed, or crashed before the manifest)".into(),
+                    Err(why) => format!("{why:#}"),
                 };
                 println!("{e:>10}  {:>10} bytes  {note}", size);
             }
@@ -67,10 +71,19 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
             if !dir.exists() {
                 bail!("no checkpoint {epoch} in {}", cp.dir.display());
             }
-            if let Ok(m) = std::fs::read_to_string(dir.join("MANIFEST")) {
-                println!("{m}");
-            }
-            let r = checkpoint::load(&dir, *epoch)?;
+            let m = Manifest::read(&dir).map_err(|e| anyhow!("checkpoint {epoch}: {e:#}"))?;
+            println!(
+                "manifest: job {:?}, epoch {}, {} workers, {} files, watermark {}, written at {} by {} (generation {})",
+                m.job,
+                m.epoch,
+                m.workers,
+                m.files.len(),
+                m.watermark,
+                m.written_at,
+                m.owner,
+                m.generation
+            );
+            let r = checkpoint::load(&dir, *epoch, &layout).map_err(|e| anyhow!("checkpoint {epoch}: {e}"))?;
             let summary = |c: &CounterSnapshot| {
                 let counters: usize = c.key_groups.iter().flat_map(|k| &k.panes).map(|p| p.items.len()).sum();
                 (c.key_groups.len(), counters)
@@ -97,11 +110,11 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
             };
             let mut bad = 0;
             for e in epochs {
-                match checkpoint::load(&checkpoint_dir(&cp.dir, &job, e), e) {
+                match checkpoint::load(&checkpoint_dir(&cp.dir, &job, e), e, &layout) {
                     Ok(_) => println!("{e}: ok"),
                     Err(err) => {
                         bad += 1;
-                        println!("{e}: BAD: {err:#}");
+                        println!("{e}: BAD: {err}");
                     }
                 }
             }
