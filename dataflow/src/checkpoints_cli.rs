@@ -110,7 +110,12 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
             };
             let mut bad = 0;
             for e in epochs {
-                match checkpoint::load(&checkpoint_dir(&cp.dir, &job, e), e, &layout) {
+                let dir = checkpoint_dir(&cp.dir, &job, e);
+                if epoch.is_none() && !dir.join(checkpoint::MANIFEST).exists() {
+                    println!("{e}: skipped: no MANIFEST (being written now, or never committed)");
+                    continue;
+                }
+                match checkpoint::load(&dir, e, &layout) {
                     Ok(_) => println!("{e}: ok"),
                     Err(err) => {
                         bad += 1;

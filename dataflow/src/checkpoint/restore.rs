@@ -157,11 +157,18 @@ fn load_counters(dir: &Path, manifest: &Manifest, layout: &JobLayout) -> Result<
         }
         counters.push(snapshot::assemble(counter, panes));
     }
-    // (the i-th snapshot is counter-000i's)
-    validate_counters(&counters, &layout.windows, layout.allowed_lateness).map_err(|e| match e {
-        SnapshotError::Incompatible => LoadError::Incompatible,
-        e => LoadError::Unusable(anyhow!("counter files: {e}")),
-    })?;
+    match validate_counters(&counters, &layout.windows, layout.allowed_lateness) {
+        Ok(()) => {}
+        Err(SnapshotError::Incompatible) => return Err(LoadError::Incompatible),
+        Err(e) => {
+            // name the file: the first that is invalid on its own (else a key group is in two)
+            let named = counters.iter().enumerate().find_map(|(i, c)| {
+                let e = c.validate(&layout.windows, layout.allowed_lateness).err()?;
+                Some(anyhow!("{}: {e}", counter_file(i)))
+            });
+            return Err(named.unwrap_or_else(|| anyhow!("counter files: {e}")).into());
+        }
+    }
     Ok(counters)
 }
 

@@ -69,9 +69,7 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
             start_over(plan, store.as_mut())?;
         }
     }
-    store
-        .prepare(job, &plan.windows)
-        .context("cannot prepare the sink")?;
+    store.prepare(job, &plan.windows).context("cannot prepare the sink")?;
     let committed = store
         .committed_epoch(job)
         .context("cannot read the sink's committed epoch")?;
@@ -82,7 +80,11 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
     };
     Ok(Start {
         store,
-        epoch_base: if plan.from_scratch { 0 } else { committed.map_or(0, |e| e + 1) },
+        epoch_base: if plan.from_scratch {
+            0
+        } else {
+            committed.map_or(0, |e| e + 1)
+        },
         restore,
         facts,
         dir_lock,
