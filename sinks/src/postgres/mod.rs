@@ -51,6 +51,7 @@ mod statements;
 mod tests;
 mod write;
 
+pub use ownership::job_lock_key;
 pub use schema::{drop_schema, SCHEMA_VERSION};
 
 use crate::ownership::Claims;

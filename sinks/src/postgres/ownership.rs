@@ -61,10 +61,16 @@ pub(super) fn read_owner(
     })))
 }
 
+/// The text the liveness lock of `job` in `schema` is keyed on (hashed with
+/// `hashtextextended(key, 0)`): tools and tests find the lock's holder in `pg_locks` with it.
+pub fn job_lock_key(schema: &str, job: &str) -> String {
+    format!("hotlist {}.{}", quote_ident(schema), quote_ident(job))
+}
+
 impl PostgresStore {
     /// The text the liveness lock of `job` is keyed on.
     fn lock_key(&self, job: &str) -> String {
-        format!("hotlist {}.{}", quote_ident(&self.schema), quote_ident(job))
+        job_lock_key(&self.schema, job)
     }
 
     /// Tries the session lock of `job` on the current connection.
