@@ -75,18 +75,14 @@ fn spawn(dir: &Path, workers: usize) -> std::process::Child {
         .expect("spawn hotlist")
 }
 
-/// The job's committed checkpoint directories (those with a manifest), oldest first.
-fn committed_checkpoints(job_dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(job_dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.join("MANIFEST").exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+/// The store's committed epoch of the test's job in `dir`.
+fn committed(dir: &Path) -> Option<u64> {
+    hotlist_tests::sqlite_committed_epoch(&dir.join("out.db"), "crash")
+}
+
+/// The job's committed checkpoint directories in `dir`, oldest first.
+fn committed_checkpoints(dir: &Path) -> Vec<std::path::PathBuf> {
+    hotlist_tests::committed_checkpoints(&dir.join("ckpt/crash"), committed(dir))
 }
 
 fn results(db: &Path) -> (model::Lists, model::Dead) {
@@ -130,13 +126,13 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
     let (mut kills, mut restored) = (0, 0);
     let mut logs = String::new();
     for attempt in 0..12 {
-        let before = hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash"));
+        let before = committed(dir.path());
         let mut child = spawn(dir.path(), 1 + attempt % 3); // restores onto 1, 2, 3 workers
                                                             // wait until this run has committed a checkpoint of its own, then kill it a random few
                                                             // milliseconds later: mid-epoch, mid-checkpoint-write or mid-commit alike
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut finished = false;
-        while hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash")) <= before {
+        while committed(dir.path()) <= before {
             if child.try_wait().expect("try_wait").is_some() {
                 finished = true;
                 break;
@@ -178,21 +174,20 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
     assert_eq!(got.1, want.1, "dead letters exactly once after {kills} kills\n{logs}");
 }
 
-/// A corrupt latest checkpoint is detected (checksum), reported in one clear log line, and the
-/// previous one is restored; the sealed lists are still exact.
-#[test]
-fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
+/// Runs the job on 2 workers until at least two checkpoints are committed, kills it, damages
+/// the newest committed checkpoint with `damage` (which returns the text the problem must be
+/// named by), and checks: `hotlist checkpoints verify` fails naming it; the restart (on 1
+/// worker) logs the checkpoint unusable in one clear line, restores the previous one, and
+/// ends with the model's sealed lists and every dead letter exactly once.
+fn a_damaged_latest_checkpoint_falls_back(seed: u64, damage: &dyn Fn(&Path) -> String) {
     let mut sh = shape();
     sh.lines = 6000;
-    let parts = random_partitions(8, &sh);
+    let parts = random_partitions(seed, &sh);
     let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     let dir = setup(&parts);
-    // run until at least two checkpoints are committed, then kill
-    let ckpt = dir.path().join("ckpt/crash");
-    let mut child = spawn(dir.path(), 1);
+    let mut child = spawn(dir.path(), 2);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let committed = committed_checkpoints;
-    while committed(&ckpt).len() < 2 {
+    while committed_checkpoints(dir.path()).len() < 2 {
         assert!(Instant::now() < deadline, "no two checkpoints committed");
         assert!(
             child.try_wait().expect("try_wait").is_none(),
@@ -202,33 +197,126 @@ fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    // the sink's committed checkpoint is the newest directory with a manifest: corrupt it
-    let latest = committed(&ckpt).pop().expect("a committed checkpoint");
-    let file = latest.join("counter-0000.snap");
-    let mut bytes = std::fs::read(&file).expect("read snapshot");
-    let at = bytes.len() - 1;
-    bytes[at] ^= 0xff;
-    std::fs::write(&file, bytes).expect("corrupt it");
-    // `hotlist checkpoints verify` finds it too
+    let latest = committed_checkpoints(dir.path()).pop().expect("a committed checkpoint");
+    let named = damage(&latest);
     let verify = hotlist_tests::run_hotlist(
         dir.path(),
         &["checkpoints", "verify", "--config", "hotlist.toml"],
         false,
     );
-    assert_eq!(verify.status.code(), Some(1), "verify fails on the corrupt checkpoint");
-    assert!(String::from_utf8_lossy(&verify.stdout).contains("BAD: counter-0000.snap: snapshot checksum mismatch"));
-    let out = spawn(dir.path(), 2).wait_with_output().expect("restart");
+    let report = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(
+        verify.status.code(),
+        Some(1),
+        "verify fails on the damaged checkpoint:\n{report}"
+    );
+    let epoch: u64 = latest
+        .file_name()
+        .and_then(|n| n.to_str()?.parse().ok())
+        .expect("epoch");
+    assert!(
+        report.contains(&format!("{epoch}: BAD: ")) && report.contains(&named),
+        "verify names {named:?}:\n{report}"
+    );
+    let out = spawn(dir.path(), 1).wait_with_output().expect("restart");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
+    let unusable: Vec<&str> = err.lines().filter(|l| l.contains("is unusable")).collect();
     assert!(
-        err.contains("is unusable") && err.contains("checksum"),
-        "a clear line names the problem:\n{err}"
+        unusable.len() == 1 && unusable[0].contains(&named),
+        "one clear line names {named:?}:\n{err}"
     );
     assert!(err.contains("restoring the older checkpoint"), "{err}");
     let got = results(&dir.path().join("out.db"));
     assert_eq!(got.0, want.0, "sealed lists exact after the fallback");
     // the replayed epochs' dead letters were committed already: not stored twice
     assert_eq!(got.1, want.1, "dead letters exactly once after the fallback");
+}
+
+/// A corrupt counter file (a flipped byte: its checksum no longer matches) is detected.
+#[test]
+fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
+    a_damaged_latest_checkpoint_falls_back(8, &|latest| {
+        let file = latest.join("counter-0000.snap");
+        let mut bytes = std::fs::read(&file).expect("read snapshot");
+        let at = bytes.len() - 1;
+        bytes[at] ^= 0xff;
+        std::fs::write(&file, bytes).expect("corrupt it");
+        "counter-0000.snap: snapshot checksum mismatch".into()
+    });
+}
+
+/// A checkpoint missing one worker's counter file is not restored without it (which would
+/// lose that worker's counts): its manifest lists every counter part.
+#[test]
+fn a_missing_counter_file_makes_the_checkpoint_unusable() {
+    a_damaged_latest_checkpoint_falls_back(12, &|latest| {
+        std::fs::remove_file(latest.join("counter-0001.snap")).expect("delete counter-0001.snap");
+        "counter-0001.snap: missing".into()
+    });
+}
+
+/// A truncated pane file (a new, shorter file: the old one may be linked into another
+/// checkpoint) is detected by its size against the manifest.
+#[test]
+fn a_truncated_pane_file_makes_the_checkpoint_unusable() {
+    a_damaged_latest_checkpoint_falls_back(13, &|latest| {
+        let pane = std::fs::read_dir(latest)
+            .expect("read checkpoint")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("pane-"))
+            .expect("a pane file");
+        let path = latest.join(&pane);
+        let bytes = std::fs::read(&path).expect("read pane");
+        std::fs::remove_file(&path).expect("unlink");
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("write it truncated");
+        format!("{pane}: {} bytes", bytes.len() / 2)
+    });
+}
+
+/// A crafted counter file — decoded, given exclusions of a window the job does not have,
+/// encoded again (a valid checksum) and entered in the manifest with its new size and
+/// checksum — is refused by validation, naming the file and the window, and never panics.
+#[test]
+fn a_crafted_snapshot_with_a_valid_checksum_is_refused() {
+    use hotlist_operators::snapshot::{self, CounterSnapshot, InstanceCounts, KeyGroupState};
+    use hotlist_operators::time::Millis;
+    use hotlist_operators::window::{InstanceKey, WindowId};
+    a_damaged_latest_checkpoint_falls_back(14, &|latest| {
+        let path = latest.join("counter-0001.snap");
+        let mut counter: CounterSnapshot = snapshot::decode(&std::fs::read(&path).expect("read")).expect("decodes");
+        let bogus = InstanceCounts {
+            instance: InstanceKey {
+                window: WindowId(99),
+                start: Millis(0),
+            },
+            items: vec![],
+        };
+        match counter.key_groups.first_mut() {
+            Some(kg) => kg.exclusions.push(bogus),
+            // worker 1 of 2 owns the odd key groups: 1 is in no other counter file
+            None => counter.key_groups.push(KeyGroupState {
+                key_group: 1,
+                panes: vec![],
+                exclusions: vec![bogus],
+            }),
+        }
+        let bytes = snapshot::encode(&counter);
+        std::fs::write(&path, &bytes).expect("write the crafted file");
+        let header = snapshot::read_header(&bytes).expect("header");
+        let manifest_path = latest.join("MANIFEST");
+        let mut manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&manifest_path).expect("manifest")).expect("json");
+        for f in manifest["files"].as_array_mut().expect("files") {
+            if f["name"] == "counter-0001.snap" {
+                f["size"] = bytes.len().into();
+                f["xxh3"] = format!("{:016x}", header.checksum).into();
+            }
+        }
+        std::fs::write(&manifest_path, manifest.to_string()).expect("write the manifest");
+        "counter-0001.snap: snapshot is invalid".into()
+    });
 }
 
 /// A partition that cannot resume where the committed checkpoint left it (its file has shrunk
@@ -276,18 +364,17 @@ fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
     let config = CONFIG.replace("interval = \"10ms\"", "interval = \"2ms\"");
     assert_ne!(config, CONFIG);
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
-    let ckpt = dir.path().join("ckpt/crash");
     // run until well past the first 3 checkpoints (the retained number), then kill
     let mut child = spawn(dir.path(), 1);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while hotlist_tests::newest_committed_checkpoint(&ckpt) < 40 {
+    while committed(dir.path()) < Some(40) {
         assert!(Instant::now() < deadline, "checkpoint 40 never committed");
         assert!(child.try_wait().expect("try_wait").is_none(), "the run ended too soon");
         std::thread::sleep(Duration::from_millis(2));
     }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    let latest = committed_checkpoints(&ckpt).pop().expect("a committed checkpoint");
+    let latest = committed_checkpoints(dir.path()).pop().expect("a committed checkpoint");
     let shared = std::fs::read_dir(&latest)
         .expect("read checkpoint")
         .filter_map(|e| e.ok())
@@ -337,14 +424,10 @@ fn sigterm_commits_a_final_checkpoint() {
     );
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
     let child = spawn(dir.path(), 2);
-    // the first periodic checkpoint is epoch 0; wait for it, then stop long before the next
+    // the first periodic checkpoint is epoch 0; wait for its commit, then stop long before
+    // the next
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !dir.path().join("ckpt/crash").exists()
-        || std::fs::read_dir(dir.path().join("ckpt/crash"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-            == 0
-    {
+    while committed(dir.path()).is_none() {
         assert!(Instant::now() < deadline, "no checkpoint");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -500,9 +583,8 @@ fn a_cluster_process_stops_with_one_clear_line_when_its_peer_dies() {
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
     let mut procs = spawn_cluster(dir.path());
     // running: a checkpoint of both processes committed
-    let ckpt = dir.path().join("ckpt/crash");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while committed_checkpoints(&ckpt).is_empty() {
+    while committed(dir.path()).is_none() {
         assert!(Instant::now() < deadline, "the cluster never committed");
         for p in procs.iter_mut() {
             assert!(
@@ -533,11 +615,11 @@ fn two_processes_killing_one_loses_and_duplicates_nothing() {
     let (mut kills, mut logs) = (0, String::new());
     let mut completed = false;
     for attempt in 0..10 {
-        let before = hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash"));
+        let before = committed(dir.path());
         let mut procs = spawn_cluster(dir.path());
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut ended = false;
-        while hotlist_tests::newest_committed_checkpoint(&dir.path().join("ckpt/crash")) <= before {
+        while committed(dir.path()) <= before {
             if procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
                 ended = true;
                 break;

@@ -499,7 +499,7 @@ fn outputs(mut procs: Vec<Child>) -> String {
 /// 3-partition topic, the job (Kafka → PostgreSQL, a checkpoint and commit every 10 ms) is
 /// killed with SIGKILL 6 times and restarted: first by armed crash points (mid-checkpoint:
 /// one snapshot file written, the others not; mid-commit: rows written, transaction open;
-/// between the commit and the checkpoint's manifest), then at random moments after each run
+/// between the checkpoint's manifest and its commit), then at random moments after each run
 /// committed a checkpoint of its own. Single process: restarts on 1, 2, 3 workers (restore onto
 /// other worker counts). Cluster: 2 processes × 1 worker, one process killed, the survivor
 /// reaped, both restarted. Once the producer is done, a bounded run finishes the topic. The
@@ -527,7 +527,6 @@ fn crash_while_producing(cluster: bool, seed: u64) {
         ("checkpoint.manifest:2", 0),
     ];
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let ckpt = s.dir.path().join("ckpt/kafka");
     let (mut kills, mut while_producing, mut logs) = (0, 0, String::new());
     let live = ["--set", "source.bounded=false"];
     while kills < 6 {
@@ -545,14 +544,25 @@ fn crash_while_producing(cluster: bool, seed: u64) {
         let crash = armed
             .get(kills)
             .map(|(point, victim)| (*point, if cluster { *victim } else { 0 }));
-        let before = hotlist_tests::newest_committed_checkpoint(&ckpt);
+        let before = pg.committed("kafka");
         let mut procs = spawn_job(s.dir.path(), cluster, workers, crash, &live);
         let victim = crash.map_or_else(|| rng.random_range(0..procs.len()), |c| c.1);
         let deadline = Instant::now() + Duration::from_secs(60);
         if crash.is_some() {
-            // the armed process kills itself when it reaches the point
+            // the armed process kills itself when it reaches the point; its peer then stops too
+            // (fate-sharing) and may be seen ending first: what counts is how the victim ended
             while procs[victim].try_wait().expect("try_wait").is_none() {
-                if Instant::now() > deadline || procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
+                let others_ended = procs
+                    .iter_mut()
+                    .enumerate()
+                    .any(|(i, p)| i != victim && p.try_wait().expect("try_wait").is_some());
+                let victim_ended = others_ended
+                    && hotlist_tests::reap(&mut procs[victim], Duration::from_secs(10))
+                    && procs[victim].try_wait().expect("try_wait").and_then(|s| s.signal()) == Some(9);
+                if victim_ended {
+                    break;
+                }
+                if Instant::now() > deadline || others_ended {
                     panic!(
                         "crash point {crash:?} not reached:\n{logs}\n--- this run:\n{}",
                         outputs(procs)
@@ -561,7 +571,7 @@ fn crash_while_producing(cluster: bool, seed: u64) {
                 std::thread::sleep(Duration::from_millis(2));
             }
         } else {
-            while hotlist_tests::newest_committed_checkpoint(&ckpt) <= before {
+            while pg.committed("kafka") <= before {
                 if procs.iter_mut().any(|p| p.try_wait().expect("try_wait").is_some()) {
                     panic!("a live run ended:\n{logs}\n--- the run that ended:\n{}", outputs(procs));
                 }
@@ -643,6 +653,64 @@ fn two_processes_sigkill_while_producing_is_exactly_once() {
     crash_while_producing(true, 9);
 }
 
+/// A free loopback address for a run's `--metrics-addr`.
+fn free_address() -> String {
+    let port = hotlist_tests::free_loopback_ports(1)[0];
+    format!("127.0.0.1:{port}")
+}
+
+/// The job's metrics page at `addr` (empty while it cannot be read).
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
+    let mut b = String::new();
+    let _ = c.read_to_string(&mut b);
+    b
+}
+
+/// Waits (up to 60 s) until the live run `child` serving metrics at `addr` has read exactly
+/// `n` records (`what` goes into the failure message).
+fn wait_for_records(addr: &str, n: u64, child: &mut Child, what: &str) {
+    let records = |body: &str| -> u64 {
+        body.lines()
+            .filter(|l| l.starts_with("hotlist_records_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let read = records(&scrape(addr));
+        if read == n {
+            return;
+        }
+        assert!(read < n, "{read} records read, more than the {n} produced");
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "a live run ended ({what})"
+        );
+        assert!(Instant::now() < deadline, "{what}: {read} of {n} records read");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Stops a run gracefully (SIGTERM) and waits for its exit 0.
+fn stop(child: Child) {
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "graceful stop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The broker stopped for 10 s in the middle of a live run: the job keeps running (reporting
 /// each partition's consumer lag), resumes by itself when the broker is back and reads what is
 /// produced after the outage; after a graceful stop, a bounded run finishes the topic, and the
@@ -654,51 +722,16 @@ fn two_processes_sigkill_while_producing_is_exactly_once() {
 #[test]
 fn broker_outage_of_ten_seconds_is_survived() {
     let mut s = setup("events", true);
-    let metrics = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr").to_string()
-    };
+    let metrics = free_address();
     let mut child = spawn_with(
         s.dir.path(),
         2,
         &["--metrics-addr", &metrics, "--set", "source.bounded=false"],
     );
-    let scrape = || -> String {
-        use std::io::{Read, Write};
-        let Ok(mut c) = std::net::TcpStream::connect(&metrics) else {
-            return String::new();
-        };
-        let _ = c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
-        let mut b = String::new();
-        let _ = c.read_to_string(&mut b);
-        b
-    };
-    let records = |body: &str| -> u64 {
-        body.lines()
-            .filter(|l| l.starts_with("hotlist_records_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    };
-    let wait_for_records = |n: u64, child: &mut Child, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let read = records(&scrape());
-            if read == n {
-                return;
-            }
-            assert!(read < n, "{read} records read, more than the {n} produced");
-            assert!(
-                child.try_wait().expect("try_wait").is_none(),
-                "a live run ended ({what})"
-            );
-            assert!(Instant::now() < deadline, "{what}: {read} of {n} records read");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    };
-    wait_for_records(6000, &mut child, "before the outage");
+    wait_for_records(&metrics, 6000, &mut child, "before the outage");
     s.broker.stop();
     std::thread::sleep(Duration::from_secs(10)); // the outage itself
-    let body = scrape();
+    let body = scrape(&metrics);
     // the job's metrics show each partition's consumer lag (from librdkafka's cached offsets)
     assert!(
         body.lines().any(|l| l.starts_with("hotlist_partition_consumer_lag{")),
@@ -711,18 +744,8 @@ fn broker_outage_of_ten_seconds_is_survived() {
     s.broker.restart();
     let (a, b) = produce_data_set_b(&s);
     let want_ab = model::run(&a_then_b(&a, &b), &model::crash_windows(), 2_000, 30_000);
-    wait_for_records(9000, &mut child, "after the outage");
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill")
-        .success());
-    let out = child.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "graceful stop: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    wait_for_records(&metrics, 9000, &mut child, "after the outage");
+    stop(child);
     // the graceful stop committed what was read; a bounded run restores it and seals the rest
     run_to_the_end(s.dir.path(), 1);
     assert_eq!(results(s.dir.path()).0, want_ab.0, "sealed lists = model of A then B");
@@ -805,14 +828,23 @@ fn read_parts(dir: &Path) -> Parts {
 /// setup's topic after A, and written as files (`files-b`) for the model. Returns A's and B's
 /// records per partition.
 fn produce_data_set_b(s: &Setup) -> (Parts, Parts) {
+    produce_more(s, &[])
+}
+
+/// Data set B with more `--set` generator settings (`extra`).
+fn produce_more(s: &Setup, extra: &[&str]) -> (Parts, Parts) {
     let b_sets = [
-        "--set",
-        "source.seed=11",
-        "--set",
-        "source.start=60000",
-        "--set",
-        "source.events=3000",
-    ];
+        &[
+            "--set",
+            "source.seed=11",
+            "--set",
+            "source.start=60000",
+            "--set",
+            "source.events=3000",
+        ][..],
+        extra,
+    ]
+    .concat();
     let mut produce_b: Vec<&str> = s
         .produce
         .iter()
@@ -1057,4 +1089,98 @@ fn oversized_and_future_messages_are_dead_letters() {
         .map(|c| (c.1.as_str(), c.2))
         .collect();
     assert_eq!((in_2001, in_2100), (vec![("a", 3)], vec![("z", 1)]), "{counts:?}");
+}
+
+/// The model's dead letters of data set A followed by B in each partition, at their Kafka
+/// offsets: (partition, offset, reason), sorted.
+fn dead_at_offsets(dead: &model::Dead, a: &[Vec<Vec<u8>>]) -> Vec<(u32, u64, String)> {
+    let mut v: Vec<_> = dead
+        .iter()
+        .map(|(p, pos, reason)| {
+            let len_a = a[*p as usize].len() as u64;
+            let offset = if *pos <= len_a {
+                (pos - 1) / BATCH
+            } else {
+                len_a.div_ceil(BATCH) + (pos - len_a - 1) / BATCH
+            };
+            (*p, offset, reason.clone())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A fallback past the committed checkpoint keeps every Kafka dead letter: that checkpoint's
+/// positions are each partition's NEXT offset, so a bad message at exactly that offset was not
+/// read by it and the replay must store it. The job reads data set A live and stops gracefully
+/// (its final checkpoint is at A's end offsets); B is produced with mostly bad lines, so B's
+/// first message of a partition — at A's end offset — is dead-lettered; the final checkpoint
+/// loses a worker's counter file; a bounded run falls back to the previous checkpoint and reads
+/// B. The results equal the model of A then B, every dead letter once at its offset.
+#[test]
+fn a_fallback_keeps_the_dead_letter_at_the_skipped_checkpoints_next_offset() {
+    let s = setup("events", true);
+    let metrics = free_address();
+    let mut child = spawn_with(
+        s.dir.path(),
+        2,
+        &[
+            "--metrics-addr",
+            &metrics,
+            "--set",
+            "source.bounded=false",
+            "--set",
+            "checkpoint.retain=1000",
+        ],
+    );
+    wait_for_records(&metrics, 6000, &mut child, "data set A");
+    stop(child);
+    let (a, b) = produce_more(&s, &["--set", "source.bad_fraction=0.9"]);
+    let (want_lists, want_dead) = model::run(&a_then_b(&a, &b), &model::crash_windows(), 2_000, 30_000);
+    let want_dead = dead_at_offsets(&want_dead, &a);
+    let at_a_end: Vec<_> = (0..3u32)
+        .filter(|p| {
+            let end = (a[*p as usize].len() as u64).div_ceil(BATCH);
+            want_dead.iter().any(|(q, o, _)| q == p && *o == end)
+        })
+        .collect();
+    assert!(
+        !at_a_end.is_empty(),
+        "some partition has a dead letter at A's end offset"
+    );
+    // the store's committed checkpoint loses worker 1's counter file
+    let db = s.dir.path().join("out.db");
+    let committed = hotlist_tests::sqlite_committed_epoch(&db, "kafka").expect("a commit");
+    let counter = s
+        .dir
+        .path()
+        .join(format!("ckpt/kafka/{committed:020}/counter-0001.snap"));
+    std::fs::remove_file(&counter).expect("delete counter-0001.snap");
+    let out = spawn(s.dir.path(), 1).wait_with_output().expect("bounded run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("is unusable")
+            && err.contains("counter-0001.snap")
+            && err.contains("restoring the older checkpoint"),
+        "{err}"
+    );
+    let (lists, dead) = hotlist_tests::sqlite_dead_letters(&db, "kafka").0.into_iter().fold(
+        (hotlist_tests::sqlite_sealed_lists(&db, "kafka"), Vec::new()),
+        |(l, mut d), x| {
+            d.push(x);
+            (l, d)
+        },
+    );
+    assert_eq!(lists, want_lists, "sealed lists = the model of A then B");
+    // (a short message on failure: the differences, not thousands of letters)
+    let missing: Vec<_> = want_dead.iter().filter(|d| !dead.contains(d)).collect();
+    let extra: Vec<_> = dead.iter().filter(|d| !want_dead.contains(d)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty() && dead.len() == want_dead.len(),
+        "every dead letter once at its offset (partitions {at_a_end:?} have one at A's end offset): \
+         missing {missing:?}, not expected {extra:?}, {} stored, {} expected",
+        dead.len(),
+        want_dead.len()
+    );
 }

@@ -123,18 +123,32 @@ pub fn sqlite_dead_letters(
     (dead, raw)
 }
 
-/// The newest checkpoint of a job's checkpoint directory (`<dir>/<job>`) that has a manifest,
-/// i.e. was committed; 0 when there is none.
-pub fn newest_committed_checkpoint(job_dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(job_dir)
+/// The job's committed epoch in a SQLite store (`None` before its first commit, or while the
+/// file does not exist yet); read-only, beside a running job.
+pub fn sqlite_committed_epoch(db: &std::path::Path, job: &str) -> Option<u64> {
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).ok()?;
+    conn.query_row("SELECT epoch FROM hotlist_commits WHERE job = ?1", [job], |r| {
+        r.get::<_, i64>(0)
+    })
+    .ok()
+    .map(|e| e as u64)
+}
+
+/// The checkpoint directories in a job's checkpoint directory (`<dir>/<job>`) at or below the
+/// store's committed epoch `committed`, oldest first: the committed checkpoints.
+pub fn committed_checkpoints(job_dir: &std::path::Path, committed: Option<u64>) -> Vec<PathBuf> {
+    let Some(c) = committed else { return Vec::new() };
+    let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(job_dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
-                .filter(|e| e.path().join("MANIFEST").exists())
-                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                .max()
-                .unwrap_or(0)
+                .filter_map(|e| Some((e.file_name().to_str()?.parse::<u64>().ok()?, e.path())))
+                .filter(|(e, p)| *e <= c && p.join("MANIFEST").exists())
+                .collect()
         })
-        .unwrap_or(0)
+        .unwrap_or_default();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
 }
 
 /// `n` distinct free loopback ports (all listeners are held until all are known, so the OS

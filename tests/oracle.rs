@@ -105,6 +105,7 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
         fanout: None,
         checkpoint: None,
         from_checkpoint: None,
+        from_scratch: false,
         workers,
         epoch_interval: Span::from_millis(1),
         max_epochs_in_flight: 2,

@@ -168,6 +168,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         fanout: None,
         checkpoint: None,
         from_checkpoint: None,
+        from_scratch: false,
         workers: args.workers,
         epoch_interval: Span::from_millis(100),
         max_epochs_in_flight: 4,
@@ -192,7 +193,12 @@ fn report_checkpoints(plan: &JobPlan, dir: &std::path::Path, stats: &JobStats) -
         })
         .context("no checkpoint was written")?;
     let started = std::time::Instant::now();
-    let restored = crate::checkpoint::load(&crate::checkpoint::checkpoint_dir(dir, &plan.job_id, largest), largest)?;
+    let layout = crate::checkpoint::JobLayout::of(plan);
+    let restored = crate::checkpoint::load(
+        &crate::checkpoint::checkpoint_dir(dir, &plan.job_id, largest),
+        largest,
+        &layout,
+    )?;
     let loaded = started.elapsed();
     let counter = hotlist_operators::counter::WindowedCounter::restore(
         plan.windows.clone(),

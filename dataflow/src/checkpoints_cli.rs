@@ -1,10 +1,10 @@
 //! `hotlist checkpoints list | show EPOCH | verify [EPOCH]`: the on-call engineer's view of a
-//! job's checkpoints (which exist, what they hold, whether they restore).
+//! job's checkpoints (which exist, what they hold, whether they restore into the config's job:
+//! `verify` runs the same checks as a restore — manifest, checksums, validation).
 
-use crate::checkpoint::{self, checkpoint_dir};
+use crate::checkpoint::{self, checkpoint_dir, JobLayout, Manifest};
 use crate::config;
 use anyhow::{anyhow, bail, Result};
-use hotlist_operators::snapshot::CounterSnapshot;
 use std::path::PathBuf;
 
 /// Arguments of `hotlist checkpoints`.
@@ -26,89 +26,128 @@ enum Sub {
         /// The checkpoint (its epoch, as `list` shows).
         epoch: u64,
     },
-    /// Decode and checksum every file of one checkpoint (default: all); exit 1 if any is bad.
+    /// Check one checkpoint (default: all) as a restore would: its manifest, every file's size
+    /// and checksum, its contents against the config's windows; exit 1 if any is bad.
     Verify {
         /// The checkpoint to verify.
         epoch: Option<u64>,
     },
 }
 
+/// The job's checkpoints as the config names them.
+struct Checkpoints {
+    base: PathBuf,
+    job: String,
+    layout: JobLayout,
+}
+
 /// Runs the subcommand.
 pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
     let plan = config::load(&args.config, &config::Overrides::default())?;
+    let layout = JobLayout::of(&plan);
     let cp = plan
         .checkpoint
         .ok_or_else(|| anyhow!("the config has no [checkpoint] section"))?;
-    let job = plan.job_id;
+    let c = Checkpoints {
+        base: cp.dir,
+        job: plan.job_id,
+        layout,
+    };
     match &args.command {
-        Sub::List => {
-            let epochs = checkpoint::list(&cp.dir, &job);
-            if epochs.is_empty() {
-                println!("no checkpoints for job {job:?} in {}", cp.dir.display());
-            }
-            for e in epochs {
-                let dir = checkpoint_dir(&cp.dir, &job, e);
-                let manifest = std::fs::read(dir.join("MANIFEST")).ok();
-                let size: u64 = std::fs::read_dir(&dir)
-                    .map(|rd| rd.filter_map(|f| f.ok()?.metadata().ok()).map(|m| m.len()).sum())
-                    .unwrap_or(0);
-                let note = match manifest.and_then(|m| serde_json::from_slice::<serde_json::Value>(&m).ok()) {
-                    Some(m) => format!(
-                        "committed at {}",
-                        hotlist_operators::time::Millis(m["committed_at"].as_i64().unwrap_or(0))
-                    ),
-                    None => "no manifest (not committed, or crashed before the manifest)".into(),
-                };
-                println!("{e:>10}  {:>10} bytes  {note}", size);
-            }
-        }
-        Sub::Show { epoch } => {
-            let dir = checkpoint_dir(&cp.dir, &job, *epoch);
-            if !dir.exists() {
-                bail!("no checkpoint {epoch} in {}", cp.dir.display());
-            }
-            if let Ok(m) = std::fs::read_to_string(dir.join("MANIFEST")) {
-                println!("{m}");
-            }
-            let r = checkpoint::load(&dir, *epoch)?;
-            let summary = |c: &CounterSnapshot| {
-                let counters: usize = c.key_groups.iter().flat_map(|k| &k.panes).map(|p| p.items.len()).sum();
-                (c.key_groups.len(), counters)
-            };
-            for (i, c) in r.counters.iter().enumerate() {
-                let (groups, counters) = summary(c);
-                println!(
-                    "counter file {i}: watermark {}, {groups} key groups, {counters} (item, pane) counters",
-                    c.watermark
-                );
-            }
-            println!("merger: {} live window instances", r.merger.instances.len());
-            for p in &r.sources.partitions {
-                println!(
-                    "partition {}: position {}, max event time {}, {:?}",
-                    p.partition.0, p.position, p.max_ts, p.status
-                );
-            }
-        }
-        Sub::Verify { epoch } => {
-            let epochs = match epoch {
-                Some(e) => vec![*e],
-                None => checkpoint::list(&cp.dir, &job),
-            };
-            let mut bad = 0;
-            for e in epochs {
-                match checkpoint::load(&checkpoint_dir(&cp.dir, &job, e), e) {
-                    Ok(_) => println!("{e}: ok"),
-                    Err(err) => {
-                        bad += 1;
-                        println!("{e}: BAD: {err:#}");
-                    }
-                }
-            }
-            if bad > 0 {
-                bail!("{bad} checkpoint(s) failed verification");
-            }
-        }
+        Sub::List => c.list(),
+        Sub::Show { epoch } => c.show(*epoch)?,
+        Sub::Verify { epoch } => c.verify(*epoch)?,
     }
     Ok(())
+}
+
+impl Checkpoints {
+    /// `list`: every checkpoint directory, newest first, with its size and manifest.
+    fn list(&self) {
+        let epochs = checkpoint::list(&self.base, &self.job);
+        if epochs.is_empty() {
+            println!("no checkpoints for job {:?} in {}", self.job, self.base.display());
+        }
+        for e in epochs {
+            let dir = checkpoint_dir(&self.base, &self.job, e);
+            let size: u64 = std::fs::read_dir(&dir)
+                .map(|rd| rd.filter_map(|f| f.ok()?.metadata().ok()).map(|m| m.len()).sum())
+                .unwrap_or(0);
+            let note = match Manifest::read(&dir) {
+                Ok(m) => format!(
+                    "{} files, manifest written at {} (generation {})",
+                    m.files.len(),
+                    m.written_at,
+                    m.generation
+                ),
+                Err(why) => format!("{why:#}"),
+            };
+            println!("{e:>10}  {size:>10} bytes  {note}");
+        }
+    }
+
+    /// `show EPOCH`: its manifest, counters, merger and partition positions.
+    fn show(&self, epoch: u64) -> Result<()> {
+        let dir = checkpoint_dir(&self.base, &self.job, epoch);
+        if !dir.exists() {
+            bail!("no checkpoint {epoch} in {}", self.base.display());
+        }
+        let m = Manifest::read(&dir).map_err(|e| anyhow!("checkpoint {epoch}: {e:#}"))?;
+        println!(
+            "manifest: job {:?}, epoch {}, {} workers, {} files, watermark {}, written at {} by {} (generation {})",
+            m.job,
+            m.epoch,
+            m.workers,
+            m.files.len(),
+            m.watermark,
+            m.written_at,
+            m.owner,
+            m.generation
+        );
+        let r = checkpoint::load(&dir, epoch, &self.layout).map_err(|e| anyhow!("checkpoint {epoch}: {e}"))?;
+        for (i, c) in r.counters.iter().enumerate() {
+            let counters: usize = c.key_groups.iter().flat_map(|k| &k.panes).map(|p| p.items.len()).sum();
+            println!(
+                "counter file {i}: watermark {}, {} key groups, {counters} (item, pane) counters",
+                c.watermark,
+                c.key_groups.len()
+            );
+        }
+        println!("merger: {} live window instances", r.merger.instances.len());
+        for p in &r.sources.partitions {
+            println!(
+                "partition {}: position {}, max event time {}, {:?}",
+                p.partition.0, p.position, p.max_ts, p.status
+            );
+        }
+        Ok(())
+    }
+
+    /// `verify [EPOCH]`: each checkpoint checked as a restore would check it (all of them: those
+    /// without a manifest, being written or never committed, are skipped).
+    fn verify(&self, epoch: Option<u64>) -> Result<()> {
+        let epochs = match epoch {
+            Some(e) => vec![e],
+            None => checkpoint::list(&self.base, &self.job),
+        };
+        let mut bad = 0;
+        for e in epochs {
+            let dir = checkpoint_dir(&self.base, &self.job, e);
+            if epoch.is_none() && !dir.join(checkpoint::MANIFEST).exists() {
+                println!("{e}: skipped: no MANIFEST (being written now, or never committed)");
+                continue;
+            }
+            match checkpoint::load(&dir, e, &self.layout) {
+                Ok(_) => println!("{e}: ok"),
+                Err(err) => {
+                    bad += 1;
+                    println!("{e}: BAD: {err}");
+                }
+            }
+        }
+        if bad > 0 {
+            bail!("{bad} checkpoint(s) failed verification");
+        }
+        Ok(())
+    }
 }

@@ -6,8 +6,10 @@
 //! - [`generator`]: the deterministic event generator (spec, alias table, record streams);
 //! - [`source`]: the source operator and its partition readers (files, stdin, generator, Kafka);
 //! - [`graph`]: the dataflow (window count, merge, sink hand-off) and what operators share;
-//! - [`checkpoint`]: checkpoints on disk (layout, atomic writes, restore, retention);
-//! - [`run`]: running a job: workers, the sink writer thread, progress display, summary;
+//! - [`checkpoint`]: checkpoints on disk (layout, atomic writes, manifests, restore with
+//!   validation and fallback, retention, the job directory's lock);
+//! - [`run`]: running a job: who owns it and where it resumes, workers, the sink writer thread,
+//!   progress display, summary;
 //! - [`stats`]: the job's shared counters; [`metrics`]: them in the Prometheus format;
 //! - [`connect_watchdog`], [`peer_loss`]: a cluster that fails to connect or loses a peer
 //!   stops with one clear line;

@@ -55,8 +55,14 @@ enum Command {
         hostfile: Option<PathBuf>,
         /// Restore this checkpoint (see `hotlist checkpoints list`) instead of the latest: the
         /// input is re-read from there and the results re-committed.
-        #[arg(long, value_name = "EPOCH")]
+        #[arg(long, value_name = "EPOCH", conflicts_with = "from_scratch")]
         from_checkpoint: Option<u64>,
+        /// Start a new run of the job: delete its stored lists, dead letters and commit (in one
+        /// transaction, before anything is read), move its checkpoints aside into
+        /// <checkpoint.dir>/<job>.replaced-<unix ms>/, and read the input from its beginning.
+        /// For when a start is refused because the store and the checkpoints disagree.
+        #[arg(long)]
+        from_scratch: bool,
         /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
@@ -107,6 +113,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             process,
             hostfile,
             from_checkpoint,
+            from_scratch,
             metrics_addr,
             bounded,
         } => {
@@ -123,6 +130,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     process,
                     hostfile,
                     from_checkpoint,
+                    from_scratch,
                 },
             )?;
             let plan = run::resolve_source(&plan)?;

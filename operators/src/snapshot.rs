@@ -32,6 +32,50 @@ pub const FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";
 const HEADER: usize = 6 + 2 + 8 + 8;
 
+/// Bytes of an envelope's header: magic, format version, payload length, checksum.
+pub const HEADER_LEN: usize = HEADER;
+
+/// An envelope's header: what a checkpoint's manifest records of each file, read without the
+/// payload (a manifest over thousands of pane files must not hash them all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Payload bytes after the header.
+    pub payload_len: u64,
+    /// XXH3-64 of the payload.
+    pub checksum: u64,
+}
+
+impl Header {
+    /// The size of the whole file this header starts.
+    pub fn file_len(&self) -> u64 {
+        HEADER as u64 + self.payload_len
+    }
+}
+
+/// Reads the header at the start of `bytes` (at least [`HEADER_LEN`] of them): magic and format
+/// version checked, payload not looked at.
+pub fn read_header(bytes: &[u8]) -> Result<Header, SnapshotError> {
+    if bytes.len() < HEADER {
+        return Err(SnapshotError::Truncated(bytes.len()));
+    }
+    if &bytes[..6] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if version != FORMAT_VERSION {
+        return Err(SnapshotError::Version(version));
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    Ok(Header {
+        payload_len: word(8),
+        checksum: word(16),
+    })
+}
+
 /// One worker's counter state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterSnapshot {
@@ -233,18 +277,10 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 /// more than is there fails (serde also caps what a sequence preallocates at 1 MiB), and bytes
 /// left over after the value fail too. The contents still need `validate` against the job.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
-    if bytes.len() < HEADER {
-        return Err(SnapshotError::Truncated(bytes.len()));
-    }
-    if &bytes[..6] != MAGIC {
-        return Err(SnapshotError::BadMagic);
-    }
-    let version = u16::from_le_bytes([bytes[6], bytes[7]]);
-    if version != FORMAT_VERSION {
-        return Err(SnapshotError::Version(version));
-    }
-    let len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-    let sum = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let Header {
+        payload_len: len,
+        checksum: sum,
+    } = read_header(bytes)?;
     let payload = &bytes[HEADER..];
     if payload.len() as u64 != len {
         return Err(SnapshotError::Truncated(bytes.len()));
@@ -338,6 +374,15 @@ mod tests {
             decode::<Span>(&seal(&u64::MAX.to_le_bytes())),
             Err(SnapshotError::Payload(_))
         ));
+    }
+
+    #[test]
+    fn the_header_tells_size_and_checksum_without_the_payload() {
+        let bytes = encode(&sample());
+        let h = read_header(&bytes[..HEADER_LEN]).unwrap();
+        assert_eq!(h.file_len(), bytes.len() as u64);
+        assert_eq!(h.checksum, xxhash_rust::xxh3::xxh3_64(&bytes[HEADER_LEN..]));
+        assert_eq!(read_header(&bytes[..5]), Err(SnapshotError::Truncated(5)));
     }
 
     #[test]

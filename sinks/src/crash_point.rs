@@ -4,7 +4,7 @@
 //! the `n`-th time it reaches `<point>` (1-based). Without the variable a crash point costs one
 //! relaxed load. Points: `sink.commit` (rows written, transaction not yet committed),
 //! `checkpoint.file` (a snapshot file of a checkpoint written, the others not yet),
-//! `checkpoint.manifest` (the sink committed, the checkpoint's MANIFEST not yet written).
+//! `checkpoint.manifest` (the checkpoint's MANIFEST written, its sink commit not yet begun).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;

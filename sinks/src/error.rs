@@ -72,6 +72,27 @@ pub enum SinkError {
         /// What was found.
         detail: String,
     },
+    /// Another live run holds the job's lock in this store: a second run of the same job.
+    #[error("job {job:?} is already running on {location}: {detail}")]
+    JobLocked {
+        /// The job id.
+        job: String,
+        /// The store (a path, or a server without credentials).
+        location: String,
+        /// Which lock, and who holds it where known.
+        detail: String,
+    },
+    /// Another run claimed the job after this handle did: this handle is a stale writer, and
+    /// its commit was refused without writing anything.
+    #[error("job {job:?} was taken over by another run (generation {current}; this run's is {ours}); this run stops")]
+    TakenOver {
+        /// The job id.
+        job: String,
+        /// The generation this handle claimed.
+        ours: u64,
+        /// The job's generation in the store now.
+        current: u64,
+    },
     /// SQLite reported an error during `op`.
     #[error("{op} on {path} failed: {source}")]
     Sqlite {
@@ -140,7 +161,9 @@ impl SinkError {
             | SinkError::Schema { .. }
             | SinkError::ReadOnly { .. }
             | SinkError::Invalid { .. }
-            | SinkError::Corrupt { .. } => Retry::Permanent,
+            | SinkError::Corrupt { .. }
+            | SinkError::JobLocked { .. }
+            | SinkError::TakenOver { .. } => Retry::Permanent,
         }
     }
 
@@ -202,5 +225,15 @@ mod tests {
         }
         assert!(!SinkError::corrupt("memory", "x".into()).retryable());
         assert!(!SinkError::invalid("j", "x".into()).retryable());
+        let stale = SinkError::TakenOver {
+            job: "j".into(),
+            ours: 3,
+            current: 4,
+        };
+        assert!(!stale.retryable());
+        assert_eq!(
+            stale.to_string(),
+            "job \"j\" was taken over by another run (generation 4; this run's is 3); this run stops"
+        );
     }
 }

@@ -6,6 +6,9 @@
 //! - [`store`]: the `SinkStore` write protocol (prepare, commit, committed_epoch) and the
 //!   `StoreReader` read side;
 //! - [`error`]: `SinkError`, each carrying the `Retry` class its backend decided;
+//! - [`ownership`]: one live run per job: the liveness lock and the generation every commit
+//!   checks (`Claim`, `Owner`);
+//! - [`file_lock`]: `FileLock`, an exclusive `flock` held while the value lives;
 //! - [`crash_point`]: named points where crash tests make the process SIGKILL itself;
 //! - [`memory`]: `MemoryStore`, an in-memory store with the same semantics, for tests;
 //! - [`sqlite`]: `SqliteStore`, the SQLite sink and its read API;
@@ -23,7 +26,9 @@
 
 pub mod crash_point;
 pub mod error;
+pub mod file_lock;
 pub mod memory;
+pub mod ownership;
 pub mod postgres;
 mod read_checks;
 pub mod redis;
@@ -39,6 +44,7 @@ mod test_fixtures;
 
 pub use error::{Retry, SinkError};
 pub use memory::MemoryStore;
+pub use ownership::{Claim, Owner};
 pub use postgres::PostgresStore;
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;

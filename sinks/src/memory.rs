@@ -5,10 +5,11 @@
 //! `k` is corrupt here too.
 
 use crate::error::SinkError;
+use crate::ownership::{Claim, Claims, Owner};
 use crate::read_checks;
 use crate::store::{SinkStore, StoreReader};
 use crate::types::{
-    check_batch, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
+    check_batch, check_job, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
 };
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
@@ -16,10 +17,12 @@ use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// An in-memory sink store; cloning yields another handle on the same data.
+/// An in-memory sink store; cloning yields another handle on the same data (and the claims
+/// this handle made so far).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStore {
     inner: Arc<Mutex<Inner>>,
+    claims: Claims,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +39,8 @@ struct JobState {
     watermark: Option<Millis>,
     /// The latest revision of each instance, keyed by (window name, start).
     lists: BTreeMap<(String, Millis), PublishedList>,
+    /// The job's owner (see `crate::ownership`).
+    owner: Option<Owner>,
 }
 
 impl MemoryStore {
@@ -44,7 +49,7 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn data(&self) -> MutexGuard<'_, Inner> {
         // Every mutation is applied only after all checks passed and cannot panic half way, so
         // the data behind a poisoned lock is still consistent.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
@@ -53,39 +58,41 @@ impl MemoryStore {
     /// The latest stored revision of every window instance of every job, ordered by job, window
     /// name and start.
     pub fn lists(&self) -> Vec<PublishedList> {
-        let inner = self.lock();
+        let inner = self.data();
         inner.jobs.values().flat_map(|j| j.lists.values().cloned()).collect()
     }
 
     /// Every dead letter committed so far (all jobs), in commit order.
     pub fn dead_letters(&self) -> Vec<SourcedDeadLetter> {
-        self.lock().dead_letters.iter().map(|(_, d)| d.clone()).collect()
+        self.data().dead_letters.iter().map(|(_, d)| d.clone()).collect()
     }
 
     /// The windows `prepare` recorded for `job`, in configured order.
     pub fn windows(&self, job: &str) -> Vec<StoredWindow> {
-        self.lock().jobs.get(job).map(|j| j.windows.clone()).unwrap_or_default()
+        self.data().jobs.get(job).map(|j| j.windows.clone()).unwrap_or_default()
     }
 
     /// The global watermark of the job's last committed batch.
     pub fn watermark(&self, job: &str) -> Option<Millis> {
-        self.lock().jobs.get(job).and_then(|j| j.watermark)
+        self.data().jobs.get(job).and_then(|j| j.watermark)
     }
 }
 
 impl SinkStore for MemoryStore {
     fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
         check_prepare(job, windows)?;
-        let mut inner = self.lock();
+        let mut inner = self.data();
         inner.jobs.entry(job.to_string()).or_default().windows = windows.iter().map(StoredWindow::from).collect();
         Ok(())
     }
 
     fn commit(&mut self, batch: &CommitBatch) -> Result<bool, SinkError> {
         check_batch(batch)?;
-        let mut inner = self.lock();
+        let mut inner = self.data();
         let inner = &mut *inner;
         let state = inner.jobs.entry(batch.job.clone()).or_default();
+        self.claims
+            .check(&batch.job, state.owner.as_ref().map(|o| o.generation))?;
         if state.epoch.is_some_and(|e| batch.epoch <= e) {
             return Ok(false);
         }
@@ -100,7 +107,38 @@ impl SinkStore for MemoryStore {
     }
 
     fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError> {
-        Ok(self.lock().jobs.get(job).and_then(|j| j.epoch))
+        Ok(self.data().jobs.get(job).and_then(|j| j.epoch))
+    }
+
+    /// In-memory stores live in one process: there is no other run to keep out.
+    fn lock(&mut self, _job: &str) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    fn claim(&mut self, job: &str, owner: &str) -> Result<Claim, SinkError> {
+        check_job(job)?;
+        let mut inner = self.data();
+        let state = inner.jobs.entry(job.to_string()).or_default();
+        let previous = state.owner.take();
+        let generation = previous.as_ref().map_or(1, |o| o.generation + 1);
+        state.owner = Some(Owner {
+            generation,
+            owner: owner.to_string(),
+        });
+        drop(inner);
+        self.claims.insert(job, generation);
+        Ok(Claim { generation, previous })
+    }
+
+    fn reset(&mut self, job: &str) -> Result<(), SinkError> {
+        let mut inner = self.data();
+        if let Some(state) = inner.jobs.get_mut(job) {
+            state.lists.clear();
+            state.epoch = None;
+            state.watermark = None;
+        }
+        inner.dead_letters.retain(|(j, _)| j != job);
+        Ok(())
     }
 }
 
@@ -110,7 +148,7 @@ impl StoreReader for MemoryStore {
     }
 
     fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        let inner = self.lock();
+        let inner = self.data();
         let Some(state) = inner.jobs.get(job) else {
             return Ok(None);
         };
@@ -120,7 +158,7 @@ impl StoreReader for MemoryStore {
     }
 
     fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        let inner = self.lock();
+        let inner = self.data();
         let Some(state) = inner.jobs.get(job) else {
             return Ok(None);
         };
@@ -129,7 +167,7 @@ impl StoreReader for MemoryStore {
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
-        Ok(self.lock().jobs.get(job).and_then(|j| j.epoch.zip(j.watermark)))
+        Ok(self.data().jobs.get(job).and_then(|j| j.epoch.zip(j.watermark)))
     }
 }
 
@@ -172,6 +210,7 @@ mod tests {
             history: Some(Box::new(move || Box::new(h.clone()))),
             stored_rows: None,
             damage: None,
+            locks: false,
             place: Box::new(()),
         }
     }
@@ -180,21 +219,21 @@ mod tests {
 
     impl History for MemoryStore {
         fn instances(&mut self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError> {
-            let inner = self.lock();
+            let inner = self.data();
             let lists = inner.jobs.get(job).map(|j| j.lists.values()).into_iter().flatten();
             let of_window = lists.filter(|l| l.window == window);
             Ok(of_window.map(|l| (l.start, l.revision, l.state)).collect())
         }
 
         fn dead_letters(&mut self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError> {
-            let inner = self.lock();
+            let inner = self.data();
             let of_job = inner.dead_letters.iter().rev().filter(|(j, _)| j == job);
             Ok(of_job.take(limit).map(|(_, d)| d.clone()).collect())
         }
 
         fn dead_letter_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>, SinkError> {
             let mut counts = BTreeMap::<String, u64>::new();
-            for (j, d) in &self.lock().dead_letters {
+            for (j, d) in &self.data().dead_letters {
                 if j == job {
                     *counts.entry(d.letter.reason.as_str().to_string()).or_default() += 1;
                 }

@@ -1,6 +1,7 @@
 //! The write protocol every sink store implements.
 
 use crate::error::SinkError;
+use crate::ownership::Claim;
 use crate::types::{CommitBatch, StoredList, StoredWindow};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
@@ -9,7 +10,10 @@ use hotlist_operators::window::WindowSpec;
 ///
 /// # Protocol
 ///
-/// 1. At job start, call [`prepare`](SinkStore::prepare) once with the job's windows.
+/// 1. At job start, the run that writes the job calls [`lock`](SinkStore::lock) (a second
+///    live run of the job is refused), [`prepare`](SinkStore::prepare) once with the job's
+///    windows, and [`claim`](SinkStore::claim) (its commits are fenced from then on; see
+///    [`crate::ownership`]); [`reset`](SinkStore::reset) when it starts the job over.
 /// 2. To resume, call [`committed_epoch`](SinkStore::committed_epoch): batches up to that
 ///    epoch are already durable and will be skipped anyway.
 /// 3. For every completed epoch range, call [`commit`](SinkStore::commit) with strictly
@@ -38,6 +42,20 @@ pub trait SinkStore: Send {
 
     /// The last committed epoch of the job, if any.
     fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError>;
+
+    /// Takes the store's liveness lock on `job`, held as long as this handle lives; fails with
+    /// [`SinkError::JobLocked`] while another live handle holds it. Does nothing in a store
+    /// without such a lock (Redis, memory).
+    fn lock(&mut self, job: &str) -> Result<(), SinkError>;
+
+    /// Claims `job` for this handle in one transaction: the job's generation goes up by one and
+    /// `owner` is recorded. This handle's later commits of the job fail with
+    /// [`SinkError::TakenOver`] (writing nothing) once another handle has claimed it.
+    fn claim(&mut self, job: &str, owner: &str) -> Result<Claim, SinkError>;
+
+    /// Forgets the job's results in one transaction: its lists (rows and headers), dead letters
+    /// and commit row. Its windows and its owner stay. For a run that starts the job over.
+    fn reset(&mut self, job: &str) -> Result<(), SinkError>;
 }
 
 /// The read side every store offers (the query command and the HTTP API read through it).

@@ -92,11 +92,17 @@ impl From<&WindowSpec> for StoredWindow {
     }
 }
 
-/// Checks a job id and its windows before `prepare` stores them.
-pub(crate) fn check_prepare(job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
+/// Checks a job id before a store records anything under it.
+pub(crate) fn check_job(job: &str) -> Result<(), SinkError> {
     if job.is_empty() {
         return Err(SinkError::invalid(job, "the job id is empty".into()));
     }
+    Ok(())
+}
+
+/// Checks a job id and its windows before `prepare` stores them.
+pub(crate) fn check_prepare(job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
+    check_job(job)?;
     validate_all(windows).map_err(|e| SinkError::invalid(job, e.to_string()))?;
     for w in windows {
         if i64::try_from(w.k).is_err() {

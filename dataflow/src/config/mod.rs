@@ -38,6 +38,8 @@ pub struct Overrides {
     pub hostfile: Option<PathBuf>,
     /// `--from-checkpoint EPOCH`.
     pub from_checkpoint: Option<u64>,
+    /// `--from-scratch`.
+    pub from_scratch: bool,
 }
 
 impl Overrides {

@@ -37,6 +37,9 @@ pub struct JobPlan {
     pub checkpoint: Option<CheckpointPlan>,
     /// Restore this checkpoint instead of the latest (`--from-checkpoint`).
     pub from_checkpoint: Option<u64>,
+    /// Start a new run of the job: forget its stored results and move its checkpoints aside
+    /// (`--from-scratch`; never with `from_checkpoint`).
+    pub from_scratch: bool,
     /// Timely worker threads.
     pub workers: usize,
     /// Epoch length (wall clock).
@@ -61,6 +64,12 @@ pub struct ClusterPlan {
 }
 
 impl JobPlan {
+    /// Whether this process writes the sink (process 0 of a cluster, or the only one): the
+    /// one that owns the job (locks, claims, removes checkpoints).
+    pub fn writes_the_sink(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|c| c.process == 0)
+    }
+
     /// Workers over all processes.
     pub fn total_workers(&self) -> usize {
         self.workers * self.cluster.as_ref().map_or(1, |c| c.addresses.len())

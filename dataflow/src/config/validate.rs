@@ -53,6 +53,9 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     if overrides.from_checkpoint.is_some() && checkpoint.is_none() {
         bail!("--from-checkpoint needs a [checkpoint] section");
     }
+    if overrides.from_checkpoint.is_some() && overrides.from_scratch {
+        bail!("--from-scratch and --from-checkpoint exclude each other");
+    }
     Ok(JobPlan {
         job_id,
         source,
@@ -63,6 +66,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         fanout,
         checkpoint,
         from_checkpoint: overrides.from_checkpoint,
+        from_scratch: overrides.from_scratch,
         workers,
         epoch_interval,
         max_epochs_in_flight,

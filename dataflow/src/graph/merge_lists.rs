@@ -82,7 +82,8 @@ struct MergeState {
 }
 
 impl MergeState {
-    /// A fresh merger, or worker 0's restored from `ctx.restore`.
+    /// A fresh merger, or worker 0's restored from `ctx.restore` (a merger that cannot be
+    /// restored fails the run, and merging starts empty until it stops).
     fn new(
         windows: Vec<WindowSpec>,
         time: TimePlan,
@@ -92,7 +93,11 @@ impl MergeState {
         checkpoints: Rc<RefCell<BTreeSet<u64>>>,
     ) -> MergeState {
         let merger = match &ctx.restore {
-            Some(r) if leader => ListMerger::restore(windows, time.allowed_lateness, &r.merger),
+            Some(r) if leader => ListMerger::try_restore(windows.clone(), time.allowed_lateness, &r.merger)
+                .unwrap_or_else(|e| {
+                    ctx.fail(format!("cannot restore checkpoint {}: merger.snap: {e}", r.epoch));
+                    ListMerger::new(windows, time.allowed_lateness)
+                }),
             _ => ListMerger::new(windows, time.allowed_lateness),
         };
         let mut global = GlobalWatermark::new();

@@ -139,9 +139,9 @@ impl SinkState {
     /// After a fallback to an older checkpoint: drops the dead letters the store has already.
     fn not_yet_committed(&self, dead: Vec<DeadLetter>) -> Vec<DeadLetter> {
         match self.ctx.restore.as_deref() {
-            Some(r) if !r.committed_positions.is_empty() => dead
+            Some(r) if !r.stored_dead_letters.is_empty() => dead
                 .into_iter()
-                .filter(|d| r.committed_positions.get(&d.partition).is_none_or(|p| d.position > *p))
+                .filter(|d| !r.stored_dead_letters.contains(d.partition, d.position))
                 .collect(),
             _ => dead,
         }

@@ -14,16 +14,16 @@
 use super::epoch_stash::{Epoch, EpochStash};
 use super::RunCtx;
 use crate::checkpoint::PartWritten;
-use crate::stats::JobStats;
+use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::key_group;
 use hotlist_operators::pane_sharing::PaneSharing;
-use hotlist_operators::record::{Control, DeadLetter, LocalList, TimedEvent};
+use hotlist_operators::record::{Control, DeadLetter, DeadReason, LocalList, TimedEvent};
 use hotlist_operators::time::Span;
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timely::container::CapacityContainerBuilder;
@@ -165,9 +165,7 @@ impl WindowCountState {
         if self.ctx.is_checkpoint(t, wm, requested) {
             self.snapshot(t, hold);
         }
-        if !dead.is_empty() {
-            self.stats.sealed_dropped.fetch_add(dead.len() as u64, Relaxed);
-        }
+        self.tally(&dead);
         self.report_state(tick);
         (lists, dead)
     }
@@ -184,6 +182,26 @@ impl WindowCountState {
             }
         }
         dead
+    }
+
+    /// Counts the counter's dead letters by reason: `sealed` (an event for sealed instances
+    /// only); anything else is a record the source should have refused (the counter returns
+    /// `bad` for an event time outside years 0000-9999) and counts as bad.
+    fn tally(&self, dead: &[DeadLetter]) {
+        for d in dead {
+            let (total, of_partition): (&AtomicU64, fn(&PartitionStats) -> &AtomicU64) = match d.reason {
+                DeadReason::Sealed => {
+                    self.stats.sealed_dropped.fetch_add(1, Relaxed);
+                    continue;
+                }
+                DeadReason::Late => (&self.stats.late, |p| &p.late),
+                _ => (&self.stats.bad, |p| &p.bad),
+            };
+            total.fetch_add(1, Relaxed);
+            if let Some(p) = self.stats.partitions.get(d.partition.0 as usize) {
+                of_partition(p).fetch_add(1, Relaxed);
+            }
+        }
     }
 
     /// Feeds the partitions' watermarks to the global watermark; returns whether an emit tick

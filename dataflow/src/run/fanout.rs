@@ -145,16 +145,26 @@ struct Target {
     redis: RedisTarget,
     job: String,
     windows: Vec<WindowSpec>,
+    /// Empty the job's lists in Redis before the first write (a run that starts the job over).
+    start_over: bool,
 }
 
 impl Fanout {
-    /// Starts the fan-out thread (it connects when there is something to write).
-    pub fn start(redis: &RedisTarget, job: &str, windows: &[WindowSpec], stats: Arc<JobStats>) -> Result<Fanout> {
+    /// Starts the fan-out thread (it connects when there is something to write). With
+    /// `start_over`, the job's lists in Redis are deleted before the first write.
+    pub fn start(
+        redis: &RedisTarget,
+        job: &str,
+        windows: &[WindowSpec],
+        start_over: bool,
+        stats: Arc<JobStats>,
+    ) -> Result<Fanout> {
         let shared = Arc::new(Shared::default());
         let target = Target {
             redis: redis.clone(),
             job: job.to_string(),
             windows: windows.to_vec(),
+            start_over,
         };
         stats.fanout.enabled.store(true, Relaxed);
         let thread_shared = shared.clone();
@@ -194,8 +204,9 @@ impl Drop for Fanout {
 fn write_loop(shared: &Shared, target: &Target, stats: &JobStats) {
     let mut store: Option<RedisStore> = None;
     let mut outage = Outage::default();
+    let mut reset_due = target.start_over;
     while let Some((pending, stopping)) = next_pending(shared, &outage) {
-        let result = write(&mut store, target, &pending);
+        let result = write(&mut store, target, &mut reset_due, &pending);
         let mut st = shared.lock();
         match result {
             Ok(url) => {
@@ -256,13 +267,22 @@ fn merge_under(mut newer: Pending, older: Pending) -> Pending {
     newer
 }
 
-/// Writes the pending lists (connecting and preparing first if not connected); returns the
-/// server's URL without its password.
-fn write(store: &mut Option<RedisStore>, target: &Target, pending: &Pending) -> Result<String, SinkError> {
+/// Writes the pending lists (connecting and preparing first if not connected, and emptying the
+/// job's lists first while `reset_due`); returns the server's URL without its password.
+fn write(
+    store: &mut Option<RedisStore>,
+    target: &Target,
+    reset_due: &mut bool,
+    pending: &Pending,
+) -> Result<String, SinkError> {
     let redis = match store {
         Some(r) => r,
         None => {
             let mut r = RedisStore::connect(&target.redis.url, &target.redis.prefix)?;
+            if *reset_due {
+                r.reset(&target.job)?;
+                *reset_due = false;
+            }
             r.prepare(&target.job, &target.windows)?;
             store.insert(r)
         }
@@ -430,7 +450,7 @@ mod tests {
             100,
         )];
         let stats = Arc::new(JobStats::new(1, 1));
-        let fanout = Fanout::start(&target, "j", &windows, stats.clone()).unwrap();
+        let fanout = Fanout::start(&target, "j", &windows, false, stats.clone()).unwrap();
         let started = Instant::now();
         for epoch in 1..=2_000u64 {
             fanout.offer(&batch(epoch, vec![list("1m", epoch as i64 * 60_000, 1, 100)]));

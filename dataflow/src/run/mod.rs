@@ -10,20 +10,21 @@
 //! emit tick and end; everything already read is counted, published and committed before
 //! `run` returns. Open windows stay open in the store (nothing is sealed by a stop).
 //!
-//! Files: this one the run's steps (open the store, restore, start the writer, start the
-//! workers, join); `writer` the sink writer; `fanout` the Redis fan-out beside it (its own
-//! thread, connecting lazily: an unreachable fan-out never stops the job); `display` the
-//! progress display; `summary` what a run returns and prints.
+//! Files: this one the run's steps (start, start the writer, start the workers, join);
+//! `start` who owns the job, where the run resumes and when it refuses to start; `writer` the
+//! sink writer; `fanout` the Redis fan-out beside it (its own thread, connecting lazily: an
+//! unreachable fan-out never stops the job); `display` the progress display; `summary` what a
+//! run returns and prints.
 
 mod display;
 mod fanout;
+mod start;
 mod summary;
 mod writer;
 
 pub use display::{render_lists, status_line, Progress};
 pub use summary::{summary_text, RunSummary};
 
-use crate::checkpoint::{self, Restored};
 use crate::config::{JobPlan, RedisTarget, SinkPlan, SourcePlan};
 use crate::connect_watchdog;
 use crate::graph::{self, sink::SinkHandoff, RunCtx};
@@ -93,17 +94,22 @@ pub fn run_with_stats(
     let started = Instant::now();
     let resolved = resolve_source(plan)?;
     let plan = &resolved;
-    let (store, committed) = open_sink(plan)?;
+    let start::Start {
+        store,
+        epoch_base,
+        restore,
+        facts,
+        dir_lock,
+    } = start::start(plan)?;
     // Epochs continue the store's numbering, so a new run's commits are never skipped.
-    let epoch_base = committed.map_or(0, |e| e + 1);
     let ctx = RunCtx {
         epoch_base,
-        restore: restore_checkpoint(plan, committed)?.map(Arc::new),
+        restore: restore.map(Arc::new),
         checkpoint: plan.checkpoint.clone(),
         job: plan.job_id.clone(),
         fatal: Arc::new(Mutex::new(None)),
     };
-    let (tx, writer) = writer::start(plan, store, stats.clone())?;
+    let (tx, writer) = writer::start(plan, store, stats.clone(), facts)?;
     let failed = Arc::new(AtomicBool::new(false));
     let handoff = SinkHandoff {
         tx,
@@ -120,6 +126,7 @@ pub fn run_with_stats(
     display.stop();
     let writer_result = writer.join().map_err(|_| anyhow!("sink writer panicked"))?;
     writer_result?;
+    drop(dir_lock); // the run is over: another may start
     if let Some(e) = ctx.fatal.lock().ok().and_then(|f| f.clone()) {
         return Err(anyhow!("{e}"));
     }
@@ -131,46 +138,6 @@ pub fn run_with_stats(
         started.elapsed(),
         shutdown.load(Relaxed),
     ))
-}
-
-/// Opens and prepares the sink; returns it with the epoch it last committed for this job.
-fn open_sink(plan: &JobPlan) -> Result<(Box<dyn SinkStore>, Option<u64>)> {
-    let mut store = open_store(&plan.sink)?;
-    store
-        .prepare(&plan.job_id, &plan.windows)
-        .context("cannot prepare the sink")?;
-    let committed = store
-        .committed_epoch(&plan.job_id)
-        .context("cannot read the sink's committed epoch")?;
-    Ok((store, committed))
-}
-
-/// The checkpoint to resume from: the store's committed one (or `--from-checkpoint`), after
-/// removing checkpoints that never committed; None without checkpoints or without a usable one.
-fn restore_checkpoint(plan: &JobPlan, committed: Option<u64>) -> Result<Option<Restored>> {
-    let Some(cp) = &plan.checkpoint else { return Ok(None) };
-    checkpoint::remove_uncommitted(&cp.dir, &plan.job_id, committed);
-    let Some(c) = committed else {
-        if plan.from_checkpoint.is_some() {
-            anyhow::bail!("--from-checkpoint: job {:?} has no committed checkpoint", plan.job_id)
-        }
-        return Ok(None);
-    };
-    let restored = checkpoint::restore(&cp.dir, &plan.job_id, c, plan.from_checkpoint)?;
-    match &restored {
-        Some(r) => tracing::info!(
-            "restoring checkpoint {} ({} counter file(s)) for job {:?}",
-            r.epoch,
-            r.counters.len(),
-            plan.job_id
-        ),
-        None => tracing::warn!(
-            "no usable checkpoint for job {:?} in {}: starting from the beginning of the input",
-            plan.job_id,
-            cp.dir.display()
-        ),
-    }
-    Ok(restored)
 }
 
 /// The timely configuration: threads in this process, or this process of a cluster.

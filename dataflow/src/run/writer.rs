@@ -1,18 +1,20 @@
 //! The sink writer thread: drains the epochs worker 0 hands off into the store, coalescing
 //! whatever is queued into one transaction (so commits keep up however small epochs are),
-//! retrying transient store errors with a bounded backoff, handing each committed batch to the
-//! Redis fan-out (`fanout`, which writes it on a thread of its own), and finishing each
-//! checkpoint (manifest, retention) after its commit.
+//! retrying transient store errors with a bounded backoff, and handing each committed batch to
+//! the Redis fan-out (`fanout`, which writes it on a thread of its own). With checkpoints every
+//! batch is a checkpoint's: the writer writes its `MANIFEST` before the commit (its files are all
+//! durable by then) and applies retention after it.
 //!
-//! A commit that still fails after the retries, or fails for good at once, ends the thread
+//! A commit that still fails after the retries, or fails for good at once (a stale writer
+//! whose job another run took over, too), and a manifest that cannot be written end the thread
 //! with the error; worker 0 sees the channel closed and the job stops.
 
 use super::fanout::Fanout;
-use crate::checkpoint;
+use crate::checkpoint::{self, RunFacts};
 use crate::config::{CheckpointPlan, JobPlan};
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
-use hotlist_sinks::{CommitBatch, SinkStore};
+use hotlist_sinks::{CommitBatch, SinkError, SinkStore};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -21,19 +23,32 @@ use std::time::{Duration, Instant};
 /// Batches at most coalesced into one transaction.
 const MAX_COALESCE: usize = 256;
 
-/// Starts the writer thread over `store` (prepared already) and the plan's fan-out; returns
-/// its inbox (bounded: a slow store backs up into worker 0) and its handle.
+/// Starts the writer thread over `store` (prepared already) and the plan's fan-out; `facts`
+/// (with checkpoints, on the process that writes the sink) go into each checkpoint's manifest.
+/// Returns its inbox (bounded: a slow store backs up into worker 0) and its handle.
 pub fn start(
     plan: &JobPlan,
     store: Box<dyn SinkStore>,
     stats: Arc<JobStats>,
+    facts: Option<RunFacts>,
 ) -> Result<(crossbeam_channel::Sender<CommitBatch>, JoinHandle<Result<()>>)> {
     let fanout = match &plan.fanout {
-        Some(t) => Some(Fanout::start(t, &plan.job_id, &plan.windows, stats.clone())?),
+        // a run that starts the job over empties the job's lists in Redis first (its commits
+        // start again from epoch 0)
+        Some(t) => {
+            let start_over = plan.from_scratch && plan.writes_the_sink();
+            Some(Fanout::start(
+                t,
+                &plan.job_id,
+                &plan.windows,
+                start_over,
+                stats.clone(),
+            )?)
+        }
         None => None,
     };
     let (tx, rx) = crossbeam_channel::bounded::<CommitBatch>(64);
-    let checkpoint = plan.checkpoint.clone().map(|c| (c, plan.job_id.clone(), plan.workers));
+    let checkpoint = plan.checkpoint.clone().zip(facts);
     let writer = std::thread::Builder::new()
         .name("hotlist-writer".into())
         .spawn(move || write_loop(store, fanout, rx, &stats, checkpoint))
@@ -42,25 +57,31 @@ pub fn start(
 }
 
 /// Drains batches into the store, coalescing what is queued into one transaction. With
-/// checkpoints, every batch is a checkpoint's: after its commit the manifest is written and old
-/// checkpoints are removed.
+/// checkpoints, every batch is a checkpoint's: its manifest is written before the commit, and
+/// old checkpoints are removed after it.
 fn write_loop(
     mut store: Box<dyn SinkStore>,
     fanout: Option<Fanout>,
     rx: crossbeam_channel::Receiver<CommitBatch>,
     stats: &JobStats,
-    checkpoint: Option<(CheckpointPlan, String, usize)>,
+    checkpoint: Option<(CheckpointPlan, RunFacts)>,
 ) -> Result<()> {
     while let Ok(mut batch) = rx.recv() {
         coalesce(&mut batch, &rx);
+        if let Some((cp, facts)) = &checkpoint {
+            let dir = checkpoint::checkpoint_dir(&cp.dir, &facts.job, batch.epoch);
+            checkpoint::write_manifest(&dir, facts, batch.epoch, batch.watermark)
+                .with_context(|| format!("checkpoint write failed: the manifest of checkpoint {}", batch.epoch))?;
+            hotlist_sinks::crash_point::crash_point("checkpoint.manifest");
+        }
         let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
         stats.commit_seconds.observe(started.elapsed().as_secs_f64());
         if let Some(f) = &fanout {
             f.offer(&batch);
         }
-        if let Some((cp, job, workers)) = &checkpoint {
-            finish_checkpoint(cp, job, *workers, &batch);
+        if let Some((cp, facts)) = &checkpoint {
+            checkpoint::retain(&cp.dir, &facts.job, batch.epoch, cp.retain);
         }
         stats.committed_epoch.store(batch.epoch, Relaxed);
         stats.commits.fetch_add(1, Relaxed);
@@ -88,23 +109,8 @@ fn coalesce(batch: &mut CommitBatch, rx: &crossbeam_channel::Receiver<CommitBatc
     }
 }
 
-/// After a checkpoint's commit: its manifest, and retention. Failures only warn: the commit
-/// (the truth) is done.
-fn finish_checkpoint(cp: &CheckpointPlan, job: &str, workers: usize, batch: &CommitBatch) {
-    let manifest = serde_json::json!({
-        "job": job, "epoch": batch.epoch, "workers": workers,
-        "watermark": batch.watermark.0, "committed_at": hotlist_operators::time::Millis::now().0,
-    });
-    if let Err(e) = checkpoint::after_commit(&cp.dir, job, batch.epoch, cp.retain, &manifest) {
-        tracing::warn!(
-            "checkpoint {} committed, but its manifest or cleanup failed: {e:#}",
-            batch.epoch
-        );
-    }
-}
-
 /// Commits one batch, retrying retryable errors (up to 20 attempts, backoff 50 ms doubling
-/// to 5 s).
+/// to 5 s). A stale writer's refusal is the run's last word as it is.
 fn commit_with_retry(store: &mut dyn SinkStore, batch: &CommitBatch) -> Result<()> {
     let mut delay = Duration::from_millis(50);
     let mut attempt = 1;
@@ -117,6 +123,7 @@ fn commit_with_retry(store: &mut dyn SinkStore, batch: &CommitBatch) -> Result<(
                 delay = (delay * 2).min(Duration::from_secs(5));
                 attempt += 1;
             }
+            Err(e @ SinkError::TakenOver { .. }) => return Err(anyhow!("{e}")),
             Err(e) => return Err(anyhow!("sink commit of epoch {} failed: {e}", batch.epoch)),
         }
     }

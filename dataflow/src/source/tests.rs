@@ -10,7 +10,6 @@ use crate::stats::JobStats;
 use hotlist_operators::record::{PartitionId, PartitionStatus};
 use hotlist_operators::snapshot::{MergerSnapshot, PartitionState, SourceSnapshot};
 use hotlist_operators::time::Millis;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -39,7 +38,7 @@ fn restoring(position: u64) -> RunCtx {
             sources: SourceSnapshot {
                 partitions: vec![at(position)],
             },
-            committed_positions: BTreeMap::new(),
+            stored_dead_letters: Default::default(),
         })),
         checkpoint: None,
         job: "t".into(),

@@ -7,6 +7,7 @@ use super::statements::Statements;
 use super::{PostgresStore, DEFAULT_SCHEMA, LOCK_TIMEOUT};
 use crate::error::SinkError;
 use postgres::{Client, NoTls};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 impl PostgresStore {
@@ -39,14 +40,21 @@ impl PostgresStore {
             conn_str: url.to_string(),
             schema: schema.to_string(),
             location,
+            locked: BTreeSet::new(),
+            claims: Default::default(),
         })
     }
 
     /// Reconnects if the connection was lost (a previous call then failed with a retryable
-    /// error), so that retrying the call can succeed.
+    /// error), so that retrying the call can succeed; the new connection takes the handle's
+    /// job locks again (see `ownership`).
     pub(super) fn live(&mut self) -> Result<(), SinkError> {
         if self.client.is_closed() {
-            *self = PostgresStore::connect_with_schema(&self.conn_str, &self.schema)?;
+            let mut fresh = PostgresStore::connect_with_schema(&self.conn_str, &self.schema)?;
+            fresh.locked = std::mem::take(&mut self.locked);
+            fresh.claims = std::mem::take(&mut self.claims);
+            *self = fresh;
+            self.relock()?;
         }
         Ok(())
     }

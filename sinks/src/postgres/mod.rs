@@ -32,17 +32,24 @@
 //!   password are stripped from the connection string). After a connection is lost the call
 //!   fails with a retryable error and the next call reconnects.
 //!
-//! Files: `schema` (tables, version, the migration from version 1, `drop_schema`), `statements` (the SQL and
-//! the connection's prepared statements), `conn` (connecting, reconnecting, redacting the
-//! connection string), `error` (how failures become a `SinkError` with a retry class),
-//! `encode` (instants and a batch as the column arrays the commit binds), `write` (prepare and
-//! commit), `read` (the read API); tests in `tests` and `migration_tests` (a version-1 schema migrated).
+//! - One live run per job (`crate::ownership`): [`lock`](crate::SinkStore::lock) is a session
+//!   advisory lock of the connection, taken again after a reconnect;
+//!   [`claim`](crate::SinkStore::claim) bumps the job's generation in `hotlist_jobs`, which every
+//!   commit of a claiming handle checks after the job's commit lock.
+//!
+//! Files: `schema` (tables, version, the migration from version 1, `drop_schema`), `statements`
+//! (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
+//! redacting the connection string), `error` (how failures become a `SinkError` with a retry
+//! class), `encode` (instants and a batch as the column arrays the commit binds), `write`
+//! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
+//! API); tests in `tests` and `migration_tests` (a version-1 schema migrated).
 
 mod conn;
 mod encode;
 mod error;
 #[cfg(test)]
 mod migration_tests;
+mod ownership;
 mod read;
 mod schema;
 mod statements;
@@ -50,10 +57,13 @@ mod statements;
 mod tests;
 mod write;
 
+pub use ownership::job_lock_key;
 pub use schema::{drop_schema, SCHEMA_VERSION};
 
+use crate::ownership::Claims;
 use postgres::Client;
 use statements::Statements;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The schema used by [`PostgresStore::connect`].
@@ -72,6 +82,10 @@ pub struct PostgresStore {
     schema: String,
     /// `<url without credentials> schema <schema>`: what errors name.
     location: String,
+    /// The jobs whose session lock this handle took (taken again after a reconnect).
+    locked: BTreeSet<String>,
+    /// The generations this handle claimed: its commits are fenced by them.
+    claims: Claims,
 }
 
 impl std::fmt::Debug for PostgresStore {

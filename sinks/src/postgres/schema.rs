@@ -74,6 +74,12 @@ CREATE TABLE IF NOT EXISTS hotlist_commits (
     watermark    TIMESTAMPTZ NOT NULL,
     committed_at TIMESTAMPTZ NOT NULL
 );
+CREATE TABLE IF NOT EXISTS hotlist_jobs (
+    job        TEXT        NOT NULL PRIMARY KEY,
+    generation BIGINT      NOT NULL CHECK (generation >= 1),
+    owner      TEXT        NOT NULL,
+    claimed_at TIMESTAMPTZ NOT NULL
+);
 ";
 
 /// Version 1 → 2: the `CHECK` on `dead_letters.reason` (PostgreSQL named it

@@ -1,6 +1,7 @@
 //! The SQL the PostgreSQL store runs, prepared once per connection (the list reads are
 //! `pub(super)` so a test can check their plans).
 
+use super::ownership::SELECT_OWNER;
 use postgres::{Client, Statement};
 
 const LOCK_JOB: &str = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))";
@@ -106,6 +107,7 @@ pub(super) struct Statements {
     pub(super) select_dead_letters: Statement,
     pub(super) select_dead_letter_counts: Statement,
     pub(super) select_last_commit: Statement,
+    pub(super) select_owner: Statement,
 }
 
 impl Statements {
@@ -131,6 +133,7 @@ impl Statements {
             select_dead_letters: p(SELECT_DEAD_LETTERS)?,
             select_dead_letter_counts: p(SELECT_DEAD_LETTER_COUNTS)?,
             select_last_commit: p(SELECT_LAST_COMMIT)?,
+            select_owner: p(SELECT_OWNER)?,
         })
     }
 }

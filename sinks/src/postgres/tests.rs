@@ -103,6 +103,7 @@ fn subject() -> Subject {
         history: Some(Box::new(move || Box::new(connect(&h.0, &h.1)))),
         stored_rows: Some(Box::new(move |start| stored_rows(&mut client(&url, &schema), start))),
         damage: Some(Box::new(move |what| damage(&mut client(&d.0, &d.1), what))),
+        locks: true,
         place: Box::new(db),
     }
 }
@@ -482,6 +483,65 @@ fn a_lost_connection_is_retryable_and_the_next_call_reconnects() {
     let new_pid: i32 = store.client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     assert_ne!(pid, new_pid);
     assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap().unwrap().revision, 2);
+}
+
+/// Ends the session of `store`'s connection from another one (a network partition, or an
+/// administrator), waiting up to 10 s for it to be gone.
+fn terminate_session(db: &TestDb, store: &mut PostgresStore) {
+    let pid: i32 = store.client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let killed: bool = db
+        .client()
+        .query_one("SELECT pg_terminate_backend($1, 10000)", &[&pid])
+        .unwrap()
+        .get(0);
+    assert!(killed);
+}
+
+/// The job's session lock goes with a lost connection and is taken again by the reconnect; a
+/// handle whose session ended while another run locked and claimed the job is a stale writer:
+/// its next commit fails with `TakenOver`, never writing.
+#[test]
+fn a_reconnect_takes_the_lock_again_and_a_stale_writer_is_fenced() {
+    let db = TestDb::new();
+    let mut a = db.store();
+    a.lock(JOB).unwrap();
+    a.claim(JOB, "a").unwrap();
+    assert!(a.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
+    terminate_session(&db, &mut a);
+    // the first call may see the loss; the retry reconnects and locks again
+    let b2 = batch(2, vec![list(0, 2, 3)]);
+    if let Err(e) = a.commit(&b2) {
+        assert!(e.retryable(), "{e}");
+        assert!(a.commit(&b2).unwrap());
+    }
+    let mut b = db.store();
+    assert!(matches!(b.lock(JOB), Err(SinkError::JobLocked { .. })), "locked again");
+    // now `a` loses its session for good while `b` takes the job over
+    terminate_session(&db, &mut a);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(e) = b.lock(JOB) {
+        assert!(std::time::Instant::now() < deadline, "{e}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(b.claim(JOB, "b").unwrap().generation, 2);
+    let stale = batch(3, vec![list(0, 3, 1)]);
+    let err = match a.commit(&stale) {
+        Err(e) if e.retryable() => a.commit(&stale).unwrap_err(),
+        other => other.unwrap_err(),
+    };
+    assert!(
+        matches!(
+            err,
+            SinkError::TakenOver {
+                ours: 1,
+                current: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(b.committed_epoch(JOB).unwrap(), Some(2));
+    assert!(b.commit(&stale).unwrap());
 }
 
 #[test]

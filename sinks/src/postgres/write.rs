@@ -3,10 +3,12 @@
 //! documentation for the statements it runs).
 
 use super::encode::{pg_text, pg_window, to_pg, Columns, PgTime};
+use super::ownership::read_owner;
 use super::schema::ensure_schema;
 use super::statements::Statements;
 use super::PostgresStore;
 use crate::error::SinkError;
+use crate::ownership::Claim;
 use crate::sql_rows::non_negative;
 use crate::store::SinkStore;
 use crate::types::{check_batch, check_prepare, CommitBatch};
@@ -16,7 +18,7 @@ use postgres::types::{Timestamp, ToSql};
 use postgres::{IsolationLevel, Transaction};
 
 /// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
-const COMMIT_LOCK_CLASS: i32 = 0x686f_746c; // "hotl"
+pub(super) const COMMIT_LOCK_CLASS: i32 = 0x686f_746c; // "hotl"
 
 impl SinkStore for PostgresStore {
     fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {
@@ -59,6 +61,7 @@ impl SinkStore for PostgresStore {
         let job = batch.job.as_str();
         let now = to_pg(Millis::now()).unwrap_or(Timestamp::PosInfinity);
         let op = || format!("commit of job {:?} epoch {}", batch.job, batch.epoch);
+        let (claims, location) = (self.claims.clone(), self.location.clone());
         self.run(op, |c, s| -> Result<Result<bool, SinkError>, _> {
             let mut tx = c
                 .build_transaction()
@@ -66,6 +69,14 @@ impl SinkStore for PostgresStore {
                 .start()?;
             // Serialize with other committers of the job, even before its first commit row exists.
             tx.execute(&s.lock_job, &[&COMMIT_LOCK_CLASS, &job])?;
+            // a stale writer (another run claimed the job since) writes nothing
+            let owner = match read_owner(&mut tx, &s.select_owner, &location, job)? {
+                Ok(o) => o,
+                Err(e) => return Ok(Err(e)),
+            };
+            if let Err(e) = claims.check(job, owner.map(|o| o.generation)) {
+                return Ok(Err(e));
+            }
             if let Some(r) = tx.query_opt(&s.select_epoch_for_update, &[&job])? {
                 let committed = match non_negative(&loc, r.try_get(0)?, "committed epoch") {
                     Ok(c) => c,
@@ -94,6 +105,18 @@ impl SinkStore for PostgresStore {
         epoch
             .map(|e| non_negative(self.loc(), e, "committed epoch"))
             .transpose()
+    }
+
+    fn lock(&mut self, job: &str) -> Result<(), SinkError> {
+        self.lock_job(job)
+    }
+
+    fn claim(&mut self, job: &str, owner: &str) -> Result<Claim, SinkError> {
+        self.claim_job(job, owner)
+    }
+
+    fn reset(&mut self, job: &str) -> Result<(), SinkError> {
+        self.reset_job(job)
     }
 }
 

@@ -1,11 +1,13 @@
 -- The Redis store's commit: one script, so atomic. See the module documentation of
 -- sinks/src/redis/mod.rs for what it does.
 --
--- KEYS[1] is the job's commit hash; KEYS[2i] and KEYS[2i+1] are list i's sorted set and meta
--- hash. ARGV[1..4] are epoch, watermark, committed_at and the number of lists; then, per list:
--- window, window_start, window_end, revision, state, final, as_of, watermark, item_count,
--- followed by item_count (score, member) pairs. Returns 1 when committed, 0 when skipped.
--- Damaged data is reported as an error reply with the code HOTLIST_CORRUPT.
+-- KEYS[1] is the job's commit hash, KEYS[2] its owner hash; KEYS[2i+1] and KEYS[2i+2] are list
+-- i's sorted set and meta hash. ARGV[1..5] are epoch, watermark, committed_at, the number of
+-- lists and the committing handle's generation ('' when it never claimed the job); then, per
+-- list: window, window_start, window_end, revision, state, final, as_of, watermark,
+-- item_count, followed by item_count (score, member) pairs. Returns 1 when committed, 0 when
+-- skipped. Damaged data is reported as an error reply with the code HOTLIST_CORRUPT; a
+-- generation that is no longer the job's as HOTLIST_TAKEN_OVER <the job's generation>.
 
 local function corrupt(msg)
   return redis.error_reply('HOTLIST_CORRUPT ' .. msg)
@@ -37,8 +39,12 @@ local function bad_type(key, want)
 end
 
 -- Phase 1: checks and decisions, no writes.
-local err = bad_type(KEYS[1], 'hash')
+local err = bad_type(KEYS[1], 'hash') or bad_type(KEYS[2], 'hash')
 if err then return corrupt(err) end
+if ARGV[5] ~= '' then
+  local g = redis.call('HGET', KEYS[2], 'generation')
+  if g ~= ARGV[5] then return redis.error_reply('HOTLIST_TAKEN_OVER ' .. (g or '0')) end
+end
 local stored = redis.call('HGET', KEYS[1], 'epoch')
 if stored then
   if not is_int(stored) then return corrupt(KEYS[1] .. ' field epoch is not an integer') end
@@ -46,9 +52,9 @@ if stored then
 end
 local n = tonumber(ARGV[4])
 local writes = {}
-local p = 5
+local p = 6
 for i = 1, n do
-  local zkey, mkey = KEYS[2 * i], KEYS[2 * i + 1]
+  local zkey, mkey = KEYS[2 * i + 1], KEYS[2 * i + 2]
   err = bad_type(zkey, 'zset') or bad_type(mkey, 'hash')
   if err then return corrupt(err) end
   local old = redis.call('HGET', mkey, 'window_start')
@@ -64,7 +70,7 @@ end
 -- Phase 2: writes.
 for _, w in ipairs(writes) do
   local i, q = w[1], w[2]
-  local zkey, mkey = KEYS[2 * i], KEYS[2 * i + 1]
+  local zkey, mkey = KEYS[2 * i + 1], KEYS[2 * i + 2]
   redis.call('DEL', zkey, mkey)
   local count = tonumber(ARGV[q + 8])
   local first = q + 9

@@ -28,6 +28,7 @@ impl RedisStore {
             conn: Some(conn),
             url: shown,
             prefix: prefix.to_string(),
+            claims: Default::default(),
         })
     }
 

@@ -8,6 +8,10 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 /// Error code the commit script uses for data it finds damaged (mapped to `SinkError::Corrupt`).
 pub(super) const CORRUPT_CODE: &str = "HOTLIST_CORRUPT";
 
+/// Error code the commit script uses when the committing handle's generation is no longer the
+/// job's (the commit maps it to `SinkError::TakenOver`).
+pub(super) const TAKEN_OVER_CODE: &str = "HOTLIST_TAKEN_OVER";
+
 /// Wraps a failure of `op` on `url` (without its password).
 pub(super) fn redis_err(url: &str, op: String, e: &RedisError) -> SinkError {
     if e.code() == Some(CORRUPT_CODE) {

@@ -20,6 +20,11 @@ impl RedisStore {
         format!("{}:{job}:windows", self.prefix)
     }
 
+    /// The job's owner hash (see `crate::ownership`).
+    pub(super) fn owner_key(&self, job: &str) -> String {
+        format!("{}:{job}:owner", self.prefix)
+    }
+
     /// The job's commit hash.
     pub(super) fn commit_key(&self, job: &str) -> String {
         format!("{}:{job}:commit", self.prefix)

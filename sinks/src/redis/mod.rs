@@ -11,7 +11,9 @@
 //!   epoch;
 //! - `{prefix}:{job}:windows` — a string holding JSON `[{"name","size_ms","slide_ms","k"}…]` in
 //!   configured order (written by `prepare`);
-//! - `{prefix}:{job}:commit` — hash: epoch, watermark (ms), committed_at (ms).
+//! - `{prefix}:{job}:commit` — hash: epoch, watermark (ms), committed_at (ms);
+//! - `{prefix}:{job}:owner` — hash: generation, owner, claimed_at (ms): the job's owner (see
+//!   `crate::ownership`; Redis has no liveness lock, the generation alone fences a stale run).
 //!
 //! `prefix` defaults to [`DEFAULT_PREFIX`] (`hotlist`). Times are decimal milliseconds since the
 //! Unix epoch. `epoch` in the meta hash is the commit that wrote the list. Job ids and window
@@ -21,6 +23,8 @@
 //! # Writing
 //!
 //! Each [`commit`](crate::SinkStore::commit) is ONE Lua script, so it is atomic and idempotent:
+//! 0. if the handle claimed the job and the owner hash holds another generation now, nothing is
+//!    written and the commit fails with `SinkError::TakenOver`;
 //! 1. if the batch's epoch is at or below the stored `commit` epoch, nothing is written and the
 //!    commit returns `Ok(false)` (a checkpoint number lower than the stored one is refused);
 //! 2. for each window in the batch, the list of the instance with the greatest start (its
@@ -52,18 +56,20 @@
 //! Files: `commit.lua` (the commit script), `keys` (the key layout), `encode` (the windows
 //! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
-//! commit), `read` (the read API).
+//! commit), `ownership` (claiming the job, `reset`), `read` (the read API).
 
 mod conn;
 mod encode;
 mod error;
 mod keys;
+mod ownership;
 mod read;
 #[cfg(test)]
 mod tests;
 mod write;
 
 use crate::error::SinkError;
+use crate::ownership::Claims;
 use ::redis::{Client, Connection};
 use std::fmt;
 use std::time::Duration;
@@ -87,6 +93,8 @@ pub struct RedisStore {
     /// The URL without credentials, for messages.
     url: String,
     prefix: String,
+    /// The generations this handle claimed: its commits are fenced by them.
+    claims: Claims,
 }
 
 impl fmt::Debug for RedisStore {

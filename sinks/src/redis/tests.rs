@@ -126,6 +126,7 @@ fn subject() -> Subject {
         history: None,
         stored_rows: None,
         damage: Some(Box::new(move |what| damage(&d, what))),
+        locks: false,
         place: Box::new(fx),
     }
 }

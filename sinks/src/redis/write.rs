@@ -2,9 +2,11 @@
 //! (`commit.lua`) once per batch with each window's latest list.
 
 use super::encode::{check_list, windows_json};
+use super::error::TAKEN_OVER_CODE;
 use super::keys::check_key_part;
 use super::RedisStore;
 use crate::error::{Retry, SinkError};
+use crate::ownership::Claim;
 use crate::store::{SinkStore, StoreReader};
 use crate::types::{check_batch, check_prepare, latest_revisions, CommitBatch};
 use ::redis::Script;
@@ -43,12 +45,15 @@ impl SinkStore for RedisStore {
             check_list(job, l)?;
         }
         let chosen = latest_per_window(&batch.lists);
+        let ours = self.claims.of(job);
         let mut call = COMMIT_SCRIPT.prepare_invoke();
         call.key(self.commit_key(job))
+            .key(self.owner_key(job))
             .arg(batch.epoch)
             .arg(batch.watermark.0)
             .arg(Millis::now().0)
-            .arg(chosen.len() as u64);
+            .arg(chosen.len() as u64)
+            .arg(ours.map(|g| g.to_string()).unwrap_or_default());
         for l in &chosen {
             call.key(self.list_key(job, &l.window))
                 .key(self.meta_key(job, &l.window))
@@ -66,11 +71,22 @@ impl SinkStore for RedisStore {
             }
         }
         let op = || format!("commit of job {job:?} epoch {}", batch.epoch);
-        let done: i64 = self.run(op, |c| call.invoke(c))?;
+        // Ok(Err(generation)): the script found the job claimed by another run
+        let done: Result<i64, u64> = self.run(op, |c| match call.invoke::<i64>(c) {
+            Err(e) if e.code() == Some(TAKEN_OVER_CODE) => {
+                Ok(Err(e.detail().and_then(|d| d.trim().parse().ok()).unwrap_or(0)))
+            }
+            other => other.map(Ok),
+        })?;
         match done {
-            1 => Ok(true),
-            0 => Ok(false),
-            other => Err(SinkError::Redis {
+            Err(current) => Err(SinkError::TakenOver {
+                job: job.to_string(),
+                ours: ours.unwrap_or(0),
+                current,
+            }),
+            Ok(1) => Ok(true),
+            Ok(0) => Ok(false),
+            Ok(other) => Err(SinkError::Redis {
                 url: self.url.clone(),
                 op: op(),
                 cause: format!("CLIENT the commit script returned {other}, expected 0 or 1"),
@@ -81,6 +97,19 @@ impl SinkStore for RedisStore {
 
     fn committed_epoch(&mut self, job: &str) -> Result<Option<u64>, SinkError> {
         Ok(self.last_commit(job)?.map(|(epoch, _)| epoch))
+    }
+
+    /// Redis has no liveness lock: the generation alone fences a second run.
+    fn lock(&mut self, job: &str) -> Result<(), SinkError> {
+        check_key_part(job, "job id", job)
+    }
+
+    fn claim(&mut self, job: &str, owner: &str) -> Result<Claim, SinkError> {
+        self.claim_job(job, owner)
+    }
+
+    fn reset(&mut self, job: &str) -> Result<(), SinkError> {
+        self.reset_job(job)
     }
 }
 

@@ -9,12 +9,14 @@
 //! Times are INTEGER milliseconds since the Unix epoch; `rank` starts at 1.
 //!
 //! Files: `open` (opening for writing or reading), `schema` (tables, version, the migration
-//! from version 1), `write` (prepare and commit), `read` (the read API); tests in `tests` and
-//! `migration_tests` (a version-1 database read and migrated).
+//! from version 1), `write` (prepare and commit), `ownership` (the job's lock file and
+//! generation, `reset`), `read` (the read API); tests in `tests` and `migration_tests` (a
+//! version-1 database read and migrated).
 
 #[cfg(test)]
 mod migration_tests;
 mod open;
+mod ownership;
 mod read;
 mod schema;
 #[cfg(test)]
@@ -22,13 +24,17 @@ mod tests;
 mod write;
 
 pub use open::BUSY_TIMEOUT;
+pub use ownership::lock_file;
 pub use schema::SCHEMA_VERSION;
 
 use crate::error::{Retry, SinkError};
+use crate::file_lock::FileLock;
+use crate::ownership::Claims;
 use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
 use hotlist_operators::time::Millis;
 use rusqlite::{Connection, ErrorCode};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A hotlist SQLite database: the job's sink (`open`) or a reader's view (`open_read_only`).
@@ -37,6 +43,10 @@ pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     read_only: bool,
+    /// The liveness locks this handle holds, by job (see `ownership`).
+    locks: BTreeMap<String, FileLock>,
+    /// The generations this handle claimed: its commits are fenced by them.
+    claims: Claims,
 }
 
 impl SqliteStore {

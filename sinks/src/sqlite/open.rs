@@ -71,6 +71,8 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             read_only: false,
+            locks: Default::default(),
+            claims: Default::default(),
         };
         store.ensure_schema()?;
         Ok(store)
@@ -121,6 +123,8 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             read_only: true,
+            locks: Default::default(),
+            claims: Default::default(),
         })
     }
 }

@@ -89,6 +89,12 @@ CREATE TABLE IF NOT EXISTS hotlist_commits (
     watermark    INTEGER NOT NULL,
     committed_at INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS hotlist_jobs (
+    job        TEXT    NOT NULL PRIMARY KEY,
+    generation INTEGER NOT NULL CHECK (generation >= 1),
+    owner      TEXT    NOT NULL,
+    claimed_at INTEGER NOT NULL
+);
 ";
 
 impl SqliteStore {

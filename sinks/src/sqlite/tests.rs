@@ -19,6 +19,7 @@ fn subject() -> Subject {
         history: Some(Box::new(move || Box::new(SqliteStore::open_read_only(&h).unwrap()))),
         stored_rows: Some(Box::new(move |start| stored_rows(&rows, start))),
         damage: Some(Box::new(move |what| damage(&d, what))),
+        locks: true,
         place: Box::new(dir),
     }
 }

@@ -1,8 +1,10 @@
 //! Writing to SQLite: `prepare` records a job's windows, `commit` writes a batch in one
 //! `IMMEDIATE` transaction (skipped when its epoch is already committed).
 
+use super::ownership::read_owner;
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
+use crate::ownership::Claim;
 use crate::sql_rows::non_negative;
 use crate::store::SinkStore;
 use crate::types::{check_batch, check_prepare, latest_revisions, CommitBatch};
@@ -188,6 +190,9 @@ impl SinkStore for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_err(path, op()))?;
+        // a stale writer (another run claimed the job since) writes nothing
+        self.claims
+            .check(&batch.job, read_owner(&tx, path, &batch.job)?.map(|o| o.generation))?;
         let committed: Option<i64> = tx
             .prepare_cached(SELECT_EPOCH)
             .and_then(|mut s| s.query_row(params![batch.job], |r| r.get(0)).optional())
@@ -211,5 +216,17 @@ impl SinkStore for SqliteStore {
             .and_then(|mut s| s.query_row(params![job], |r| r.get(0)).optional())
             .map_err(sql_err(path, format!("reading the committed epoch of job {job:?}")))?;
         epoch.map(|e| non_negative(path, e, "committed epoch")).transpose()
+    }
+
+    fn lock(&mut self, job: &str) -> Result<(), SinkError> {
+        self.lock_job(job)
+    }
+
+    fn claim(&mut self, job: &str, owner: &str) -> Result<Claim, SinkError> {
+        self.claim_job(job, owner)
+    }
+
+    fn reset(&mut self, job: &str) -> Result<(), SinkError> {
+        self.reset_job(job)
     }
 }

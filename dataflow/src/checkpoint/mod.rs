@@ -1,0 +1,84 @@
+//! Checkpoints on disk: layout, atomic writes, manifests, restore with fallback, retention, and
+//! the directory lock that keeps a second live run of the job out.
+//!
+//! Protocol (docs/exactly-once.md, "The commit-at-checkpoint protocol"): epoch `t` is a
+//! checkpoint epoch when `t % every_epochs == 0`, when every input has ended, or when a source
+//! is stopping. When the frontier passes it, every counter writes its part (`counter-<worker>.snap`
+//! and its pane files, off the worker thread, the epoch held until they are durable) and the
+//! merger (worker 0) writes `merger.snap` and `sources.snap`. Only after that can the sink's
+//! frontier pass the epoch and the sink hand the results of all epochs up to `t` to the writer
+//! thread, which writes the checkpoint's `MANIFEST` (every file with its size and checksum, the
+//! worker count, the job's windows) and then commits, in one transaction, with the
+//! checkpoint's epoch number. **The sink's committed epoch is the truth**: a checkpoint exists
+//! iff it was committed, and a committed checkpoint always has its manifest. A restore uses a
+//! checkpoint only if it matches its manifest.
+//!
+//! Layout: `<dir>/<job>/LOCK` (held by the live run) and `<dir>/<job>/<epoch, 20 digits>/`
+//! `{counter-NNNN.snap, pane-NNNN-<width>-<start>.snap…, merger.snap, sources.snap, MANIFEST}`,
+//! where `<epoch>` is the sink epoch (a run's timely epoch plus its epoch base).
+//!
+//! Files: `write` (atomic writes, a worker's incremental part), `manifest` (what a checkpoint
+//! holds, written before its commit, checked before a restore), `restore` (load, validate,
+//! fall back; which dead letters the store has already), `cleanup` (retention, never-committed
+//! checkpoints, moving a job's checkpoints aside), `lock` (the job directory's `LOCK`).
+
+mod cleanup;
+mod lock;
+mod manifest;
+mod restore;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use cleanup::{move_aside, remove_never_committed, retain};
+pub use lock::lock_job_dir;
+pub use manifest::{write as write_manifest, Manifest, ManifestFile, RunFacts, MANIFEST, MANIFEST_FORMAT};
+pub use restore::{load, restore, LoadError, PositionKind, Restored, StoredDeadLetters};
+pub use write::{write_atomic, write_counter_part, write_snapshot, PartWritten};
+
+use crate::config::JobPlan;
+use hotlist_operators::time::Span;
+use hotlist_operators::window::WindowSpec;
+use std::path::{Path, PathBuf};
+
+/// The directory of one job's checkpoints.
+pub fn job_dir(base: &Path, job: &str) -> PathBuf {
+    base.join(job)
+}
+
+/// The directory of one checkpoint.
+pub fn checkpoint_dir(base: &Path, job: &str, epoch: u64) -> PathBuf {
+    job_dir(base, job).join(format!("{epoch:020}"))
+}
+
+/// Checkpoint epochs present under `<base>/<job>`, newest first.
+pub fn list(base: &Path, job: &str) -> Vec<u64> {
+    let mut epochs: Vec<u64> = std::fs::read_dir(job_dir(base, job))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    epochs.sort_unstable_by(|a, b| b.cmp(a));
+    epochs
+}
+
+/// What a checkpoint's state must have been counted with to restore into this job: its windows
+/// and allowed lateness (the worker count may differ: state is redistributed by key group).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobLayout {
+    /// The job's windows, in configured order.
+    pub windows: Vec<WindowSpec>,
+    /// The job's allowed lateness.
+    pub allowed_lateness: Span,
+}
+
+impl JobLayout {
+    /// The layout of a planned job.
+    pub fn of(plan: &JobPlan) -> JobLayout {
+        JobLayout {
+            windows: plan.windows.clone(),
+            allowed_lateness: plan.time.allowed_lateness,
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Restoring a checkpoint: load one (manifest checked, every file decoded and checksummed, the
+//! state validated against the job), or the newest usable one at or below the store's committed
+//! epoch, falling back past unusable ones with a clear log line.
+//!
+//! A fallback passes over committed checkpoints whose dead letters are in the store already:
+//! their intact `sources.snap` files tell how far each partition had been read, and the sink
+//! does not store replayed dead letters up to there again ([`StoredDeadLetters`]). How a
+//! source's position relates to its dead letters' positions depends on the reader
+//! ([`PositionKind`]).
+
+use super::manifest::{counter_file, Manifest};
+use super::{checkpoint_dir, list, JobLayout};
+use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::record::PartitionId;
+use hotlist_operators::snapshot::{
+    self, validate_counters, CounterSnapshot, MergerSnapshot, PaneSegment, SnapshotError, SourceSnapshot,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// Everything a restarted job needs.
+#[derive(Clone, Debug)]
+pub struct Restored {
+    /// The checkpoint's (sink) epoch.
+    pub epoch: u64,
+    /// Counter state of every worker that wrote one (whole: pane files put back).
+    pub counters: Vec<CounterSnapshot>,
+    /// The merger's state.
+    pub merger: MergerSnapshot,
+    /// Partition positions and clocks.
+    pub sources: SourceSnapshot,
+    /// After a fallback past newer committed checkpoints (or `--from-checkpoint`): the dead
+    /// letters the store has already, which the sink does not store again.
+    pub stored_dead_letters: StoredDeadLetters,
+}
+
+/// What a source's recorded position counts, which says where its dead letters stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PositionKind {
+    /// Files, stdin, the generator: records read; a dead letter's position is its record's
+    /// number, from 1. Position `p` covers dead letters `1..=p`.
+    RecordsRead,
+    /// Kafka: the next offset to read; a dead letter's position is its message's offset.
+    /// Position `p` covers dead letters at offsets below `p`.
+    NextOffset,
+}
+
+impl PositionKind {
+    /// The first dead-letter position that position `p` does not cover.
+    fn first_not_covered(self, p: u64) -> u64 {
+        match self {
+            PositionKind::RecordsRead => p.saturating_add(1),
+            PositionKind::NextOffset => p,
+        }
+    }
+}
+
+/// Per partition, the dead-letter positions below which the store has every dead letter
+/// already (from newer committed checkpoints a fallback passed over).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredDeadLetters {
+    below: BTreeMap<PartitionId, u64>,
+}
+
+impl StoredDeadLetters {
+    /// Adds what a committed checkpoint's sources had read.
+    pub fn note(&mut self, sources: &SourceSnapshot, kind: PositionKind) {
+        for p in &sources.partitions {
+            let below = self.below.entry(p.partition).or_insert(0);
+            *below = (*below).max(kind.first_not_covered(p.position));
+        }
+    }
+
+    /// Whether the dead letter of `partition` at `position` is in the store already.
+    pub fn contains(&self, partition: PartitionId, position: u64) -> bool {
+        self.below.get(&partition).is_some_and(|b| position < *b)
+    }
+
+    /// Whether nothing is known to be stored.
+    pub fn is_empty(&self) -> bool {
+        self.below.is_empty()
+    }
+}
+
+/// Why a checkpoint cannot be restored.
+#[derive(Debug)]
+pub enum LoadError {
+    /// Its state was counted with other windows or allowed lateness than the job has now: a
+    /// configuration change, not damage. No older checkpoint can help.
+    Incompatible,
+    /// Missing, damaged, not matching its manifest, or invalid for the job: an older one may do.
+    Unusable(anyhow::Error),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Incompatible => write!(f, "{}", SnapshotError::Incompatible),
+            LoadError::Unusable(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+impl From<anyhow::Error> for LoadError {
+    fn from(e: anyhow::Error) -> LoadError {
+        LoadError::Unusable(e)
+    }
+}
+
+/// Reads and decodes one snapshot file of `dir`, naming it in the error.
+fn decode_file<T: serde::de::DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
+    let path = dir.join(name);
+    let bytes = std::fs::read(&path).with_context(|| format!("{name}: cannot read {}", path.display()))?;
+    snapshot::decode(&bytes).map_err(|e| anyhow!("{name}: {e}"))
+}
+
+/// Loads and verifies checkpoint `epoch` in `dir` for a job of `layout`: its manifest (every
+/// file present with its size and checksum, every counter part), every file decoded and
+/// checksummed, every pane file a counter names listed, and the state validated (windows in
+/// range, no key group twice, …). Validation errors name the file.
+pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, LoadError> {
+    let manifest = Manifest::read(dir)?;
+    if !manifest.fits(layout) {
+        return Err(LoadError::Incompatible);
+    }
+    manifest.check_files(dir, epoch)?;
+    let merger: MergerSnapshot = decode_file(dir, "merger.snap")?;
+    merger
+        .validate(&layout.windows)
+        .map_err(|e| anyhow!("merger.snap: {e}"))?;
+    let sources: SourceSnapshot = decode_file(dir, "sources.snap")?;
+    sources.validate().map_err(|e| anyhow!("sources.snap: {e}"))?;
+    let counters = load_counters(dir, &manifest, layout)?;
+    Ok(Restored {
+        epoch,
+        counters,
+        merger,
+        sources,
+        stored_dead_letters: StoredDeadLetters::default(),
+    })
+}
+
+/// Every counter part the manifest lists, with its pane files put back, validated together.
+fn load_counters(dir: &Path, manifest: &Manifest, layout: &JobLayout) -> Result<Vec<CounterSnapshot>, LoadError> {
+    let mut counters = Vec::with_capacity(manifest.workers);
+    for name in (0..manifest.workers).map(counter_file) {
+        let counter: CounterSnapshot = decode_file(dir, &name)?;
+        let mut panes = Vec::with_capacity(counter.pane_files.len());
+        for p in &counter.pane_files {
+            if !manifest.lists(p) {
+                return Err(anyhow!("{name} names {p}, which its MANIFEST does not list").into());
+            }
+            panes.push(decode_file::<PaneSegment>(dir, p)?);
+        }
+        counters.push(snapshot::assemble(counter, panes));
+    }
+    match validate_counters(&counters, &layout.windows, layout.allowed_lateness) {
+        Ok(()) => {}
+        Err(SnapshotError::Incompatible) => return Err(LoadError::Incompatible),
+        Err(e) => {
+            // name the file: the first that is invalid on its own (else a key group is in two)
+            let named = counters.iter().enumerate().find_map(|(i, c)| {
+                let e = c.validate(&layout.windows, layout.allowed_lateness).err()?;
+                Some(anyhow!("{}: {e}", counter_file(i)))
+            });
+            return Err(named.unwrap_or_else(|| anyhow!("counter files: {e}")).into());
+        }
+    }
+    Ok(counters)
+}
+
+/// Restores checkpoint `target` (an on-call replay), or with `None` the newest usable one at or
+/// below `committed`; an unusable one is skipped with a clear log line. `None` when no
+/// checkpoint is usable. A checkpoint of other windows fails at once (a config change).
+pub fn restore(
+    base: &Path,
+    job: &str,
+    committed: u64,
+    target: Option<u64>,
+    layout: &JobLayout,
+    kind: PositionKind,
+) -> Result<Option<Restored>> {
+    let mut stored = StoredDeadLetters::default();
+    if let Some(t) = target {
+        if t > committed {
+            bail!("checkpoint {t} was never committed (the store's committed epoch is {committed})");
+        }
+        for epoch in list(base, job).into_iter().filter(|e| *e <= committed && *e > t) {
+            note_positions(&checkpoint_dir(base, job, epoch), &mut stored, kind);
+        }
+        let mut r =
+            load(&checkpoint_dir(base, job, t), t, layout).with_context(|| format!("cannot restore checkpoint {t}"))?;
+        r.stored_dead_letters = stored;
+        return Ok(Some(r));
+    }
+    for epoch in list(base, job).into_iter().filter(|e| *e <= committed) {
+        let dir = checkpoint_dir(base, job, epoch);
+        match load(&dir, epoch, layout) {
+            Ok(mut r) => {
+                if epoch != committed {
+                    tracing::warn!("restoring the older checkpoint {epoch} instead of the committed {committed}");
+                }
+                r.stored_dead_letters = stored;
+                return Ok(Some(r));
+            }
+            Err(LoadError::Incompatible) => bail!("cannot restore checkpoint {epoch}: {}", LoadError::Incompatible),
+            Err(e) => {
+                tracing::error!(
+                    "checkpoint {} is unusable ({e}); trying the previous one",
+                    dir.display()
+                );
+                // committed (or coalesced into a commit): what its sources had read is stored
+                note_positions(&dir, &mut stored, kind);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Adds what a committed checkpoint's sources had read to `stored` (if its file is intact).
+fn note_positions(dir: &Path, stored: &mut StoredDeadLetters, kind: PositionKind) {
+    if let Ok(s) = decode_file::<SourceSnapshot>(dir, "sources.snap") {
+        if s.validate().is_ok() {
+            stored.note(&s, kind);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::record::PartitionStatus;
+    use hotlist_operators::snapshot::PartitionState;
+    use hotlist_operators::time::Millis;
+
+    fn at(partition: u32, position: u64) -> SourceSnapshot {
+        SourceSnapshot {
+            partitions: vec![PartitionState {
+                partition: PartitionId(partition),
+                position,
+                max_ts: Millis::MIN,
+                status: PartitionStatus::Active,
+            }],
+        }
+    }
+
+    /// Files count records read (position 5: records 1..=5 are in); Kafka stores the next
+    /// offset (position 5: offsets 0..=4 are in, the message at offset 5 was not read).
+    #[test]
+    fn a_position_covers_what_its_reader_had_read() {
+        let mut files = StoredDeadLetters::default();
+        files.note(&at(0, 5), PositionKind::RecordsRead);
+        assert!(files.contains(PartitionId(0), 5));
+        assert!(!files.contains(PartitionId(0), 6));
+        assert!(!files.contains(PartitionId(1), 1), "other partitions: nothing known");
+        let mut kafka = StoredDeadLetters::default();
+        kafka.note(&at(0, 5), PositionKind::NextOffset);
+        assert!(kafka.contains(PartitionId(0), 4));
+        assert!(!kafka.contains(PartitionId(0), 5), "offset 5 was not read yet");
+        // the furthest of several skipped checkpoints counts
+        kafka.note(&at(0, 3), PositionKind::NextOffset);
+        assert!(kafka.contains(PartitionId(0), 4));
+        assert!(StoredDeadLetters::default().is_empty() && !kafka.is_empty());
+    }
+}
