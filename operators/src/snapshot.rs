@@ -180,7 +180,9 @@ pub struct PartitionState {
     pub partition: PartitionId,
     /// Records consumed (the next position to read; a Kafka offset for Kafka).
     pub position: u64,
-    /// Largest event time seen (`Millis::MIN`: none).
+    /// Largest event time seen (`Millis::MIN`: none), also when finished. `Millis::MAX` only in
+    /// checkpoints of older versions, which stored it for finished partitions: their real
+    /// clock is unknown (see `dataflow/src/source/resume.rs`).
     pub max_ts: Millis,
     /// Status at the snapshot.
     pub status: PartitionStatus,

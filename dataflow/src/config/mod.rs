@@ -13,7 +13,9 @@ mod raw;
 mod tests;
 mod validate;
 
-pub use plan::{CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan};
+pub use plan::{
+    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
+};
 
 use anyhow::{anyhow, bail, Context, Result};
 use raw::RawConfig;

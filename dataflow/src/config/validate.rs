@@ -4,7 +4,9 @@
 //! The order of the checks is the order the sections are listed in the plan, so a config with
 //! several problems always reports the same one first.
 
-use super::plan::{CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan};
+use super::plan::{
+    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
+};
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawKafkaSource, RawRun, RawSink, RawSource, RawTime,
     RawWindow,
@@ -151,8 +153,13 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             toml::Value::String(s) => s,
             other => other.to_string(),
         };
+        if k == "auto.offset.reset" {
+            bail!("source.options.auto.offset.reset: hotlist handles offsets out of range itself (see source.on_data_loss)");
+        }
         options.insert(k, v);
     }
+    let bounded = s.bounded.unwrap_or(false);
+    let discovery = span("source.partition_discovery", &s.partition_discovery, "10s")?;
     let spec = KafkaSpec {
         brokers: s
             .brokers
@@ -161,7 +168,7 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             .topic
             .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
         group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
-        bounded: s.bounded.unwrap_or(false),
+        bounded,
         start_time: match &s.start_time {
             None => None,
             Some(toml::Value::String(v)) => Some(
@@ -172,8 +179,20 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             Some(other) => bail!("source.start_time: expected a string or integer, got {other}"),
         },
         options,
+        on_data_loss: on_data_loss(s.on_data_loss.as_deref())?,
+        // a bounded run reads the partitions the topic had at start; "0s" turns discovery off
+        partition_discovery: (!bounded && discovery > Span::ZERO).then_some(discovery),
     };
     Ok(SourcePlan::Kafka { spec, partitions: 0 })
+}
+
+/// `source.on_data_loss`: "fail" (default) or "continue".
+fn on_data_loss(v: Option<&str>) -> Result<OnDataLoss> {
+    match v {
+        None | Some("fail") => Ok(OnDataLoss::Fail),
+        Some("continue") => Ok(OnDataLoss::Continue),
+        Some(other) => bail!("source.on_data_loss: expected \"fail\" or \"continue\", got {other:?}"),
+    }
 }
 
 fn validate_time(t: &RawTime) -> Result<TimePlan> {
