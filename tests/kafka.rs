@@ -1323,4 +1323,13 @@ fn partitions_added_while_the_job_runs_are_read_without_a_restart() {
         want.1.iter().any(|d| d.0 == 4),
         "dead letters of a new partition are stored"
     );
+    let conn = rusqlite::Connection::open(s.dir.path().join("out.db")).expect("open db");
+    let source: String = conn
+        .query_row(
+            "SELECT group_concat(DISTINCT source) FROM dead_letters WHERE job = 'kafka' AND partition = 4",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the new partition's dead letters");
+    assert_eq!(source, "kafka:events/4", "named like the others");
 }
