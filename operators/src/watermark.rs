@@ -3,12 +3,12 @@
 //! A partition's watermark is the largest event time it has shown minus
 //! `max_out_of_orderness`; bad records never move it. The global watermark is the minimum over
 //! active partitions; idle partitions do not hold it back and finished ones count as +∞. It
-//! never goes backwards, even when an idle partition comes back behind it — with one exception,
-//! [`resume_after_end`]: partitions that go on after the input had ended.
+//! never goes backwards, even when an idle partition comes back behind it. (Only a run that goes
+//! on after an end of input starts it afresh from the partitions' clocks; what the end sealed
+//! stays sealed by the counter's `sealed_until`.)
 
 use crate::record::{PartitionId, PartitionStatus};
 use crate::time::{Millis, Span};
-use crate::window::WindowSpec;
 use std::collections::BTreeMap;
 
 /// The clock of one partition, advanced in partition order.
@@ -130,30 +130,6 @@ impl GlobalWatermark {
     }
 }
 
-/// Where the global watermark resumes when partitions go on after the input had ended (a live
-/// run continuing a bounded Kafka run).
-///
-/// At the end of input the global watermark went to +∞: every instance was sealed, its final
-/// list published and its state freed. To count what comes next the watermark must come back
-/// to a finite value, but never so low that an instance the end sealed counts again: its final
-/// list is in the store, and counting on would replace it with a list of the new events alone.
-/// Every instance that counted an event covers some time at or before `max_event_time` (the
-/// largest event time any partition had shown), so the smallest safe watermark keeps the
-/// latest-ending instance covering it sealed, for every window:
-/// `max over windows of last_end_covering(max_event_time) + allowed_lateness`. Instances that
-/// end later are open again; events for sealed ones become `sealed` dead letters.
-/// `Millis::MIN` when nothing was ever read (nothing to keep sealed).
-pub fn resume_after_end(windows: &[WindowSpec], allowed_lateness: Span, max_event_time: Millis) -> Millis {
-    if max_event_time == Millis::MIN {
-        return Millis::MIN;
-    }
-    windows
-        .iter()
-        .map(|w| w.last_end_covering(max_event_time))
-        .max()
-        .map_or(Millis::MIN, |end| end.plus(allowed_lateness))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,37 +164,6 @@ mod tests {
         assert_eq!(g.advance(), Millis(200));
         g.update(PartitionId(1), Millis::MAX, Finished);
         assert_eq!(g.advance(), Millis::MAX);
-    }
-
-    /// After the end, the watermark comes back just far enough to keep every instance that
-    /// covers the last event time sealed: the largest window's decides.
-    #[test]
-    fn resume_after_end_keeps_the_last_instances_sealed() {
-        use crate::record::ListState;
-        use crate::window::list_state;
-        let s = Span::from_millis;
-        let windows = vec![
-            WindowSpec::tumbling("10s", s(10_000), 5),
-            WindowSpec {
-                slide: s(10_000),
-                ..WindowSpec::tumbling("30s-hop", s(30_000), 4)
-            },
-        ];
-        let lateness = s(30_000);
-        let g = resume_after_end(&windows, lateness, Millis(12_345));
-        // the last 30s-hop instance covering 12.345 s is [10 s, 40 s): sealed at 40 s + 30 s
-        assert_eq!(g, Millis(70_000));
-        assert_eq!(list_state(Millis(40_000), g, lateness), ListState::Final);
-        assert_eq!(
-            list_state(Millis(50_000), g, lateness),
-            ListState::Closed,
-            "no longer final"
-        );
-        assert_eq!(list_state(Millis(80_000), g, lateness), ListState::Open);
-        assert_eq!(resume_after_end(&windows, lateness, Millis::MIN), Millis::MIN);
-        assert_eq!(resume_after_end(&[], lateness, Millis(5)), Millis::MIN);
-        // at the end of the event time range it saturates instead of overflowing
-        assert!(resume_after_end(&windows, lateness, Millis::MAX_EVENT) > Millis::MAX_EVENT);
     }
 
     #[test]

@@ -7,22 +7,24 @@
 //! partition with the clock it had (its largest event time, kept in the checkpoint also once
 //! finished). Files and a bounded generator do not grow: a rerun of a finished job reads nothing.
 //!
-//! The global watermark: a bounded run that ended every partition sealed every instance at +∞
-//! and freed its state. Going on, the watermark comes back to
-//! [`resume_after_end`]: every instance that counted an event of the earlier run stays sealed
-//! (events for them become `sealed` dead letters), later ones count as usual. Results stay a
-//! pure function of the input and of where the bounded run ended. When only some partitions
-//! had ended (a bounded run stopped or killed before its end), the watermark is the
-//! checkpoint's; the partitions that had ended read on like partitions back from idle.
+//! What stays sealed: a bounded run that ended every partition sealed every instance at +∞,
+//! published it final and freed its state. Going on, the global watermark starts afresh from the
+//! partitions' clocks, and the counters keep, per window, every instance that can hold an event
+//! of the earlier run sealed ([`sealed_after_end`]: up to the last instance covering its largest
+//! event time): events for them become `sealed` dead letters, later instances of every window
+//! count as usual. Results stay a pure function of the input and of where the bounded run ended.
+//! When only some partitions had ended (a bounded run stopped or killed before its end), the
+//! watermark is the checkpoint's; the partitions that had ended read on like partitions back
+//! from idle.
 //!
 //! Checkpoints of older versions stored no event time for finished partitions (`Millis::MAX`):
 //! those partitions stay finished, with a warning.
 
 use crate::checkpoint::Restored;
 use crate::config::{JobPlan, SourcePlan};
+use hotlist_operators::counter::sealed_after_end;
 use hotlist_operators::record::PartitionStatus;
 use hotlist_operators::time::Millis;
-use hotlist_operators::watermark::resume_after_end;
 
 /// `restored`, with the partitions that go on in this run set going (see the module doc).
 pub fn continue_finished(mut restored: Restored, plan: &JobPlan) -> Restored {
@@ -60,12 +62,13 @@ pub fn continue_finished(mut restored: Restored, plan: &JobPlan) -> Restored {
             return restored;
         }
         let last = partitions.iter().map(|p| p.max_ts).max().unwrap_or(Millis::MIN);
-        let watermark = resume_after_end(&plan.windows, plan.time.allowed_lateness, last);
+        let sealed = sealed_after_end(&plan.windows, last);
         for c in restored.counters.iter_mut() {
-            c.watermark = watermark;
+            c.watermark = Millis::MIN; // afresh, from the partitions' clocks
+            c.sealed_until = sealed_until_max(&c.sealed_until, &sealed);
         }
         tracing::info!(
-            "checkpoint {}: the input had ended; reading {:?} on with the global watermark at {watermark} (instances up to the last event time {last} stay sealed)",
+            "checkpoint {}: the input had ended; reading {:?} on (every window's instances up to the one covering the last event time, {last}, stay sealed)",
             restored.epoch,
             spec.topic
         );
@@ -81,6 +84,16 @@ pub fn continue_finished(mut restored: Restored, plan: &JobPlan) -> Restored {
         );
     }
     restored
+}
+
+/// Per window, the later of two `sealed_until`s (either may be empty: none).
+fn sealed_until_max(a: &[Millis], b: &[Millis]) -> Vec<Millis> {
+    (0..a.len().max(b.len()))
+        .map(|w| {
+            let at = |v: &[Millis]| v.get(w).copied().unwrap_or(Millis::MIN);
+            at(a).max(at(b))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -123,6 +136,7 @@ mod tests {
                 watermark: Millis::MAX,
                 key_groups: Vec::new(),
                 pane_files: Vec::new(),
+                sealed_until: Vec::new(),
             }],
             merger: MergerSnapshot::default(),
             sources: SourceSnapshot { partitions },
@@ -135,15 +149,21 @@ mod tests {
     }
 
     /// Kafka partitions a bounded run finished go on at their offsets with their clocks; the
-    /// watermark comes back to keep the instance of the last event time (12.3 s: [10 s, 20 s),
-    /// sealed at 20 s + 30 s) sealed.
+    /// global watermark starts afresh and the `10s` instances up to the one covering the last
+    /// event time (12.3 s: [10 s, 20 s)) stay sealed; a second end seals on from there.
     #[test]
     fn kafka_partitions_read_on_after_a_bounded_run() {
         let r = continue_finished(ended(&[12_300, 4_000]), &kafka());
         assert_eq!(statuses(&r), [PartitionStatus::Active, PartitionStatus::Active]);
         assert_eq!(r.sources.partitions[0].position, 100);
         assert_eq!(r.sources.partitions[0].max_ts, Millis(12_300));
-        assert_eq!(r.counters[0].watermark, Millis(50_000));
+        assert_eq!(r.counters[0].watermark, Millis::MIN);
+        assert_eq!(r.counters[0].sealed_until, vec![Millis(20_000)]);
+        let mut again = ended(&[25_000, 4_000]);
+        again.counters[0].sealed_until = vec![Millis(20_000)];
+        let again = continue_finished(again, &kafka());
+        assert_eq!(again.counters[0].sealed_until, vec![Millis(30_000)]);
+        assert_eq!(sealed_until_max(&[], &[Millis(5)]), vec![Millis(5)]);
     }
 
     /// Files do not grow: a finished file job stays finished (a rerun reads nothing).
@@ -174,5 +194,6 @@ mod tests {
         let r = continue_finished(ended(&[12_300, i64::MAX]), &kafka());
         assert_eq!(statuses(&r), [PartitionStatus::Finished, PartitionStatus::Finished]);
         assert_eq!(r.counters[0].watermark, Millis::MAX);
+        assert!(r.counters[0].sealed_until.is_empty());
     }
 }
