@@ -1,6 +1,7 @@
 //! The source operator's state: the partitions this worker reads (reader, clock, position,
 //! status) and the epoch clock. Built once per run by [`SourceState::new`], which also resumes
-//! every partition where the restored checkpoint left it; the operator's closure
+//! every partition where the restored checkpoint left it; partitions added to a Kafka topic
+//! later join through [`SourceState::discover_partitions`]. The operator's closure
 //! (`source::operator`) only moves what the methods produce to the outputs.
 
 use super::accept::{accept, Batch, Tally};
@@ -111,10 +112,9 @@ pub(super) struct SourceState {
 }
 
 impl SourceState {
-    /// The source of the partitions in `readers`, resumed from the run's checkpoint if it has
-    /// one. A partition that cannot resume fails the run (`ctx.fail`, like a counter that cannot
-    /// be restored) and leaves this source with nothing to read.
-    /// `worker` of `workers` (global indexes) reads the partitions in `readers`.
+    /// The source of worker `worker` of `workers` (global indexes), reading the partitions in
+    /// `readers` (see [`SourceState::add_partitions`]) and, in a live Kafka run, those added to
+    /// the topic later that it owns.
     pub(super) fn new(
         plan: &JobPlan,
         readers: Vec<(PartitionId, Reader)>,
@@ -145,14 +145,14 @@ impl SourceState {
             ctx: ctx.clone(),
             growth,
         };
-        state.add_partitions(readers, plan.time.max_out_of_orderness);
+        state.add_partitions(readers);
         state
     }
 
     /// Resumes the partitions in `readers` (where the run's checkpoint left them, if it has
     /// them) and reads them from now on. One that cannot resume fails the run (`ctx.fail`, like
     /// a counter that cannot be restored); this source then reads nothing at all.
-    fn add_partitions(&mut self, readers: Vec<(PartitionId, Reader)>, out_of_orderness: Span) {
+    fn add_partitions(&mut self, readers: Vec<(PartitionId, Reader)>) {
         let restore = self.ctx.restore.clone();
         let resumed: Result<Vec<Partition>, String> = readers
             .into_iter()
@@ -161,7 +161,7 @@ impl SourceState {
                     .as_deref()
                     .and_then(|r| r.sources.partitions.iter().find(|p| p.partition == id));
                 let stats = self.stats.partitions.get_or_add(id.0).unwrap_or_default();
-                Partition::resume(id, reader, out_of_orderness, state, stats)
+                Partition::resume(id, reader, self.out_of_orderness, state, stats)
             })
             .collect();
         match resumed {
@@ -184,7 +184,7 @@ impl SourceState {
         if readers.is_empty() {
             return false;
         }
-        self.add_partitions(readers, self.out_of_orderness);
+        self.add_partitions(readers);
         true
     }
 
