@@ -72,6 +72,53 @@ pub fn parse(line: &[u8]) -> Option<(String, i64)> {
 
 /// Runs the model over partitions of lines.
 pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, lateness: i64) -> (Lists, Dead) {
+    run_sealing(partitions, windows, ooo, lateness, |_, _, _, _| false)
+}
+
+/// The model of a bounded run over `first` followed by a run that reads on (each partition's
+/// records of `then` after its records of `first`), by docs/time.md's "After the end of input":
+/// the end sealed every instance; reading on, each window's instances up to the last one
+/// covering the largest event time of `first` stay sealed — an event of `then` counts nowhere
+/// there and is a `sealed` dead letter (once) — and the rest count as in one uninterrupted run.
+/// (Exact while no partition goes idle: the global watermark then never seals an instance
+/// before a partition's own rule calls its events late.)
+pub fn run_after_end(
+    first: &[Vec<Vec<u8>>],
+    then: &[Vec<Vec<u8>>],
+    windows: &[ModelWindow],
+    ooo: i64,
+    lateness: i64,
+) -> (Lists, Dead) {
+    let last = first
+        .iter()
+        .flatten()
+        .filter_map(|line| parse(line).map(|(_, ts)| ts))
+        .max();
+    // per window: the end of the last instance covering `last`
+    let sealed_until: Vec<i64> = windows
+        .iter()
+        .map(|w| last.map_or(i64::MIN, |t| t.div_euclid(w.slide) * w.slide + w.size))
+        .collect();
+    let both: Vec<Vec<Vec<u8>>> = first
+        .iter()
+        .zip(then)
+        .map(|(a, b)| [a.clone(), b.clone()].concat())
+        .collect();
+    let first_len: Vec<u64> = first.iter().map(|lines| lines.len() as u64).collect();
+    run_sealing(&both, windows, ooo, lateness, |p, pos, w, end| {
+        pos > first_len[p as usize] && end <= sealed_until[w]
+    })
+}
+
+/// [`run`], where `sealed(partition, position, window, end)` says the event at that position
+/// cannot count in the window's instance ending at `end` any more (a `sealed` dead letter).
+fn run_sealing(
+    partitions: &[Vec<Vec<u8>>],
+    windows: &[ModelWindow],
+    ooo: i64,
+    lateness: i64,
+    sealed: impl Fn(u32, u64, usize, i64) -> bool,
+) -> (Lists, Dead) {
     let mut counts: BTreeMap<(usize, i64), BTreeMap<String, u64>> = BTreeMap::new();
     let mut dead = Vec::new();
     for (p, lines) in partitions.iter().enumerate() {
@@ -83,7 +130,7 @@ pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, laten
                 continue;
             };
             let wm_before = max_ts.map(|m| m - ooo);
-            let mut late_any = false;
+            let (mut late_any, mut sealed_any) = (false, false);
             for (w, spec) in windows.iter().enumerate() {
                 // scan every instance start n*slide near ts
                 let lo = (ts - spec.size).div_euclid(spec.slide) - 1;
@@ -96,6 +143,8 @@ pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, laten
                     }
                     if wm_before.is_some_and(|wm| wm >= end + lateness) {
                         late_any = true;
+                    } else if sealed(p as u32, pos, w, end) {
+                        sealed_any = true;
                     } else {
                         *counts.entry((w, start)).or_default().entry(item.clone()).or_insert(0) += 1;
                     }
@@ -103,6 +152,9 @@ pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, laten
             }
             if late_any {
                 dead.push((p as u32, pos, "late".to_string()));
+            }
+            if sealed_any {
+                dead.push((p as u32, pos, "sealed".to_string()));
             }
             max_ts = Some(max_ts.map_or(ts, |m| m.max(ts)));
         }

@@ -363,6 +363,8 @@ fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Result<()> {
         bounded: true,
         start_time: None,
         options: Default::default(),
+        on_data_loss: crate::config::OnDataLoss::Fail,
+        partition_discovery: None,
     };
     let (messages, events, secs) = bare_consumer(&spec)?;
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;

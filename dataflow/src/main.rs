@@ -148,15 +148,16 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 plan.source.partitions() as usize,
             ));
             if let Some(addr) = metrics_addr {
-                let (s, job) = (stats.clone(), plan.job_id.clone());
-                let names: Vec<String> = (0..plan.source.partitions())
-                    .map(|p| plan.source.partition_name(p))
-                    .collect();
-                let bound = hotlist_server::metrics::serve_text(
-                    addr,
-                    Arc::new(move || hotlist_dataflow::metrics::render(&s, &job, &names)),
-                )
-                .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
+                let (s, job, source) = (stats.clone(), plan.job_id.clone(), plan.source.clone());
+                // named at each scrape: a Kafka topic may gain partitions while the job runs
+                let render = move || {
+                    let names: Vec<String> = (0..s.partitions.len() as u32)
+                        .map(|p| source.partition_name(p))
+                        .collect();
+                    hotlist_dataflow::metrics::render(&s, &job, &names)
+                };
+                let bound = hotlist_server::metrics::serve_text(addr, Arc::new(render))
+                    .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
                 eprintln!("metrics on http://{bound}/metrics");
             }
             let summary = run::run_with_stats(&plan, progress, shutdown, stats.clone())?;

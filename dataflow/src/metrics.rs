@@ -3,8 +3,8 @@
 //! Per partition: records, events, bad and late counts, watermark and watermark lag (wall
 //! clock minus watermark), status; job-wide: dropped events, global watermark, revisions,
 //! windows closed and sealed, commits and their latency, checkpoint duration and size, live
-//! state; for Kafka partitions the consumer lag; with a Redis fan-out its pending lists,
-//! failed attempts and last written epoch.
+//! state; for Kafka partitions the consumer lag and accepted data loss; with a Redis fan-out
+//! its pending lists, failed attempts and last written epoch.
 
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::time::Millis;
@@ -51,7 +51,7 @@ fn register_scalar(registry: &Registry, name: &str, help: &str, v: i64) {
 /// Records, events, bad and late counts per partition, labelled with the partition's source.
 fn register_partition_counters(registry: &Registry, stats: &JobStats, names: &[String]) {
     type Field = fn(&PartitionStats) -> &AtomicU64;
-    let per_part: [(&str, &str, Field); 4] = [
+    let per_part: [(&str, &str, Field); 6] = [
         ("hotlist_records_total", "records read per partition", |ps| &ps.records),
         ("hotlist_events_total", "valid events per partition", |ps| &ps.events),
         (
@@ -64,11 +64,21 @@ fn register_partition_counters(registry: &Registry, stats: &JobStats, names: &[S
             "events late for some window, per partition (dead-lettered)",
             |ps| &ps.late,
         ),
+        (
+            "hotlist_data_loss_total",
+            "Kafka: data loss accepted with source.on_data_loss = \"continue\" (re-created topic, retention), per partition",
+            |ps| &ps.data_loss,
+        ),
+        (
+            "hotlist_data_loss_messages_total",
+            "Kafka: messages known to be lost in those gaps, per partition",
+            |ps| &ps.data_loss_messages,
+        ),
     ];
     for (name, help, field) in per_part {
         let c = IntCounterVec::new(Opts::new(name, help), &["partition", "source"]).expect("valid metric");
         register(registry, c.clone());
-        for (p, ps) in stats.partitions.iter().enumerate() {
+        for (p, ps) in stats.partitions.all().iter().enumerate() {
             c.with_label_values(&[&p.to_string(), names.get(p).map(String::as_str).unwrap_or("")])
                 .inc_by(field(ps).load(Relaxed));
         }
@@ -92,7 +102,7 @@ fn register_partition_gauges(registry: &Registry, stats: &JobStats) {
         "Kafka: high watermark minus the next offset to read",
     );
     let now = Millis::now().0 as f64 / 1000.0;
-    for (p, ps) in stats.partitions.iter().enumerate() {
+    for (p, ps) in stats.partitions.all().iter().enumerate() {
         let w = ps.watermark.load(Relaxed);
         let label = p.to_string();
         status.with_label_values(&[&label]).set(ps.status.load(Relaxed) as i64);

@@ -5,7 +5,7 @@ use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Counters of a running job.
 #[derive(Debug)]
@@ -44,8 +44,8 @@ pub struct JobStats {
     pub peak_counters: AtomicU64,
     /// Latest committed list per window (the newest instance).
     pub latest: Mutex<BTreeMap<String, PublishedList>>,
-    /// Per input partition: records, events, bad, late, watermark (ms), position.
-    pub partitions: Vec<PartitionStats>,
+    /// Per input partition: records, events, bad, late, watermark (ms), lag, data loss.
+    pub partitions: PartitionTable,
     /// Sink commit latency (seconds), and rows written.
     pub commit_seconds: prometheus::Histogram,
     /// Time to snapshot and write one worker's counter state at a checkpoint (seconds).
@@ -92,6 +92,65 @@ pub struct PartitionStats {
     pub status: AtomicU64,
     /// Kafka consumer lag in messages (-1: unknown or not Kafka).
     pub lag: AtomicI64,
+    /// Kafka: gaps accepted with `source.on_data_loss = "continue"` (a re-created topic,
+    /// messages deleted by retention before they were read).
+    pub data_loss: AtomicU64,
+    /// Kafka: messages known to be lost in those gaps (a re-created topic's are unknown).
+    pub data_loss_messages: AtomicU64,
+}
+
+impl PartitionStats {
+    fn new() -> PartitionStats {
+        PartitionStats {
+            watermark: AtomicI64::new(i64::MIN),
+            lag: AtomicI64::new(-1),
+            ..Default::default()
+        }
+    }
+}
+
+/// The counters of every input partition, by partition id. It grows when partitions are added
+/// to a Kafka topic while the job runs; a partition's counters, once there, stay at their place.
+#[derive(Debug, Default)]
+pub struct PartitionTable(RwLock<Vec<Arc<PartitionStats>>>);
+
+impl PartitionTable {
+    /// Counters for partitions `0..n`.
+    pub fn new(n: usize) -> PartitionTable {
+        PartitionTable(RwLock::new((0..n).map(|_| Arc::new(PartitionStats::new())).collect()))
+    }
+
+    /// Partition `p`'s counters, if it is known.
+    pub fn get(&self, p: u32) -> Option<Arc<PartitionStats>> {
+        self.0.read().ok()?.get(p as usize).cloned()
+    }
+
+    /// Partition `p`'s counters, adding them (and those of any partition below it) if needed.
+    pub fn get_or_add(&self, p: u32) -> Option<Arc<PartitionStats>> {
+        if let Some(ps) = self.get(p) {
+            return Some(ps);
+        }
+        let mut all = self.0.write().ok()?;
+        while all.len() <= p as usize {
+            all.push(Arc::new(PartitionStats::new()));
+        }
+        all.get(p as usize).cloned()
+    }
+
+    /// How many partitions have counters.
+    pub fn len(&self) -> usize {
+        self.0.read().map_or(0, |all| all.len())
+    }
+
+    /// Whether no partition has counters.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every partition's counters, by partition id.
+    pub fn all(&self) -> Vec<Arc<PartitionStats>> {
+        self.0.read().map(|all| all.clone()).unwrap_or_default()
+    }
 }
 
 impl JobStats {
@@ -116,13 +175,7 @@ impl JobStats {
             live_items: v(),
             peak_counters: AtomicU64::new(0),
             latest: Mutex::new(BTreeMap::new()),
-            partitions: (0..partitions)
-                .map(|_| PartitionStats {
-                    watermark: AtomicI64::new(i64::MIN),
-                    lag: AtomicI64::new(-1),
-                    ..Default::default()
-                })
-                .collect(),
+            partitions: PartitionTable::new(partitions),
             commit_seconds: prometheus::Histogram::with_opts(
                 prometheus::HistogramOpts::new("hotlist_sink_commit_seconds", "sink commit latency").buckets(vec![
                     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,

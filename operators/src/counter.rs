@@ -13,6 +13,10 @@
 //!
 //! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
 //! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
+//!
+//! Sealed means: ending at or before the global watermark minus the allowed lateness, or, per
+//! window, at or before its [`sealed_until`](WindowedCounter::sealed_until) — what an earlier
+//! end of input sealed when the input goes on after it (a Kafka topic after a bounded run).
 
 use crate::event::{check_event_time, BadRecord};
 use crate::hash::{item_hash, key_group};
@@ -67,6 +71,8 @@ struct PaneGroup {
     index: FxMap<i64, usize>,
     /// The pane the last event went to: `(start, end, slot)`; most events hit it.
     cached: Option<(Millis, Millis, usize)>,
+    /// The latest `sealed_until` of its windows (`Millis::MIN`: none).
+    sealed_until: Millis,
 }
 
 /// Per-instance bookkeeping: emission state and late-event exclusions.
@@ -106,6 +112,29 @@ pub struct WindowedCounter {
     /// Set by `restore`: the next `advance` emits every instance (the merger's per-worker lists
     /// are not in snapshots, so it needs all of them once).
     force_emit: bool,
+    /// Per window (by id): instances ending at or before this are sealed whatever the watermark
+    /// (`Millis::MIN`: none). Set only by a restore (see [`sealed_after_end`]).
+    sealed_until: Vec<Millis>,
+}
+
+/// What an end of input sealed, per window, when the input goes on after it: every instance
+/// that can hold an event at or before `max_event_time` (the largest event time read before the
+/// end), i.e. each window's instances up to the last one covering it. Their lists were published
+/// final; later instances never held an event and count as usual. Empty when nothing was read.
+pub fn sealed_after_end(windows: &[WindowSpec], max_event_time: Millis) -> Vec<Millis> {
+    if max_event_time == Millis::MIN {
+        return Vec::new();
+    }
+    windows.iter().map(|w| w.last_end_covering(max_event_time)).collect()
+}
+
+/// The sealing horizon of window `w`: its instances ending at or before it are sealed.
+#[inline]
+fn horizon(sealed_h: Millis, sealed_until: &[Millis], w: WindowId) -> Millis {
+    match sealed_until.get(w.0 as usize) {
+        Some(until) => sealed_h.max(*until),
+        None => sealed_h,
+    }
 }
 
 impl WindowedCounter {
@@ -124,6 +153,7 @@ impl WindowedCounter {
                     free_slots: Vec::new(),
                     index: FxMap::default(),
                     cached: None,
+                    sealed_until: Millis::MIN,
                 }),
             }
         }
@@ -138,6 +168,32 @@ impl WindowedCounter {
             seq: 1,
             scratch: FxMap::default(),
             force_emit: false,
+            sealed_until: Vec::new(),
+        }
+    }
+
+    /// Per window (by id), the instances that stay sealed whatever the watermark: those ending
+    /// at or before this (`Millis::MIN`: none; empty: none at all).
+    pub fn sealed_until(&self) -> &[Millis] {
+        &self.sealed_until
+    }
+
+    /// Seals, per window, the instances ending at or before `until[w]` (never unseals).
+    fn seal_until(&mut self, until: &[Millis]) {
+        if until.iter().all(|u| *u == Millis::MIN) {
+            return;
+        }
+        self.sealed_until.resize(self.windows.len(), Millis::MIN);
+        for (mine, u) in self.sealed_until.iter_mut().zip(until) {
+            *mine = (*mine).max(*u);
+        }
+        for group in self.groups.iter_mut() {
+            group.sealed_until = group
+                .windows
+                .iter()
+                .map(|w| self.sealed_until[w.0 as usize])
+                .max()
+                .unwrap_or(Millis::MIN);
         }
     }
 
@@ -177,6 +233,7 @@ impl WindowedCounter {
             watermark: self.global_wm,
             key_groups: groups.into_values().collect(),
             pane_files: Vec::new(),
+            sealed_until: self.sealed_until.clone(),
         }
     }
 
@@ -255,6 +312,9 @@ impl WindowedCounter {
         let mut c = WindowedCounter::new(windows, allowed_lateness, worker);
         c.global_wm = snapshots.iter().map(|s| s.watermark).fold(c.global_wm, Millis::max);
         for s in snapshots {
+            c.seal_until(&s.sealed_until);
+        }
+        for s in snapshots {
             for kg in s
                 .key_groups
                 .iter()
@@ -292,6 +352,10 @@ impl WindowedCounter {
             }
         }
         for ex in &kg.exclusions {
+            let end = self.windows[ex.instance.window.0 as usize].end_of(ex.instance.start);
+            if end <= horizon(sealed_h, &self.sealed_until, ex.instance.window) {
+                continue; // sealed: nothing will read it (and it must publish nothing)
+            }
             for (id, count) in &ex.items {
                 let idx = self.interner.intern(id, item_hash(id));
                 let excluded = self
@@ -339,7 +403,7 @@ impl WindowedCounter {
                 continue;
             };
             let pane = group.slots[slot].as_mut().expect("cached slot is live");
-            if pane.first_end > late_h && pane.first_end > sealed_h {
+            if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
                 // Fast path: on time for every covering instance.
                 self.count(g, slot, idx);
                 counted = true;
@@ -350,6 +414,7 @@ impl WindowedCounter {
             let mut excluded: Vec<InstanceKey> = Vec::new();
             for &wid in &group.windows {
                 let w = &self.windows[wid.0 as usize];
+                let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
                 for start in w.starts_covering(ev.ts) {
                     let end = w.end_of(start);
                     let key = InstanceKey { window: wid, start };
@@ -488,23 +553,25 @@ impl WindowedCounter {
         // New pane: its covering instances are the same for every time inside it.
         let mut first_end = Millis::MAX;
         let mut last_end = Millis::MIN;
+        let mut all_sealed = true;
         let mut keys = Vec::new();
         for &wid in &group.windows {
             let spec = &self.windows[wid.0 as usize];
+            let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
             first_end = first_end.min(spec.first_end_covering(start));
             last_end = last_end.max(spec.last_end_covering(start));
+            all_sealed &= spec.last_end_covering(start) <= sealed_h;
             keys.extend(
                 spec.starts_covering(start)
-                    .map(|s| (InstanceKey { window: wid, start: s }, spec.end_of(s))),
+                    .map(|s| (InstanceKey { window: wid, start: s }, spec.end_of(s)))
+                    .filter(|(_, end)| *end > sealed_h),
             );
         }
-        if last_end <= sealed_h {
+        if all_sealed {
             return None;
         }
-        for (key, end) in keys {
-            if end > sealed_h {
-                self.instances.entry(key).or_default();
-            }
+        for (key, _) in keys {
+            self.instances.entry(key).or_default();
         }
         let rel = if g < INLINE_GROUPS {
             let base = *group.base.get_or_insert(pane_no);
@@ -552,7 +619,7 @@ impl WindowedCounter {
         for key in keys {
             let end = self.windows[key.window.0 as usize].end_of(key.start);
             let open = end > wm;
-            let sealed = end <= sealed_h;
+            let sealed = end <= horizon(sealed_h, &self.sealed_until, key.window);
             if force || ((tick || !open) && self.is_dirty(key)) {
                 let items = self.instance_top_k(key);
                 out.push(LocalList {
@@ -785,6 +852,56 @@ mod tests {
         // an event for the sealed window is dead-lettered as sealed
         let d = c.apply(&ev("a", 1, 0)).expect("sealed drop");
         assert_eq!(d.reason, DeadReason::Sealed);
+    }
+
+    /// After an end of input (everything sealed at +∞, the state freed) the counter goes on
+    /// with `sealed_after_end`: per window, the instances up to the last one covering the last
+    /// event time stay sealed — an event for one is a `sealed` dead letter and still counts in
+    /// the others — and later instances of every window count, even those inside a sealed
+    /// instance of a larger window. The horizon survives further snapshots and restores.
+    #[test]
+    fn instances_sealed_by_an_end_of_input_stay_sealed() {
+        let s = Span::from_millis;
+        let small = WindowSpec::tumbling("10", s(10), 5);
+        let large = WindowSpec::tumbling("100", s(100), 5);
+        let windows = vec![small, large];
+        let mut ended = WindowedCounter::new(windows.clone(), s(5), 0);
+        ended.apply(&ev("a", 42, i64::MIN));
+        assert_eq!(
+            ended.advance(Millis::MAX, false).len(),
+            2,
+            "both instances sealed at +∞"
+        );
+        let mut snap = ended.snapshot();
+        assert!(snap.key_groups.is_empty(), "freed");
+        snap.watermark = Millis::MIN;
+        snap.sealed_until = sealed_after_end(&windows, Millis(42));
+        assert_eq!(snap.sealed_until, vec![Millis(50), Millis(100)]);
+        let mut c = WindowedCounter::restore(windows.clone(), s(5), 0, 1, &[snap]).expect("restores");
+        // [40, 50) and [0, 100) are sealed: an event at 45 counts nowhere
+        assert_eq!(c.apply(&ev("b", 45, 40)).map(|d| d.reason), Some(DeadReason::Sealed));
+        // 55: [50, 60) counts, [0, 100) is sealed
+        assert_eq!(c.apply(&ev("c", 55, 40)).map(|d| d.reason), Some(DeadReason::Sealed));
+        // 150: counts in both of its instances
+        assert!(c.apply(&ev("d", 150, 40)).is_none());
+        let out = c.advance(Millis(200), false);
+        let got: BTreeMap<(u16, i64), Vec<(String, u64)>> = out
+            .iter()
+            .map(|l| ((l.instance.window.0, l.instance.start.0), list(l)))
+            .collect();
+        let want: BTreeMap<(u16, i64), Vec<(String, u64)>> = [
+            ((0, 50), vec![("c".to_string(), 1)]),
+            ((0, 150), vec![("d".to_string(), 1)]),
+            ((1, 100), vec![("d".to_string(), 1)]),
+        ]
+        .into();
+        assert_eq!(got, want, "nothing for the sealed instances");
+        let again = c.snapshot();
+        assert_eq!(again.sealed_until, vec![Millis(50), Millis(100)]);
+        let mut r = WindowedCounter::restore(windows, s(5), 0, 1, &[again]).expect("restores");
+        assert_eq!(r.apply(&ev("e", 99, 40)).map(|d| d.reason), Some(DeadReason::Sealed));
+        assert_eq!(sealed_after_end(&[], Millis(1)), Vec::<Millis>::new());
+        assert_eq!(sealed_after_end(&r.windows, Millis::MIN), Vec::<Millis>::new());
     }
 
     #[test]

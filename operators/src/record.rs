@@ -49,8 +49,11 @@ pub enum Control {
     Partition {
         /// Which partition.
         partition: PartitionId,
-        /// Its watermark (max event time − max_out_of_orderness).
+        /// Its watermark (max event time − max_out_of_orderness; +∞ once finished).
         watermark: Millis,
+        /// Its largest event time so far (`Millis::MIN`: none), also once finished: a checkpoint
+        /// keeps it, so that a Kafka partition a bounded run finished can go on with its clock.
+        max_ts: Millis,
         /// Its status.
         status: PartitionStatus,
         /// Records read so far (the next position to read).

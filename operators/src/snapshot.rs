@@ -27,8 +27,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::btree_map::{BTreeMap, Entry};
 
-/// The current snapshot format version.
-pub const FORMAT_VERSION: u16 = 2;
+/// The current snapshot format version. 3 added [`CounterSnapshot::sealed_until`].
+pub const FORMAT_VERSION: u16 = 3;
+/// The oldest format version this build reads (see [`Snapshot::from_payload`]).
+pub const OLDEST_FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";
 const HEADER: usize = 6 + 2 + 8 + 8;
 
@@ -39,6 +41,8 @@ pub const HEADER_LEN: usize = HEADER;
 /// payload (a manifest over thousands of pane files must not hash them all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The format version (from [`OLDEST_FORMAT_VERSION`] to [`FORMAT_VERSION`]).
+    pub version: u16,
     /// Payload bytes after the header.
     pub payload_len: u64,
     /// XXH3-64 of the payload.
@@ -62,7 +66,7 @@ pub fn read_header(bytes: &[u8]) -> Result<Header, SnapshotError> {
         return Err(SnapshotError::BadMagic);
     }
     let version = u16::from_le_bytes([bytes[6], bytes[7]]);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(SnapshotError::Version(version));
     }
     let word = |at: usize| {
@@ -71,6 +75,7 @@ pub fn read_header(bytes: &[u8]) -> Result<Header, SnapshotError> {
         u64::from_le_bytes(w)
     };
     Ok(Header {
+        version,
         payload_len: word(8),
         checksum: word(16),
     })
@@ -90,6 +95,33 @@ pub struct CounterSnapshot {
     /// Incremental checkpoints: the files (next to this one) holding the live panes, one
     /// [`PaneSegment`] each; the panes are then not in `key_groups`. Empty for a whole snapshot.
     pub pane_files: Vec<String>,
+    /// Per window (by id): its instances ending at or before this are sealed whatever the
+    /// watermark — the input had ended once (a bounded Kafka run) and they were published final
+    /// then (see `WindowedCounter::sealed_until`). Empty: none (format 2 had no such field).
+    pub sealed_until: Vec<Millis>,
+}
+
+/// [`CounterSnapshot`] as format 2 wrote it (before `sealed_until`).
+#[derive(Deserialize)]
+struct CounterSnapshotV2 {
+    windows: Vec<WindowSpec>,
+    allowed_lateness: Span,
+    watermark: Millis,
+    key_groups: Vec<KeyGroupState>,
+    pane_files: Vec<String>,
+}
+
+impl From<CounterSnapshotV2> for CounterSnapshot {
+    fn from(v2: CounterSnapshotV2) -> CounterSnapshot {
+        CounterSnapshot {
+            windows: v2.windows,
+            allowed_lateness: v2.allowed_lateness,
+            watermark: v2.watermark,
+            key_groups: v2.key_groups,
+            pane_files: v2.pane_files,
+            sealed_until: Vec::new(),
+        }
+    }
 }
 
 /// A pane of a worker's counter: its pane group's width and its start.
@@ -224,7 +256,9 @@ pub struct PartitionState {
     pub partition: PartitionId,
     /// Records consumed (the next position to read; a Kafka offset for Kafka).
     pub position: u64,
-    /// Largest event time seen (`Millis::MIN`: none).
+    /// Largest event time seen (`Millis::MIN`: none), also when finished. `Millis::MAX` only in
+    /// checkpoints of older versions, which stored it for finished partitions: their real
+    /// clock is unknown (see `dataflow/src/source/resume.rs`).
     pub max_ts: Millis,
     /// Status at the snapshot.
     pub status: PartitionStatus,
@@ -239,8 +273,10 @@ pub enum SnapshotError {
     /// Not a snapshot at all.
     #[error("not a hotlist snapshot (bad magic)")]
     BadMagic,
-    /// Written by a newer format.
-    #[error("snapshot format version {0} is not supported (this build reads {FORMAT_VERSION})")]
+    /// Written by a newer format (or not a version at all).
+    #[error(
+        "snapshot format version {0} is not supported (this build reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
+    )]
     Version(u16),
     /// The payload does not match its checksum.
     #[error("snapshot checksum mismatch: corrupt")]
@@ -273,11 +309,46 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
+/// A value stored in a snapshot envelope. Every format version from [`OLDEST_FORMAT_VERSION`] to
+/// [`FORMAT_VERSION`] reads: a type whose payload changed overrides [`Snapshot::from_payload`]
+/// for the older versions; the others read the same payload in all of them.
+pub trait Snapshot: Serialize + DeserializeOwned {
+    /// Decodes `payload`, written in format `version` (checked to be a readable one).
+    fn from_payload(version: u16, payload: &[u8]) -> Result<Self, SnapshotError> {
+        let _ = version;
+        deserialize(payload)
+    }
+}
+
+impl Snapshot for MergerSnapshot {}
+impl Snapshot for SourceSnapshot {}
+impl Snapshot for PaneSegment {}
+
+impl Snapshot for CounterSnapshot {
+    fn from_payload(version: u16, payload: &[u8]) -> Result<Self, SnapshotError> {
+        if version < 3 {
+            deserialize::<CounterSnapshotV2>(payload).map(CounterSnapshot::from)
+        } else {
+            deserialize(payload)
+        }
+    }
+}
+
+/// Deserializes a whole payload, bounded by its length, nothing left over.
+fn deserialize<T: DeserializeOwned>(payload: &[u8]) -> Result<T, SnapshotError> {
+    payload_format()
+        .with_limit(payload.len() as u64)
+        .reject_trailing_bytes()
+        .deserialize(payload)
+        .map_err(|e| SnapshotError::Payload(e.to_string()))
+}
+
 /// Decodes and verifies an envelope. Reads are bounded by the payload: a length prefix claiming
 /// more than is there fails (serde also caps what a sequence preallocates at 1 MiB), and bytes
 /// left over after the value fail too. The contents still need `validate` against the job.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
+pub fn decode<T: Snapshot>(bytes: &[u8]) -> Result<T, SnapshotError> {
     let Header {
+        version,
         payload_len: len,
         checksum: sum,
     } = read_header(bytes)?;
@@ -288,11 +359,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
     if xxhash_rust::xxh3::xxh3_64(payload) != sum {
         return Err(SnapshotError::Checksum);
     }
-    payload_format()
-        .with_limit(len)
-        .reject_trailing_bytes()
-        .deserialize(payload)
-        .map_err(|e| SnapshotError::Payload(e.to_string()))
+    T::from_payload(version, payload)
 }
 
 #[cfg(test)]
@@ -321,7 +388,51 @@ mod tests {
                 }],
             }],
             pane_files: vec!["pane-0000-60000--60000.snap".into()],
+            sealed_until: vec![Millis(60_000), Millis::MIN, Millis::MIN, Millis::MIN],
         }
+    }
+
+    // plain values in envelopes, for the tests of the envelope itself
+    impl Snapshot for u8 {}
+    impl Snapshot for Vec<u64> {}
+    impl Snapshot for String {}
+    impl Snapshot for Span {}
+
+    /// `bytes` with the envelope's version set to `version` (the checksum covers the payload only).
+    fn with_version(mut bytes: Vec<u8>, version: u16) -> Vec<u8> {
+        bytes[6..8].copy_from_slice(&version.to_le_bytes());
+        bytes
+    }
+
+    /// A counter snapshot of format 2 (no `sealed_until`) still reads, with none; other
+    /// snapshots read alike in both versions.
+    #[test]
+    fn format_2_still_reads() {
+        #[derive(Serialize)]
+        struct V2 {
+            windows: Vec<WindowSpec>,
+            allowed_lateness: Span,
+            watermark: Millis,
+            key_groups: Vec<KeyGroupState>,
+            pane_files: Vec<String>,
+        }
+        let s = sample();
+        let v2 = V2 {
+            windows: s.windows.clone(),
+            allowed_lateness: s.allowed_lateness,
+            watermark: s.watermark,
+            key_groups: s.key_groups.clone(),
+            pane_files: s.pane_files.clone(),
+        };
+        let read = decode::<CounterSnapshot>(&with_version(encode(&v2), 2)).expect("format 2 reads");
+        assert_eq!(read.sealed_until, Vec::<Millis>::new());
+        assert_eq!(read.key_groups, s.key_groups);
+        let src = SourceSnapshot::default();
+        assert_eq!(decode::<SourceSnapshot>(&with_version(encode(&src), 2)), Ok(src));
+        assert_eq!(
+            decode::<CounterSnapshot>(&with_version(encode(&s), 1)),
+            Err(SnapshotError::Version(1))
+        );
     }
 
     #[test]

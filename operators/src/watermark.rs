@@ -3,7 +3,9 @@
 //! A partition's watermark is the largest event time it has shown minus
 //! `max_out_of_orderness`; bad records never move it. The global watermark is the minimum over
 //! active partitions; idle partitions do not hold it back and finished ones count as +∞. It
-//! never goes backwards, even when an idle partition comes back behind it.
+//! never goes backwards, even when an idle partition comes back behind it. (Only a run that goes
+//! on after an end of input starts it afresh from the partitions' clocks; what the end sealed
+//! stays sealed by the counter's `sealed_until`.)
 
 use crate::record::{PartitionId, PartitionStatus};
 use crate::time::{Millis, Span};

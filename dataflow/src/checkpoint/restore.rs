@@ -111,7 +111,7 @@ impl From<anyhow::Error> for LoadError {
 }
 
 /// Reads and decodes one snapshot file of `dir`, naming it in the error.
-fn decode_file<T: serde::de::DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
+fn decode_file<T: snapshot::Snapshot>(dir: &Path, name: &str) -> Result<T> {
     let path = dir.join(name);
     let bytes = std::fs::read(&path).with_context(|| format!("{name}: cannot read {}", path.display()))?;
     snapshot::decode(&bytes).map_err(|e| anyhow!("{name}: {e}"))

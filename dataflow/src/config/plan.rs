@@ -113,7 +113,10 @@ impl SourcePlan {
     /// A short description of a partition, stored with its dead letters.
     pub fn partition_name(&self, p: u32) -> String {
         match self {
-            SourcePlan::Files(paths) => format!("file:{}", paths[p as usize].display()),
+            SourcePlan::Files(paths) => match paths.get(p as usize) {
+                Some(path) => format!("file:{}", path.display()),
+                None => format!("file:#{p}"),
+            },
             SourcePlan::Stdin => "stdin".to_string(),
             SourcePlan::Generator { .. } => format!("generator:{p}"),
             SourcePlan::Kafka { spec, .. } => format!("kafka:{}/{p}", spec.topic),
@@ -137,6 +140,22 @@ pub struct KafkaSpec {
     pub start_time: Option<Millis>,
     /// Extra librdkafka properties (security settings and the like).
     pub options: BTreeMap<String, String>,
+    /// What to do when messages were lost before they were read (the topic was deleted and
+    /// re-created, or retention deleted them).
+    pub on_data_loss: OnDataLoss,
+    /// How often a live run looks for partitions added to the topic (`None`: never; bounded
+    /// runs read the partitions the topic had at start).
+    pub partition_discovery: Option<Span>,
+}
+
+/// `source.on_data_loss`: what a Kafka partition does when the offset it must read next is no
+/// longer in the partition (like Spark's `failOnDataLoss`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDataLoss {
+    /// Stop the run with one line naming the partition and the gap (the default).
+    Fail,
+    /// Log the gap, count it in the metrics, and read on from the partition's first offset.
+    Continue,
 }
 
 /// Where results go.

@@ -118,6 +118,11 @@ pub struct RawKafkaSource {
     pub start_time: Option<toml::Value>,
     /// Extra librdkafka properties.
     pub options: Option<toml::Table>,
+    /// "fail" (default) or "continue": messages lost before they were read (a re-created
+    /// topic, retention) stop the run, or are counted and skipped.
+    pub on_data_loss: Option<String>,
+    /// How often a live run looks for partitions added to the topic (default "10s"; "0s": never).
+    pub partition_discovery: Option<String>,
     /// Longest message in bytes; a longer one is a `too_large` dead letter.
     pub max_record_bytes: Option<i64>,
 }

@@ -42,6 +42,45 @@ fn kafka_start_time_and_bounded_generator() {
     assert!(err.contains("source.events"), "{err}");
 }
 
+/// `source.on_data_loss` is "fail" unless it says "continue"; partitions are discovered every
+/// 10 s by default, never in bounded runs or with "0s"; hotlist's own `auto.offset.reset` cannot
+/// be overridden through `[source.options]`.
+#[test]
+fn kafka_data_loss_and_partition_discovery() {
+    let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
+    let spec = |set: &[&str]| -> Result<KafkaSpec> {
+        match plan(kafka, set)?.source {
+            SourcePlan::Kafka { spec, .. } => Ok(spec),
+            other => panic!("{other:?}"),
+        }
+    };
+    let default = spec(&[]).unwrap();
+    assert_eq!(default.on_data_loss, OnDataLoss::Fail);
+    assert_eq!(default.partition_discovery, Some(Span::from_millis(10_000)));
+    let set = spec(&[
+        "source.on_data_loss=\"continue\"",
+        "source.partition_discovery=\"250ms\"",
+    ])
+    .unwrap();
+    assert_eq!(set.on_data_loss, OnDataLoss::Continue);
+    assert_eq!(set.partition_discovery, Some(Span::from_millis(250)));
+    assert_eq!(spec(&["source.bounded=true"]).unwrap().partition_discovery, None);
+    assert_eq!(
+        spec(&["source.partition_discovery=\"0s\""])
+            .unwrap()
+            .partition_discovery,
+        None
+    );
+    let err = format!("{:#}", spec(&["source.on_data_loss=\"ignore\""]).unwrap_err());
+    assert!(
+        err.contains("source.on_data_loss") && err.contains("\"ignore\""),
+        "{err}"
+    );
+    let reset = format!("{kafka}[source.options]\n\"auto.offset.reset\" = \"earliest\"\n");
+    let err = format!("{:#}", plan(&reset, &[]).map(|_| ()).unwrap_err());
+    assert!(err.contains("source.options.auto.offset.reset"), "{err}");
+}
+
 /// The shipped configs (`configs/*.toml`) parse: the examples stay true to the code.
 #[test]
 fn shipped_configs_parse() {

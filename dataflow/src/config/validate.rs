@@ -5,7 +5,7 @@
 //! several problems always reports the same one first.
 
 use super::plan::{
-    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, RedisTarget, SinkPlan, SourcePlan, TimePlan,
+    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
@@ -188,8 +188,13 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             toml::Value::String(s) => s,
             other => other.to_string(),
         };
+        if k == "auto.offset.reset" {
+            bail!("source.options.auto.offset.reset: hotlist handles offsets out of range itself (see source.on_data_loss)");
+        }
         options.insert(k, v);
     }
+    let bounded = s.bounded.unwrap_or(false);
+    let discovery = span("source.partition_discovery", &s.partition_discovery, "10s")?;
     let spec = KafkaSpec {
         brokers: s
             .brokers
@@ -198,15 +203,27 @@ fn validate_kafka_source(s: RawKafkaSource) -> Result<SourcePlan> {
             .topic
             .ok_or_else(|| anyhow!("source.topic: required for kind = \"kafka\""))?,
         group_id: s.group_id.unwrap_or_else(|| "hotlist".into()),
-        bounded: s.bounded.unwrap_or(false),
+        bounded,
         start_time: s
             .start_time
             .as_ref()
             .map(|v| instant("source.start_time", v))
             .transpose()?,
         options,
+        on_data_loss: on_data_loss(s.on_data_loss.as_deref())?,
+        // a bounded run reads the partitions the topic had at start; "0s" turns discovery off
+        partition_discovery: (!bounded && discovery > Span::ZERO).then_some(discovery),
     };
     Ok(SourcePlan::Kafka { spec, partitions: 0 })
+}
+
+/// `source.on_data_loss`: "fail" (default) or "continue".
+fn on_data_loss(v: Option<&str>) -> Result<OnDataLoss> {
+    match v {
+        None | Some("fail") => Ok(OnDataLoss::Fail),
+        Some("continue") => Ok(OnDataLoss::Continue),
+        Some(other) => bail!("source.on_data_loss: expected \"fail\" or \"continue\", got {other:?}"),
+    }
 }
 
 fn validate_time(t: &RawTime) -> Result<TimePlan> {

@@ -13,7 +13,7 @@ use hotlist_operators::merge::ListMerger;
 use hotlist_operators::record::PartitionId;
 use hotlist_operators::record::{Control, ListState, LocalList, PublishedList};
 use hotlist_operators::snapshot::{PartitionState, SourceSnapshot};
-use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
 use std::cell::RefCell;
@@ -74,7 +74,6 @@ struct MergeState {
     global: GlobalWatermark,
     /// Each partition's last control record: the sources' state for checkpoints.
     partitions: BTreeMap<PartitionId, PartitionState>,
-    max_out_of_orderness: Span,
     stats: Arc<JobStats>,
     ctx: RunCtx,
     /// Checkpoint epochs whose files are written, for the sink.
@@ -109,7 +108,6 @@ impl MergeState {
             merger,
             global,
             partitions: BTreeMap::new(),
-            max_out_of_orderness: time.max_out_of_orderness,
             stats,
             ctx,
             checkpoints,
@@ -144,14 +142,11 @@ impl MergeState {
                 watermark,
                 status,
                 position,
+                max_ts,
             } = c
             {
                 self.global.update(partition, watermark, status);
-                let max_ts = if watermark == Millis::MIN || watermark == Millis::MAX {
-                    watermark
-                } else {
-                    watermark.plus(self.max_out_of_orderness)
-                };
+                // the real clock, also when finished: a Kafka partition may go on in a later run
                 let state = PartitionState {
                     partition,
                     position,
@@ -186,7 +181,7 @@ impl MergeState {
         let stats = &self.stats;
         stats.watermark.store(wm.0, Relaxed);
         for (p, pwm, status) in self.global.partitions() {
-            if let Some(ps) = stats.partitions.get(p.0 as usize) {
+            if let Some(ps) = stats.partitions.get_or_add(p.0) {
                 ps.watermark.store(pwm.0, Relaxed);
                 ps.status.store(status as u64, Relaxed);
             }

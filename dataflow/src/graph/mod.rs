@@ -43,6 +43,9 @@ pub struct RunCtx {
     pub job: String,
     /// The first fatal error of any operator (the run fails with it; nothing more commits).
     pub fatal: Arc<Mutex<Option<String>>>,
+    /// A live Kafka run: the topic's partition count as last seen, for the sources to open
+    /// partitions added while the job runs (`source::discovery`).
+    pub partition_count: Option<Arc<std::sync::atomic::AtomicU32>>,
 }
 
 impl RunCtx {

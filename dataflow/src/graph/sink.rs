@@ -7,6 +7,7 @@
 
 use super::epoch_stash::{Epoch, EpochStash};
 use super::RunCtx;
+use crate::config::SourcePlan;
 use hotlist_operators::record::{DeadLetter, PublishedList};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
@@ -26,8 +27,8 @@ pub struct SinkHandoff {
     pub tx: crossbeam_channel::Sender<CommitBatch>,
     /// Job id stamped on every batch.
     pub job: String,
-    /// Partition names (index = partition id), for dead letters.
-    pub partition_names: Vec<String>,
+    /// The source, which names partitions for dead letters (also those added while the job runs).
+    pub source: SourcePlan,
     /// Set when the writer is gone: the job must stop.
     pub failed: Arc<AtomicBool>,
     /// Added to timely epochs: the first epoch after what the store already committed for
@@ -154,11 +155,7 @@ impl SinkState {
         let dead_letters = dead
             .into_iter()
             .map(|letter| SourcedDeadLetter {
-                source: h
-                    .partition_names
-                    .get(letter.partition.0 as usize)
-                    .cloned()
-                    .unwrap_or_default(),
+                source: h.source.partition_name(letter.partition.0),
                 letter,
             })
             .collect();

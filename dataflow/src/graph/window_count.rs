@@ -198,8 +198,8 @@ impl WindowCountState {
                 _ => (&self.stats.bad, |p| &p.bad),
             };
             total.fetch_add(1, Relaxed);
-            if let Some(p) = self.stats.partitions.get(d.partition.0 as usize) {
-                of_partition(p).fetch_add(1, Relaxed);
+            if let Some(p) = self.stats.partitions.get(d.partition.0) {
+                of_partition(&p).fetch_add(1, Relaxed);
             }
         }
     }

@@ -29,8 +29,10 @@ use crate::config::{JobPlan, RedisTarget, SinkPlan, SourcePlan};
 use crate::connect_watchdog;
 use crate::graph::{self, sink::SinkHandoff, RunCtx};
 use crate::peer_loss;
+use crate::source::discovery::PartitionWatch;
 use crate::source::kafka;
 use crate::source::open_partitions;
+use crate::source::resume;
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
 use hotlist_sinks::PostgresStore;
@@ -102,21 +104,21 @@ pub fn run_with_stats(
         dir_lock,
     } = start::start(plan)?;
     // Epochs continue the store's numbering, so a new run's commits are never skipped.
+    let watch = partition_watch(plan);
     let ctx = RunCtx {
         epoch_base,
-        restore: restore.map(Arc::new),
+        restore: restore.map(|r| resume::continue_finished(r, plan)).map(Arc::new),
         checkpoint: plan.checkpoint.clone(),
         job: plan.job_id.clone(),
         fatal: Arc::new(Mutex::new(None)),
+        partition_count: watch.as_ref().map(PartitionWatch::count),
     };
     let (tx, writer) = writer::start(plan, store, stats.clone(), facts)?;
     let failed = Arc::new(AtomicBool::new(false));
     let handoff = SinkHandoff {
         tx,
         job: plan.job_id.clone(),
-        partition_names: (0..plan.source.partitions())
-            .map(|p| plan.source.partition_name(p))
-            .collect(),
+        source: plan.source.clone(),
         failed: failed.clone(),
         epoch_base,
     };
@@ -124,6 +126,7 @@ pub fn run_with_stats(
     let display = display::spawn_display(plan, progress, stats.clone());
     let worker_error = join_workers(guards);
     display.stop();
+    drop(watch);
     let writer_result = writer.join().map_err(|_| anyhow!("sink writer panicked"))?;
     writer_result?;
     drop(dir_lock); // the run is over: another may start
@@ -138,6 +141,17 @@ pub fn run_with_stats(
         started.elapsed(),
         shutdown.load(Relaxed),
     ))
+}
+
+/// A live Kafka run with `source.partition_discovery`: the thread watching the topic for new
+/// partitions (it stops when this is dropped).
+fn partition_watch(plan: &JobPlan) -> Option<PartitionWatch> {
+    match &plan.source {
+        SourcePlan::Kafka { spec, partitions } if !spec.bounded => spec
+            .partition_discovery
+            .map(|every| PartitionWatch::start(spec, *partitions, every.as_std())),
+        _ => None,
+    }
 }
 
 /// The timely configuration: threads in this process, or this process of a cluster.

@@ -22,6 +22,14 @@
 //! place to start reading: messages before the first one at or after the start time are
 //! skipped by timestamp, so the result is the same on brokers that answer imprecisely (tansu
 //! answers offset 0) and after a restore from a checkpoint taken while still skipping.
+//!
+//! Messages that can no longer be read — the topic was deleted and re-created, or retention
+//! deleted them before they were read — are found by `data_loss` (at a restore, and while
+//! reading) and handled as `source.on_data_loss` says.
+
+mod data_loss;
+
+pub use data_loss::Lost;
 
 use super::lines::RAW_HEAD_BYTES;
 use super::{InMessage, ReadStatus, Record};
@@ -34,13 +42,15 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
-fn client_config(spec: &KafkaSpec) -> ClientConfig {
+/// The client settings of every consumer of `spec`'s topic.
+pub(super) fn client_config(spec: &KafkaSpec) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &spec.brokers)
         .set("group.id", &spec.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        .set("auto.offset.reset", "earliest");
+        // an offset out of range is reported to `read`, never skipped over by librdkafka
+        .set("auto.offset.reset", "error");
     for (k, v) in &spec.options {
         c.set(k, v);
     }
@@ -120,6 +130,8 @@ pub struct KafkaReader {
     skipped: u64,
     /// `source.max_record_bytes`: a longer message is one too-large record.
     max_record_bytes: usize,
+    /// Messages lost before they were read: `source.on_data_loss` and what was found.
+    loss: data_loss::LossWatch,
 }
 
 impl KafkaReader {
@@ -154,18 +166,28 @@ impl KafkaReader {
             skip_before: spec.start_time.map(|t| t.0),
             skipped: 0,
             max_record_bytes,
+            loss: data_loss::LossWatch::new(spec.on_data_loss),
         })
     }
 
-    /// Moves to `offset` (resuming from a checkpoint).
-    pub fn seek(&mut self, offset: u64) -> Result<()> {
+    /// Moves to a checkpoint's `offset`, or, when the partition no longer holds it (data loss
+    /// that `source.on_data_loss` accepts), to the partition's first offset. Returns the offset
+    /// it moved to; a loss that is not accepted is the error.
+    pub fn seek(&mut self, offset: u64) -> Result<u64> {
+        let offset = self.checked_resume_offset(offset as i64)?;
+        self.assign_at(offset)?;
+        Ok(offset as u64)
+    }
+
+    /// Reads on from `offset`.
+    fn assign_at(&mut self, offset: i64) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, self.partition, Offset::Offset(offset as i64))
+        tpl.add_partition_offset(&self.topic, self.partition, Offset::Offset(offset))
             .with_context(|| format!("cannot seek {}/{} to {offset}", self.topic, self.partition))?;
         self.consumer
             .assign(&tpl)
             .with_context(|| format!("cannot assign {}/{}", self.topic, self.partition))?;
-        self.next = offset as i64;
+        self.next = offset;
         Ok(())
     }
 
@@ -173,21 +195,11 @@ impl KafkaReader {
     /// watermark comes from librdkafka's cache when it has one (no I/O), else from a short
     /// request (≤ 100 ms) made at most every 5 s; `None` until one succeeded.
     pub fn lag(&mut self) -> Option<u64> {
-        let topic = std::ffi::CString::new(self.topic.as_str()).ok()?;
-        let (mut low, mut high) = (-1i64, -1i64);
-        // SAFETY: the client pointer is valid for the consumer's lifetime; the topic is a valid
-        // C string; librdkafka only writes the two out-parameters (from its cache, no I/O).
-        let err = unsafe {
-            rdkafka::bindings::rd_kafka_get_watermark_offsets(
-                self.consumer.client().native_ptr(),
-                topic.as_ptr(),
-                self.partition,
-                &mut low,
-                &mut high,
-            )
-        };
-        if err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0 {
+        if let Some((_, high)) = self.cached_watermarks() {
             self.high = Some(high);
+            if high < self.next {
+                self.check_end(); // the partition ends before the next offset: re-created?
+            }
         } else if self.high_checked.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
             self.high_checked = Some(Instant::now());
             if let Ok((_, h)) = self
@@ -208,6 +220,9 @@ impl KafkaReader {
     /// Reads up to `budget` messages; each line of a message is one record at the message's
     /// offset (with its line number in the message).
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
+        if self.loss.failed() {
+            return ReadStatus::Waiting; // the run is failing: read nothing past the gap
+        }
         if self.end.is_some_and(|e| self.next >= e) {
             return ReadStatus::Ended;
         }
@@ -219,6 +234,12 @@ impl KafkaReader {
                     let offset = msg.offset();
                     if offset < self.next {
                         continue; // a duplicate delivery after a seek: already read
+                    }
+                    let jump = (self.next, offset);
+                    if offset > self.next
+                        && !data_loss::check_jump(&self.consumer, &self.topic, self.partition, jump, &mut self.loss)
+                    {
+                        break; // messages were lost before they were read: the run fails
                     }
                     if let Some(end) = self.end {
                         if offset >= end {
@@ -243,6 +264,10 @@ impl KafkaReader {
                     }
                     n += records_of(&msg, self.max_record_bytes, f);
                     self.next = offset + 1;
+                }
+                Some(Err(e)) if data_loss::is_offset_out_of_range(&e) => {
+                    self.check_out_of_range();
+                    break;
                 }
                 Some(Err(e)) => {
                     if self.last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {

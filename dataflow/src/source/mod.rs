@@ -11,16 +11,20 @@
 //! still before `e - max_epochs_in_flight`.
 //!
 //! Files: `operator` the timely operator; `state` its partitions and epoch clock (restore
-//! included); `accept` the per-record path (parsing, the event time rules, lateness);
-//! `file`, `generator`, `kafka` the readers; `lines` splitting files and stdin into lines of
-//! bounded size.
+//! included); `resume` how a checkpoint's partitions go on in a new run (a Kafka partition a
+//! bounded run finished reads on); `accept` the per-record path (parsing, the event time rules,
+//! lateness); `file`, `generator`, `kafka` the readers (`kafka/data_loss.rs`: messages lost
+//! before they were read); `lines` splitting files and stdin into lines of bounded size;
+//! `discovery` partitions added to a Kafka topic while the job runs.
 
 mod accept;
+pub mod discovery;
 pub mod file;
 pub mod generator;
 pub mod kafka;
 pub mod lines;
 mod operator;
+pub mod resume;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -114,14 +118,16 @@ impl Reader {
         }
     }
 
-    /// Skips to `position` records from the start (a restore).
-    fn skip_to(&mut self, position: u64) -> anyhow::Result<()> {
+    /// Skips to `position` records from the start (a restore); returns the position it reads
+    /// on from: `position`, except for a Kafka partition that lost messages there and may read
+    /// on from its first offset (`source.on_data_loss = "continue"`).
+    fn resume_at(&mut self, position: u64) -> anyhow::Result<u64> {
         match self {
-            Reader::File(r) => r.skip_to(position),
+            Reader::File(r) => r.skip_to(position).map(|()| position),
             Reader::Stdin(_) => anyhow::bail!("standard input cannot be replayed"),
             Reader::Generator(r) => {
                 r.skip_to(position);
-                Ok(())
+                Ok(position)
             }
             Reader::Kafka(r) => r.seek(position),
         }
@@ -143,11 +149,16 @@ pub struct SourceStreams<'scope> {
     pub dead: Stream<'scope, u64, Vec<DeadLetter>>,
 }
 
-/// Opens the readers of the partitions worker `index` of `peers` owns (partition `p` belongs to
-/// worker `p % peers`).
+/// Whether worker `index` of `peers` reads partition `p`: `p % peers == index`, at start and for
+/// partitions added later alike.
+pub fn owns(p: u32, index: usize, peers: usize) -> bool {
+    p as usize % peers == index
+}
+
+/// Opens the readers of the partitions worker `index` of `peers` owns (see [`owns`]).
 pub fn open_partitions(plan: &JobPlan, index: usize, peers: usize) -> anyhow::Result<Vec<(PartitionId, Reader)>> {
     let (mut out, limit) = (Vec::new(), plan.max_record_bytes);
-    for p in (0..plan.source.partitions()).filter(|p| *p as usize % peers == index) {
+    for p in (0..plan.source.partitions()).filter(|p| owns(*p, index, peers)) {
         let reader = match &plan.source {
             SourcePlan::Files(paths) => Reader::File(file::FileReader::open(&paths[p as usize], limit)?),
             SourcePlan::Stdin => Reader::Stdin(file::StdinReader::spawn(limit)),

@@ -36,7 +36,7 @@ pub fn source<'scope>(
     let mut out_events: OutputBuilder<u64, CapacityContainerBuilder<Vec<TimedEvent>>> = OutputBuilder::from(out_events);
     let mut out_control: OutputBuilder<u64, CapacityContainerBuilder<Vec<Control>>> = OutputBuilder::from(out_control);
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
-    let mut state = SourceState::new(plan, readers, stats, ctx);
+    let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);
 
     builder.build(move |caps| {
         // capabilities: [events, control, dead]; none at all for a source without partitions
@@ -49,8 +49,8 @@ pub fn source<'scope>(
                 activator.activate_after(Duration::from_millis(1));
                 return;
             }
-            // read a batch and hand it on
-            let produced = !stopping && state.read_batch(&mut batch);
+            // read a batch (from the partitions added to the topic too) and hand it on
+            let produced = !stopping && (state.discover_partitions() | state.read_batch(&mut batch));
             if !batch.events.is_empty() {
                 out_events.activate().session(&c[0]).give_container(&mut batch.events);
                 batch.events.reserve(state.batch_size());

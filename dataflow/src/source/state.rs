@@ -1,13 +1,15 @@
 //! The source operator's state: the partitions this worker reads (reader, clock, position,
 //! status) and the epoch clock. Built once per run by [`SourceState::new`], which also resumes
-//! every partition where the restored checkpoint left it; the operator's closure
+//! every partition where the restored checkpoint left it; partitions added to a Kafka topic
+//! later join through [`SourceState::discover_partitions`]. The operator's closure
 //! (`source::operator`) only moves what the methods produce to the outputs.
 
 use super::accept::{accept, Batch, Place, Rules, Tally};
+use super::discovery::Growth;
 use super::{ReadStatus, Reader};
-use crate::config::JobPlan;
+use crate::config::{JobPlan, SourcePlan};
 use crate::graph::RunCtx;
-use crate::stats::JobStats;
+use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{Control, PartitionId, PartitionStatus};
 use hotlist_operators::snapshot::PartitionState;
@@ -30,6 +32,8 @@ pub(super) struct Partition {
     last_data: Instant,
     /// Tallies of this activation, flushed to the shared per-partition stats.
     tally: Tally,
+    /// The shared per-partition stats.
+    stats: Arc<PartitionStats>,
     /// Its reader failed (the run is failing): it is not read again, and it never ends.
     failed: bool,
 }
@@ -37,20 +41,22 @@ pub(super) struct Partition {
 impl Partition {
     /// Partition `id` read by `reader`, resumed at `state` (a restored checkpoint's) if any. A
     /// reader that cannot get back to the checkpoint's position is an error naming both: reading
-    /// on from anywhere else would lose or double-count records.
+    /// on from anywhere else would lose or double-count records (a Kafka partition whose
+    /// messages there are gone reads on from its first offset only if `source.on_data_loss`
+    /// says so).
     pub(super) fn resume(
         id: PartitionId,
         mut reader: Reader,
         out_of_orderness: Span,
         state: Option<&PartitionState>,
+        stats: Arc<PartitionStats>,
     ) -> Result<Partition, String> {
         let mut clock = PartitionClock::new(out_of_orderness);
         let (mut position, mut status) = (0, PartitionStatus::Active);
         if let Some(state) = state {
-            reader
-                .skip_to(state.position)
+            position = reader
+                .resume_at(state.position)
                 .map_err(|e| format!("partition {} cannot resume at position {}: {e:#}", id.0, state.position))?;
-            position = state.position;
             clock = PartitionClock::with_max(out_of_orderness, state.max_ts);
             if state.status == PartitionStatus::Finished {
                 clock.finish();
@@ -65,6 +71,7 @@ impl Partition {
             status,
             last_data: Instant::now(),
             tally: Tally::default(),
+            stats,
             failed: false,
         })
     }
@@ -91,9 +98,10 @@ pub(super) enum EpochEnd {
 /// The source of one worker.
 pub(super) struct SourceState {
     partitions: Vec<Partition>,
+    /// What a record must pass (lateness, `max_future`, `max_record_bytes`).
     rules: Rules,
-    /// Where a reader's failure goes (the run fails with it).
-    ctx: RunCtx,
+    /// `time.max_out_of_orderness`, for the clocks of partitions added later.
+    out_of_orderness: Span,
     stats: Arc<JobStats>,
     /// Records per activation over all partitions.
     batch: usize,
@@ -106,41 +114,43 @@ pub(super) struct SourceState {
     epoch_started: Instant,
     /// When the last emit tick was sent.
     last_tick: Instant,
+    /// The run's context: its restored checkpoint, and failing it.
+    ctx: RunCtx,
+    /// A live Kafka run: partitions added to the topic while it runs.
+    growth: Option<Growth>,
 }
 
 impl SourceState {
-    /// The source of the partitions in `readers`, resumed from the run's checkpoint if it has
-    /// one. A partition that cannot resume fails the run (`ctx.fail`, like a counter that cannot
-    /// be restored) and leaves this source with nothing to read.
+    /// The source of worker `worker` of `workers` (global indexes), reading the partitions in
+    /// `readers` (see [`SourceState::add_partitions`]) and, in a live Kafka run, those added to
+    /// the topic later that it owns.
     pub(super) fn new(
         plan: &JobPlan,
         readers: Vec<(PartitionId, Reader)>,
+        (worker, workers): (usize, usize),
         stats: Arc<JobStats>,
         ctx: &RunCtx,
     ) -> SourceState {
-        let restore = ctx.restore.as_deref();
-        let resumed: Result<Vec<Partition>, String> = readers
-            .into_iter()
-            .map(|(id, reader)| {
-                let state = restore.and_then(|r| r.sources.partitions.iter().find(|p| p.partition == id));
-                Partition::resume(id, reader, plan.time.max_out_of_orderness, state)
-            })
-            .collect();
-        let partitions = resumed.unwrap_or_else(|e| {
-            let epoch = restore.map_or(0, |r| r.epoch);
-            ctx.fail(format!("cannot restore checkpoint {epoch}: {e}"));
-            Vec::new()
-        });
+        let growth = match (&plan.source, &ctx.partition_count) {
+            (SourcePlan::Kafka { spec, partitions }, Some(count)) if !spec.bounded => Some(Growth::new(
+                count.clone(),
+                *partitions,
+                (worker, workers),
+                spec.clone(),
+                plan.max_record_bytes,
+            )),
+            _ => None,
+        };
         let now = Instant::now();
-        SourceState {
-            partitions,
+        let mut state = SourceState {
+            partitions: Vec::new(),
             rules: Rules {
                 judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
                 max_future: plan.time.max_future,
                 max_record_bytes: plan.max_record_bytes,
                 wall: Millis::now(),
             },
-            ctx: ctx.clone(),
+            out_of_orderness: plan.time.max_out_of_orderness,
             stats,
             batch: plan.batch_size,
             epoch_interval: plan.epoch_interval.as_std(),
@@ -150,12 +160,56 @@ impl SourceState {
             epoch: 0,
             epoch_started: now,
             last_tick: now,
+            ctx: ctx.clone(),
+            growth,
+        };
+        state.add_partitions(readers);
+        state
+    }
+
+    /// Resumes the partitions in `readers` (where the run's checkpoint left them, if it has
+    /// them) and reads them from now on. One that cannot resume fails the run (`ctx.fail`, like
+    /// a counter that cannot be restored); this source then reads nothing at all.
+    fn add_partitions(&mut self, readers: Vec<(PartitionId, Reader)>) {
+        let restore = self.ctx.restore.clone();
+        let resumed: Result<Vec<Partition>, String> = readers
+            .into_iter()
+            .map(|(id, reader)| {
+                let state = restore
+                    .as_deref()
+                    .and_then(|r| r.sources.partitions.iter().find(|p| p.partition == id));
+                let stats = self.stats.partitions.get_or_add(id.0).unwrap_or_default();
+                Partition::resume(id, reader, self.out_of_orderness, state, stats)
+            })
+            .collect();
+        match resumed {
+            Ok(added) => self.partitions.extend(added),
+            Err(e) => {
+                let epoch = restore.as_deref().map_or(0, |r| r.epoch);
+                self.ctx.fail(format!("cannot restore checkpoint {epoch}: {e}"));
+                self.partitions.clear();
+            }
         }
     }
 
-    /// Whether there is anything to read at all (a source without partitions ends at once).
+    /// Opens the partitions added to the topic since the last look that this worker owns
+    /// (a live Kafka run; nothing to do otherwise). Returns whether there were any.
+    pub(super) fn discover_partitions(&mut self) -> bool {
+        let Some(growth) = self.growth.as_mut() else {
+            return false;
+        };
+        let readers = growth.new_readers();
+        if readers.is_empty() {
+            return false;
+        }
+        self.add_partitions(readers);
+        true
+    }
+
+    /// Whether there is anything to read at all: partitions, or partitions that may still be
+    /// added to the topic (a source without either ends at once).
     pub(super) fn has_partitions(&self) -> bool {
-        !self.partitions.is_empty()
+        !self.partitions.is_empty() || (self.growth.is_some() && !self.ctx.failed())
     }
 
     /// An empty batch sized for one activation.
@@ -186,10 +240,9 @@ impl SourceState {
         let SourceState {
             partitions,
             rules,
-            ctx,
-            stats,
             batch,
             idle_timeout,
+            ctx,
             ..
         } = self;
         rules.wall = Millis::now();
@@ -224,12 +277,7 @@ impl SourceState {
                 };
                 accept(rec, place, clock, rules);
             });
-            if let Reader::Kafka(k) = &mut part.reader {
-                part.position = k.position(); // the next offset to read
-                if let (Some(lag), Some(ps)) = (k.lag(), stats.partitions.get(part.id.0 as usize)) {
-                    ps.lag.store(lag as i64, Relaxed);
-                }
-            }
+            part.after_kafka_read(ctx);
             produced |= part.note_read(status, now, *idle_timeout, ctx);
         }
         produced
@@ -248,18 +296,18 @@ impl SourceState {
             stats.bad.fetch_add(t.bad, Relaxed);
             stats.late.fetch_add(t.late, Relaxed);
             stats.late_dropped.fetch_add(t.late_dropped, Relaxed);
-            if let Some(ps) = stats.partitions.get(part.id.0 as usize) {
-                ps.records.fetch_add(t.records, Relaxed);
-                ps.events.fetch_add(t.events, Relaxed);
-                ps.bad.fetch_add(t.bad, Relaxed);
-                ps.late.fetch_add(t.late, Relaxed);
-            }
+            let ps = &part.stats;
+            ps.records.fetch_add(t.records, Relaxed);
+            ps.events.fetch_add(t.events, Relaxed);
+            ps.bad.fetch_add(t.bad, Relaxed);
+            ps.late.fetch_add(t.late, Relaxed);
         }
     }
 
     /// Whether the epoch closes now: at the end of input, when stopping, or on the timer.
     pub(super) fn epoch_end(&self, stopping: bool) -> Option<EpochEnd> {
-        let ended = self.partitions.iter().all(|p| !p.live());
+        // a live run that discovers partitions never ends by itself, even without partitions yet
+        let ended = self.growth.is_none() && self.partitions.iter().all(|p| !p.live());
         if ended || stopping {
             Some(EpochEnd::Last)
         } else if self.epoch_started.elapsed() >= self.epoch_interval {
@@ -281,6 +329,7 @@ impl SourceState {
                 watermark: p.clock.watermark(),
                 status: p.status,
                 position: p.position,
+                max_ts: p.clock.max_ts(),
             })
             .collect();
         if end == EpochEnd::Last || self.last_tick.elapsed() >= self.emit_interval {
@@ -308,6 +357,23 @@ impl SourceState {
 }
 
 impl Partition {
+    /// After a Kafka partition's read: its position is the next offset to read; its consumer
+    /// lag and any data loss it accepted go to its stats; a data loss it did not accept fails
+    /// the run.
+    fn after_kafka_read(&mut self, ctx: &RunCtx) {
+        let Reader::Kafka(k) = &mut self.reader else { return };
+        self.position = k.position();
+        if let Some(lag) = k.lag() {
+            self.stats.lag.store(lag as i64, Relaxed);
+        }
+        let lost = k.take_lost();
+        self.stats.data_loss.fetch_add(lost.gaps, Relaxed);
+        self.stats.data_loss_messages.fetch_add(lost.messages, Relaxed);
+        if let Some(line) = k.take_failure() {
+            ctx.fail(line);
+        }
+    }
+
     /// Updates the status after a read; returns whether it produced data (or ended). A failed
     /// read fails the run (`ctx.fail`) and leaves the partition unended: nothing it held back
     /// seals.

@@ -43,6 +43,7 @@ fn restoring(position: u64) -> RunCtx {
         checkpoint: None,
         job: "t".into(),
         fatal: Arc::new(Mutex::new(None)),
+        partition_count: None,
     }
 }
 
@@ -55,6 +56,7 @@ fn source_of(dir: &Path, ctx: &RunCtx) -> SourceState {
     SourceState::new(
         &plan,
         vec![(PartitionId(0), reader)],
+        (0, 1),
         Arc::new(JobStats::new(1, 1)),
         ctx,
     )

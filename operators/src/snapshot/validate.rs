@@ -45,6 +45,7 @@ impl CounterSnapshot {
         for name in &self.pane_files {
             check_pane_file_name(name).map_err(invalid)?;
         }
+        check_sealed_until(&self.sealed_until, windows).map_err(invalid)?;
         distinct(self.key_groups.iter().map(|k| k.key_group), |kg| {
             format!("key group {kg} is listed twice")
         })
@@ -115,6 +116,28 @@ impl SourceSnapshot {
         }
         Ok(())
     }
+}
+
+/// `sealed_until`: none, or one per window, each `Millis::MIN` (nothing) or an instance end of
+/// the window inside the event time range (an end of input sealed up to there).
+fn check_sealed_until(sealed_until: &[Millis], windows: &[WindowSpec]) -> Result<(), Problem> {
+    if sealed_until.is_empty() {
+        return Ok(());
+    }
+    if sealed_until.len() != windows.len() {
+        return Err(format!(
+            "sealed_until has {} entries for {} windows",
+            sealed_until.len(),
+            windows.len()
+        ));
+    }
+    for (w, (end, spec)) in sealed_until.iter().zip(windows).enumerate() {
+        if *end != Millis::MIN {
+            check_span(end.minus(spec.size), spec.size, spec.slide)
+                .map_err(|p| format!("sealed_until of window {w}: the instance ending at {}: {p}", end.0))?;
+        }
+    }
+    Ok(())
 }
 
 /// A pane file name as an incremental checkpoint writes it: a plain name in the same directory.
@@ -442,6 +465,18 @@ mod tests {
             (
                 |s| s.pane_files.push("../counter-0000.snap".into()),
                 "not a plain pane-*.snap name",
+            ),
+            (
+                |s| s.sealed_until = vec![Millis(10)],
+                "sealed_until has 1 entries for 2 windows",
+            ),
+            (
+                |s| s.sealed_until = vec![Millis(10), Millis(21)],
+                "sealed_until of window 1: the instance ending at 21",
+            ),
+            (
+                |s| s.sealed_until = vec![Millis(i64::MAX), Millis::MIN],
+                "sealed_until of window 0: the instance ending at 9223372036854775807",
             ),
         ];
         for (mutate, want) in cases {
