@@ -153,10 +153,22 @@ mod tests {
                 prop_assert!(t <= threshold, "{id}: true {t} > worst candidate {threshold}");
             }
             if t > kth {
-                prop_assert!(list.iter().any(|r| r.item_id == id.as_str()), "{id}: true {t} > K-th {kth}, not listed");
+                prop_assert!(
+                    list.iter().any(|r| r.item_id == id.as_str()),
+                    "{id}: true {t} > K-th {kth}, not listed"
+                );
             }
         }
-        let exact = top_k(truth.iter().map(|(i, c)| RankedItem { item_id: i.into(), count: *c }).collect(), k + 1);
+        let exact = top_k(
+            truth
+                .iter()
+                .map(|(i, c)| RankedItem {
+                    item_id: i.into(),
+                    count: *c,
+                })
+                .collect(),
+            k + 1,
+        );
         if exact.len() > k && exact[k - 1].count - exact[k].count > max_over {
             let want: std::collections::BTreeSet<_> = exact[..k].iter().map(|r| r.item_id.clone()).collect();
             let got: std::collections::BTreeSet<_> = list.iter().map(|r| r.item_id.clone()).collect();

@@ -15,8 +15,10 @@
 //! ones decay away, which is why the heavy hitters come out nearly exact. It does not merge.
 //!
 //! Determinism: the decay draws come from a SplitMix64 generator seeded with the shape's seed
-//! and kept in the state (and snapshots), and the probabilities are integer thresholds computed
-//! at compile time, so the same events in the same order give the same state on any machine.
+//! and kept in the state (and snapshots); the probabilities are a table built at compile time
+//! and the draws use IEEE basic operations only, so the same events in the same order give the
+//! same state on any machine. A weighted add (`n` > 1, e.g. folding exact counts in) draws
+//! once per decay rather than once per event, so its cost does not grow with `n`.
 
 use super::candidates::Candidates;
 use super::rows::{cell, fingerprint, DEFAULT_SEED, MAX_CELLS, MAX_DEPTH, MAX_WIDTH};
@@ -27,19 +29,23 @@ use serde::{Deserialize, Serialize};
 /// The decay base b: a bucket with count c held by another item decays with probability b^(−c).
 pub const DECAY_BASE: f64 = 1.08;
 
-/// Counts with a nonzero decay threshold: 1.08^(−c) < 2^(−64) from c = 577 on.
-const DECAY_TABLE: usize = 577;
+/// Counts that can still decay: from c = 487 on, 1 − b^(−c) rounds to 1 in an f64.
+const DECAY_TABLE: usize = 487;
 
-/// `DECAY_THRESHOLD[c]` = ⌊2^64 · b^(−c)⌋ (saturated at c = 0): a draw below it decays. Built
-/// at compile time with IEEE arithmetic, so every machine uses the same thresholds.
-const DECAY_THRESHOLD: [u64; DECAY_TABLE] = decay_thresholds();
+/// `DECAY_P[c]` = b^(−c), built at compile time by repeated IEEE division (so every build and
+/// machine has the same table).
+const DECAY_P: [f64; DECAY_TABLE] = decay_probabilities();
 
-const fn decay_thresholds() -> [u64; DECAY_TABLE] {
-    let mut t = [0u64; DECAY_TABLE];
+// The table ends exactly where decaying becomes impossible in an f64.
+const _: () = assert!(1.0 - DECAY_P[DECAY_TABLE - 1] < 1.0);
+const _: () = assert!(1.0 - DECAY_P[DECAY_TABLE - 1] / DECAY_BASE == 1.0);
+
+const fn decay_probabilities() -> [f64; DECAY_TABLE] {
+    let mut t = [0f64; DECAY_TABLE];
     let mut p = 1.0f64;
     let mut c = 0;
     while c < DECAY_TABLE {
-        t[c] = (p * 18_446_744_073_709_551_616.0) as u64; // 2^64; `as` saturates
+        t[c] = p;
         p /= DECAY_BASE;
         c += 1;
     }
@@ -171,25 +177,73 @@ impl HeavyKeeper {
 #[inline]
 fn count_in(b: &mut Bucket, fp: u32, n: u32, rng: &mut u64) -> u32 {
     if b.count == 0 {
-        *b = Bucket { fingerprint: fp, count: n };
+        *b = Bucket {
+            fingerprint: fp,
+            count: n,
+        };
+        b.count
     } else if b.fingerprint == fp {
         b.count = b.count.saturating_add(n);
+        b.count
     } else {
-        for left in (1..=n).rev() {
-            let Some(&threshold) = DECAY_THRESHOLD.get(b.count as usize) else {
-                return 0; // too big to ever decay
-            };
-            if splitmix64(rng) < threshold {
-                b.count -= 1;
-                if b.count == 0 {
-                    *b = Bucket { fingerprint: fp, count: left };
-                    return left;
-                }
-            }
-        }
-        return 0;
+        decay(b, fp, n, rng)
     }
-    b.count
+}
+
+/// `n` events of `fp` at a bucket held by another fingerprint: each decays the count by one
+/// with probability b^(−count), and the one that brings it to 0 takes the bucket over with the
+/// events left (itself included). Instead of one draw per event, one draw gives the number of
+/// events until the next decay (a geometric variable, by inversion), so a weighted add costs
+/// at most one draw per decay, whatever `n`. Returns the new count if `fp` took over, else 0.
+fn decay(b: &mut Bucket, fp: u32, n: u32, rng: &mut u64) -> u32 {
+    let mut left = n;
+    while left > 0 {
+        let Some(&p) = DECAY_P.get(b.count as usize) else {
+            break; // too big to decay
+        };
+        let survived = survivals(p, left, uniform(rng));
+        if survived == left {
+            return 0;
+        }
+        b.count -= 1;
+        if b.count == 0 {
+            *b = Bucket {
+                fingerprint: fp,
+                count: left - survived,
+            };
+            return b.count;
+        }
+        left -= survived + 1;
+    }
+    0
+}
+
+/// How many of `left` events in a row do not decay (each decays with probability `p`), for the
+/// uniform draw `u`: the largest m ≤ `left` with (1 − p)^m > u, found bit by bit from the
+/// powers (1 − p)^(2^j). IEEE basic operations only: the same on every machine.
+#[inline]
+fn survivals(p: f64, left: u32, u: f64) -> u32 {
+    let top = 31u32.saturating_sub(left.leading_zeros()); // 2^top ≤ left (left > 0)
+    let mut powers = [0f64; 32];
+    powers[0] = 1.0 - p;
+    for j in 1..=top as usize {
+        powers[j] = powers[j - 1] * powers[j - 1];
+    }
+    let (mut survive, mut m) = (1.0f64, 0u32);
+    for j in (0..=top).rev() {
+        let next = survive * powers[j as usize];
+        if next > u && m + (1 << j) <= left {
+            survive = next;
+            m += 1 << j;
+        }
+    }
+    m
+}
+
+/// A uniform draw in [0, 1) with 53 random bits.
+#[inline]
+fn uniform(rng: &mut u64) -> f64 {
+    (splitmix64(rng) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// SplitMix64 (Steele, Lea & Flood 2014): the next draw.
@@ -258,15 +312,46 @@ mod tests {
     }
 
     #[test]
-    fn decay_thresholds_are_b_to_the_minus_c() {
-        assert_eq!(DECAY_THRESHOLD[0], u64::MAX);
-        for c in [1usize, 10, 100, 500] {
-            let want = DECAY_BASE.powi(-(c as i32)) * 2f64.powi(64);
-            let got = DECAY_THRESHOLD[c] as f64;
-            assert!((got - want).abs() <= 1.0 + want * 1e-9, "c = {c}: {got} vs {want}");
+    fn decay_probabilities_are_b_to_the_minus_c() {
+        assert_eq!(DECAY_P[0], 1.0);
+        for c in [1usize, 10, 100, 486] {
+            let want = DECAY_BASE.powi(-(c as i32));
+            assert!((DECAY_P[c] / want - 1.0).abs() < 1e-12, "c = {c}");
         }
-        assert!(DECAY_THRESHOLD[DECAY_TABLE - 1] > 0);
-        assert!(DECAY_BASE.powi(-(DECAY_TABLE as i32)) * 2f64.powi(64) < 1.0);
+    }
+
+    /// The geometric skip has the distribution of one draw per event: over many draws, the
+    /// share of `n` events that all survive at count c is (1 − b^(−c))^n.
+    #[test]
+    fn survivals_are_geometric() {
+        let mut rng = 1u64;
+        for (c, n) in [(1usize, 1u32), (5, 3), (20, 10), (30, 100)] {
+            let p = DECAY_P[c];
+            let trials = 40_000;
+            let all = (0..trials).filter(|_| survivals(p, n, uniform(&mut rng)) == n).count();
+            let want = (1.0 - p).powi(n as i32);
+            let got = all as f64 / trials as f64;
+            assert!((got - want).abs() < 0.01, "c {c}, n {n}: {got} vs {want}");
+            let firsts = (0..trials).filter(|_| survivals(p, n, uniform(&mut rng)) == 0).count();
+            assert!((firsts as f64 / trials as f64 - p).abs() < 0.01, "c {c}: first decays");
+        }
+        assert_eq!(survivals(0.5, 7, 0.0), 7, "u = 0 survives everything");
+        assert_eq!(survivals(0.5, 7, 0.5), 0, "(1 − p)^1 = 0.5 is not above u");
+    }
+
+    /// A weighted add costs one draw per decay: a big item folded in at once takes over a
+    /// light bucket, and a huge increment against a big count ends.
+    #[test]
+    fn weighted_adds_are_bounded() {
+        let mut s = HeavyKeeper::new(HkShape::new(1, 1).expect("valid"), 2).expect("valid");
+        let (a, b) = (item_hash("a"), item_hash("b"));
+        s.add("a", a, 50);
+        s.add("b", b, 1_000_000);
+        assert_eq!(s.buckets()[0].fingerprint, fingerprint(b));
+        assert!(s.buckets()[0].count > 990_000);
+        s.add("a", a, u32::MAX);
+        assert_eq!(s.buckets()[0].fingerprint, fingerprint(b), "1.08^-990000 never decays");
+        assert!(s.rng != 0);
     }
 
     /// SplitMix64's published first outputs for seed 0 (pins the decay draws).
@@ -282,11 +367,21 @@ mod tests {
         let mut s = HeavyKeeper::new(HkShape::new(1, 1).expect("valid"), 2).expect("valid");
         let (a, b) = (item_hash("a"), item_hash("b"));
         s.add("a", a, 3);
-        assert_eq!(s.buckets()[0], Bucket { fingerprint: fingerprint(a), count: 3 });
+        assert_eq!(
+            s.buckets()[0],
+            Bucket {
+                fingerprint: fingerprint(a),
+                count: 3
+            }
+        );
         for _ in 0..200 {
             s.add("b", b, 1);
         }
-        assert_eq!(s.buckets()[0].fingerprint, fingerprint(b), "decayed away, then taken over");
+        assert_eq!(
+            s.buckets()[0].fingerprint,
+            fingerprint(b),
+            "decayed away, then taken over"
+        );
         assert!(s.estimate("b", b) <= 200 && s.estimate("b", b) > 150);
         assert_eq!(s.estimate("a", a), 3, "a candidate keeps its listed count");
         assert_eq!(s.total(), 203);

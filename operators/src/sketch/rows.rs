@@ -78,7 +78,11 @@ mod tests {
         assert_eq!(cell(0, 0, 0, 1 << 26), GOLDEN_ZERO);
         assert_eq!(fingerprint(0x1234_5678_9abc_def0), 0x9abc_def0);
         let rc = RowCells::new(h, DEFAULT_SEED, 2048, 4);
-        let want: Vec<usize> = GOLDEN_VIDEO_8841.iter().enumerate().map(|(r, c)| r * 2048 + c).collect();
+        let want: Vec<usize> = GOLDEN_VIDEO_8841
+            .iter()
+            .enumerate()
+            .map(|(r, c)| r * 2048 + c)
+            .collect();
         assert_eq!(rc.as_slice(), want);
     }
 

@@ -162,7 +162,11 @@ impl HeavyKeeperSnapshot {
 /// (conservative; and plain once `total` saturated).
 fn check_cells(cells: &Cells, shape: CmsShape, total: u64) -> Result<(), Problem> {
     if cells.len() != shape.cells() {
-        return Err(format!("{} cells, the shape {shape} has {}", cells.len(), shape.cells()));
+        return Err(format!(
+            "{} cells, the shape {shape} has {}",
+            cells.len(),
+            shape.cells()
+        ));
     }
     let w = shape.width() as usize;
     for r in 0..shape.depth() as usize {
@@ -256,7 +260,10 @@ mod tests {
         let s = cms().snapshot();
         let shape = s.shape;
         assert_eq!(s.validate(shape, 4), Err(SnapshotError::Incompatible));
-        assert_eq!(s.validate(shape.conservative(true), 3), Err(SnapshotError::Incompatible));
+        assert_eq!(
+            s.validate(shape.conservative(true), 3),
+            Err(SnapshotError::Incompatible)
+        );
         assert_eq!(s.validate(shape.with_seed(7), 3), Err(SnapshotError::Incompatible));
         let h = hk().snapshot();
         assert_eq!(
@@ -280,7 +287,10 @@ mod tests {
                 },
                 "row 0 sums to",
             ),
-            (|s| s.candidates.push(s.candidates[0].clone()), "4 candidates, the capacity is 3"),
+            (
+                |s| s.candidates.push(s.candidates[0].clone()),
+                "4 candidates, the capacity is 3",
+            ),
             (|s| s.candidates.swap(0, 1), "out of rank order"),
             (|s| s.candidates[0].count = 1000, "above the 7 events added"),
             (|s| s.candidates[0].count = 7, "above the sketch's estimate"),
@@ -299,7 +309,10 @@ mod tests {
     fn heavykeeper_problems_are_named() {
         type Mutation = fn(&mut HeavyKeeperSnapshot);
         let cases: &[(Mutation, &str)] = &[
-            (|s| s.buckets.pop().map(drop).unwrap_or(()), "7 buckets, the shape 4 × 2"),
+            (
+                |s| s.buckets.pop().map(drop).unwrap_or(()),
+                "7 buckets, the shape 4 × 2",
+            ),
             (|s| s.buckets[0].count = u32::MAX, "row 0 counts"),
             (|s| s.candidates[1].count = 99, "out of rank order"),
             (|s| s.candidates[0].count = 99, "above the 7 events added"),
