@@ -96,6 +96,14 @@ fn settings(quick: bool) -> Vec<Setting> {
                 label: "ε 1e-4, δ 1e-3",
             },
             Setting {
+                items: 1_000_000,
+                s: 0.8,
+                events: 20_000_000,
+                k: 100,
+                shape: eps(0.001),
+                label: "ε 1e-3, δ 1e-3",
+            },
+            Setting {
                 items: 5_000_000,
                 s: 1.1,
                 events: 20_000_000,
