@@ -21,7 +21,7 @@ use super::candidates::Candidates;
 use super::cms::{CmsShape, CountMinSketch};
 use super::{ErrorBound, SketchError, TopKSketch};
 use crate::record::RankedItem;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// A count-min sketch and its candidates (see the module doc).
 pub struct CountMinTopK {
@@ -58,7 +58,7 @@ impl CountMinTopK {
             ));
         }
         self.sketch.merge(&other.sketch)?;
-        let mut union: HashMap<&str, u64> = HashMap::new();
+        let mut union: BTreeMap<&str, u64> = BTreeMap::new();
         for (id, hash, _) in self.candidates.iter().chain(other.candidates.iter()) {
             union.insert(id, hash);
         }
@@ -109,7 +109,6 @@ mod tests {
     use crate::hash::item_hash;
     use crate::topk::top_k;
     use proptest::prelude::*;
-    use std::collections::BTreeMap;
 
     fn run(shape: CmsShape, cap: usize, stream: &[u16]) -> CountMinTopK {
         let mut s = CountMinTopK::new(shape, cap).expect("valid");
