@@ -12,6 +12,8 @@
 //! - [`counter`]: the exact windowed counter state of one worker (panes, lateness, emission);
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
+//! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
+//!   candidate list and HeavyKeeper, behind one `TopKSketch` trait, and their snapshots;
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
 //!   validation against the job before a restore;
 //! - [`pane_sharing`]: how long an incremental checkpoint may keep sharing a pane file;
@@ -30,6 +32,7 @@ pub mod lateness;
 pub mod merge;
 pub mod pane_sharing;
 pub mod record;
+pub mod sketch;
 pub mod snapshot;
 pub mod time;
 pub mod topk;

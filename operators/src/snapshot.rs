@@ -17,6 +17,7 @@
 
 mod validate;
 
+pub(crate) use validate::check_ranked;
 pub use validate::{validate_counters, MAX_TOTAL_COUNT};
 
 use crate::record::{ItemId, ListState, PartitionId, PartitionStatus, RankedItem};

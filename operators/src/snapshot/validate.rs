@@ -253,7 +253,8 @@ fn check_published(p: &PublishedState, windows: &[WindowSpec]) -> Result<(), Pro
 }
 
 /// A published list: valid ids, positive counts, strictly in ranking order (so each id once).
-fn check_ranked(items: &[RankedItem]) -> Result<(), Problem> {
+/// (Also the sketches' candidate lists, `sketch/snapshot.rs`.)
+pub(crate) fn check_ranked(items: &[RankedItem]) -> Result<(), Problem> {
     for r in items {
         check_item_id(&r.item_id).map_err(|e| format!("item {:?}: {e}", r.item_id))?;
         if r.count == 0 {
