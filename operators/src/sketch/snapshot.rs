@@ -17,7 +17,7 @@ use super::cms_topk::CountMinTopK;
 use super::heavykeeper::{Bucket, HeavyKeeper, HkShape};
 use crate::hash::item_hash;
 use crate::record::RankedItem;
-use crate::snapshot::{check_ranked, SnapshotError};
+use crate::snapshot::{check_ranked, Snapshot, SnapshotError};
 use serde::{Deserialize, Serialize};
 
 /// A [`CountMinTopK`]'s state.
@@ -57,6 +57,10 @@ type Problem = String;
 fn invalid(problem: Problem) -> SnapshotError {
     SnapshotError::Invalid(problem)
 }
+
+// both are new in snapshot format 3: every readable format holds them alike
+impl Snapshot for CountMinTopKSnapshot {}
+impl Snapshot for HeavyKeeperSnapshot {}
 
 impl CountMinTopK {
     /// The state, as plain data.
