@@ -463,3 +463,53 @@ fn two_live_runs_and_a_stale_writer_on_postgres() {
     );
     assert_eq!(pg.results(), job.want, "nothing of the stale run was stored");
 }
+
+/// A run whose job is taken over while its input is quiet stops at once: the writer's refused
+/// commit fails the run right away (exit 1, one line) instead of waiting for the next hand-off,
+/// which with a quiet stdin may never come. The take-over here is a claim of the job in the
+/// store by another handle, between two events written to the run's stdin.
+#[test]
+fn a_taken_over_run_with_quiet_input_stops_at_once() {
+    use hotlist_sinks::SinkStore;
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = "[job]\nid = \"quiet\"\n[source]\nkind = \"file\"\npath = \"-\"\n\
+                  [time]\nidle_timeout = \"10m\"\n[[window]]\nname = \"1m\"\nsize = \"1m\"\nk = 3\n\
+                  [sink]\nkind = \"sqlite\"\npath = \"out.db\"\n";
+    std::fs::write(dir.path().join("quiet.toml"), config).expect("config");
+    let mut child = Command::new(hotlist_tests::hotlist_bin())
+        .args(["run", "--config", "quiet.toml", "--progress", "never"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hotlist");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let db = dir.path().join("out.db");
+    let mut write = |line: &str| {
+        stdin.write_all(line.as_bytes()).expect("write stdin");
+        stdin.flush().expect("flush stdin");
+    };
+    write("{\"item_id\":\"a\",\"ts\":1000}\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hotlist_tests::sqlite_committed_epoch(&db, "quiet").is_none() {
+        assert!(child.try_wait().expect("try_wait").is_none(), "the run ended early");
+        assert!(Instant::now() < deadline, "no commit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut intruder = hotlist_sinks::SqliteStore::open(&db).expect("open the store");
+    intruder.claim("quiet", "intruder").expect("claim the job");
+    write("{\"item_id\":\"b\",\"ts\":2000}\n");
+    // stdin stays open and quiet from here on
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the taken-over run is still running 15 s after its refused commit");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().expect("output");
+    refused(&out, &["was taken over by another run"]);
+}

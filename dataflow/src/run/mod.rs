@@ -113,8 +113,8 @@ pub fn run_with_stats(
         fatal: Arc::new(Mutex::new(None)),
         partition_count: watch.as_ref().map(PartitionWatch::count),
     };
-    let (tx, writer) = writer::start(plan, store, stats.clone(), facts)?;
     let failed = Arc::new(AtomicBool::new(false));
+    let (tx, writer) = writer::start(plan, store, stats.clone(), facts, failed.clone())?;
     let handoff = SinkHandoff {
         tx,
         job: plan.job_id.clone(),

@@ -15,7 +15,7 @@ use crate::config::{CheckpointPlan, JobPlan};
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
 use hotlist_sinks::{CommitBatch, SinkError, SinkStore};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ pub fn start(
     store: Box<dyn SinkStore>,
     stats: Arc<JobStats>,
     facts: Option<RunFacts>,
+    failed: Arc<AtomicBool>,
 ) -> Result<(crossbeam_channel::Sender<CommitBatch>, JoinHandle<Result<()>>)> {
     let fanout = match &plan.fanout {
         // a run that starts the job over empties the job's lists in Redis first (its commits
@@ -51,7 +52,15 @@ pub fn start(
     let checkpoint = plan.checkpoint.clone().zip(facts);
     let writer = std::thread::Builder::new()
         .name("hotlist-writer".into())
-        .spawn(move || write_loop(store, fanout, rx, &stats, checkpoint))
+        .spawn(move || {
+            let result = write_loop(store, fanout, rx, &stats, checkpoint);
+            // tell the workers at once: with quiet input the next hand-off, which would find
+            // the channel closed, may be a long way off
+            if result.is_err() {
+                failed.store(true, Relaxed);
+            }
+            result
+        })
         .context("cannot start the sink writer thread")?;
     Ok((tx, writer))
 }
