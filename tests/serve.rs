@@ -107,6 +107,9 @@ fn list(window: &str, revision: u32, items: &[(&str, u64)]) -> PublishedList {
                 count: *c,
             })
             .collect(),
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
     }
 }
 

@@ -71,6 +71,9 @@ impl ListMerger {
                         watermark: wm,
                         as_of,
                         items: items.clone(),
+                        exact: true,
+                        error_bound: 0,
+                        sketch_check: None,
                     });
                     m.published = Some((state, items));
                 }

@@ -136,6 +136,47 @@ pub struct PublishedList {
     pub as_of: Millis,
     /// The list, best first: count descending, then item id ascending (bytewise).
     pub items: Vec<RankedItem>,
+    /// Whether every count is exact; false for a list counted by a sketch, whose counts may be
+    /// high by up to `error_bound`.
+    pub exact: bool,
+    /// The largest possible over-count of any count in the list: 0 when exact.
+    pub error_bound: u64,
+    /// For a window that runs exact and sketch counting side by side (`mode = "both"`): how the
+    /// sketch's list compared with this exact one.
+    pub sketch_check: Option<SketchCheck>,
+}
+
+/// How a sketch's top-K list compared with the exact one for the same instance.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SketchCheck {
+    /// Items of the exact top-K that are also in the sketch's top-K.
+    pub found: u32,
+    /// Items in the exact top-K (recall@K = `found / of`).
+    pub of: u32,
+    /// The largest (sketch count − exact count) over the sketch's list.
+    pub max_overcount: u64,
+    /// The sum of (sketch count − exact count) over the sketch's list (mean = `/ of`).
+    pub total_overcount: u64,
+}
+
+impl SketchCheck {
+    /// recall@K: the share of the exact top-K the sketch found (1 for an empty list).
+    pub fn recall(&self) -> f64 {
+        if self.of == 0 {
+            1.0
+        } else {
+            f64::from(self.found) / f64::from(self.of)
+        }
+    }
+
+    /// The mean over-count over the compared items (0 for an empty list).
+    pub fn mean_overcount(&self) -> f64 {
+        if self.of == 0 {
+            0.0
+        } else {
+            self.total_overcount as f64 / f64::from(self.of)
+        }
+    }
 }
 
 /// Why a record went to the dead-letter output.

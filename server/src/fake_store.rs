@@ -78,6 +78,9 @@ impl FakeReader {
                     item_id: "a".into(),
                     count: epoch,
                 }],
+                exact: true,
+                error_bound: 0,
+                sketch_check: None,
             })),
             Behaviour::Corrupt => Err(SinkError::Corrupt {
                 path: "fake.db".into(),

@@ -211,6 +211,9 @@ pub(crate) fn stored_list<T>(
         watermark: h.watermark,
         as_of: h.as_of,
         items,
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
     })
 }
 

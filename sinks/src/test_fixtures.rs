@@ -40,6 +40,9 @@ pub(crate) fn list_with(start: i64, revision: u32, items: Vec<RankedItem>) -> Pu
         watermark: Millis(start + 1),
         as_of: Millis(1_700_000_000_000),
         items,
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
     }
 }
 

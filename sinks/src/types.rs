@@ -2,7 +2,7 @@
 //! plus the input checks and the "highest revision wins" rule every store shares.
 
 use crate::error::SinkError;
-use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem};
+use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{validate_all, WindowSpec};
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,12 @@ pub struct StoredList {
     pub as_of: Millis,
     /// The list, best first (rank 1 first).
     pub items: Vec<RankedItem>,
+    /// Whether every count is exact (false: counted by a sketch; see `error_bound`).
+    pub exact: bool,
+    /// The largest possible over-count of any count in the list: 0 when exact.
+    pub error_bound: u64,
+    /// With `mode = "both"`: how the sketch's list compared with this exact one.
+    pub sketch_check: Option<SketchCheck>,
 }
 
 impl From<PublishedList> for StoredList {
@@ -64,6 +70,9 @@ impl From<PublishedList> for StoredList {
             watermark: l.watermark,
             as_of: l.as_of,
             items: l.items,
+            exact: l.exact,
+            error_bound: l.error_bound,
+            sketch_check: l.sketch_check,
         }
     }
 }
@@ -188,6 +197,9 @@ mod tests {
             watermark: Millis(0),
             as_of: Millis(0),
             items: vec![],
+            exact: true,
+            error_bound: 0,
+            sketch_check: None,
         }
     }
 

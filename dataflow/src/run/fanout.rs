@@ -360,6 +360,9 @@ mod tests {
                     count: (k - i) as u64,
                 })
                 .collect(),
+            exact: true,
+            error_bound: 0,
+            sketch_check: None,
         }
     }
 

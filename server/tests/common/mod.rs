@@ -112,6 +112,9 @@ pub fn list(window: &str, start: i64, revision: u32, state: ListState, items: &[
                 count: *c,
             })
             .collect(),
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
     }
 }
 

@@ -248,6 +248,9 @@ impl RedisStore {
             watermark: h.watermark,
             as_of: h.as_of,
             items,
+            exact: true,
+            error_bound: 0,
+            sketch_check: None,
         }))
     }
 
