@@ -2,7 +2,7 @@
 //! restores the latest committed checkpoint by itself) ends with exactly the sealed lists and
 //! dead letters of an uninterrupted run and of the model: nothing lost, nothing twice.
 
-use hotlist_tests::inputs::{random_partitions, write_partitions, Shape};
+use hotlist_tests::inputs::{checkpointed_job_shape, random_partitions, write_partitions, Shape};
 use hotlist_tests::model;
 use rand::{Rng, SeedableRng};
 use rusqlite::Connection;
@@ -10,50 +10,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const CONFIG: &str = r#"
-[job]
-id = "crash"
-[source]
-kind = "file"
-path = "in/*.jsonl"
-[time]
-max_out_of_orderness = "2s"
-allowed_lateness = "30s"
-emit_interval = "5ms"
-[[window]]
-name = "10s"
-size = "10s"
-k = 5
-[[window]]
-name = "30s-hop"
-size = "30s"
-slide = "10s"
-k = 4
-[sink]
-kind = "sqlite"
-path = "out.db"
-[checkpoint]
-dir = "ckpt"
-interval = "10ms"
-retain = 3
-[run]
-epoch_interval = "2ms"
-batch_size = 24
-max_epochs_in_flight = 2
-"#;
+fn job_config() -> String {
+    hotlist_tests::checkpointed_job_config("crash")
+}
 
 fn shape() -> Shape {
-    Shape {
-        partitions: 3,
-        lines: 12000,
-        items: 10,
-        step: 40,
-        disorder: 3_000,
-        late_p: 0.02,
-        late_by: 45_000,
-        bad_p: 0.01,
-        start: 1_713_462_150_123,
-    }
+    checkpointed_job_shape(12000)
 }
 
 fn spawn(dir: &Path, workers: usize) -> std::process::Child {
@@ -96,7 +58,7 @@ fn setup(parts: &[Vec<Vec<u8>>]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
     write_partitions(&dir.path().join("in"), parts).expect("inputs");
-    std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("config");
+    std::fs::write(dir.path().join("hotlist.toml"), job_config()).expect("config");
     dir
 }
 
@@ -361,8 +323,8 @@ fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
     let dir = setup(&parts);
     // a checkpoint every epoch: little event time passes between two, so panes stay unchanged
     // over many checkpoints (and old ones would be shared by all the retained checkpoints)
-    let config = CONFIG.replace("interval = \"10ms\"", "interval = \"2ms\"");
-    assert_ne!(config, CONFIG);
+    let config = job_config().replace("interval = \"10ms\"", "interval = \"2ms\"");
+    assert_ne!(config, job_config());
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
     // run until well past the first 3 checkpoints (the retained number), then kill
     let mut child = spawn(dir.path(), 1);
@@ -412,7 +374,7 @@ fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
 #[test]
 fn sigterm_commits_a_final_checkpoint() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = CONFIG
+    let config = job_config()
         .replace(
             "kind = \"file\"\npath = \"in/*.jsonl\"",
             "kind = \"generator\"\nitems = 500\npartitions = 2\nrate = 5000\npace = true",
@@ -575,7 +537,7 @@ fn a_process_whose_peer_never_starts_gives_up_after_the_connect_timeout() {
 #[test]
 fn a_cluster_process_stops_with_one_clear_line_when_its_peer_dies() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = CONFIG.replace(
+    let config = job_config().replace(
         "kind = \"file\"\npath = \"in/*.jsonl\"",
         "kind = \"generator\"\nitems = 100\npartitions = 2\nrate = 2000\npace = true",
     );

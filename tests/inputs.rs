@@ -100,3 +100,19 @@ pub fn write_partitions(dir: &Path, partitions: &[Vec<Vec<u8>>]) -> std::io::Res
     }
     Ok(paths)
 }
+
+/// The crash and restart tests' inputs: 3 partitions of `lines` lines over 10 items, with
+/// disorder, late events (some beyond the allowed lateness) and bad lines.
+pub fn checkpointed_job_shape(lines: usize) -> Shape {
+    Shape {
+        partitions: 3,
+        lines,
+        items: 10,
+        step: 40,
+        disorder: 3_000,
+        late_p: 0.02,
+        late_by: 45_000,
+        bad_p: 0.01,
+        start: 1_713_462_150_123,
+    }
+}

@@ -176,3 +176,42 @@ pub fn reap(child: &mut std::process::Child, within: std::time::Duration) -> boo
     let _ = child.wait();
     false
 }
+
+/// The config of the crash and restart tests' checkpointed job `job`: 3 files `in/*.jsonl`, a
+/// tumbling and a hopping window, SQLite `out.db`, a checkpoint every 10 ms of 2 ms epochs in
+/// `ckpt/`, small batches (so runs have many epochs and checkpoints to be killed in).
+pub fn checkpointed_job_config(job: &str) -> String {
+    CHECKPOINTED_JOB.replace("id = \"JOB\"", &format!("id = {job:?}"))
+}
+
+const CHECKPOINTED_JOB: &str = r#"
+[job]
+id = "JOB"
+[source]
+kind = "file"
+path = "in/*.jsonl"
+[time]
+max_out_of_orderness = "2s"
+allowed_lateness = "30s"
+emit_interval = "5ms"
+[[window]]
+name = "10s"
+size = "10s"
+k = 5
+[[window]]
+name = "30s-hop"
+size = "30s"
+slide = "10s"
+k = 4
+[sink]
+kind = "sqlite"
+path = "out.db"
+[checkpoint]
+dir = "ckpt"
+interval = "10ms"
+retain = 3
+[run]
+epoch_interval = "2ms"
+batch_size = 24
+max_epochs_in_flight = 2
+"#;

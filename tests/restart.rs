@@ -4,60 +4,22 @@
 //! silently, or dropping another run's output; `--from-scratch` starts the job over on purpose.
 //! In the end the results are exact: the model's sealed lists, every dead letter once.
 
-use hotlist_tests::inputs::{random_partitions, write_partitions, Shape};
+use hotlist_tests::inputs::{checkpointed_job_shape, random_partitions, write_partitions, Shape};
 use hotlist_tests::model;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const CONFIG: &str = r#"
-[job]
-id = "restart"
-[source]
-kind = "file"
-path = "in/*.jsonl"
-[time]
-max_out_of_orderness = "2s"
-allowed_lateness = "30s"
-emit_interval = "5ms"
-[[window]]
-name = "10s"
-size = "10s"
-k = 5
-[[window]]
-name = "30s-hop"
-size = "30s"
-slide = "10s"
-k = 4
-[sink]
-kind = "sqlite"
-path = "out.db"
-[checkpoint]
-dir = "ckpt"
-interval = "10ms"
-retain = 3
-[run]
-epoch_interval = "2ms"
-batch_size = 24
-max_epochs_in_flight = 2
-"#;
-
 const JOB: &str = "restart";
 
 /// `lines` per partition (20,000 make a run last a second or two here: long enough for two
 /// runs started together to overlap, and to freeze a run before it ends).
+fn job_config() -> String {
+    hotlist_tests::checkpointed_job_config(JOB)
+}
+
 fn shape(lines: usize) -> Shape {
-    Shape {
-        partitions: 3,
-        lines,
-        items: 10,
-        step: 40,
-        disorder: 3_000,
-        late_p: 0.02,
-        late_by: 45_000,
-        bad_p: 0.01,
-        start: 1_713_462_150_123,
-    }
+    checkpointed_job_shape(lines)
 }
 
 /// A directory with the input, the config and the model's results.
@@ -72,7 +34,7 @@ impl Job {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("in")).expect("mkdir");
         write_partitions(&dir.path().join("in"), &parts).expect("inputs");
-        std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("config");
+        std::fs::write(dir.path().join("hotlist.toml"), job_config()).expect("config");
         let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
         assert!(!want.1.is_empty(), "the input has dead letters");
         Job { dir, want }
@@ -346,7 +308,7 @@ impl Pg {
                 .unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into()),
             schema: format!("hotlist_restart_{:08x}", rand::rng().random::<u32>()),
         };
-        let config = CONFIG.replace(
+        let config = job_config().replace(
             "[sink]\nkind = \"sqlite\"\npath = \"out.db\"",
             &format!(
                 "[sink]\nkind = \"postgres\"\nurl = \"{}\"\nschema = \"{}\"",
