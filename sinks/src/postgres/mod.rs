@@ -37,8 +37,8 @@
 //!   [`claim`](crate::SinkStore::claim) bumps the job's generation in `hotlist_jobs`, which every
 //!   commit of a claiming handle checks after the job's commit lock.
 //!
-//! Files: `schema` (tables, version, the migrations from versions 1 and 2, `drop_schema`), `statements`
-//! (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
+//! Files: `schema` (tables, version, the migrations from versions 1 and 2, `drop_schema`),
+//! `statements` (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
 //! redacting the connection string), `error` (how failures become a `SinkError` with a retry
 //! class), `encode` (instants and a batch as the column arrays the commit binds), `write`
 //! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
