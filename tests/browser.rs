@@ -1,12 +1,18 @@
 //! The live page in a real headless browser: `hotlist run` fills an SQLite store, `hotlist serve`
 //! serves it, and tests/browser/live_page.mjs (Playwright driving the system Chromium) checks
 //! that the page at `/` shows each window's list exactly as `/v1/top` returns it, and that it
-//! follows the store when a second run commits new lists. Screenshots go to
+//! follows the store when a second run commits new lists. It also checks that the page says
+//! what each list is: nothing for the job's exact lists, the ≈ mark and "counts may be high by
+//! ≤ N" for an approximate one, the recall of a sketch check (those lists are committed
+//! straight into the store after the second run). Screenshots go to
 //! target/test-artifacts/live-page.png and live-page-updated.png.
 //!
 //! Needs Node.js and Chromium ($CHROMIUM or /usr/bin/chromium); runs `npm ci` in tests/browser
 //! when its node_modules is missing. Fails (never skips) when either is missing.
 
+use hotlist_operators::record::{PublishedList, SketchCheck};
+use hotlist_operators::time::Millis;
+use hotlist_sinks::{CommitBatch, SinkStore, SqliteStore};
 use hotlist_tests::hotlist_bin;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -237,6 +243,66 @@ fn committed_epoch(dir: &Path) -> u64 {
     epoch as u64
 }
 
+/// Commits, straight into the SQLite store as the job's next epoch, a new revision of each
+/// window's latest list that says what it is: `5m` approximate (counts may be high by ≤ 37),
+/// `1m` exact with a sketch check (one item of the list missed, over-counts of 5 at most and
+/// 9 in all). Returns the epoch.
+fn commit_lists_that_say_what_they_are(dir: &Path) -> u64 {
+    let mut store = SqliteStore::open(&dir.join("hotlist.db")).expect("open hotlist.db");
+    let (epoch, watermark) = store.last_commit("browser").expect("last commit").expect("a commit");
+    let mut lists = Vec::new();
+    for window in ["5m", "1m"] {
+        let l = store.latest("browser", window).expect("read").expect("a list");
+        let of = u32::try_from(l.items.len()).expect("k is small");
+        let (exact, error_bound, sketch_check) = match window {
+            "5m" => (false, 37, None),
+            _ => (
+                true,
+                0,
+                Some(SketchCheck {
+                    found: of - 1,
+                    of,
+                    max_overcount: 5,
+                    total_overcount: 9,
+                }),
+            ),
+        };
+        lists.push(PublishedList {
+            window: l.window,
+            start: l.start,
+            end: l.end,
+            revision: l.revision + 1,
+            state: l.state,
+            watermark: l.watermark,
+            as_of: Millis::now(),
+            items: l.items,
+            exact,
+            error_bound,
+            sketch_check,
+        });
+    }
+    let batch = CommitBatch {
+        job: "browser".into(),
+        epoch: epoch + 1,
+        watermark,
+        lists,
+        dead_letters: vec![],
+    };
+    assert!(store.commit(&batch).expect("commit"), "epoch {} committed", epoch + 1);
+    epoch + 1
+}
+
+/// What the page says each window's list is, from the script's `accuracy` object: (data-exact,
+/// the ≈ mark shown, the accuracy line).
+fn page_accuracy(v: &Value, window: &str) -> (String, bool, String) {
+    let a = &v[window];
+    (
+        a["exact"].as_str().expect("exact").to_string(),
+        a["mark"].as_bool().expect("mark"),
+        a["text"].as_str().expect("text").to_string(),
+    )
+}
+
 /// Polls the API (bounded) until it serves the commit of `epoch`; returns its lists then.
 fn wait_for_epoch(port: u16, epoch: u64) -> (Lists, Value) {
     let deadline = Instant::now() + WAIT;
@@ -371,6 +437,14 @@ fn live_page_shows_and_follows_the_lists() {
     let ready = page.next("ready");
     let shown = page_lists(&ready["lists"]);
     assert_eq!(shown, before, "the page shows the API's lists");
+    for window in ["1m", "5m"] {
+        let plain = ("true".to_string(), false, String::new());
+        assert_eq!(
+            page_accuracy(&ready["accuracy"], window),
+            plain,
+            "an exact list is not marked"
+        );
+    }
 
     // New data in the same store. The store skips commits at or below its committed epoch (the
     // first run committed epoch 0), so this run closes an epoch every millisecond, in small
@@ -390,19 +464,46 @@ fn live_page_shows_and_follows_the_lists() {
             "run.max_epochs_in_flight=1",
         ],
     );
-    let epoch = committed_epoch(dir.path());
     assert!(
-        epoch > 0,
+        committed_epoch(dir.path()) > 0,
         "the second run committed no epoch after the first run's epoch 0"
     );
+    let epoch = commit_lists_that_say_what_they_are(dir.path());
     let (after, windows) = wait_for_epoch(port, epoch);
     assert_ne!(after, before, "the second run changed the API's lists: {windows}");
+    let five = get_json(port, "/v1/top?window=5m&k=1");
+    assert_eq!(
+        (five["exact"].as_bool(), five["error_bound"].as_u64()),
+        (Some(false), Some(37))
+    );
 
     page.send("changed");
     let updated = page.next("updated");
     let shown_updated = page_lists(&updated["lists"]);
     assert_ne!(shown_updated, shown, "the page's lists changed");
     assert_eq!(shown_updated, after, "the page shows the API's new lists");
+    let approximate = ("false".to_string(), true, "≈ counts may be high by ≤ 37".to_string());
+    assert_eq!(
+        page_accuracy(&updated["accuracy"], "5m"),
+        approximate,
+        "an approximate list is marked"
+    );
+    let of = after["1m"].len();
+    let checked = (
+        "true".to_string(),
+        false,
+        format!(
+            "sketch recall {:.1}% ({}/{of}) · over-count max 5, mean {:.1}",
+            100.0 * (of - 1) as f64 / of as f64,
+            of - 1,
+            9.0 / of as f64
+        ),
+    );
+    assert_eq!(
+        page_accuracy(&updated["accuracy"], "1m"),
+        checked,
+        "a sketch check is shown, unmarked"
+    );
     page.finish();
 
     assert_screenshot(&shot);

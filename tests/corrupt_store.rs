@@ -2,7 +2,8 @@
 //! `hotlist query` prints one clear line naming the window and instance and exits 1 (it used to
 //! abort on a 52 TB allocation, or panic), on SQLite and on PostgreSQL; `hotlist serve` keeps
 //! serving its last good snapshot, reports the damage in `/healthz`, and recovers once the row
-//! is repaired.
+//! is repaired. A list that claims an impossible accuracy (an exact list with an error bound, a
+//! sketch check that found more than it compared) is reported the same way.
 
 use hotlist_tests::{free_loopback_ports, run_hotlist};
 use std::io::{Read, Write};
@@ -26,6 +27,15 @@ fn run_job(dir: &Path) {
 /// `hotlist query` of window `1m` must fail with exactly one line, exit 1, naming the damaged
 /// header's item count; returns that line.
 fn query_fails_with_one_line(dir: &Path, item_count: i64) -> String {
+    query_fails_with(
+        dir,
+        &format!(": header item_count {item_count} exceeds the window's k (5)"),
+    )
+}
+
+/// `hotlist query` of window `1m` must fail with exactly one line, exit 1, naming the list and
+/// ending with `want`; returns that line.
+fn query_fails_with(dir: &Path, want: &str) -> String {
     for extra in [&[][..], &["--json"][..]] {
         let mut args = vec!["query", "--config", "hotlist.toml", "--window", "1m"];
         args.extend_from_slice(extra);
@@ -38,8 +48,7 @@ fn query_fails_with_one_line(dir: &Path, item_count: i64) -> String {
         let line = lines[0];
         assert!(line.starts_with("error: corrupt data in "), "{line}");
         assert!(line.contains(": job \"hotlist\" window \"1m\" instance "), "{line}");
-        let want = format!(": header item_count {item_count} exceeds the window's k (5)");
-        assert!(line.ends_with(&want), "{line}");
+        assert!(line.ends_with(want), "{line} (want {want:?})");
         if extra.is_empty() {
             return line.to_string();
         }
@@ -59,6 +68,49 @@ fn query_of_a_damaged_sqlite_header_is_one_line_and_exit_1() {
         let line = query_fails_with_one_line(dir.path(), n);
         assert!(line.starts_with("error: corrupt data in out.db: job"), "{line}");
     }
+}
+
+/// An exact list with an error bound, a sketch check that found more than it compared or a
+/// row that disagrees with its header (written around the table's `CHECK` constraints):
+/// `hotlist query` prints one line naming the list and the field, and exits 1.
+#[test]
+fn query_of_a_damaged_sqlite_accuracy_is_one_line_and_exit_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("hotlist.toml"), config("[sink]\npath = \"out.db\"\n")).expect("config");
+    run_job(dir.path());
+    let db = rusqlite::Connection::open(dir.path().join("out.db")).expect("open out.db");
+    db.pragma_update(None, "ignore_check_constraints", true)
+        .expect("pragma");
+    let cases = [
+        (
+            "UPDATE topk_instances SET error_bound = 5",
+            ": an exact list has error_bound 5 (must be 0)",
+        ),
+        (
+            "UPDATE topk_instances SET exact = 0, error_bound = 5, sketch_found = 4, sketch_of = 3, \
+             sketch_max_overcount = 0, sketch_total_overcount = 0",
+            ": sketch_found 4 exceeds sketch_of 3",
+        ),
+        (
+            "UPDATE topk_instances SET sketch_found = NULL, sketch_of = NULL, sketch_max_overcount = NULL, \
+             sketch_total_overcount = NULL",
+            ": row 1 has exact 1 and error_bound 0, header exact 0 and error_bound 5",
+        ),
+    ];
+    for (damage, want) in cases {
+        db.execute_batch(damage).expect("damage");
+        let line = query_fails_with(dir.path(), want);
+        assert!(line.starts_with("error: corrupt data in out.db: job"), "{line}");
+    }
+    db.execute_batch("UPDATE topk SET exact = 0, error_bound = 5")
+        .expect("repair");
+    let out = run_hotlist(
+        dir.path(),
+        &["query", "--config", "hotlist.toml", "--window", "1m"],
+        true,
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("≈ approximate: counts may be high by ≤ 5"), "{table}");
 }
 
 #[test]

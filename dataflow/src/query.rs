@@ -4,6 +4,11 @@
 //! ends soonest after TIME (for tumbling windows: the one containing TIME; for hopping windows:
 //! the "last `size` up to TIME" view); `--date D` is `--at D` at 00:00 UTC (for a `1d` window:
 //! that day's list).
+//!
+//! Both outputs say what the list is: an approximate (sketch) list is marked `≈` with the most
+//! any count may be high by, and a list a sketch was compared with (`mode = "both"`) shows the
+//! sketch's recall and over-counts; `--json` has `exact`, `error_bound` and `sketch_check` as
+//! the HTTP API does.
 
 use crate::config;
 use anyhow::{anyhow, bail, Result};
@@ -109,9 +114,9 @@ fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result
     }
 }
 
-/// The JSON shape shared with the HTTP API.
+/// The JSON shape shared with the HTTP API (plus `watermark`).
 pub fn to_json(l: &StoredList, k: usize) -> serde_json::Value {
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "window": l.window,
         "window_start": l.start.0,
         "window_end": l.end.0,
@@ -120,9 +125,14 @@ pub fn to_json(l: &StoredList, k: usize) -> serde_json::Value {
         "revision": l.revision,
         "state": l.state.as_str(),
         "final": l.state == hotlist_operators::record::ListState::Final,
-        "exact": true,
+        "exact": l.exact,
+        "error_bound": l.error_bound,
         "items": l.items.iter().take(k).map(|r| serde_json::json!({"item_id": r.item_id.as_str(), "count": r.count})).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(c) = &l.sketch_check {
+        v["sketch_check"] = hotlist_server::api::sketch_check_json(c);
+    }
+    v
 }
 
 fn to_table(l: &StoredList, k: usize) -> String {
@@ -136,9 +146,97 @@ fn to_table(l: &StoredList, k: usize) -> String {
         l.state == hotlist_operators::record::ListState::Final,
         l.as_of
     );
+    out.push_str(&accuracy_lines(l));
     out.push_str(&format!("{:>5}  {:<40} {:>12}\n", "rank", "item_id", "count"));
     for (i, r) in l.items.iter().take(k).enumerate() {
         out.push_str(&format!("{:>5}  {:<40} {:>12}\n", i + 1, r.item_id, r.count));
     }
     out
+}
+
+/// What the list is, one line each: `≈ approximate: counts may be high by ≤ N` for a sketch's
+/// list, `sketch check: recall …` when a sketch was compared with it; nothing for a plain exact
+/// list.
+fn accuracy_lines(l: &StoredList) -> String {
+    let mut out = String::new();
+    if !l.exact {
+        out.push_str(&format!("≈ approximate: counts may be high by ≤ {}\n", l.error_bound));
+    }
+    if let Some(c) = &l.sketch_check {
+        out.push_str(&format!(
+            "sketch check: recall {:.3} ({}/{})  over-count max {}  mean {:.1}\n",
+            c.recall(),
+            c.found,
+            c.of,
+            c.max_overcount,
+            c.mean_overcount()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
+    use hotlist_operators::time::Millis;
+
+    fn stored(exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> StoredList {
+        StoredList {
+            window: "5m".into(),
+            start: Millis(0),
+            end: Millis(300_000),
+            revision: 2,
+            state: ListState::Closed,
+            watermark: Millis(300_000),
+            as_of: Millis(1_700_000_000_000),
+            items: vec![RankedItem {
+                item_id: "a".into(),
+                count: 40,
+            }],
+            exact,
+            error_bound,
+            sketch_check,
+        }
+    }
+
+    /// Both outputs say what the list is; a plain exact list has no accuracy line and no
+    /// `sketch_check`.
+    #[test]
+    fn outputs_say_what_the_list_is() {
+        let check = SketchCheck {
+            found: 97,
+            of: 100,
+            max_overcount: 5,
+            total_overcount: 120,
+        };
+        let approx = stored(false, 37, Some(check));
+        let table = to_table(&approx, 10);
+        assert!(
+            table.contains("\n≈ approximate: counts may be high by ≤ 37\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("\nsketch check: recall 0.970 (97/100)  over-count max 5  mean 1.2\n"),
+            "{table}"
+        );
+        let json = to_json(&approx, 10);
+        assert_eq!(
+            (json["exact"].as_bool(), json["error_bound"].as_u64()),
+            (Some(false), Some(37))
+        );
+        assert_eq!(
+            json["sketch_check"],
+            serde_json::json!({"recall": 0.97, "found": 97, "of": 100, "max_overcount": 5, "mean_overcount": 1.2})
+        );
+        let exact = stored(true, 0, None);
+        let table = to_table(&exact, 10);
+        assert!(!table.contains('≈') && !table.contains("sketch"), "{table}");
+        let json = to_json(&exact, 10);
+        assert_eq!(
+            (json["exact"].as_bool(), json["error_bound"].as_u64()),
+            (Some(true), Some(0))
+        );
+        assert!(json.get("sketch_check").is_none(), "{json}");
+    }
 }

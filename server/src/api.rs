@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hotlist_operators::record::ListState;
+use hotlist_operators::record::{ListState, SketchCheck};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{StoredList, StoredWindow};
@@ -243,9 +243,10 @@ fn set_cache_headers(r: &mut Response, etag: &str, immutable: bool, max_age: Dur
     }
 }
 
-/// The list as the API's JSON.
+/// The list as the API's JSON: what the store holds, the first `k` items, and what the list is
+/// (`exact`, `error_bound`, and `sketch_check` when a sketch was compared with it).
 pub fn list_json(l: &StoredList, k: usize) -> String {
-    json!({
+    let mut v = json!({
         "window": l.window,
         "window_start": l.start.0,
         "window_end": l.end.0,
@@ -253,10 +254,26 @@ pub fn list_json(l: &StoredList, k: usize) -> String {
         "revision": l.revision,
         "state": l.state.as_str(),
         "final": l.state == ListState::Final,
-        "exact": true,
+        "exact": l.exact,
+        "error_bound": l.error_bound,
         "items": l.items.iter().take(k).map(|r| json!({"item_id": r.item_id.as_str(), "count": r.count})).collect::<Vec<_>>(),
+    });
+    if let Some(c) = &l.sketch_check {
+        v["sketch_check"] = sketch_check_json(c);
+    }
+    v.to_string()
+}
+
+/// A sketch check as the API's and `hotlist query --json`'s JSON: recall@K (`found / of`), what
+/// it compared, and the largest and the mean over-count of the sketch's counts.
+pub fn sketch_check_json(c: &SketchCheck) -> serde_json::Value {
+    json!({
+        "recall": c.recall(),
+        "found": c.found,
+        "of": c.of,
+        "max_overcount": c.max_overcount,
+        "mean_overcount": c.mean_overcount(),
     })
-    .to_string()
 }
 
 /// `GET /v1/windows`.

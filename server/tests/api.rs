@@ -26,6 +26,12 @@ async fn sqlite_never_mixes_revisions() {
     common::never_mixes_revisions(Kind::Sqlite).await;
 }
 
+/// Approximate lists and sketch checks as the API returns them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_lists_say_what_they_are() {
+    common::lists_say_what_they_are(Kind::Sqlite).await;
+}
+
 /// ETag / If-None-Match gives 304; open lists are cacheable briefly, final ones forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etag_and_cache_control() {

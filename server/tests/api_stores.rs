@@ -24,6 +24,18 @@ async fn postgres_never_mixes_revisions() {
     common::never_mixes_revisions(Kind::Postgres).await;
 }
 
+/// Approximate lists and sketch checks stored in PostgreSQL, as the API returns them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lists_say_what_they_are() {
+    common::lists_say_what_they_are(Kind::Postgres).await;
+}
+
+/// Approximate lists and sketch checks stored in Redis, as the API returns them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lists_say_what_they_are() {
+    common::lists_say_what_they_are(Kind::Redis).await;
+}
+
 /// The API returns exactly the lists stored in Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_returns_exactly_the_stored_lists() {

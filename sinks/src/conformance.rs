@@ -19,7 +19,7 @@
 use crate::error::SinkError;
 use crate::ownership::{Claim, Owner};
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{batch, letter, list, windows, JOB};
+use crate::test_fixtures::{approximate, batch, letter, list, sketch_check, windows, JOB};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{DeadReason, ListState};
 use hotlist_operators::time::{Millis, Span};
@@ -77,6 +77,43 @@ pub(crate) enum Damage {
     WindowK(i64),
     /// Sets the job's committed watermark, in milliseconds.
     CommitWatermark(i64),
+    /// Sets `exact` and `error_bound` in the header (meta hash) of the `1m` list at start 0,
+    /// around the store's own constraints.
+    Accuracy {
+        /// `exact`.
+        exact: bool,
+        /// `error_bound`.
+        error_bound: i64,
+    },
+    /// Sets the sketch check's numbers (`sketch_found`, `sketch_of`, `sketch_max_overcount`,
+    /// `sketch_total_overcount`; `None`: NULL or no field) in the header (meta hash) of the
+    /// `1m` list at start 0, around the store's own constraints.
+    SketchCheck([Option<i64>; 4]),
+    /// Sets `exact` and `error_bound` in every row of the `1m` list at start 0 (only where
+    /// there are rows: [`Subject::stored_rows`] is `Some`).
+    RowAccuracy {
+        /// `exact`.
+        exact: bool,
+        /// `error_bound`.
+        error_bound: i64,
+    },
+}
+
+/// The SQL `SET` list of a [`Damage::SketchCheck`]: `sketch_found = 2, sketch_of = NULL, …`.
+pub(crate) fn sql_sketch_columns(values: [Option<i64>; 4]) -> String {
+    let names = [
+        "sketch_found",
+        "sketch_of",
+        "sketch_max_overcount",
+        "sketch_total_overcount",
+    ];
+    let value = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
+    let set: Vec<String> = names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| format!("{n} = {}", value(v)))
+        .collect();
+    set.join(", ")
 }
 
 /// What the stores that keep history (SQLite, PostgreSQL, memory) can be asked beyond
@@ -124,6 +161,8 @@ macro_rules! suite {
             concurrent_reader_never_sees_a_mix_of_revisions,
             a_list_longer_than_its_windows_k_is_corrupt,
             damaged_rows_are_reported_never_trusted,
+            lists_say_what_they_are,
+            damaged_accuracy_is_reported,
             a_claim_fences_the_previous_owner,
             the_lock_keeps_a_second_run_out,
             reset_forgets_the_job_and_nothing_else,
@@ -414,6 +453,151 @@ pub(crate) fn damaged_rows_are_reported_never_trusted(s: Subject) {
     corrupt(r.last_commit(JOB).unwrap_err(), want);
     damage(Damage::CommitWatermark(1000));
     assert_eq!(r.last_commit(JOB).unwrap(), Some((1, Millis(1000))));
+}
+
+/// Every list says what it is, and reads back saying it: an approximate list (`exact` false,
+/// `error_bound` 37, a sketch check) and an exact one with a sketch check (`mode = "both"`)
+/// read back equal; a new revision replaces the accuracy entirely (an exact revision without a
+/// check leaves no check behind). Lists that claim what cannot be are refused as a permanent
+/// [`SinkError::Invalid`] before anything of them is written.
+pub(crate) fn lists_say_what_they_are(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    w.prepare(JOB, &windows()).unwrap(); // 1m: k = 3, 5m: k = 10
+    let sketched = approximate(list(0, 1, 3), 37, Some(sketch_check(2, 3)));
+    let mut checked = list(0, 1, 10);
+    checked.window = "5m".into();
+    checked.end = Millis(300_000);
+    checked.sketch_check = Some(sketch_check(9, 10));
+    assert!(w.commit(&batch(1, vec![sketched.clone(), checked.clone()])).unwrap());
+    let got = r.latest(JOB, "1m").unwrap().unwrap();
+    assert_eq!((got.exact, got.error_bound), (false, 37));
+    assert_eq!(got, StoredList::from(sketched.clone()));
+    assert_eq!(r.instance(JOB, "1m", Millis(0)).unwrap(), Some(got));
+    assert_eq!(r.latest(JOB, "5m").unwrap(), Some(StoredList::from(checked)));
+
+    // Each revision says it all again: approximate without a check, then exact.
+    let unchecked = approximate(list(0, 2, 3), u64::from(u32::MAX) + 1, None);
+    assert!(w.commit(&batch(2, vec![unchecked.clone()])).unwrap());
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(unchecked)));
+    assert!(w.commit(&batch(3, vec![list(0, 3, 3)])).unwrap());
+    let exact = r.latest(JOB, "1m").unwrap().unwrap();
+    assert_eq!((exact.exact, exact.error_bound, exact.sketch_check), (true, 0, None));
+    assert_eq!(exact, StoredList::from(list(0, 3, 3)));
+
+    let with = |error_bound: u64, found: u32, of: u32, max_overcount: u64| {
+        let mut l = approximate(list(0, 4, 3), error_bound, Some(sketch_check(found, of)));
+        l.sketch_check = l
+            .sketch_check
+            .map(|c| hotlist_operators::record::SketchCheck { max_overcount, ..c });
+        l
+    };
+    let mut exact_with_bound = list(0, 4, 3);
+    exact_with_bound.error_bound = 5;
+    let refused = [
+        (exact_with_bound, "an exact list has error_bound 5 (must be 0)"),
+        (with(1, 4, 3, 0), "sketch_found 4 exceeds sketch_of 3"),
+        (with(u64::MAX, 1, 3, 0), "error_bound 18446744073709551615 is too large"),
+        (
+            with(1, 1, 3, u64::MAX),
+            "sketch_max_overcount 18446744073709551615 is too large",
+        ),
+        (
+            with(1, 1, 2_000_000, 0),
+            "sketch_of 2000000 exceeds the largest k (1000000)",
+        ),
+    ];
+    for (l, want) in refused {
+        let err = w.commit(&batch(4, vec![l])).unwrap_err();
+        assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains(want), "{err} (want {want:?})");
+    }
+    assert_eq!(w.committed_epoch(JOB).unwrap(), Some(3));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(exact));
+}
+
+/// Damaged accuracy (an exact list with an error bound, a negative bound, a sketch check that
+/// found more than it compared, compared more than `k`, is partial or negative; rows that
+/// disagree with their header) is a permanent [`SinkError::Corrupt`] naming the instance and
+/// the field; once repaired, the same reader reads the list again.
+pub(crate) fn damaged_accuracy_is_reported(s: Subject) {
+    let Some(damage) = &s.damage else {
+        return;
+    };
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    w.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
+    let sketched = approximate(list(0, 1, 3), 37, Some(sketch_check(2, 3)));
+    assert!(w.commit(&batch(1, vec![sketched.clone()])).unwrap());
+    let good = Some(StoredList::from(sketched));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), good);
+    let at = "job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z";
+    let corrupt = |r: &mut Box<dyn StoreReader>, want: &str| {
+        let err = r.latest(JOB, "1m").unwrap_err();
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+        assert!(!err.retryable());
+        assert!(
+            err.to_string().contains(&format!("{at}: {want}")),
+            "{err} (want {want:?})"
+        );
+    };
+    let sketch = |found, of, max, total| Damage::SketchCheck([found, of, max, total]);
+    let cases = [
+        (
+            Damage::Accuracy {
+                exact: true,
+                error_bound: 37,
+            },
+            "an exact list has error_bound 37 (must be 0)",
+        ),
+        (
+            Damage::Accuracy {
+                exact: false,
+                error_bound: -1,
+            },
+            "error_bound -1 is negative",
+        ),
+        (
+            sketch(Some(4), Some(3), Some(5), Some(9)),
+            "sketch_found 4 exceeds sketch_of 3",
+        ),
+        (
+            sketch(Some(2), Some(4), Some(5), Some(9)),
+            "sketch_of 4 exceeds the window's k (3)",
+        ),
+        (
+            sketch(Some(2), None, Some(5), Some(9)),
+            "the sketch check lacks sketch_of",
+        ),
+        (
+            sketch(Some(2), Some(3), Some(-1), Some(9)),
+            "sketch_max_overcount -1 is negative",
+        ),
+    ];
+    for (what, want) in cases {
+        damage(what);
+        corrupt(&mut r, want);
+        damage(Damage::Accuracy {
+            exact: false,
+            error_bound: 37,
+        });
+        damage(sketch(Some(2), Some(3), Some(5), Some(9)));
+        assert_eq!(r.latest(JOB, "1m").unwrap(), good, "repaired after {what:?}");
+    }
+    if s.stored_rows.is_some() {
+        damage(Damage::RowAccuracy {
+            exact: true,
+            error_bound: 0,
+        });
+        corrupt(
+            &mut r,
+            "row 1 has exact 1 and error_bound 0, header exact 0 and error_bound 37",
+        );
+        damage(Damage::RowAccuracy {
+            exact: false,
+            error_bound: 37,
+        });
+        assert_eq!(r.latest(JOB, "1m").unwrap(), good);
+    }
 }
 
 /// A claim makes the handle the job's owner: the generation goes up by one per claim and the

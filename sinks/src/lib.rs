@@ -15,8 +15,9 @@
 //! - [`postgres`]: `PostgresStore`, the PostgreSQL sink (same tables and semantics as SQLite);
 //! - [`redis`]: `RedisStore`, the serving fan-out holding each window's latest list;
 //! - `read_checks`: what every store checks in what it reads back (counts bounded by the
-//!   window's `k`, ranges of instants, revisions and epochs), so a damaged row is a clear
-//!   [`SinkError::Corrupt`], never a huge allocation or a panic;
+//!   window's `k`, ranges of instants, revisions and epochs, a list's accuracy: `exact`,
+//!   `error_bound`, the sketch check), so a damaged row is a clear [`SinkError::Corrupt`],
+//!   never a huge allocation or a panic;
 //! - `sql_rows`: decoding the two SQL stores' rows, with those checks;
 //! - `conformance` (tests only): the one suite of store tests every backend runs;
 //! - `test_fixtures` (tests only): lists, batches and dead letters the tests share.

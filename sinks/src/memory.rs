@@ -171,7 +171,8 @@ impl StoreReader for MemoryStore {
     }
 }
 
-/// A stored list as read: checked against its window's `k` like the other stores' reads.
+/// A stored list as read: checked against its window's `k` like the other stores' reads (its
+/// length, and how many items its sketch check compared).
 fn checked(job: &str, state: &JobState, l: &PublishedList) -> Result<StoredList, SinkError> {
     let k = state.windows.iter().find(|w| w.name == l.window).map(|w| w.k);
     let header = read_checks::Header {
@@ -189,6 +190,9 @@ fn checked(job: &str, state: &JobState, l: &PublishedList) -> Result<StoredList,
         start: l.start,
     };
     read_checks::header(&at, &header, k).map_err(|d| SinkError::corrupt("memory", d))?;
+    let accuracy = read_checks::RawAccuracy::of(l.exact, l.error_bound, l.sketch_check)
+        .map_err(|(what, v)| SinkError::corrupt("memory", format!("{at}: {what} {v} is too large")))?;
+    read_checks::accuracy(&at, &accuracy, k).map_err(|d| SinkError::corrupt("memory", d))?;
     Ok(l.clone().into())
 }
 

@@ -5,7 +5,9 @@
 //! window's `k` items, and a `k` is at most [`MAX_K`]. A reader reads at most one row more than
 //! that bound ([`row_limit`]), never sizes anything from a stored count, and compares the rows
 //! it got with the header afterwards ([`rows_match`]). Revisions, epochs and watermarks must
-//! lie in the ranges the job writes.
+//! lie in the ranges the job writes. A list's accuracy ([`accuracy`]) must be one the job can
+//! write: an exact list over-counts by nothing (`error_bound` 0), and a sketch check compares at
+//! most `k` items, finding at most as many as it compares.
 //!
 //! Each check returns `Err(detail)`: one sentence naming the job, the window, the instance (as
 //! RFC 3339) and the field, e.g. `job "hotlist" window "5m" instance 2026-11-30T10:00:00.000Z:
@@ -18,7 +20,7 @@
 
 use crate::types::StoredWindow;
 use hotlist_operators::event::MAX_ITEM_ID_BYTES;
-use hotlist_operators::record::{ListState, RankedItem};
+use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
 use hotlist_operators::time::Millis;
 use hotlist_operators::topk::ranked_cmp;
 use hotlist_operators::window::{validate_all, WindowSpec, MAX_K};
@@ -128,6 +130,123 @@ pub(crate) fn header(at: &ListAt<'_>, h: &Header<'_>, k: Option<usize>) -> Resul
         revision,
         state,
         item_count,
+    })
+}
+
+/// The names of a stored sketch check's four numbers, in [`RawAccuracy::sketch`] order: the
+/// columns of `topk_instances` and the fields of the Redis meta hash.
+pub(crate) const SKETCH_FIELDS: [&str; 4] = [
+    "sketch_found",
+    "sketch_of",
+    "sketch_max_overcount",
+    "sketch_total_overcount",
+];
+
+/// A list's accuracy as stored, decoded to plain numbers but not yet checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawAccuracy {
+    /// `exact`: 1 (exact) or 0 (approximate), as SQLite stores it.
+    pub exact: i64,
+    /// `error_bound`.
+    pub error_bound: i64,
+    /// The sketch check's numbers ([`SKETCH_FIELDS`]), each `None` when NULL or absent: all or
+    /// none of them are stored.
+    pub sketch: [Option<i64>; 4],
+}
+
+impl RawAccuracy {
+    /// An exact list without a sketch check: what every list of a store written before lists
+    /// said what they are is.
+    pub const EXACT: RawAccuracy = RawAccuracy {
+        exact: 1,
+        error_bound: 0,
+        sketch: [None; 4],
+    };
+
+    /// A list's accuracy as the stores write it; `Err((field, value))` names a number that does
+    /// not fit their signed 64-bit columns.
+    pub fn of(exact: bool, error_bound: u64, check: Option<SketchCheck>) -> Result<RawAccuracy, (&'static str, u64)> {
+        let fits = |v: u64, what: &'static str| i64::try_from(v).map_err(|_| (what, v));
+        let sketch = match check {
+            None => [None; 4],
+            Some(c) => [
+                Some(i64::from(c.found)),
+                Some(i64::from(c.of)),
+                Some(fits(c.max_overcount, SKETCH_FIELDS[2])?),
+                Some(fits(c.total_overcount, SKETCH_FIELDS[3])?),
+            ],
+        };
+        Ok(RawAccuracy {
+            exact: i64::from(exact),
+            error_bound: fits(error_bound, "error_bound")?,
+            sketch,
+        })
+    }
+}
+
+/// The checked accuracy of a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Accuracy {
+    /// Whether every count is exact.
+    pub exact: bool,
+    /// The largest possible over-count of any count in the list.
+    pub error_bound: u64,
+    /// How a sketch's list compared with this one, if it was compared.
+    pub sketch_check: Option<SketchCheck>,
+}
+
+/// Checks a list's accuracy: `exact` is 0 or 1, `error_bound` is not negative and 0 for an
+/// exact list, and the sketch check is whole or absent, with `found ≤ of ≤ k` (the window's
+/// checked `k`, [`MAX_K`] when it is not recorded) and over-counts that are not negative.
+pub(crate) fn accuracy(at: &ListAt<'_>, raw: &RawAccuracy, k: Option<usize>) -> Result<Accuracy, String> {
+    let exact = match raw.exact {
+        0 => false,
+        1 => true,
+        v => return Err(format!("{at}: exact {v} is not 0 or 1")),
+    };
+    let error_bound =
+        u64::try_from(raw.error_bound).map_err(|_| format!("{at}: error_bound {} is negative", raw.error_bound))?;
+    if exact && error_bound != 0 {
+        return Err(format!("{at}: an exact list has error_bound {error_bound} (must be 0)"));
+    }
+    let sketch_check = match raw.sketch {
+        [None, None, None, None] => None,
+        [Some(found), Some(of), Some(max), Some(total)] => Some(sketch_check(at, [found, of, max, total], k)?),
+        partial => {
+            let missing: Vec<&str> = SKETCH_FIELDS
+                .iter()
+                .zip(partial)
+                .filter(|(_, v)| v.is_none())
+                .map(|(name, _)| *name)
+                .collect();
+            return Err(format!("{at}: the sketch check lacks {}", missing.join(", ")));
+        }
+    };
+    Ok(Accuracy {
+        exact,
+        error_bound,
+        sketch_check,
+    })
+}
+
+/// A whole sketch check's numbers (found, of, max_overcount, total_overcount), checked.
+fn sketch_check(at: &ListAt<'_>, [found, of, max, total]: [i64; 4], k: Option<usize>) -> Result<SketchCheck, String> {
+    let count = |v: i64, what: &str| u32::try_from(v).map_err(|_| format!("{at}: {what} {v} is out of range"));
+    let (found_n, of_n) = (count(found, "sketch_found")?, count(of, "sketch_of")?);
+    if found_n > of_n {
+        return Err(format!("{at}: sketch_found {found} exceeds sketch_of {of}"));
+    }
+    match k {
+        Some(k) if of_n as usize > k => return Err(format!("{at}: sketch_of {of} exceeds the window's k ({k})")),
+        _ if of_n as usize > MAX_K => return Err(format!("{at}: sketch_of {of} exceeds the largest k ({MAX_K})")),
+        _ => {}
+    }
+    let overcount = |v: i64, what: &str| u64::try_from(v).map_err(|_| format!("{at}: {what} {v} is negative"));
+    Ok(SketchCheck {
+        found: found_n,
+        of: of_n,
+        max_overcount: overcount(max, "sketch_max_overcount")?,
+        total_overcount: overcount(total, "sketch_total_overcount")?,
     })
 }
 
@@ -301,6 +420,97 @@ mod tests {
             .err()
             .unwrap()
             .contains("id of 257 bytes"));
+    }
+
+    #[test]
+    fn accuracy_is_what_the_job_can_write() {
+        let raw = |exact, error_bound, sketch| RawAccuracy {
+            exact,
+            error_bound,
+            sketch,
+        };
+        let whole = [Some(2), Some(3), Some(5), Some(9)];
+        let got = accuracy(&AT, &raw(0, 37, whole), Some(3)).unwrap();
+        let check = SketchCheck {
+            found: 2,
+            of: 3,
+            max_overcount: 5,
+            total_overcount: 9,
+        };
+        assert_eq!(
+            got,
+            Accuracy {
+                exact: false,
+                error_bound: 37,
+                sketch_check: Some(check)
+            }
+        );
+        assert_eq!(RawAccuracy::of(false, 37, Some(check)), Ok(raw(0, 37, whole)));
+        assert_eq!(
+            accuracy(&AT, &RawAccuracy::EXACT, None).unwrap(),
+            Accuracy {
+                exact: true,
+                error_bound: 0,
+                sketch_check: None
+            }
+        );
+        assert!(
+            accuracy(&AT, &raw(1, 0, whole), Some(3)).is_ok(),
+            "an exact list with a check"
+        );
+        assert!(
+            accuracy(&AT, &raw(0, 0, [None; 4]), Some(3)).is_ok(),
+            "a sketch of no events"
+        );
+        let cases: [(RawAccuracy, Option<usize>, &str); 10] = [
+            (raw(2, 0, [None; 4]), None, "exact 2 is not 0 or 1"),
+            (raw(0, -1, [None; 4]), None, "error_bound -1 is negative"),
+            (
+                raw(1, 5, [None; 4]),
+                None,
+                "an exact list has error_bound 5 (must be 0)",
+            ),
+            (
+                raw(0, 1, [Some(4), Some(3), Some(0), Some(0)]),
+                None,
+                "sketch_found 4 exceeds sketch_of 3",
+            ),
+            (
+                raw(0, 1, [Some(2), Some(4), Some(0), Some(0)]),
+                Some(3),
+                "sketch_of 4 exceeds the window's k (3)",
+            ),
+            (
+                raw(0, 1, [Some(0), Some(1 << 21), Some(0), Some(0)]),
+                None,
+                "sketch_of 2097152 exceeds the largest k (1000000)",
+            ),
+            (
+                raw(0, 1, [Some(-1), Some(3), Some(0), Some(0)]),
+                None,
+                "sketch_found -1 is out of range",
+            ),
+            (
+                raw(0, 1, [Some(1), Some(1 << 40), Some(0), Some(0)]),
+                None,
+                "sketch_of 1099511627776 is out of range",
+            ),
+            (
+                raw(0, 1, [Some(1), Some(3), Some(0), Some(-9)]),
+                None,
+                "sketch_total_overcount -9 is negative",
+            ),
+            (
+                raw(0, 1, [Some(1), None, None, Some(9)]),
+                None,
+                "the sketch check lacks sketch_of, sketch_max_overcount",
+            ),
+        ];
+        for (raw, k, want) in cases {
+            let e = accuracy(&AT, &raw, k).err().unwrap();
+            assert_eq!(e, format!("{AT}: {want}"), "{raw:?}");
+        }
+        assert_eq!(RawAccuracy::of(false, u64::MAX, None), Err(("error_bound", u64::MAX)));
     }
 
     #[test]

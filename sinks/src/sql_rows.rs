@@ -9,10 +9,11 @@
 //!
 //! A list is read in one transaction as its header, its window's `k` and at most
 //! [`row_limit`] rows (the statement's `LIMIT`): never more rows than the list may hold plus
-//! one, whatever the header says.
+//! one, whatever the header says. Its accuracy (`exact`, `error_bound`, the sketch check) is in
+//! the header and, but for the sketch check, repeated in every row: the rows must agree.
 
 use crate::error::SinkError;
-use crate::read_checks::{self, ListAt};
+use crate::read_checks::{self, ListAt, RawAccuracy};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, ListState, PartitionId, RankedItem};
 use hotlist_operators::time::{Millis, Span};
@@ -25,14 +26,16 @@ pub(crate) type RawWindow = (String, i64, i64, i64);
 /// The most window rows a reader reads: one more than a job may have, so too many show.
 pub(crate) const WINDOW_ROW_LIMIT: usize = MAX_WINDOWS + 1;
 
-/// A `topk` row of one instance: rank, item_id, count, revision.
-pub(crate) type RawRow = (i64, ItemId, i64, i64);
+/// A `topk` row of one instance: rank, item_id, count, revision, exact (0 or 1), error_bound.
+pub(crate) type RawRow = (i64, ItemId, i64, i64, i64, i64);
 
 impl<T> RawHeader<T> {
     /// A header from its columns in the order the stores select them: `window_start,
-    /// window_end, revision, state, watermark, as_of, item_count`.
+    /// window_end, revision, state, watermark, as_of, item_count`, then its accuracy (`exact`,
+    /// `error_bound` and the sketch check's columns).
     pub(crate) fn from_columns(
         (start, end, revision, state, watermark, as_of, item_count): (T, T, i64, String, T, T, i64),
+        accuracy: RawAccuracy,
     ) -> Self {
         RawHeader {
             start,
@@ -42,6 +45,7 @@ impl<T> RawHeader<T> {
             watermark,
             as_of,
             item_count,
+            accuracy,
         }
     }
 }
@@ -78,6 +82,8 @@ pub(crate) struct RawHeader<T> {
     pub as_of: T,
     /// `item_count`.
     pub item_count: i64,
+    /// `exact`, `error_bound` and the sketch check's columns.
+    pub accuracy: RawAccuracy,
 }
 
 /// `value` as a count, position or epoch; negative is corrupt (`what` names the value).
@@ -199,8 +205,9 @@ pub(crate) fn stored_list<T>(
         start: h.start,
     };
     let checked = read_checks::header(&at, &h, k).map_err(corrupt)?;
+    let accuracy = read_checks::accuracy(&at, &header.accuracy, k).map_err(corrupt)?;
     read_checks::rows_match(&at, checked.item_count, rows.len(), limit).map_err(corrupt)?;
-    let items = ranked_rows(&at, header.revision, rows).map_err(corrupt)?;
+    let items = ranked_rows(&at, (header.revision, &header.accuracy), rows).map_err(corrupt)?;
     read_checks::ranked_items(&at, &items).map_err(corrupt)?;
     Ok(StoredList {
         window: window.to_string(),
@@ -211,21 +218,33 @@ pub(crate) fn stored_list<T>(
         watermark: h.watermark,
         as_of: h.as_of,
         items,
-        exact: true,
-        error_bound: 0,
-        sketch_check: None,
+        exact: accuracy.exact,
+        error_bound: accuracy.error_bound,
+        sketch_check: accuracy.sketch_check,
     })
 }
 
 /// The rows as ranked items, checking ranks (1..n) and that every row is of the header's
-/// revision; `Err(detail)` names the first inconsistency.
-fn ranked_rows(at: &ListAt<'_>, revision: i64, rows: Vec<RawRow>) -> Result<Vec<RankedItem>, String> {
+/// revision and accuracy (`exact`, `error_bound`); `Err(detail)` names the first inconsistency.
+fn ranked_rows(
+    at: &ListAt<'_>,
+    (revision, accuracy): (i64, &RawAccuracy),
+    rows: Vec<RawRow>,
+) -> Result<Vec<RankedItem>, String> {
     let mut items = Vec::with_capacity(rows.len());
-    for (i, (rank, item_id, count, row_revision)) in rows.into_iter().enumerate() {
+    for (i, (rank, item_id, count, row_revision, exact, error_bound)) in rows.into_iter().enumerate() {
         if i64::try_from(i + 1).ok() != Some(rank) || row_revision != revision {
             return Err(format!(
                 "{at}: row {} has rank {rank} and revision {row_revision}, header revision {revision}",
                 i + 1
+            ));
+        }
+        if (exact, error_bound) != (accuracy.exact, accuracy.error_bound) {
+            return Err(format!(
+                "{at}: row {} has exact {exact} and error_bound {error_bound}, header exact {} and error_bound {}",
+                i + 1,
+                accuracy.exact,
+                accuracy.error_bound
             ));
         }
         let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} at rank {rank} is negative"))?;

@@ -2,7 +2,9 @@
 //! lists, batches, dead letters and windows.
 
 use crate::types::{CommitBatch, SourcedDeadLetter};
-use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, PublishedList, RankedItem};
+use hotlist_operators::record::{
+    DeadLetter, DeadReason, ListState, PartitionId, PublishedList, RankedItem, SketchCheck,
+};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 
@@ -53,6 +55,26 @@ pub(crate) fn list_with(start: i64, revision: u32, items: Vec<RankedItem>) -> Pu
 pub(crate) fn list(start: i64, revision: u32, n: usize) -> PublishedList {
     let count = |i| u64::from(revision) * 1000 + (n - i) as u64;
     list_with(start, revision, items(n, |i| format!("r{revision}-item{i}"), count))
+}
+
+/// `l` counted by a sketch: approximate, with the error bound `error_bound` and `check`.
+pub(crate) fn approximate(l: PublishedList, error_bound: u64, check: Option<SketchCheck>) -> PublishedList {
+    PublishedList {
+        exact: false,
+        error_bound,
+        sketch_check: check,
+        ..l
+    }
+}
+
+/// A sketch check that found `found` of `of` items, over-counting by at most 5 and by 9 in all.
+pub(crate) fn sketch_check(found: u32, of: u32) -> SketchCheck {
+    SketchCheck {
+        found,
+        of,
+        max_overcount: 5,
+        total_overcount: 9,
+    }
 }
 
 /// A batch of `lists` for [`JOB`] at `epoch`, with watermark `epoch * 1000` and no dead letters.

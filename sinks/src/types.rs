@@ -2,6 +2,7 @@
 //! plus the input checks and the "highest revision wins" rule every store shares.
 
 use crate::error::SinkError;
+use crate::read_checks::{self, ListAt, RawAccuracy};
 use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{validate_all, WindowSpec};
@@ -138,6 +139,7 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
                 format!("list {:?}@{}: end before start", l.window, l.start.0),
             ));
         }
+        check_accuracy(job, l)?;
         if let Some(item) = l.items.iter().find(|i| i64::try_from(i.count).is_err()) {
             return Err(SinkError::invalid(
                 job,
@@ -159,6 +161,22 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Checks a list's accuracy as every reader will ([`read_checks::accuracy`], bounding the
+/// sketch check by the largest `k`), so a list a store accepts reads back: its numbers fit the
+/// stores' signed 64-bit columns, an exact list has `error_bound` 0, and a sketch check finds
+/// at most the items it compares.
+fn check_accuracy(job: &str, l: &PublishedList) -> Result<(), SinkError> {
+    let at = ListAt {
+        job,
+        window: &l.window,
+        start: l.start,
+    };
+    let raw = RawAccuracy::of(l.exact, l.error_bound, l.sketch_check)
+        .map_err(|(what, v)| SinkError::invalid(job, format!("{at}: {what} {v} is too large")))?;
+    read_checks::accuracy(&at, &raw, None).map_err(|d| SinkError::invalid(job, d))?;
     Ok(())
 }
 
@@ -235,6 +253,25 @@ mod tests {
         b.job.clear();
         assert!(check_batch(&b).is_err());
         assert!(check_prepare("", &[]).is_err());
+        b.job = "j".into();
+        let mut l = list("1m", 0, 1);
+        l.error_bound = 5;
+        b.lists = vec![l.clone()];
+        let e = check_batch(&b).map(|_| ()).unwrap_err();
+        assert!(
+            e.to_string().ends_with("an exact list has error_bound 5 (must be 0)"),
+            "{e}"
+        );
+        l.exact = false;
+        b.lists = vec![l.clone()];
+        assert!(check_batch(&b).is_ok(), "an approximate list may over-count");
+        l.error_bound = u64::MAX;
+        b.lists = vec![l];
+        let e = check_batch(&b).map(|_| ()).unwrap_err();
+        assert!(
+            e.to_string().ends_with("error_bound 18446744073709551615 is too large"),
+            "{e}"
+        );
         assert!(check_prepare("j", &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 0)]).is_err());
     }
 }

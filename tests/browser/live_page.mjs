@@ -4,10 +4,13 @@
 //
 // 1. Opens URL and waits (bounded) until a poll of the page completed and every
 //    <section data-window> shows at least one <li data-item>; takes a full-page screenshot to
-//    SCREENSHOT_PATH and prints {"ready":true,"lists":{window:[[item,count],…]}}.
+//    SCREENSHOT_PATH and prints {"ready":true,"lists":{window:[[item,count],…]},
+//    "accuracy":{window:{"exact":"true"|"false","mark":bool,"text":"…"}}} (what each section
+//    says its list is: data-exact, whether it shows the ≈ mark, the text of its .accuracy line).
 // 2. Waits for a line `changed` on stdin, then (bounded) for a poll of the page that started
 //    after that line and whose lists differ from step 1; takes a second screenshot
-//    (SCREENSHOT_PATH with `-updated` before the extension) and prints {"updated":true,"lists":…}.
+//    (SCREENSHOT_PATH with `-updated` before the extension) and prints
+//    {"updated":true,"lists":…,"accuracy":…}.
 // Any timeout or error (including the page's #status saying it cannot reach the server) prints
 // {"error":"…"} and exits 1. Uses the system Chromium ($CHROMIUM or /usr/bin/chromium); never
 // downloads a browser.
@@ -27,18 +30,26 @@ function updatedPath(p) {
   return path.join(dir, `${name}-updated${ext}`);
 }
 
-// Reads the page: its lists, whether a poll completed, the poll counter and the status line.
+// Reads the page: its lists and what each says it is, whether a poll completed, the poll
+// counter and the status line.
 function readPage() {
   const lists = {};
+  const accuracy = {};
   for (const section of document.querySelectorAll("section[data-window]")) {
     lists[section.dataset.window] = [...section.querySelectorAll("li[data-item]")].map((li) => [
       li.dataset.item,
       Number((li.querySelector(".count")?.textContent ?? "").replace(/[^0-9]/g, "")),
     ]);
+    accuracy[section.dataset.window] = {
+      exact: section.dataset.exact ?? "",
+      mark: section.querySelector(".approx") !== null,
+      text: section.querySelector(".accuracy")?.textContent ?? "",
+    };
   }
   const status = document.getElementById("status");
   return {
     lists,
+    accuracy,
     ticks: window.__hotlistTicks ?? 0,
     statusText: status ? status.textContent : "",
     stale: status ? status.classList.contains("stale") || /cannot reach/i.test(status.textContent) : false,
@@ -131,7 +142,7 @@ async function main() {
     );
     if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
     await page.screenshot({ path: shot, fullPage: true });
-    emit({ ready: true, lists: ready.lists });
+    emit({ ready: true, lists: ready.lists, accuracy: ready.accuracy });
 
     for (;;) {
       const line = (await stdin.next()).trim();
@@ -150,7 +161,7 @@ async function main() {
     );
     if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
     await page.screenshot({ path: updatedPath(shot), fullPage: true });
-    emit({ updated: true, lists: updated.lists });
+    emit({ updated: true, lists: updated.lists, accuracy: updated.accuracy });
   } finally {
     stdin.close();
     await browser.close().catch(() => {});

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use hotlist_operators::record::{ListState, PublishedList, RankedItem};
+use hotlist_operators::record::{ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{CommitBatch, SinkError, SinkStore, SqliteStore, StoreReader};
@@ -320,6 +320,54 @@ pub async fn returns_exactly_the_stored_lists(kind: Kind) {
             "no list at 00:00"
         );
     }
+    h.stop().await;
+}
+
+/// Lists say what they are: an approximate list (`exact` false, its `error_bound`, a sketch
+/// check) and an exact list with a sketch check (`mode = "both"`) as the API returns them; a
+/// list without a check has no `sketch_check`; a new revision that is exact says so (and gets
+/// a new ETag).
+pub async fn lists_say_what_they_are(kind: Kind) {
+    let mut h = start(kind).await;
+    let mut sketched = list("1m", 0, 1, ListState::Open, &[("x", 40), ("a", 38)]);
+    (sketched.exact, sketched.error_bound) = (false, 37);
+    sketched.sketch_check = Some(SketchCheck {
+        found: 2,
+        of: 3,
+        max_overcount: 5,
+        total_overcount: 9,
+    });
+    let mut checked = list("5m-hop", 0, 1, ListState::Final, &[("x", 20), ("y", 3)]);
+    checked.sketch_check = Some(SketchCheck {
+        found: 2,
+        of: 2,
+        max_overcount: 0,
+        total_overcount: 0,
+    });
+    h.commit(1, vec![sketched, checked]);
+    h.wait_epoch(1).await;
+    let r = h.get("/v1/top?window=1m").await;
+    let etag = r.headers()["etag"].to_str().expect("ascii").to_string();
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(
+        (v["exact"].as_bool(), v["error_bound"].as_u64()),
+        (Some(false), Some(37))
+    );
+    let want = serde_json::json!({"recall": 2.0 / 3.0, "found": 2, "of": 3, "max_overcount": 5, "mean_overcount": 3.0});
+    assert_eq!(v["sketch_check"], want);
+    assert_eq!(items_of(&v), vec![("x".into(), 40), ("a".into(), 38)]);
+    let v = h.json("/v1/top?window=5m-hop").await;
+    assert_eq!((v["exact"].as_bool(), v["error_bound"].as_u64()), (Some(true), Some(0)));
+    let want = serde_json::json!({"recall": 1.0, "found": 2, "of": 2, "max_overcount": 0, "mean_overcount": 0.0});
+    assert_eq!(v["sketch_check"], want);
+
+    h.commit(2, vec![list("1m", 0, 2, ListState::Open, &[("x", 3)])]);
+    h.wait_epoch(2).await;
+    let r = h.get("/v1/top?window=1m").await;
+    assert_ne!(r.headers()["etag"].to_str().expect("ascii"), etag);
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!((v["exact"].as_bool(), v["error_bound"].as_u64()), (Some(true), Some(0)));
+    assert!(v.get("sketch_check").is_none(), "no check, no field: {v}");
     h.stop().await;
 }
 

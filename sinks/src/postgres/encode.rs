@@ -146,6 +146,10 @@ pub(super) struct Headers<'a> {
     pub watermark: Vec<PgTime>,
     pub as_of: Vec<PgTime>,
     pub item_count: Vec<i64>,
+    pub exact: Vec<bool>,
+    pub error_bound: Vec<i64>,
+    /// The sketch check's columns (`sketch_found`, …), NULL for a list without one.
+    pub sketch: [Vec<Option<i64>>; 4],
 }
 
 /// The `topk` columns, one entry per row.
@@ -158,6 +162,8 @@ pub(super) struct Rows<'a> {
     pub is_final: Vec<bool>,
     pub state: Vec<&'static str>,
     pub as_of: Vec<PgTime>,
+    pub exact: Vec<bool>,
+    pub error_bound: Vec<i64>,
     pub rank: Vec<i64>,
     pub item: Vec<&'a str>,
     pub count: Vec<i64>,
@@ -205,6 +211,16 @@ impl<'a> Columns<'a> {
         let state = l.state.as_str();
         let is_final = l.state == ListState::Final;
         let revision = i64::from(l.revision);
+        // `check_batch` has verified the error bound and over-counts fit an i64.
+        let error_bound = l.error_bound as i64;
+        let sketch = l.sketch_check.map(|c| {
+            [
+                i64::from(c.found),
+                i64::from(c.of),
+                c.max_overcount as i64,
+                c.total_overcount as i64,
+            ]
+        });
         let h = &mut self.headers;
         h.window.push(&l.window);
         h.start.push(start);
@@ -215,6 +231,11 @@ impl<'a> Columns<'a> {
         h.watermark.push(watermark);
         h.as_of.push(as_of);
         h.item_count.push(i64::try_from(l.items.len()).unwrap_or(i64::MAX));
+        h.exact.push(l.exact);
+        h.error_bound.push(error_bound);
+        for (i, column) in h.sketch.iter_mut().enumerate() {
+            column.push(sketch.map(|values| values[i]));
+        }
         let r = &mut self.rows;
         for (i, item) in l.items.iter().enumerate() {
             pg_text(job, &item.item_id, || format!("{}: item id", at()))?;
@@ -225,6 +246,8 @@ impl<'a> Columns<'a> {
             r.is_final.push(is_final);
             r.state.push(state);
             r.as_of.push(as_of);
+            r.exact.push(l.exact);
+            r.error_bound.push(error_bound);
             r.rank.push(i64::try_from(i + 1).unwrap_or(i64::MAX));
             r.item.push(&item.item_id);
             // `check_batch` has verified the count fits an i64.

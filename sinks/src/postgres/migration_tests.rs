@@ -1,7 +1,8 @@
 //! A version-1 schema, created here with the version-1 DDL (kept verbatim below, as the first
-//! release wrote it): connecting migrates it to version 2 under the migration lock (the `CHECK`
-//! on `dead_letters.reason` replaced, every row kept), after which the new reasons commit.
-//! PostgreSQL readers connect like the job, so they migrate too.
+//! release wrote it): connecting migrates it through version 2 (the `CHECK` on
+//! `dead_letters.reason` replaced, every row kept) to version 3 (every old list exact) under the
+//! migration lock, after which the new reasons commit. PostgreSQL readers connect like the job,
+//! so they migrate too.
 
 use super::tests::TestDb;
 use super::*;
@@ -117,7 +118,7 @@ fn version(db: &TestDb) -> i64 {
         .get(0)
 }
 
-/// Connecting (as the job or a reader does) migrates: version 2, every row kept, one reason
+/// Connecting (as the job or a reader does) migrates: version 3, every row kept, one reason
 /// constraint that takes every reason; the new reasons commit and read back. Connecting again
 /// changes nothing.
 #[test]
@@ -158,14 +159,15 @@ fn a_version_1_schema_is_migrated_on_connect() {
         after[3..].iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
         ["future", "too_large"]
     );
-    assert_eq!(store.latest(JOB, "1m").unwrap().expect("the list").revision, 2);
+    let old = store.latest(JOB, "1m").unwrap().expect("the list");
+    assert_eq!((old.revision, old.exact, old.error_bound), (2, true, 0));
     assert_eq!(store.dead_letter_counts(JOB).unwrap().len(), 5);
     drop(store);
     db.store();
     assert_eq!(
         letters(&db),
         after,
-        "connecting to a version-2 schema again changes nothing"
+        "connecting to a version-3 schema again changes nothing"
     );
 }
 

@@ -16,7 +16,7 @@
 //!   prepared once per connection.
 //! - Every list read (header, then rows) runs in one `REPEATABLE READ READ ONLY` transaction, so
 //!   it never mixes revisions, and is checked (row count = `item_count`, ranks 1..n, every row
-//!   of the header's revision) before it is returned; a violation is
+//!   of the header's revision and accuracy, the accuracy itself) before it is returned; a violation is
 //!   [`SinkError::Corrupt`](crate::SinkError::Corrupt).
 //! - Instants are `timestamptz` (microsecond precision, so milliseconds round-trip exactly);
 //!   `Millis::MIN` / `Millis::MAX` are stored as `-infinity` / `infinity`, and so is a
@@ -37,18 +37,21 @@
 //!   [`claim`](crate::SinkStore::claim) bumps the job's generation in `hotlist_jobs`, which every
 //!   commit of a claiming handle checks after the job's commit lock.
 //!
-//! Files: `schema` (tables, version, the migration from version 1, `drop_schema`), `statements`
-//! (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
+//! Files: `schema` (tables, version, the migrations from versions 1 and 2, `drop_schema`),
+//! `statements` (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
 //! redacting the connection string), `error` (how failures become a `SinkError` with a retry
 //! class), `encode` (instants and a batch as the column arrays the commit binds), `write`
 //! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
-//! API); tests in `tests` and `migration_tests` (a version-1 schema migrated).
+//! API); tests in `tests`, `migration_tests` (a version-1 schema migrated) and
+//! `migration_v2_tests` (a version-2 schema migrated; migrated tables equal new ones).
 
 mod conn;
 mod encode;
 mod error;
 #[cfg(test)]
 mod migration_tests;
+#[cfg(test)]
+mod migration_v2_tests;
 mod ownership;
 mod read;
 mod schema;

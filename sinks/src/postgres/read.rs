@@ -7,6 +7,7 @@
 use super::encode::{from_pg, to_pg, PgTime};
 use super::PostgresStore;
 use crate::error::SinkError;
+use crate::read_checks::RawAccuracy;
 use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow, WINDOW_ROW_LIMIT};
 use crate::store::StoreReader;
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
@@ -128,7 +129,7 @@ impl PostgresStore {
                 tx.commit()?;
                 return Ok(None);
             };
-            let header: RawHeader<PgTime> = RawHeader::from_columns(columns(&header)?);
+            let header: RawHeader<PgTime> = RawHeader::from_columns(columns(&header)?, accuracy(&header)?);
             let k: Option<i64> = tx
                 .query_opt(&s.select_window_k, &[&job, &window])?
                 .map(|r| r.try_get(0))
@@ -142,7 +143,15 @@ impl PostgresStore {
             let mut rows = Vec::with_capacity(found.len());
             for r in &found {
                 let item: &str = r.try_get(1)?;
-                rows.push((r.try_get(0)?, ItemId::from(item), r.try_get(2)?, r.try_get(3)?));
+                let exact: bool = r.try_get(4)?;
+                rows.push((
+                    r.try_get(0)?,
+                    ItemId::from(item),
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    i64::from(exact),
+                    r.try_get(5)?,
+                ));
             }
             Ok(Some(RawList { header, k, rows, limit }))
         })?;
@@ -151,6 +160,17 @@ impl PostgresStore {
         };
         sql_rows::stored_list(self.loc(), (job, window), list, from_pg).map(Some)
     }
+}
+
+/// A header's accuracy: its columns after the first seven (`exact`, `error_bound`, the sketch
+/// check's four, NULL when there is none).
+fn accuracy(r: &Row) -> Result<RawAccuracy, postgres::Error> {
+    let exact: bool = r.try_get(7)?;
+    Ok(RawAccuracy {
+        exact: i64::from(exact),
+        error_bound: r.try_get(8)?,
+        sketch: [r.try_get(9)?, r.try_get(10)?, r.try_get(11)?, r.try_get(12)?],
+    })
 }
 
 /// A row's columns, in order, as a tuple (what rusqlite offers as `TryFrom<&Row>`).

@@ -2,7 +2,11 @@
 //! and migrated from older versions under an advisory lock so processes starting at once do not
 //! race; and dropping a schema.
 //!
-//! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`.
+//! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`; 3 lists
+//! say what they are: `topk` and `topk_instances` gain `exact` and `error_bound`,
+//! `topk_instances` the sketch check (`sketch_found`, `sketch_of`, `sketch_max_overcount`,
+//! `sketch_total_overcount`, all NULL when there is none). A version 1 schema migrates through
+//! 2 to 3; migrated rows are exact (`exact = TRUE`, `error_bound = 0`, no check).
 
 use super::conn::redact;
 use super::error::pg_err;
@@ -11,7 +15,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -30,7 +34,10 @@ CREATE TABLE IF NOT EXISTS topk (
     final        BOOLEAN     NOT NULL,
     state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
     as_of        TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (job, window_name, window_start, rank)
+    exact        BOOLEAN     NOT NULL DEFAULT TRUE,
+    error_bound  BIGINT      NOT NULL DEFAULT 0 CONSTRAINT topk_error_bound_check CHECK (error_bound >= 0),
+    PRIMARY KEY (job, window_name, window_start, rank),
+    CONSTRAINT topk_exact_check CHECK (NOT exact OR error_bound = 0)
 );
 CREATE TABLE IF NOT EXISTS topk_instances (
     job          TEXT        NOT NULL,
@@ -43,7 +50,18 @@ CREATE TABLE IF NOT EXISTS topk_instances (
     watermark    TIMESTAMPTZ NOT NULL,
     as_of        TIMESTAMPTZ NOT NULL,
     item_count   BIGINT      NOT NULL CHECK (item_count >= 0),
-    PRIMARY KEY (job, window_name, window_start)
+    exact        BOOLEAN     NOT NULL DEFAULT TRUE,
+    error_bound  BIGINT      NOT NULL DEFAULT 0 CONSTRAINT topk_instances_error_bound_check CHECK (error_bound >= 0),
+    sketch_found           BIGINT,
+    sketch_of              BIGINT,
+    sketch_max_overcount   BIGINT,
+    sketch_total_overcount BIGINT,
+    PRIMARY KEY (job, window_name, window_start),
+    CONSTRAINT topk_instances_exact_check CHECK (NOT exact OR error_bound = 0),
+    CONSTRAINT topk_instances_sketch_check CHECK (
+        num_nulls(sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount) IN (0, 4)
+        AND sketch_found >= 0 AND sketch_of >= sketch_found AND sketch_max_overcount >= 0
+        AND sketch_total_overcount >= 0)
 );
 CREATE TABLE IF NOT EXISTS dead_letters (
     id          BIGSERIAL   PRIMARY KEY,
@@ -98,6 +116,29 @@ BEGIN
 END $$;
 ALTER TABLE dead_letters ADD CONSTRAINT dead_letters_reason_check
     CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large'));
+";
+
+/// Version 2 → 3: the accuracy columns and their checks, added with the same definitions (and
+/// constraint names) the version-3 tables are created with (a test compares them); existing
+/// rows get the defaults: exact, no check. Run under the migration lock.
+const MIGRATE_2_TO_3: &str = "
+ALTER TABLE topk
+    ADD COLUMN exact       BOOLEAN NOT NULL DEFAULT TRUE,
+    ADD COLUMN error_bound BIGINT  NOT NULL DEFAULT 0 CONSTRAINT topk_error_bound_check CHECK (error_bound >= 0),
+    ADD CONSTRAINT topk_exact_check CHECK (NOT exact OR error_bound = 0);
+ALTER TABLE topk_instances
+    ADD COLUMN exact       BOOLEAN NOT NULL DEFAULT TRUE,
+    ADD COLUMN error_bound BIGINT  NOT NULL DEFAULT 0
+        CONSTRAINT topk_instances_error_bound_check CHECK (error_bound >= 0),
+    ADD COLUMN sketch_found           BIGINT,
+    ADD COLUMN sketch_of              BIGINT,
+    ADD COLUMN sketch_max_overcount   BIGINT,
+    ADD COLUMN sketch_total_overcount BIGINT,
+    ADD CONSTRAINT topk_instances_exact_check CHECK (NOT exact OR error_bound = 0),
+    ADD CONSTRAINT topk_instances_sketch_check CHECK (
+        num_nulls(sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount) IN (0, 4)
+        AND sketch_found >= 0 AND sketch_of >= sketch_found AND sketch_max_overcount >= 0
+        AND sketch_total_overcount >= 0);
 ";
 
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
@@ -158,6 +199,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
     if version == Some(1) {
         tx.batch_execute(MIGRATE_1_TO_2)
             .map_err(pg_err(location, "migrating the schema from version 1 to 2"))?;
+    }
+    if matches!(version, Some(1 | 2)) {
+        tx.batch_execute(MIGRATE_2_TO_3)
+            .map_err(pg_err(location, "migrating the schema from version 2 to 3"))?;
     }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {

@@ -18,19 +18,25 @@ WHERE t.job = $1::text AND t.window_name = d.window_name AND t.window_start = d.
 
 const UPSERT_INSTANCES: &str = "
 INSERT INTO topk_instances
-    (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count)
+    (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count,
+     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount)
 SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::text[],
-                               $7::bool[], $8::timestamptz[], $9::timestamptz[], $10::int8[])
+                               $7::bool[], $8::timestamptz[], $9::timestamptz[], $10::int8[],
+                               $11::bool[], $12::int8[], $13::int8[], $14::int8[], $15::int8[], $16::int8[])
 ON CONFLICT (job, window_name, window_start) DO UPDATE SET
     window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
     final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
-    item_count = excluded.item_count";
+    item_count = excluded.item_count, exact = excluded.exact, error_bound = excluded.error_bound,
+    sketch_found = excluded.sketch_found, sketch_of = excluded.sketch_of,
+    sketch_max_overcount = excluded.sketch_max_overcount, sketch_total_overcount = excluded.sketch_total_overcount";
 
 const INSERT_ROWS: &str = "
 INSERT INTO topk
-    (job, window_name, window_start, window_end, revision, final, state, as_of, rank, item_id, count)
+    (job, window_name, window_start, window_end, revision, final, state, as_of, exact, error_bound,
+     rank, item_id, count)
 SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::bool[],
-                               $7::text[], $8::timestamptz[], $9::int8[], $10::text[], $11::int8[])";
+                               $7::text[], $8::timestamptz[], $9::bool[], $10::int8[], $11::int8[],
+                               $12::text[], $13::int8[])";
 
 /// Appends dead letters in array order (ids are assigned in that order).
 const INSERT_DEAD_LETTERS: &str = "
@@ -60,17 +66,21 @@ const SELECT_WINDOW_K: &str = "SELECT k FROM hotlist_windows WHERE job = $1 AND 
 /// The header of the window's instance with the greatest start: one backward scan of the
 /// `topk_instances` primary key.
 pub(super) const SELECT_LATEST_HEADER: &str = "
-SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances
+SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
+       exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
+FROM topk_instances
 WHERE job = $1 AND window_name = $2 ORDER BY window_start DESC LIMIT 1";
 
 /// The header of the instance starting at `$3`: one lookup in the `topk_instances` primary key.
 pub(super) const SELECT_HEADER_AT: &str = "
-SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances
+SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
+       exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
+FROM topk_instances
 WHERE job = $1 AND window_name = $2 AND window_start = $3";
 
 /// At most `$4` of an instance's rows: one range scan of the `topk` primary key.
 pub(super) const SELECT_ROWS: &str = "
-SELECT rank, item_id, count, revision FROM topk
+SELECT rank, item_id, count, revision, exact, error_bound FROM topk
 WHERE job = $1 AND window_name = $2 AND window_start = $3 ORDER BY rank LIMIT $4";
 
 const SELECT_INSTANCES: &str = "

@@ -11,7 +11,7 @@ use super::error::{describe, pg_err, retry_class};
 use super::schema::quote_ident;
 use super::statements::{SELECT_HEADER_AT, SELECT_LATEST_HEADER, SELECT_ROWS};
 use super::*;
-use crate::conformance::{Damage, Subject};
+use crate::conformance::{sql_sketch_columns, Damage, Subject};
 use crate::error::{Retry, SinkError};
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{batch, letter, list, server_url, windows, JOB};
@@ -108,15 +108,34 @@ fn subject() -> Subject {
     }
 }
 
-/// Writes a [`Damage`] with plain SQL.
+/// Writes a [`Damage`] with plain SQL; damage to a list's accuracy first drops the
+/// constraints that keep it out (the subject's schema is its own).
 fn damage(c: &mut Client, what: Damage) {
+    let instance = "WHERE window_name = '1m' AND window_start = 'epoch'";
     let sql = match what {
         Damage::ItemCount(n) => format!("UPDATE topk_instances SET item_count = {n} WHERE window_name = '1m'"),
         Damage::WindowK(k) => format!("UPDATE hotlist_windows SET k = {k} WHERE name = '1m'"),
         Damage::CommitWatermark(ms) => {
             format!("UPDATE hotlist_commits SET watermark = to_timestamp({ms}::float8 / 1000)")
         }
+        Damage::Accuracy { exact, error_bound } => {
+            format!("UPDATE topk_instances SET exact = {exact}, error_bound = {error_bound} {instance}")
+        }
+        Damage::SketchCheck(values) => {
+            format!("UPDATE topk_instances SET {} {instance}", sql_sketch_columns(values))
+        }
+        Damage::RowAccuracy { exact, error_bound } => {
+            format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
+        }
     };
+    c.batch_execute(
+        "ALTER TABLE topk DROP CONSTRAINT IF EXISTS topk_exact_check,
+             DROP CONSTRAINT IF EXISTS topk_error_bound_check;
+         ALTER TABLE topk_instances DROP CONSTRAINT IF EXISTS topk_instances_exact_check,
+             DROP CONSTRAINT IF EXISTS topk_instances_error_bound_check,
+             DROP CONSTRAINT IF EXISTS topk_instances_sketch_check;",
+    )
+    .unwrap();
     c.batch_execute(&sql).unwrap();
 }
 

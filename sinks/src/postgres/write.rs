@@ -136,7 +136,7 @@ fn write_batch(
     let (h, r, d) = (&cols.headers, &cols.rows, &cols.letters);
     if !h.window.is_empty() {
         tx.execute(&stmts.delete_rows, &[&job, &h.window, &h.start])?;
-        let headers: [&(dyn ToSql + Sync); 10] = [
+        let headers: [&(dyn ToSql + Sync); 16] = [
             &job,
             &h.window,
             &h.start,
@@ -147,11 +147,17 @@ fn write_batch(
             &h.watermark,
             &h.as_of,
             &h.item_count,
+            &h.exact,
+            &h.error_bound,
+            &h.sketch[0],
+            &h.sketch[1],
+            &h.sketch[2],
+            &h.sketch[3],
         ];
         tx.execute(&stmts.upsert_instances, &headers)?;
     }
     if !r.item.is_empty() {
-        let rows: [&(dyn ToSql + Sync); 11] = [
+        let rows: [&(dyn ToSql + Sync); 13] = [
             &job,
             &r.window,
             &r.start,
@@ -160,6 +166,8 @@ fn write_batch(
             &r.is_final,
             &r.state,
             &r.as_of,
+            &r.exact,
+            &r.error_bound,
             &r.rank,
             &r.item,
             &r.count,

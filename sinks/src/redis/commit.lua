@@ -4,10 +4,13 @@
 -- KEYS[1] is the job's commit hash, KEYS[2] its owner hash; KEYS[2i+1] and KEYS[2i+2] are list
 -- i's sorted set and meta hash. ARGV[1..5] are epoch, watermark, committed_at, the number of
 -- lists and the committing handle's generation ('' when it never claimed the job); then, per
--- list: window, window_start, window_end, revision, state, final, as_of, watermark,
--- item_count, followed by item_count (score, member) pairs. Returns 1 when committed, 0 when
--- skipped. Damaged data is reported as an error reply with the code HOTLIST_CORRUPT; a
--- generation that is no longer the job's as HOTLIST_TAKEN_OVER <the job's generation>.
+-- list: window, window_start, window_end, revision, state, final, as_of, watermark, exact,
+-- error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (the
+-- four '' when the list has no sketch check), item_count, followed by item_count (score,
+-- member) pairs. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
+-- error reply with the code HOTLIST_CORRUPT; a generation that is no longer the job's as
+-- HOTLIST_TAKEN_OVER <the job's generation>; arguments that are not what the client sends as
+-- HOTLIST_INVALID (the client checked them before: a mismatched client and script).
 
 local function corrupt(msg)
   return redis.error_reply('HOTLIST_CORRUPT ' .. msg)
@@ -29,6 +32,29 @@ local function cmp(a, b)
   end
   if na then r = -r end
   return r
+end
+local function invalid(msg)
+  return redis.error_reply('HOTLIST_INVALID ' .. msg)
+end
+-- The sketch check's fields, in argument order.
+local SKETCH = {'sketch_found', 'sketch_of', 'sketch_max_overcount', 'sketch_total_overcount'}
+-- Checks list i's accuracy arguments (ARGV[q + 8 ..]) as the reader will; nil when valid.
+local function bad_accuracy(q)
+  local exact, bound = ARGV[q + 8], ARGV[q + 9]
+  if exact ~= '0' and exact ~= '1' then return 'exact ' .. exact .. ' is not 0 or 1' end
+  if not is_int(bound) or string.sub(bound, 1, 1) == '-' then return 'error_bound ' .. bound .. ' is not a count' end
+  if exact == '1' and bound ~= '0' then return 'an exact list has error_bound ' .. bound end
+  local given = 0
+  for x = 0, 3 do
+    local v = ARGV[q + 10 + x]
+    if v ~= '' then
+      if not is_int(v) or string.sub(v, 1, 1) == '-' then return SKETCH[x + 1] .. ' ' .. v .. ' is not a count' end
+      given = given + 1
+    end
+  end
+  if given ~= 0 and given ~= 4 then return 'the sketch check is partial' end
+  if given == 4 and cmp(ARGV[q + 10], ARGV[q + 11]) > 0 then return 'sketch_found exceeds sketch_of' end
+  return nil
 end
 local function bad_type(key, want)
   local t = redis.call('TYPE', key)['ok']
@@ -63,8 +89,10 @@ for i = 1, n do
     if not is_int(old) then return corrupt(mkey .. ' field window_start is not an integer') end
     newer = cmp(ARGV[p + 1], old) >= 0
   end
+  local bad = bad_accuracy(p)
+  if bad then return invalid(ARGV[p] .. ': ' .. bad) end
   if newer then writes[#writes + 1] = {i, p} end
-  p = p + 9 + 2 * tonumber(ARGV[p + 8])
+  p = p + 15 + 2 * tonumber(ARGV[p + 14])
 end
 
 -- Phase 2: writes.
@@ -72,8 +100,8 @@ for _, w in ipairs(writes) do
   local i, q = w[1], w[2]
   local zkey, mkey = KEYS[2 * i + 1], KEYS[2 * i + 2]
   redis.call('DEL', zkey, mkey)
-  local count = tonumber(ARGV[q + 8])
-  local first = q + 9
+  local count = tonumber(ARGV[q + 14])
+  local first = q + 15
   local j = 0
   while j < count do
     local m = math.min(count - j, 1000)
@@ -88,7 +116,12 @@ for _, w in ipairs(writes) do
   redis.call('HSET', mkey, 'window', ARGV[q], 'window_start', ARGV[q + 1],
     'window_end', ARGV[q + 2], 'revision', ARGV[q + 3], 'state', ARGV[q + 4],
     'final', ARGV[q + 5], 'as_of', ARGV[q + 6], 'watermark', ARGV[q + 7],
-    'item_count', ARGV[q + 8], 'epoch', ARGV[1])
+    'exact', ARGV[q + 8], 'error_bound', ARGV[q + 9],
+    'item_count', ARGV[q + 14], 'epoch', ARGV[1])
+  if ARGV[q + 10] ~= '' then
+    redis.call('HSET', mkey, SKETCH[1], ARGV[q + 10], SKETCH[2], ARGV[q + 11],
+      SKETCH[3], ARGV[q + 12], SKETCH[4], ARGV[q + 13])
+  end
 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'watermark', ARGV[2], 'committed_at', ARGV[3])
 return 1

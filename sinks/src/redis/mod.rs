@@ -8,7 +8,9 @@
 //! - `{prefix}:{job}:{window}:latest` — sorted set: member = item_id, score = count;
 //! - `{prefix}:{job}:{window}:latest:meta` — hash: window, window_start (ms), window_end (ms),
 //!   revision, state (open|closed|final), final (0|1), as_of (ms), watermark (ms), item_count,
-//!   epoch;
+//!   epoch, exact (0|1), error_bound (0 when exact), and for a list with a sketch check
+//!   sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (all four or none).
+//!   A meta hash without `exact` (written before lists said what they are) is an exact list;
 //! - `{prefix}:{job}:windows` — a string holding JSON `[{"name","size_ms","slide_ms","k"}…]` in
 //!   configured order (written by `prepare`);
 //! - `{prefix}:{job}:commit` — hash: epoch, watermark (ms), committed_at (ms);
@@ -35,8 +37,10 @@
 //!    list survives;
 //! 3. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.
 //!
-//! The script checks every key's type and every stored number before its first write, so it
-//! either fails before writing anything or runs to its end (Redis does not roll scripts back).
+//! The script checks every key's type and every stored number before its first write, and each
+//! list's accuracy arguments as a reader would (`exact` 0 or 1, an exact list's `error_bound`
+//! 0, a whole sketch check with found ≤ of), so it either fails before writing anything or runs
+//! to its end (Redis does not roll scripts back).
 //! Dead letters in a batch are ignored: Redis holds no dead letters, the primary store does.
 //! Scores are doubles, so a count above 2^53 ([`MAX_EXACT_COUNT`]) is refused as invalid input
 //! rather than stored inexactly.

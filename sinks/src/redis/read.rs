@@ -11,7 +11,7 @@ use super::encode::parse_windows;
 use super::keys::check_key_part;
 use super::{RedisStore, MAX_EXACT_COUNT};
 use crate::error::SinkError;
-use crate::read_checks::{self, ListAt};
+use crate::read_checks::{self, ListAt, RawAccuracy, SKETCH_FIELDS};
 use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
 use hotlist_operators::record::{ItemId, ListState, RankedItem};
@@ -20,8 +20,9 @@ use hotlist_operators::time::Millis;
 /// The longest windows document read: 64 windows with long names fit many times over.
 pub(super) const WINDOWS_DOC_LIMIT: usize = 1 << 20;
 
-/// The meta hash fields a list read asks for, in this order.
-const META_FIELDS: [&str; 9] = [
+/// The meta hash fields a list read asks for, in this order: the header, then its accuracy
+/// (`exact`, `error_bound` and the sketch check's [`SKETCH_FIELDS`]).
+const META_FIELDS: [&str; 15] = [
     "window",
     "window_start",
     "window_end",
@@ -31,7 +32,16 @@ const META_FIELDS: [&str; 9] = [
     "as_of",
     "watermark",
     "item_count",
+    "exact",
+    "error_bound",
+    SKETCH_FIELDS[0],
+    SKETCH_FIELDS[1],
+    SKETCH_FIELDS[2],
+    SKETCH_FIELDS[3],
 ];
+
+/// Where the accuracy fields start in [`META_FIELDS`].
+const ACCURACY_FIELDS: usize = 9;
 
 impl StoreReader for RedisStore {
     /// The windows `prepare` recorded, from the JSON in `{prefix}:{job}:windows`.
@@ -224,6 +234,8 @@ impl RedisStore {
             start: h.start,
         };
         let checked = read_checks::header(&at, &h, k).map_err(|d| self.corrupt(format!("{mkey}: {d}")))?;
+        let raw = self.raw_accuracy(&mkey, &read.meta)?;
+        let accuracy = read_checks::accuracy(&at, &raw, k).map_err(|d| self.corrupt(format!("{mkey}: {d}")))?;
         let is_final = field(5)?;
         if is_final != if checked.state == ListState::Final { "1" } else { "0" } {
             return Err(self.corrupt(format!(
@@ -248,10 +260,40 @@ impl RedisStore {
             watermark: h.watermark,
             as_of: h.as_of,
             items,
-            exact: true,
-            error_bound: 0,
-            sketch_check: None,
+            exact: accuracy.exact,
+            error_bound: accuracy.error_bound,
+            sketch_check: accuracy.sketch_check,
         }))
+    }
+
+    /// The accuracy fields of a meta hash read (in [`META_FIELDS`] order). A meta hash written
+    /// before lists said what they are has none of them: its list is exact. One with `exact`
+    /// has `error_bound`; the sketch check's fields are all there or none.
+    fn raw_accuracy(&self, mkey: &str, meta: &[Option<String>]) -> Result<RawAccuracy, SinkError> {
+        let fields = &meta[ACCURACY_FIELDS..];
+        let names = &META_FIELDS[ACCURACY_FIELDS..];
+        let int = |i: usize| -> Result<Option<i64>, SinkError> {
+            fields[i]
+                .as_deref()
+                .map(|v| {
+                    v.parse()
+                        .map_err(|_| self.corrupt(format!("{mkey} field {} is not an integer: {v:?}", names[i])))
+                })
+                .transpose()
+        };
+        let Some(exact) = int(0)? else {
+            return match fields.iter().position(Option::is_some) {
+                None => Ok(RawAccuracy::EXACT),
+                Some(i) => Err(self.corrupt(format!("{mkey} has field {} but no field exact", names[i]))),
+            };
+        };
+        let error_bound =
+            int(1)?.ok_or_else(|| self.corrupt(format!("{mkey} has field exact but no field error_bound")))?;
+        Ok(RawAccuracy {
+            exact,
+            error_bound,
+            sketch: [int(2)?, int(3)?, int(4)?, int(5)?],
+        })
     }
 
     /// The members of the sorted set `zkey` as items in ranking order; each score must be a

@@ -14,7 +14,7 @@ use super::*;
 use crate::conformance::{Damage, Subject};
 use crate::error::Retry;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{batch, list, not_json, server_url, windows, JOB};
+use crate::test_fixtures::{approximate, batch, list, not_json, server_url, sketch_check, windows, JOB};
 use crate::types::{StoredList, StoredWindow};
 use ::redis::{ErrorKind, RedisError, Value};
 use hotlist_operators::record::{ListState, RankedItem};
@@ -147,6 +147,21 @@ fn damage(prefix: &str, what: Damage) {
             ::redis::cmd("SET").arg(key("windows")).arg(doc).exec(&mut c)
         }
         Damage::CommitWatermark(ms) => ::redis::cmd("HSET").arg(key("commit")).arg("watermark").arg(ms).exec(&mut c),
+        Damage::Accuracy { exact, error_bound } => ::redis::cmd("HSET")
+            .arg(key("1m:latest:meta"))
+            .arg("exact")
+            .arg(i64::from(exact))
+            .arg("error_bound")
+            .arg(error_bound)
+            .exec(&mut c),
+        Damage::SketchCheck(values) => {
+            let fields = ["sketch_found", "sketch_of", "sketch_max_overcount", "sketch_total_overcount"];
+            fields.iter().zip(values).try_for_each(|(field, v)| match v {
+                Some(v) => ::redis::cmd("HSET").arg(key("1m:latest:meta")).arg(field).arg(v).exec(&mut c),
+                None => ::redis::cmd("HDEL").arg(key("1m:latest:meta")).arg(field).exec(&mut c),
+            })
+        }
+        Damage::RowAccuracy { .. } => unreachable!("Redis stores no rows (stored_rows is None)"),
     }
     .unwrap();
 }
@@ -203,6 +218,8 @@ fn latest_list_round_trips_with_ties_in_the_ranking() {
         ("watermark", "120001"),
         ("item_count", "8"),
         ("epoch", "1"),
+        ("exact", "1"),
+        ("error_bound", "0"),
     ]
     .iter()
     .map(|&(k, v)| (k.to_string(), v.to_string()))
@@ -360,6 +377,110 @@ fn windows_documents_parse_strictly() {
         "[] x",
     ] {
         assert!(parse_windows(bad).is_err(), "{bad}");
+    }
+}
+
+/// A list's accuracy is in its meta hash: `exact` and `error_bound` always, the sketch check's
+/// four fields when it has one (a new revision without one leaves none behind). A meta hash
+/// the previous version wrote (none of these fields) reads as an exact list; one with some of
+/// them but not `exact`, or `exact` without `error_bound`, is corrupt.
+#[test]
+fn accuracy_fields_of_the_meta_hash() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    let sketched = approximate(list(0, 1, 3), 37, Some(sketch_check(2, 3)));
+    assert!(store.commit(&batch(1, vec![sketched])).unwrap());
+    let mkey = fx.key("1m:latest:meta");
+    let meta = |fx: &mut Fixture| -> HashMap<String, String> {
+        ::redis::cmd("HGETALL").arg(&mkey).query(&mut fx.raw).unwrap()
+    };
+    let fields = [
+        ("exact", "0"),
+        ("error_bound", "37"),
+        ("sketch_found", "2"),
+        ("sketch_of", "3"),
+        ("sketch_max_overcount", "5"),
+        ("sketch_total_overcount", "9"),
+    ];
+    let m = meta(&mut fx);
+    for (field, value) in fields {
+        assert_eq!(m.get(field).map(String::as_str), Some(value), "{field} in {m:?}");
+    }
+    assert!(store.commit(&batch(2, vec![list(0, 2, 3)])).unwrap());
+    let m = meta(&mut fx);
+    assert_eq!((m["exact"].as_str(), m["error_bound"].as_str()), ("1", "0"));
+    assert!(!m.contains_key("sketch_of"), "no check left behind: {m:?}");
+
+    // As the previous version wrote it: no accuracy fields at all.
+    let names: Vec<&str> = fields.iter().map(|f| f.0).collect();
+    ::redis::cmd("HDEL").arg(&mkey).arg(&names).exec(&mut fx.raw).unwrap();
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
+    let corrupt = |store: &mut RedisStore, want: &str| {
+        let err = store.latest(JOB, "1m").unwrap_err();
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains(want), "{err} (want {want:?})");
+    };
+    let set = |fx: &mut Fixture, field: &str, value: &str| {
+        ::redis::cmd("HSET")
+            .arg(&mkey)
+            .arg(field)
+            .arg(value)
+            .exec(&mut fx.raw)
+            .unwrap();
+    };
+    set(&mut fx, "sketch_of", "3");
+    corrupt(&mut store, "has field sketch_of but no field exact");
+    ::redis::cmd("HDEL")
+        .arg(&mkey)
+        .arg("sketch_of")
+        .exec(&mut fx.raw)
+        .unwrap();
+    set(&mut fx, "exact", "1");
+    corrupt(&mut store, "has field exact but no field error_bound");
+    set(&mut fx, "error_bound", "zero");
+    corrupt(&mut store, "field error_bound is not an integer: \"zero\"");
+    set(&mut fx, "error_bound", "0");
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
+}
+
+/// The commit script checks each list's accuracy arguments as a reader would and refuses the
+/// whole commit, writing nothing, when one is impossible (a client that does not match it).
+#[test]
+fn the_commit_script_refuses_impossible_accuracy() {
+    let mut fx = Fixture::new();
+    let (ckey, okey, zkey, mkey) = (
+        fx.key("commit"),
+        fx.key("owner"),
+        fx.key("1m:latest"),
+        fx.key("1m:latest:meta"),
+    );
+    let cases: [[&str; 6]; 6] = [
+        ["2", "0", "", "", "", ""],
+        ["1", "5", "", "", "", ""],
+        ["0", "-1", "", "", "", ""],
+        ["0", "1", "2", "", "5", "9"],
+        ["0", "1", "4", "3", "5", "9"],
+        ["0", "1", "2", "3", "-5", "9"],
+    ];
+    for accuracy in cases {
+        let mut call = super::write::COMMIT_SCRIPT.prepare_invoke();
+        call.key(&ckey).key(&okey).key(&zkey).key(&mkey);
+        call.arg(1).arg(0).arg(0).arg(1).arg("");
+        call.arg("1m")
+            .arg(0)
+            .arg(60_000)
+            .arg(1)
+            .arg("open")
+            .arg(0)
+            .arg(0)
+            .arg(0);
+        for a in accuracy {
+            call.arg(a);
+        }
+        call.arg(0);
+        let err = call.invoke::<i64>(&mut fx.raw).unwrap_err();
+        assert_eq!(err.code(), Some("HOTLIST_INVALID"), "{accuracy:?}: {err}");
+        assert!(fx.keys().is_empty(), "{accuracy:?}: nothing written");
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 
 /// The commit script; see the module documentation for what it does and `commit.lua` for its
 /// keys and arguments.
-static COMMIT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("commit.lua")));
+pub(super) static COMMIT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("commit.lua")));
 
 impl SinkStore for RedisStore {
     /// Records the job's windows in `{prefix}:{job}:windows` (replacing a previous definition).
@@ -65,7 +65,13 @@ impl SinkStore for RedisStore {
                 .arg(i64::from(l.state == ListState::Final))
                 .arg(l.as_of.0)
                 .arg(l.watermark.0)
-                .arg(l.items.len() as u64);
+                .arg(i64::from(l.exact))
+                .arg(l.error_bound);
+            match l.sketch_check {
+                Some(c) => call.arg(c.found).arg(c.of).arg(c.max_overcount).arg(c.total_overcount),
+                None => call.arg("").arg("").arg("").arg(""),
+            };
+            call.arg(l.items.len() as u64);
             for item in &l.items {
                 call.arg(item.count).arg(item.item_id.as_str());
             }

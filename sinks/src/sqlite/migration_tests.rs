@@ -1,11 +1,12 @@
 //! A version-1 database, created here with the version-1 DDL (kept verbatim below, as the first
-//! release wrote it): a reader reads it as it is; the job's `open` migrates it to version 2
-//! (`dead_letters` rebuilt with the reasons `future` and `too_large`, every row and id kept, the
-//! index back), after which the new reasons commit.
+//! release wrote it): a reader reads it as it is (every list exact); the job's `open` migrates
+//! it through version 2 (`dead_letters` rebuilt with the reasons `future` and `too_large`,
+//! every row and id kept, the index back) to version 3 (the accuracy columns, every old list
+//! exact), after which the new reasons and approximate lists commit.
 
 use super::*;
 use crate::store::SinkStore;
-use crate::test_fixtures::{batch, letter, JOB};
+use crate::test_fixtures::{approximate, batch, letter, list, sketch_check, JOB};
 use hotlist_operators::record::DeadReason;
 
 /// The tables of schema version 1, verbatim.
@@ -115,6 +116,7 @@ fn a_version_1_database_is_read_as_it_is() {
     assert_eq!(r.windows(JOB).unwrap().len(), 1);
     let list = r.latest(JOB, "1m").unwrap().expect("the list");
     assert_eq!((list.revision, list.items.len()), (2, 1));
+    assert_eq!((list.exact, list.error_bound, list.sketch_check), (true, 0, None));
     assert_eq!(r.last_commit(JOB).unwrap(), Some((2, Millis(60_001))));
     assert_eq!(r.dead_letters(JOB, 10).unwrap().len(), 3);
     assert_eq!(r.dead_letter_counts(JOB).unwrap().len(), 3);
@@ -122,8 +124,9 @@ fn a_version_1_database_is_read_as_it_is() {
     assert_eq!(user_version(&path), 1, "a reader never migrates");
 }
 
-/// The job's `open` migrates: version 2, the old rows and ids kept, the index back, and the
-/// new reasons commit after the old letters. Opening again changes nothing.
+/// The job's `open` migrates: version 3, the old rows and ids kept, the index back, the old
+/// list exact, and the new reasons and an approximate list commit after them. Opening again
+/// changes nothing.
 #[test]
 fn a_version_1_database_is_migrated_by_the_writer() {
     let dir = tempfile::tempdir().unwrap();
@@ -164,12 +167,16 @@ fn a_version_1_database_is_migrated_by_the_writer() {
         ["future", "too_large"]
     );
     assert!(after[3].0 > 7, "new ids follow the old ones");
-    assert_eq!(w.latest(JOB, "1m").unwrap().expect("the list").revision, 2);
+    let old = w.latest(JOB, "1m").unwrap().expect("the list");
+    assert_eq!((old.revision, old.exact, old.error_bound), (2, true, 0));
+    let sketched = approximate(list(60_000, 1, 2), 37, Some(sketch_check(1, 2)));
+    assert!(w.commit(&batch(4, vec![sketched.clone()])).unwrap());
+    assert_eq!(w.latest(JOB, "1m").unwrap(), Some(StoredList::from(sketched)));
     drop(w);
     SqliteStore::open(&path).unwrap();
     assert_eq!(
         letters(&path),
         after,
-        "opening a version-2 database again changes nothing"
+        "opening a version-3 database again changes nothing"
     );
 }

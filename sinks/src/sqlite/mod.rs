@@ -8,13 +8,16 @@
 //!
 //! Times are INTEGER milliseconds since the Unix epoch; `rank` starts at 1.
 //!
-//! Files: `open` (opening for writing or reading), `schema` (tables, version, the migration
-//! from version 1), `write` (prepare and commit), `ownership` (the job's lock file and
-//! generation, `reset`), `read` (the read API); tests in `tests` and `migration_tests` (a
-//! version-1 database read and migrated).
+//! Files: `open` (opening for writing or reading), `schema` (tables, version, the migrations
+//! from versions 1 and 2), `write` (prepare and commit), `ownership` (the job's lock file and
+//! generation, `reset`), `read` (the read API); tests in `tests`, `migration_tests` (a
+//! version-1 database read and migrated) and `migration_v2_tests` (a version-2 database read
+//! and migrated; migrated tables equal new ones).
 
 #[cfg(test)]
 mod migration_tests;
+#[cfg(test)]
+mod migration_v2_tests;
 mod open;
 mod ownership;
 mod read;

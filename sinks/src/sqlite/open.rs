@@ -1,6 +1,6 @@
 //! Opening an SQLite database: for writing (created if missing, WAL mode, tables ensured) or
 //! for reading only (it must exist and be of a schema version this build reads: an older
-//! job's version-1 database is read as it is, without migrating it).
+//! job's version-1 or -2 database is read as it is, without migrating it, every list exact).
 
 use super::schema::{OLDEST_READABLE_VERSION, SCHEMA_VERSION};
 use super::{sql_err, SqliteStore};
@@ -80,8 +80,9 @@ impl SqliteStore {
 
     /// Opens an existing database for reading only. Fails with [`SinkError::NoDatabase`] if
     /// the file does not exist and [`SinkError::Schema`] if it is not a hotlist database or of a
-    /// version this build does not read. Versions 1 and 2 differ only in a constraint, so a
-    /// database an older job writes is read without migrating it (a reader never writes).
+    /// version this build does not read. A database an older job writes (version 1 or 2) is
+    /// read without migrating it (a reader never writes): its lists, which hold no accuracy
+    /// columns, read as exact.
     pub fn open_read_only(path: &Path) -> Result<SqliteStore, SinkError> {
         match path.try_exists() {
             Ok(true) => {}

@@ -1,17 +1,43 @@
 //! The SQLite read API: windows, lists (header, the window's `k` and at most `k + 1` rows in
 //! one read transaction), instances, dead letters and the last commit. What is read is checked
 //! by [`crate::sql_rows`]; no statement reads more rows than a job may have written.
+//!
+//! A database older than version 3 (read as it is, see `open`) has no accuracy columns: its
+//! lists are read as exact (the statements select constants in their place). The version is
+//! read in each list's transaction, so a reader sees a migration that happened after it opened.
 
+use super::schema::ACCURACY_VERSION;
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
+use crate::read_checks::RawAccuracy;
 use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawRow, RawWindow, WINDOW_ROW_LIMIT};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
 use rusqlite::{params, OptionalExtension};
 
-const HEADER_COLUMNS: &str =
-    "SELECT window_start, window_end, revision, state, watermark, as_of, item_count FROM topk_instances";
+/// What a list read selects: the header's columns and the rows' accuracy columns, per schema.
+struct ListColumns {
+    /// `SELECT` of a header (the columns `RawHeader::from_columns` takes, then its accuracy)
+    /// `FROM topk_instances`.
+    header: &'static str,
+    /// The accuracy columns of a `topk` row.
+    row_accuracy: &'static str,
+}
+
+/// A version-3 database's.
+const COLUMNS: ListColumns = ListColumns {
+    header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, exact, error_bound, \
+             sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount FROM topk_instances",
+    row_accuracy: "exact, error_bound",
+};
+
+/// An older database's: every list exact, no sketch check.
+const COLUMNS_BEFORE_ACCURACY: ListColumns = ListColumns {
+    header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, 1, 0, \
+             NULL, NULL, NULL, NULL FROM topk_instances",
+    row_accuracy: "1, 0",
+};
 
 impl SqliteStore {
     /// The job's windows, in configured order.
@@ -125,7 +151,13 @@ impl SqliteStore {
         };
         let read = || -> rusqlite::Result<Option<RawList<i64>>> {
             let tx = self.conn.unchecked_transaction()?;
-            let Some(header) = read_header(&tx, job, window, start)? else {
+            let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let columns = if version >= ACCURACY_VERSION {
+                &COLUMNS
+            } else {
+                &COLUMNS_BEFORE_ACCURACY
+            };
+            let Some(header) = read_header(&tx, columns, (job, window), start)? else {
                 return Ok(None);
             };
             let k: Option<i64> = tx
@@ -133,7 +165,7 @@ impl SqliteStore {
                 .query_row(params![job, window], |r| r.get(0))
                 .optional()?;
             let limit = sql_rows::row_limit(job, window, k);
-            let rows = read_rows(&tx, (job, window, header.start), limit)?;
+            let rows = read_rows(&tx, columns, (job, window, header.start), limit)?;
             tx.commit()?;
             Ok(Some(RawList { header, k, rows, limit }))
         };
@@ -147,13 +179,15 @@ impl SqliteStore {
 /// At most `limit` rows of the instance, in rank order, inside `tx`.
 fn read_rows(
     tx: &rusqlite::Transaction<'_>,
+    columns: &ListColumns,
     (job, window, start): (&str, &str, i64),
     limit: usize,
 ) -> rusqlite::Result<Vec<RawRow>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT rank, item_id, count, revision FROM topk
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT rank, item_id, count, revision, {} FROM topk
          WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 ORDER BY rank LIMIT ?4",
-    )?;
+        columns.row_accuracy
+    ))?;
     let mut q = stmt.query(params![job, window, start, sql_rows::sql_limit(limit)])?;
     let mut rows = Vec::new();
     while let Some(r) = q.next()? {
@@ -161,7 +195,14 @@ fn read_rows(
             .get_ref(1)?
             .as_str()
             .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e)))?;
-        rows.push((r.get(0)?, ItemId::from(item), r.get(2)?, r.get(3)?));
+        rows.push((
+            r.get(0)?,
+            ItemId::from(item),
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        ));
     }
     Ok(rows)
 }
@@ -169,21 +210,29 @@ fn read_rows(
 /// The header of the instance at `start` (the latest one if `None`), inside `tx`.
 fn read_header(
     tx: &rusqlite::Transaction<'_>,
-    job: &str,
-    window: &str,
+    columns: &ListColumns,
+    (job, window): (&str, &str),
     start: Option<Millis>,
 ) -> rusqlite::Result<Option<RawHeader<i64>>> {
-    let header_of = |r: &rusqlite::Row<'_>| r.try_into().map(RawHeader::from_columns);
+    let header_of = |r: &rusqlite::Row<'_>| {
+        let accuracy = RawAccuracy {
+            exact: r.get(7)?,
+            error_bound: r.get(8)?,
+            sketch: [r.get(9)?, r.get(10)?, r.get(11)?, r.get(12)?],
+        };
+        Ok(RawHeader::from_columns(r.try_into()?, accuracy))
+    };
+    let header_columns = columns.header;
     match start {
         Some(s) => tx
             .prepare_cached(&format!(
-                "{HEADER_COLUMNS} WHERE job = ?1 AND window_name = ?2 AND window_start = ?3"
+                "{header_columns} WHERE job = ?1 AND window_name = ?2 AND window_start = ?3"
             ))?
             .query_row(params![job, window, s.0], header_of)
             .optional(),
         None => tx
             .prepare_cached(&format!(
-                "{HEADER_COLUMNS} WHERE job = ?1 AND window_name = ?2
+                "{header_columns} WHERE job = ?1 AND window_name = ?2
                  ORDER BY window_start DESC LIMIT 1"
             ))?
             .query_row(params![job, window], header_of)

@@ -1,19 +1,28 @@
 //! The SQLite tables and their version (`PRAGMA user_version`), created if missing, and the
 //! migrations from older versions (run in the same transaction).
 //!
-//! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`.
+//! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`; 3 lists
+//! say what they are: `topk` and `topk_instances` gain `exact` and `error_bound`,
+//! `topk_instances` the sketch check (`sketch_found`, `sketch_of`, `sketch_max_overcount`,
+//! `sketch_total_overcount`, all NULL when there is none). A version 1 database migrates
+//! through 2 to 3; migrated rows are exact (`exact = 1`, `error_bound = 0`, no check).
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
-/// tables of versions 1 and 2 have the same columns; only the `CHECK` on `dead_letters.reason`
-/// differs, which reads do not depend on.
+/// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
+/// differs, which reads do not depend on); a reader of either reads every list as exact, which
+/// is all those versions hold.
 pub const OLDEST_READABLE_VERSION: i64 = 1;
+
+/// The first version whose lists say what they are (`exact`, `error_bound`, the sketch check):
+/// a reader of an older database reads them as exact.
+pub(super) const ACCURACY_VERSION: i64 = 3;
 
 /// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside).
 /// The reasons are `DeadReason::as_str`'s (a test keeps them equal).
@@ -45,6 +54,26 @@ DROP TABLE dead_letters;
 ALTER TABLE dead_letters_v2 RENAME TO dead_letters;
 ";
 
+/// Version 2 → 3: the accuracy columns, added with the same definitions the version-3 tables
+/// are created with (a test compares them); existing rows get the defaults: exact, no check.
+/// SQLite cannot add a table constraint, so the checks that span columns are column checks of
+/// the last column they involve (SQLite lets a column check name other columns).
+const MIGRATE_2_TO_3: &str = "
+ALTER TABLE topk ADD COLUMN exact INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1));
+ALTER TABLE topk ADD COLUMN error_bound INTEGER NOT NULL DEFAULT 0
+    CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0));
+ALTER TABLE topk_instances ADD COLUMN exact INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1));
+ALTER TABLE topk_instances ADD COLUMN error_bound INTEGER NOT NULL DEFAULT 0
+    CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0));
+ALTER TABLE topk_instances ADD COLUMN sketch_found INTEGER CHECK (sketch_found >= 0);
+ALTER TABLE topk_instances ADD COLUMN sketch_of INTEGER CHECK (sketch_of >= sketch_found);
+ALTER TABLE topk_instances ADD COLUMN sketch_max_overcount INTEGER CHECK (sketch_max_overcount >= 0);
+ALTER TABLE topk_instances ADD COLUMN sketch_total_overcount INTEGER
+    CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
+           AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
+           AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL));
+";
+
 /// The other tables; every statement is idempotent.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS topk (
@@ -59,6 +88,9 @@ CREATE TABLE IF NOT EXISTS topk (
     final        INTEGER NOT NULL CHECK (final IN (0, 1)),
     state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
     as_of        INTEGER NOT NULL,
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
     PRIMARY KEY (job, window_name, window_start, rank)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS topk_instances (
@@ -72,6 +104,16 @@ CREATE TABLE IF NOT EXISTS topk_instances (
     watermark    INTEGER NOT NULL,
     as_of        INTEGER NOT NULL,
     item_count   INTEGER NOT NULL CHECK (item_count >= 0),
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
+    sketch_found           INTEGER CHECK (sketch_found >= 0),
+    sketch_of              INTEGER CHECK (sketch_of >= sketch_found),
+    sketch_max_overcount   INTEGER CHECK (sketch_max_overcount >= 0),
+    sketch_total_overcount INTEGER
+        CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
+               AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
+               AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
     PRIMARY KEY (job, window_name, window_start)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hotlist_windows (
@@ -118,6 +160,10 @@ impl SqliteStore {
             let aside = DEAD_LETTERS.replace("{table}", "dead_letters_v2");
             tx.execute_batch(&format!("{aside}{MIGRATE_1_TO_2}"))
                 .map_err(sql_err(path, "migrating the schema from version 1 to 2"))?;
+        }
+        if (1..ACCURACY_VERSION).contains(&version) {
+            tx.execute_batch(MIGRATE_2_TO_3)
+                .map_err(sql_err(path, "migrating the schema from version 2 to 3"))?;
         }
         let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
         tx.execute_batch(&format!("{SCHEMA}{dead_letters}{DEAD_LETTERS_INDEX}"))

@@ -2,7 +2,7 @@
 //! conformance suite on a temporary database file.
 
 use super::*;
-use crate::conformance::{Damage, Subject};
+use crate::conformance::{sql_sketch_columns, Damage, Subject};
 use crate::store::SinkStore;
 use crate::test_fixtures::{batch, list, JOB};
 
@@ -24,14 +24,29 @@ fn subject() -> Subject {
     }
 }
 
-/// Writes a [`Damage`] with plain SQL, on a connection of its own.
+/// Writes a [`Damage`] with plain SQL, on a connection of its own (ignoring the tables'
+/// `CHECK` constraints, as a damaged file would).
 fn damage(path: &Path, what: Damage) {
+    let instance = "WHERE window_name = '1m' AND window_start = 0";
     let sql = match what {
         Damage::ItemCount(n) => format!("UPDATE topk_instances SET item_count = {n} WHERE window_name = '1m'"),
         Damage::WindowK(k) => format!("UPDATE hotlist_windows SET k = {k} WHERE name = '1m'"),
         Damage::CommitWatermark(ms) => format!("UPDATE hotlist_commits SET watermark = {ms}"),
+        Damage::Accuracy { exact, error_bound } => {
+            let exact = i64::from(exact);
+            format!("UPDATE topk_instances SET exact = {exact}, error_bound = {error_bound} {instance}")
+        }
+        Damage::SketchCheck(values) => {
+            format!("UPDATE topk_instances SET {} {instance}", sql_sketch_columns(values))
+        }
+        Damage::RowAccuracy { exact, error_bound } => {
+            let exact = i64::from(exact);
+            format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
+        }
     };
-    Connection::open(path).unwrap().execute_batch(&sql).unwrap();
+    let conn = Connection::open(path).unwrap();
+    conn.pragma_update(None, "ignore_check_constraints", true).unwrap();
+    conn.execute_batch(&sql).unwrap();
 }
 
 crate::conformance::suite!(subject);
@@ -144,7 +159,7 @@ fn rows_past_k_are_reported_without_reading_them_all() {
     conn.execute_batch(
         "WITH RECURSIVE n(r) AS (SELECT 4 UNION ALL SELECT r + 1 FROM n WHERE r < 100000)
          INSERT INTO topk SELECT job, window_name, window_start, window_end, r, 'x' || r, 0, revision,
-                                 final, state, as_of FROM n, topk WHERE rank = 1",
+                                 final, state, as_of, exact, error_bound FROM n, topk WHERE rank = 1",
     )
     .unwrap();
     let reader = SqliteStore::open_read_only(&path).unwrap();

@@ -8,7 +8,7 @@ use crate::ownership::Claim;
 use crate::sql_rows::non_negative;
 use crate::store::SinkStore;
 use crate::types::{check_batch, check_prepare, latest_revisions, CommitBatch};
-use hotlist_operators::record::{ListState, RankedItem};
+use hotlist_operators::record::{ListState, PublishedList, RankedItem};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -16,27 +16,33 @@ use std::sync::LazyLock;
 
 const UPSERT_INSTANCE: &str = "
 INSERT INTO topk_instances
-    (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+    (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count,
+     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 ON CONFLICT (job, window_name, window_start) DO UPDATE SET
     window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
     final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
-    item_count = excluded.item_count";
+    item_count = excluded.item_count, exact = excluded.exact, error_bound = excluded.error_bound,
+    sketch_found = excluded.sketch_found, sketch_of = excluded.sketch_of,
+    sketch_max_overcount = excluded.sketch_max_overcount, sketch_total_overcount = excluded.sketch_total_overcount";
 
-/// Rows per multi-row insert statement: binding 3 values per row instead of 11 and stepping
+/// Rows per multi-row insert statement: binding 3 values per row instead of 13 and stepping
 /// one statement per chunk roughly doubles the write rate for large lists.
 const ROWS_PER_INSERT: usize = 64;
 
-/// `INSERT INTO topk` of `n` ranks of one instance: ?1..?8 are the instance's columns, then
+/// The instance's columns every row of an `INSERT INTO topk` binds first, as ?1..?10.
+const ROW_INSTANCE_COLUMNS: usize = 10;
+
+/// `INSERT INTO topk` of `n` ranks of one instance: ?1..?10 are the instance's columns, then
 /// (rank, item_id, count) per row.
 fn insert_rows_sql(n: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO topk (job, window_name, window_start, window_end, revision, final, state,
-                           as_of, rank, item_id, count)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, column1, column2, column3 FROM (VALUES ",
+                           as_of, exact, error_bound, rank, item_id, count)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, column1, column2, column3 FROM (VALUES ",
     );
     for i in 0..n {
-        let b = 9 + 3 * i;
+        let b = ROW_INSTANCE_COLUMNS + 1 + 3 * i;
         if i > 0 {
             sql.push_str(", ");
         }
@@ -75,57 +81,10 @@ fn bind_row(stmt: &mut rusqlite::Statement<'_>, first: usize, rank: i64, item: &
 /// Writes a checked batch inside the commit transaction.
 fn write_batch(tx: &Connection, batch: &CommitBatch, now: Millis) -> rusqlite::Result<()> {
     let job = batch.job.as_str();
-    // `check_batch` has verified every u64 below fits an i64.
+    // `check_batch` has verified the epoch fits an i64.
     let epoch = batch.epoch as i64;
-    let mut header = tx.prepare_cached(UPSERT_INSTANCE)?;
-    let mut delete = tx.prepare_cached(DELETE_ROWS)?;
-    let sql = &*INSERT_ROWS_SQL;
-    let mut inserts = [
-        tx.prepare_cached(&sql[0])?,
-        tx.prepare_cached(&sql[1])?,
-        tx.prepare_cached(&sql[2])?,
-    ];
     for l in latest_revisions(&batch.lists) {
-        let state = l.state.as_str();
-        let is_final = i64::from(l.state == ListState::Final);
-        header.execute(params![
-            job,
-            l.window,
-            l.start.0,
-            l.end.0,
-            l.revision,
-            state,
-            is_final,
-            l.watermark.0,
-            l.as_of.0,
-            l.items.len() as i64
-        ])?;
-        // Replace: the previous revision's rows go, all of this revision's rows come in.
-        delete.execute(params![job, l.window, l.start.0])?;
-        let mut rest = l.items.as_slice();
-        let mut rank = 0i64;
-        for (size, stmt) in CHUNKS.iter().zip(inserts.iter_mut()) {
-            if rest.len() < *size {
-                continue;
-            }
-            stmt.raw_bind_parameter(1, job)?;
-            stmt.raw_bind_parameter(2, &l.window)?;
-            stmt.raw_bind_parameter(3, l.start.0)?;
-            stmt.raw_bind_parameter(4, l.end.0)?;
-            stmt.raw_bind_parameter(5, l.revision)?;
-            stmt.raw_bind_parameter(6, is_final)?;
-            stmt.raw_bind_parameter(7, state)?;
-            stmt.raw_bind_parameter(8, l.as_of.0)?;
-            while rest.len() >= *size {
-                let (chunk, tail) = rest.split_at(*size);
-                for (i, item) in chunk.iter().enumerate() {
-                    rank += 1;
-                    bind_row(stmt, 9 + 3 * i, rank, item)?;
-                }
-                stmt.raw_execute()?;
-                rest = tail;
-            }
-        }
+        write_list(tx, job, l)?;
     }
     let mut dead = tx.prepare_cached(INSERT_DEAD_LETTER)?;
     for d in &batch.dead_letters {
@@ -143,6 +102,64 @@ fn write_batch(tx: &Connection, batch: &CommitBatch, now: Millis) -> rusqlite::R
     }
     tx.prepare_cached(UPSERT_COMMIT)?
         .execute(params![job, epoch, batch.watermark.0, now.0])?;
+    Ok(())
+}
+
+/// Writes one instance's list: upserts its header and replaces its rows (the previous
+/// revision's rows go, all of this revision's rows come in).
+fn write_list(tx: &Connection, job: &str, l: &PublishedList) -> rusqlite::Result<()> {
+    let state = l.state.as_str();
+    let is_final = i64::from(l.state == ListState::Final);
+    // `check_batch` has verified every u64 below fits an i64 (error bounds, over-counts).
+    let (exact, error_bound) = (i64::from(l.exact), l.error_bound as i64);
+    let check = l.sketch_check;
+    tx.prepare_cached(UPSERT_INSTANCE)?.execute(params![
+        job,
+        l.window,
+        l.start.0,
+        l.end.0,
+        l.revision,
+        state,
+        is_final,
+        l.watermark.0,
+        l.as_of.0,
+        l.items.len() as i64,
+        exact,
+        error_bound,
+        check.map(|c| c.found),
+        check.map(|c| c.of),
+        check.map(|c| c.max_overcount as i64),
+        check.map(|c| c.total_overcount as i64)
+    ])?;
+    tx.prepare_cached(DELETE_ROWS)?
+        .execute(params![job, l.window, l.start.0])?;
+    let mut rest = l.items.as_slice();
+    let mut rank = 0i64;
+    for (size, sql) in CHUNKS.iter().zip(INSERT_ROWS_SQL.iter()) {
+        if rest.len() < *size {
+            continue;
+        }
+        let mut stmt = tx.prepare_cached(sql)?;
+        stmt.raw_bind_parameter(1, job)?;
+        stmt.raw_bind_parameter(2, &l.window)?;
+        stmt.raw_bind_parameter(3, l.start.0)?;
+        stmt.raw_bind_parameter(4, l.end.0)?;
+        stmt.raw_bind_parameter(5, l.revision)?;
+        stmt.raw_bind_parameter(6, is_final)?;
+        stmt.raw_bind_parameter(7, state)?;
+        stmt.raw_bind_parameter(8, l.as_of.0)?;
+        stmt.raw_bind_parameter(9, exact)?;
+        stmt.raw_bind_parameter(10, error_bound)?;
+        while rest.len() >= *size {
+            let (chunk, tail) = rest.split_at(*size);
+            for (i, item) in chunk.iter().enumerate() {
+                rank += 1;
+                bind_row(&mut stmt, ROW_INSTANCE_COLUMNS + 1 + 3 * i, rank, item)?;
+            }
+            stmt.raw_execute()?;
+            rest = tail;
+        }
+    }
     Ok(())
 }
 
