@@ -21,7 +21,7 @@
 use crate::event::{check_event_time, BadRecord};
 use crate::hash::{item_hash, key_group};
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
-use crate::record::{DeadLetter, DeadReason, ItemId, LocalList, RankedItem, TimedEvent};
+use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
 use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneKey, PaneSegment, SnapshotError};
 use crate::time::{Millis, Span};
 use crate::topk::{rank_cmp, select_top_by};
@@ -130,7 +130,7 @@ pub fn sealed_after_end(windows: &[WindowSpec], max_event_time: Millis) -> Vec<M
 
 /// The sealing horizon of window `w`: its instances ending at or before it are sealed.
 #[inline]
-fn horizon(sealed_h: Millis, sealed_until: &[Millis], w: WindowId) -> Millis {
+pub(crate) fn horizon(sealed_h: Millis, sealed_until: &[Millis], w: WindowId) -> Millis {
     match sealed_until.get(w.0 as usize) {
         Some(until) => sealed_h.max(*until),
         None => sealed_h,
@@ -140,8 +140,17 @@ fn horizon(sealed_h: Millis, sealed_until: &[Millis], w: WindowId) -> Millis {
 impl WindowedCounter {
     /// A counter for validated windows (see `window::validate_all`).
     pub fn new(windows: Vec<WindowSpec>, allowed_lateness: Span, worker: u32) -> WindowedCounter {
+        WindowedCounter::counting(windows, &[], allowed_lateness, worker)
+    }
+
+    /// A counter that counts only the windows with `counted[w]` set (all when `counted` is
+    /// empty): the others (sketch windows) keep their ids and are never counted here.
+    pub fn counting(windows: Vec<WindowSpec>, counted: &[bool], allowed_lateness: Span, worker: u32) -> WindowedCounter {
         let mut groups: Vec<PaneGroup> = Vec::new();
         for (i, w) in windows.iter().enumerate() {
+            if counted.get(i) == Some(&false) {
+                continue;
+            }
             let id = WindowId(i as u16);
             match groups.iter_mut().find(|g| g.width == w.pane_width()) {
                 Some(g) => g.windows.push(id),
@@ -298,6 +307,18 @@ impl WindowedCounter {
         workers: usize,
         snapshots: &[CounterSnapshot],
     ) -> Result<WindowedCounter, SnapshotError> {
+        WindowedCounter::restore_counting(windows, &[], allowed_lateness, worker, workers, snapshots)
+    }
+
+    /// [`restore`](Self::restore) for a counter of [`counting`](Self::counting) `counted`.
+    pub fn restore_counting(
+        windows: Vec<WindowSpec>,
+        counted: &[bool],
+        allowed_lateness: Span,
+        worker: u32,
+        workers: usize,
+        snapshots: &[CounterSnapshot],
+    ) -> Result<WindowedCounter, SnapshotError> {
         let workers = workers.max(1);
         if worker as usize >= workers {
             return Err(SnapshotError::Invalid(format!(
@@ -309,7 +330,7 @@ impl WindowedCounter {
             return Err(SnapshotError::Incompatible);
         }
         crate::snapshot::validate_counters(snapshots, &windows, allowed_lateness)?;
-        let mut c = WindowedCounter::new(windows, allowed_lateness, worker);
+        let mut c = WindowedCounter::counting(windows, counted, allowed_lateness, worker);
         c.global_wm = snapshots.iter().map(|s| s.watermark).fold(c.global_wm, Millis::max);
         for s in snapshots {
             c.seal_until(&s.sealed_until);
@@ -352,6 +373,9 @@ impl WindowedCounter {
             }
         }
         for ex in &kg.exclusions {
+            if !self.groups.iter().any(|g| g.windows.contains(&ex.instance.window)) {
+                continue; // a window this counter does not count (a sketch window)
+            }
             let end = self.windows[ex.instance.window.0 as usize].end_of(ex.instance.start);
             if end <= horizon(sealed_h, &self.sealed_until, ex.instance.window) {
                 continue; // sealed: nothing will read it (and it must publish nothing)
@@ -626,6 +650,7 @@ impl WindowedCounter {
                     instance: key,
                     worker: self.worker,
                     items,
+                    source: ListSource::PaneCounter,
                 });
                 if let Some(inst) = self.instances.get_mut(&key) {
                     inst.emitted = self.seq;
@@ -782,7 +807,7 @@ fn map_increment(pane: &mut Pane, idx: ItemIdx, interner: &mut Interner) {
 
 /// The dead letter of an event outside the event time range (cold: sources reject those).
 #[cold]
-fn out_of_range(ev: &TimedEvent, bad: BadRecord) -> DeadLetter {
+pub(crate) fn out_of_range(ev: &TimedEvent, bad: BadRecord) -> DeadLetter {
     DeadLetter {
         partition: ev.partition,
         position: ev.position,

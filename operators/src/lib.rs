@@ -10,6 +10,8 @@
 //! - [`lateness`]: the per-partition lateness rule sources apply to each event;
 //! - [`interner`]: item ids interned once per worker, reference counted by live counters;
 //! - [`counter`]: the exact windowed counter state of one worker (panes, lateness, emission);
+//! - [`counting`]: how a window counts (`exact`, `sketch`, `auto`, `both`) and which sketch;
+//! - [`sketch_counter`]: the sketch counter of one worker (sketch windows, `auto` folding);
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
 //! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
@@ -25,6 +27,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod counter;
+pub mod counting;
 pub mod event;
 pub mod hash;
 pub mod interner;
@@ -33,6 +36,7 @@ pub mod merge;
 pub mod pane_sharing;
 pub mod record;
 pub mod sketch;
+pub mod sketch_counter;
 pub mod snapshot;
 pub mod time;
 pub mod topk;

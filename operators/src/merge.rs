@@ -6,7 +6,8 @@
 //! workers) and publishes a new revision when the list or the instance's state changed.
 //! Sealed instances are published with state `Final` once and then forgotten.
 
-use crate::record::{ListState, LocalList, PublishedList, RankedItem};
+use crate::counting::Counting;
+use crate::record::{ListSource, ListState, LocalList, PublishedList, RankedItem, SketchCheck};
 use crate::snapshot::{MergerSnapshot, PublishedState, SnapshotError};
 use crate::time::{Millis, Span};
 use crate::topk::merge_top_k;
@@ -15,15 +16,22 @@ use std::collections::BTreeMap;
 
 #[derive(Default)]
 struct Merging {
+    /// Each worker's latest list from its exact pane counter.
     locals: BTreeMap<u32, Vec<RankedItem>>,
+    /// Each worker's latest list from its sketch counter, with its events and exactness.
+    sketch_locals: BTreeMap<u32, (Vec<RankedItem>, u64, bool)>,
     changed: bool,
     published: Option<(ListState, Vec<RankedItem>)>,
+    /// Whether the last published list was approximate (not in snapshots; see `with_counting`).
+    published_approximate: bool,
     revision: u32,
 }
 
 /// The merger.
 pub struct ListMerger {
     windows: Vec<WindowSpec>,
+    /// How each window counts (all exact unless [`with_counting`](Self::with_counting) says).
+    counting: Vec<Counting>,
     allowed_lateness: Span,
     instances: BTreeMap<InstanceKey, Merging>,
 }
@@ -32,16 +40,38 @@ impl ListMerger {
     /// A merger for the job's windows.
     pub fn new(windows: Vec<WindowSpec>, allowed_lateness: Span) -> ListMerger {
         ListMerger {
+            counting: vec![Counting::Exact; windows.len()],
             windows,
             allowed_lateness,
             instances: BTreeMap::new(),
         }
     }
 
+    /// This merger with each window's counting (in window order; missing ones count exactly).
+    pub fn with_counting(mut self, counting: &[Counting]) -> ListMerger {
+        for (mine, c) in self.counting.iter_mut().zip(counting) {
+            *mine = *c;
+        }
+        // restored instances of sketch windows published approximate lists (an `auto` one that
+        // was exact and folds says so at its next change)
+        for (key, m) in self.instances.iter_mut() {
+            let publishes_sketch = self.counting[key.window.0 as usize].publishes_sketch();
+            m.published_approximate |= publishes_sketch && m.published.is_some();
+        }
+        self
+    }
+
     /// Takes a worker's latest list for an instance.
     pub fn receive(&mut self, list: LocalList) {
         let m = self.instances.entry(list.instance).or_default();
-        m.locals.insert(list.worker, list.items);
+        match list.source {
+            ListSource::PaneCounter => {
+                m.locals.insert(list.worker, list.items);
+            }
+            ListSource::SketchCounter { events, exact } => {
+                m.sketch_locals.insert(list.worker, (list.items, events, exact));
+            }
+        }
         m.changed = true;
     }
 
@@ -55,10 +85,17 @@ impl ListMerger {
             let state_changed = m.published.as_ref().map(|p| p.0) != Some(state);
             if m.changed || state_changed {
                 m.changed = false;
-                let items = merge_top_k(m.locals.values().map(|v| v.as_slice()), spec.k);
+                let Merged {
+                    items,
+                    exact,
+                    error_bound,
+                    sketch_check,
+                } = merged(m, &self.counting[key.window.0 as usize], spec.k);
                 // An instance whose every event was excluded as late has no list at all.
                 let never_counted = items.is_empty() && m.published.is_none();
-                let differs = m.published.as_ref().is_none_or(|(s, l)| *s != state || *l != items);
+                let turned_approximate = !exact && !m.published_approximate;
+                let differs = turned_approximate
+                    || m.published.as_ref().is_none_or(|(s, l)| *s != state || *l != items);
                 let differs = differs && !never_counted;
                 if differs {
                     m.revision = m.revision.saturating_add(1);
@@ -71,11 +108,12 @@ impl ListMerger {
                         watermark: wm,
                         as_of,
                         items: items.clone(),
-                        exact: true,
-                        error_bound: 0,
-                        sketch_check: None,
+                        exact,
+                        error_bound,
+                        sketch_check,
                     });
                     m.published = Some((state, items));
+                    m.published_approximate = !exact;
                 }
             }
             state != ListState::Final
@@ -123,6 +161,8 @@ impl ListMerger {
                 p.instance,
                 Merging {
                     locals: BTreeMap::new(),
+                    sketch_locals: BTreeMap::new(),
+                    published_approximate: false,
                     changed: false,
                     published: p.published.clone(),
                     revision: p.revision,
@@ -136,6 +176,66 @@ impl ListMerger {
     pub fn live_instances(&self) -> usize {
         self.instances.len()
     }
+}
+
+/// An instance's list as the merger publishes it.
+struct Merged {
+    items: Vec<RankedItem>,
+    exact: bool,
+    error_bound: u64,
+    sketch_check: Option<SketchCheck>,
+}
+
+/// The global list of an instance from its workers' latest lists: the exact counters' (exact
+/// and `both` windows, the latter with the sketch's list compared) or the sketch counters'
+/// (`sketch` and `auto`: exact only while no worker's instance folded; the bound from the
+/// instance's events N, summed over workers). Items are disjoint across workers.
+fn merged(m: &Merging, counting: &Counting, k: usize) -> Merged {
+    let exact_list = || merge_top_k(m.locals.values().map(|v| v.as_slice()), k);
+    let sketch_list = || merge_top_k(m.sketch_locals.values().map(|v| v.0.as_slice()), k);
+    match (counting.publishes_sketch(), counting.sketch()) {
+        (true, Some(spec)) => {
+            let exact = m.sketch_locals.values().all(|v| v.2);
+            let events = m.sketch_locals.values().map(|v| v.1).fold(0, u64::saturating_add);
+            Merged {
+                items: sketch_list(),
+                exact,
+                error_bound: if exact { 0 } else { spec.error_bound(events) },
+                sketch_check: None,
+            }
+        }
+        _ => {
+            let items = exact_list();
+            let sketch_check = (counting.sketch().is_some() && !m.sketch_locals.is_empty())
+                .then(|| sketch_check(&items, &sketch_list()));
+            Merged {
+                items,
+                exact: true,
+                error_bound: 0,
+                sketch_check,
+            }
+        }
+    }
+}
+
+/// How a sketch's top-K compares with the exact top-K of the same instance: how many of the
+/// exact items it found, and its over-counts on the items in both lists (the only ones whose
+/// exact count the merger knows).
+pub fn sketch_check(exact: &[RankedItem], sketch: &[RankedItem]) -> SketchCheck {
+    let exact_counts: BTreeMap<&str, u64> = exact.iter().map(|r| (r.item_id.as_str(), r.count)).collect();
+    let mut check = SketchCheck {
+        of: exact.len() as u32, // ≤ k ≤ MAX_K
+        ..SketchCheck::default()
+    };
+    for r in sketch {
+        if let Some(c) = exact_counts.get(r.item_id.as_str()) {
+            check.found += 1;
+            let over = r.count.saturating_sub(*c);
+            check.max_overcount = check.max_overcount.max(over);
+            check.total_overcount = check.total_overcount.saturating_add(over);
+        }
+    }
+    check
 }
 
 #[cfg(test)]
@@ -157,6 +257,7 @@ mod tests {
                     count: *c,
                 })
                 .collect(),
+            source: ListSource::PaneCounter,
         }
     }
 

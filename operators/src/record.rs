@@ -83,6 +83,22 @@ pub struct LocalList {
     pub worker: u32,
     /// Its top-K, best first.
     pub items: Vec<RankedItem>,
+    /// Which counter computed it, and for the sketch counter, over how many events.
+    pub source: ListSource,
+}
+
+/// Which of a worker's counters computed a [`LocalList`] (a `both` window gets one of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ListSource {
+    /// The exact pane counter.
+    PaneCounter,
+    /// The sketch counter.
+    SketchCounter {
+        /// The events this worker counted in the instance.
+        events: u64,
+        /// Whether its counts are exact (an `auto` instance that has not folded).
+        exact: bool,
+    },
 }
 
 /// Where a window instance stands relative to the global watermark.

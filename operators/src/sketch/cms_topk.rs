@@ -71,6 +71,19 @@ impl CountMinTopK {
     }
 }
 
+impl CountMinTopK {
+    /// Keeps only the candidates `keep` accepts (a restore onto another worker count keeps
+    /// the items the worker owns).
+    pub fn retain_candidates(&mut self, keep: impl Fn(&str) -> bool) {
+        let capacity = self.candidates.capacity();
+        let mut kept = Candidates::new(capacity).expect("the capacity of an existing list is valid");
+        for (id, hash, count) in self.candidates.iter().filter(|(id, _, _)| keep(id)) {
+            kept.offer(id, hash, count);
+        }
+        self.candidates = kept;
+    }
+}
+
 impl TopKSketch for CountMinTopK {
     #[inline]
     fn add(&mut self, item: &str, hash: u64, n: u32) {

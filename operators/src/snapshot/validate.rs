@@ -377,6 +377,7 @@ mod tests {
                 item_id: "a".into(),
                 count: 2,
             }],
+            source: crate::record::ListSource::PaneCounter,
         });
         let _ = m.advance(Millis(0), Millis(0));
         assert_eq!(m.snapshot().validate(&windows()), Ok(()));

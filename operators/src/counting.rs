@@ -1,0 +1,272 @@
+//! How a window counts: exactly (the pane counter), with a sketch (fixed memory, stated error),
+//! exactly until its instances hold too many items (`auto`), or exactly with a sketch beside it
+//! to measure the sketch (`both`).
+//!
+//! The exact pane counter (`counter.rs`) counts the windows for which
+//! [`Counting::counts_exactly`] holds; the sketch counter (`sketch_counter.rs`) counts those
+//! with a [`Counting::sketch`]. A `both` window is counted by the two.
+
+use crate::sketch::{
+    CmsShape, CountMinTopK, CountMinTopKSnapshot, ErrorBound, HeavyKeeper, HeavyKeeperSnapshot, HkShape, SketchError,
+    TopKSketch,
+};
+use crate::record::RankedItem;
+use crate::snapshot::SnapshotError;
+use serde::{Deserialize, Serialize};
+
+/// How one window counts.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Counting {
+    /// Exact counts (the pane counter); the default.
+    Exact,
+    /// Counts from a sketch of every instance.
+    Sketch(SketchSpec),
+    /// Exact per instance until a worker's share of `max_items` distinct items is passed, then
+    /// the instance's counts fold into a sketch and it goes on there.
+    Auto {
+        /// The sketch an instance folds into.
+        sketch: SketchSpec,
+        /// Distinct items per instance (summed over workers) before it folds.
+        max_items: u64,
+    },
+    /// Exact counts, published, and a sketch beside them, compared at every revision.
+    Both(SketchSpec),
+}
+
+/// Which sketch, and how large.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SketchSpec {
+    /// Count-min with candidates, or HeavyKeeper.
+    pub algorithm: Algorithm,
+    /// The over-count bound as a fraction of N (count-min: w = ⌈e/ε⌉; HeavyKeeper: its width).
+    pub epsilon: f64,
+    /// The probability that one count exceeds its bound (d = ⌈ln(1/δ)⌉ rows).
+    pub delta: f64,
+    /// How many candidates each instance keeps (≥ the window's k).
+    pub candidates: usize,
+    /// Count-min conservative update (smaller over-counts; order-dependent cells).
+    pub conservative: bool,
+}
+
+/// The two sketches behind [`crate::sketch::TopKSketch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Algorithm {
+    /// [`CountMinTopK`]: counts never low, high by at most ⌈ε·N⌉ (probability 1 − δ).
+    Cms,
+    /// [`HeavyKeeper`]: counts never high, low by an unbounded amount.
+    HeavyKeeper,
+}
+
+impl Counting {
+    /// Whether the exact pane counter counts this window (`exact` and `both`).
+    pub fn counts_exactly(&self) -> bool {
+        matches!(self, Counting::Exact | Counting::Both(_))
+    }
+
+    /// The sketch the sketch counter keeps for this window, if any.
+    pub fn sketch(&self) -> Option<&SketchSpec> {
+        match self {
+            Counting::Exact => None,
+            Counting::Sketch(s) | Counting::Both(s) | Counting::Auto { sketch: s, .. } => Some(s),
+        }
+    }
+
+    /// Whether the published list comes from the sketch counter (`sketch` and `auto`).
+    pub fn publishes_sketch(&self) -> bool {
+        matches!(self, Counting::Sketch(_) | Counting::Auto { .. })
+    }
+
+    /// The config name: `exact`, `sketch`, `auto` or `both`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Counting::Exact => "exact",
+            Counting::Sketch(_) => "sketch",
+            Counting::Auto { .. } => "auto",
+            Counting::Both(_) => "both",
+        }
+    }
+}
+
+impl Algorithm {
+    /// The config name: `cms` or `heavykeeper`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Cms => "cms",
+            Algorithm::HeavyKeeper => "heavykeeper",
+        }
+    }
+}
+
+impl SketchSpec {
+    /// The count-min shape for ε and δ (also HeavyKeeper's width and depth).
+    pub fn cms_shape(&self) -> Result<CmsShape, SketchError> {
+        Ok(CmsShape::from_error(self.epsilon, self.delta)?.conservative(self.conservative))
+    }
+
+    /// An empty sketch.
+    pub fn new_sketch(&self) -> Result<AnySketch, SketchError> {
+        let shape = self.cms_shape()?;
+        Ok(match self.algorithm {
+            Algorithm::Cms => AnySketch::Cms(CountMinTopK::new(shape, self.candidates)?),
+            Algorithm::HeavyKeeper => AnySketch::Hk(HeavyKeeper::new(
+                HkShape::new(shape.width(), shape.depth())?,
+                self.candidates,
+            )?),
+        })
+    }
+
+    /// The largest over-count of any count of an instance of `events` events: ⌈(e/w)·N⌉ for
+    /// count-min (w from ε, so at most ⌈ε·N⌉), 0 for HeavyKeeper (whose counts are low, if off).
+    pub fn error_bound(&self, events: u64) -> u64 {
+        match (self.algorithm, self.cms_shape()) {
+            (Algorithm::Cms, Ok(shape)) => (shape.epsilon() * events as f64).ceil() as u64,
+            (Algorithm::Cms, Err(_)) => events, // (validated: unreachable) the trivial bound
+            (Algorithm::HeavyKeeper, _) => 0,
+        }
+    }
+
+    /// Heap bytes of one instance's table (without its candidates).
+    pub fn table_bytes(&self) -> usize {
+        self.cms_shape().map_or(0, |s| match self.algorithm {
+            Algorithm::Cms => s.cells() * 4,
+            Algorithm::HeavyKeeper => s.cells() * std::mem::size_of::<crate::sketch::Bucket>(),
+        })
+    }
+}
+
+/// Either sketch, so that one window's instances can use the configured one.
+pub enum AnySketch {
+    /// Count-min with candidates.
+    Cms(CountMinTopK),
+    /// HeavyKeeper.
+    Hk(HeavyKeeper),
+}
+
+/// An [`AnySketch`]'s state, for checkpoints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AnySketchSnapshot {
+    /// Count-min with candidates.
+    Cms(CountMinTopKSnapshot),
+    /// HeavyKeeper.
+    Hk(HeavyKeeperSnapshot),
+}
+
+impl AnySketch {
+    fn inner(&self) -> &dyn TopKSketch {
+        match self {
+            AnySketch::Cms(s) => s,
+            AnySketch::Hk(s) => s,
+        }
+    }
+
+    /// Counts `n` events of `item` (any `n`: split into 32-bit adds).
+    #[inline]
+    pub fn add(&mut self, item: &str, hash: u64, mut n: u64) {
+        while n > 0 {
+            let step = n.min(u64::from(u32::MAX)) as u32;
+            match self {
+                AnySketch::Cms(s) => s.add(item, hash, step),
+                AnySketch::Hk(s) => s.add(item, hash, step),
+            }
+            n -= u64::from(step);
+        }
+    }
+
+    /// The best `k` candidates, in ranking order.
+    pub fn top(&self, k: usize) -> Vec<RankedItem> {
+        self.inner().top(k)
+    }
+
+    /// What the counts promise.
+    pub fn error_bound(&self) -> ErrorBound {
+        self.inner().error_bound()
+    }
+
+    /// Heap bytes of the whole state.
+    pub fn heap_bytes(&self) -> usize {
+        self.inner().heap_bytes()
+    }
+
+    /// The state as plain data.
+    pub fn snapshot(&self) -> AnySketchSnapshot {
+        match self {
+            AnySketch::Cms(s) => AnySketchSnapshot::Cms(s.snapshot()),
+            AnySketch::Hk(s) => AnySketchSnapshot::Hk(s.snapshot()),
+        }
+    }
+
+    /// Restores a snapshot taken of a sketch of `spec` (validated against its shape).
+    pub fn restore(s: &AnySketchSnapshot, spec: &SketchSpec) -> Result<AnySketch, SnapshotError> {
+        let shape = spec.cms_shape().map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+        match (s, spec.algorithm) {
+            (AnySketchSnapshot::Cms(s), Algorithm::Cms) => {
+                CountMinTopK::restore(s, shape, spec.candidates).map(AnySketch::Cms)
+            }
+            (AnySketchSnapshot::Hk(s), Algorithm::HeavyKeeper) => {
+                let hk = HkShape::new(shape.width(), shape.depth()).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+                HeavyKeeper::restore(s, hk, spec.candidates).map(AnySketch::Hk)
+            }
+            _ => Err(SnapshotError::Incompatible),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(algorithm: Algorithm) -> SketchSpec {
+        SketchSpec {
+            algorithm,
+            epsilon: 0.01,
+            delta: 0.01,
+            candidates: 8,
+            conservative: false,
+        }
+    }
+
+    #[test]
+    fn modes_say_who_counts_them() {
+        let s = spec(Algorithm::Cms);
+        let modes = [
+            (Counting::Exact, true, false, false),
+            (Counting::Sketch(s), false, true, true),
+            (Counting::Auto { sketch: s, max_items: 5 }, false, true, true),
+            (Counting::Both(s), true, true, false),
+        ];
+        for (mode, exact, sketch, publishes) in modes {
+            assert_eq!(mode.counts_exactly(), exact, "{}", mode.name());
+            assert_eq!(mode.sketch().is_some(), sketch, "{}", mode.name());
+            assert_eq!(mode.publishes_sketch(), publishes, "{}", mode.name());
+        }
+    }
+
+    #[test]
+    fn error_bounds_are_the_sketches_own() {
+        let cms = spec(Algorithm::Cms);
+        let mut s = cms.new_sketch().unwrap();
+        s.add("a", crate::hash::item_hash("a"), 10_000);
+        let AnySketch::Cms(inner) = &s else { panic!("count-min") };
+        assert_eq!(cms.error_bound(10_000), inner.sketch().error_bound());
+        assert!(cms.error_bound(10_000) <= 100, "at most ⌈ε·N⌉");
+        assert_eq!(spec(Algorithm::HeavyKeeper).error_bound(10_000), 0);
+    }
+
+    #[test]
+    fn adds_of_more_than_32_bits_are_split() {
+        let mut s = spec(Algorithm::Cms).new_sketch().unwrap();
+        let n = u64::from(u32::MAX) + 7;
+        s.add("big", crate::hash::item_hash("big"), n);
+        assert_eq!(s.top(1)[0].count, n);
+    }
+
+    #[test]
+    fn snapshots_restore_only_into_their_own_algorithm() {
+        let (cms, hk) = (spec(Algorithm::Cms), spec(Algorithm::HeavyKeeper));
+        let mut s = hk.new_sketch().unwrap();
+        s.add("a", crate::hash::item_hash("a"), 3);
+        let snap = s.snapshot();
+        assert_eq!(AnySketch::restore(&snap, &hk).unwrap().top(1), s.top(1));
+        assert!(matches!(AnySketch::restore(&snap, &cms), Err(SnapshotError::Incompatible)));
+    }
+}

@@ -1,0 +1,349 @@
+//! The sketch counter of one worker: the windows that count with a sketch (`sketch`, `auto`,
+//! and the sketch side of `both`; see `counting.rs`).
+//!
+//! Each live window instance has its own state: a sketch of fixed size (the configured
+//! algorithm, ε, δ and candidates), or, for an `auto` window, exact counts until the worker's
+//! share of `max_items` distinct items is passed — then the counts fold into a sketch (added in
+//! ranking order, so the fold is deterministic) and the instance goes on there.
+//!
+//! It follows the exact counter's protocol and time rules (`counter.rs`): [`SketchCounter::apply`]
+//! every event of an epoch, then [`SketchCounter::advance`] with the new global watermark; an
+//! instance the event is late for is skipped (the source dead-lettered it), one already sealed
+//! makes it a `sealed` dead letter; lists are emitted at ticks (open), on close, on corrections
+//! and on seal, when the instance changed; sealed instances are freed.
+//!
+//! Events are routed to workers by item, so each worker's sketch sees only its own items: an
+//! item's count comes from one worker's sketch, which never under-counts (count-min) and
+//! over-counts by at most ⌈(e/w)·n⌉ with n that worker's events ≤ N, the instance's events.
+//! The worker's list says how many events it counted; the merger adds them up for the bound.
+
+use crate::counter::{horizon, out_of_range, render_event};
+use crate::counting::{AnySketch, AnySketchSnapshot, Counting};
+use crate::event::check_event_time;
+use crate::hash::{item_hash, key_group};
+use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
+use crate::snapshot::{Snapshot, SnapshotError};
+use crate::time::{Millis, Span};
+use crate::topk::{ranked_cmp, select_top_by};
+use crate::window::{InstanceKey, WindowId, WindowSpec};
+use rustc_hash::FxBuildHasher;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+
+/// One instance's counts.
+enum Counts {
+    /// Exact (an `auto` instance that has not folded).
+    Exact(FxMap<ItemId, u64>),
+    /// A sketch.
+    Sketch(Box<AnySketch>),
+}
+
+struct Instance {
+    counts: Counts,
+    /// Events counted here by this worker.
+    events: u64,
+    touched: u64,
+    emitted: u64,
+}
+
+/// Gauges of the sketch counter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SketchStats {
+    /// Live instances.
+    pub instances: usize,
+    /// Live instances counting in a sketch.
+    pub sketches: usize,
+    /// Items counted exactly (in `auto` instances that have not folded).
+    pub exact_items: usize,
+    /// Heap bytes of all of it (approximate).
+    pub heap_bytes: usize,
+    /// `auto` instances folded into a sketch since this counter started.
+    pub folds: u64,
+}
+
+/// The sketch counter of one worker (see the module doc).
+pub struct SketchCounter {
+    windows: Vec<WindowSpec>,
+    counting: Vec<Counting>,
+    /// The windows it counts (those with a sketch).
+    sketched: Vec<WindowId>,
+    allowed_lateness: Span,
+    worker: u32,
+    workers: u32,
+    instances: BTreeMap<InstanceKey, Instance>,
+    global_wm: Millis,
+    seq: u64,
+    force_emit: bool,
+    sealed_until: Vec<Millis>,
+    folds: u64,
+}
+
+/// One worker's sketch counter state, for checkpoints (`sketch-<worker>.snap`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SketchCounterSnapshot {
+    /// The worker that wrote it.
+    pub worker: u32,
+    /// Every live instance.
+    pub instances: Vec<SketchInstanceSnapshot>,
+}
+
+/// One instance of a [`SketchCounterSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SketchInstanceSnapshot {
+    /// Which instance.
+    pub instance: InstanceKey,
+    /// Events the worker counted in it.
+    pub events: u64,
+    /// Its counts.
+    pub counts: SketchCountsSnapshot,
+}
+
+/// An instance's counts, as plain data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SketchCountsSnapshot {
+    /// Exact counts, by item id.
+    Exact(Vec<(ItemId, u64)>),
+    /// A sketch.
+    Sketch(AnySketchSnapshot),
+}
+
+// new in snapshot format 3's successor files: read alike by every format
+impl Snapshot for SketchCounterSnapshot {}
+
+impl SketchCounter {
+    /// The sketch counter of `worker` (of `workers`) for validated windows and their counting.
+    pub fn new(
+        windows: Vec<WindowSpec>,
+        counting: Vec<Counting>,
+        allowed_lateness: Span,
+        worker: u32,
+        workers: usize,
+    ) -> SketchCounter {
+        let sketched = (0..windows.len())
+            .filter(|w| counting.get(*w).is_some_and(|c| c.sketch().is_some()))
+            .map(|w| WindowId(w as u16))
+            .collect();
+        SketchCounter {
+            windows,
+            counting,
+            sketched,
+            allowed_lateness,
+            worker,
+            workers: workers.max(1) as u32,
+            instances: BTreeMap::new(),
+            global_wm: Millis::MIN,
+            seq: 1,
+            force_emit: false,
+            sealed_until: Vec::new(),
+            folds: 0,
+        }
+    }
+
+    /// Whether it counts any window at all.
+    pub fn is_idle(&self) -> bool {
+        self.sketched.is_empty()
+    }
+
+    /// Counts one event in every sketch window instance it is on time for; returns a `sealed`
+    /// dead letter when some instance was sealed already (see the module doc).
+    pub fn apply(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        if self.sketched.is_empty() {
+            return None;
+        }
+        if let Err(bad) = check_event_time(ev.ts) {
+            return Some(out_of_range(ev, bad));
+        }
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        let mut sealed_drop = false;
+        for i in 0..self.sketched.len() {
+            let wid = self.sketched[i];
+            let w = &self.windows[wid.0 as usize];
+            let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
+            let starts: Vec<Millis> = w.starts_covering(ev.ts).collect();
+            for start in starts {
+                let end = self.windows[wid.0 as usize].end_of(start);
+                if end <= late_h {
+                    continue; // late for it: its source dead-lettered the event
+                }
+                if end <= sealed_h {
+                    sealed_drop = true;
+                    continue;
+                }
+                self.count(InstanceKey { window: wid, start }, ev);
+            }
+        }
+        sealed_drop.then(|| DeadLetter {
+            partition: ev.partition,
+            position: ev.position,
+            raw: render_event(ev),
+            reason: DeadReason::Sealed,
+            detail: format!("window already sealed at watermark {}", self.global_wm),
+        })
+    }
+
+    /// Counts `ev` in instance `key` (creating it), folding an `auto` instance that passed its share.
+    fn count(&mut self, key: InstanceKey, ev: &TimedEvent) {
+        let counting = self.counting[key.window.0 as usize];
+        let inst = self.instances.entry(key).or_insert_with(|| Instance {
+            counts: match counting {
+                Counting::Auto { .. } => Counts::Exact(FxMap::default()),
+                _ => Counts::Sketch(Box::new(new_sketch(&counting))),
+            },
+            events: 0,
+            touched: 0,
+            emitted: 0,
+        });
+        inst.events += 1;
+        inst.touched = self.seq;
+        match &mut inst.counts {
+            Counts::Sketch(s) => s.add(&ev.item, ev.hash, 1),
+            Counts::Exact(map) => {
+                match map.get_mut(ev.item.as_str()) {
+                    Some(c) => *c += 1,
+                    None => {
+                        map.insert(ev.item.clone(), 1);
+                    }
+                }
+                if let Counting::Auto { max_items, .. } = counting {
+                    if map.len() as u64 > max_items.div_ceil(u64::from(self.workers)) {
+                        inst.counts = Counts::Sketch(Box::new(fold(map, &counting)));
+                        self.folds += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the current epoch at global watermark `global_wm`: returns the lists to publish and
+    /// frees sealed instances (the same rules as `WindowedCounter::advance`).
+    pub fn advance(&mut self, global_wm: Millis, tick: bool) -> Vec<LocalList> {
+        self.global_wm = self.global_wm.max(global_wm);
+        let wm = self.global_wm;
+        let sealed_h = wm.minus(self.allowed_lateness);
+        let force = std::mem::take(&mut self.force_emit);
+        let mut out = Vec::new();
+        let seq = self.seq;
+        self.instances.retain(|key, inst| {
+            let spec = &self.windows[key.window.0 as usize];
+            let end = spec.end_of(key.start);
+            let open = end > wm;
+            let dirty = inst.touched > inst.emitted;
+            if force || ((tick || !open) && dirty) {
+                out.push(LocalList {
+                    instance: *key,
+                    worker: self.worker,
+                    items: top(&inst.counts, spec.k),
+                    source: ListSource::SketchCounter {
+                        events: inst.events,
+                        exact: matches!(inst.counts, Counts::Exact(_)),
+                    },
+                });
+                inst.emitted = seq;
+            }
+            end > horizon(sealed_h, &self.sealed_until, key.window)
+        });
+        self.seq += 1;
+        out
+    }
+
+    /// Gauges (walks the instances: at most once per reporting interval).
+    pub fn stats(&self) -> SketchStats {
+        let mut s = SketchStats {
+            instances: self.instances.len(),
+            folds: self.folds,
+            ..Default::default()
+        };
+        for inst in self.instances.values() {
+            match &inst.counts {
+                Counts::Sketch(sk) => {
+                    s.sketches += 1;
+                    s.heap_bytes += sk.heap_bytes();
+                }
+                Counts::Exact(map) => {
+                    s.exact_items += map.len();
+                    s.heap_bytes += map.capacity() * (std::mem::size_of::<(ItemId, u64)>() + 1);
+                }
+            }
+        }
+        s
+    }
+
+    /// The state as of the last `advance` (call between epochs).
+    pub fn snapshot(&self) -> SketchCounterSnapshot {
+        let instances = self
+            .instances
+            .iter()
+            .map(|(key, inst)| SketchInstanceSnapshot {
+                instance: *key,
+                events: inst.events,
+                counts: match &inst.counts {
+                    Counts::Sketch(s) => SketchCountsSnapshot::Sketch(s.snapshot()),
+                    Counts::Exact(map) => {
+                        let mut items: Vec<(ItemId, u64)> = map.iter().map(|(i, c)| (i.clone(), *c)).collect();
+                        items.sort_unstable();
+                        SketchCountsSnapshot::Exact(items)
+                    }
+                },
+            })
+            .collect();
+        SketchCounterSnapshot {
+            worker: self.worker,
+            instances,
+        }
+    }
+}
+
+/// A new sketch for a window with a sketch (validated when the job was planned).
+fn new_sketch(counting: &Counting) -> AnySketch {
+    counting
+        .sketch()
+        .and_then(|s| s.new_sketch().ok())
+        .expect("sketch windows have a valid sketch spec (config validation)")
+}
+
+/// An `auto` instance's exact counts folded into a sketch, best first (deterministic).
+fn fold(map: &FxMap<ItemId, u64>, counting: &Counting) -> AnySketch {
+    let mut sketch = new_sketch(counting);
+    let mut items: Vec<RankedItem> = map
+        .iter()
+        .map(|(i, c)| RankedItem {
+            item_id: i.clone(),
+            count: *c,
+        })
+        .collect();
+    items.sort_unstable_by(ranked_cmp);
+    for r in items {
+        sketch.add(&r.item_id, item_hash(&r.item_id), r.count);
+    }
+    sketch
+}
+
+/// An instance's best `k`.
+fn top(counts: &Counts, k: usize) -> Vec<RankedItem> {
+    match counts {
+        Counts::Sketch(s) => s.top(k),
+        Counts::Exact(map) => {
+            let mut all: Vec<RankedItem> = map
+                .iter()
+                .map(|(i, c)| RankedItem {
+                    item_id: i.clone(),
+                    count: *c,
+                })
+                .collect();
+            select_top_by(&mut all, k, ranked_cmp);
+            all
+        }
+    }
+}
+
+mod restore;
+#[cfg(test)]
+mod tests;
+
+/// Whether `item` belongs to `worker` of `workers` (routing by key group).
+fn owns(item: &str, worker: u32, workers: u32) -> bool {
+    key_group(item_hash(item)) % workers == worker
+}
