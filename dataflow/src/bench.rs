@@ -14,6 +14,7 @@ use crate::generator::GeneratorSpec;
 use crate::run::{run_with_stats, Progress};
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
+use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -51,6 +52,15 @@ pub struct BenchArgs {
     /// minute); each is named by its text.
     #[arg(long, default_value = "1m,5m,1h,1d", value_parser = parse_windows)]
     pub windows: Windows,
+    /// How every window counts: exact, sketch (count-min with 4·K candidates), auto or both.
+    #[arg(long, default_value = "exact", value_parser = ["exact", "sketch", "auto", "both"])]
+    pub mode: String,
+    /// The sketch's ε (over-count bound as a fraction of the instance's events).
+    #[arg(long, default_value_t = crate::config::DEFAULT_EPSILON)]
+    pub epsilon: f64,
+    /// `--mode auto`: distinct items per instance before it folds into a sketch.
+    #[arg(long, default_value_t = crate::config::DEFAULT_MAX_ITEMS)]
+    pub max_items: u64,
     /// Directory for the JSON files (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
@@ -156,6 +166,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         job_id: "bench".into(),
         source,
         max_record_bytes: crate::config::DEFAULT_MAX_RECORD_BYTES,
+        counting: vec![counting(args); windows.len()],
         windows,
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(5_000),
@@ -174,6 +185,26 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         max_epochs_in_flight: 4,
         batch_size: 8192,
         cluster: None,
+    }
+}
+
+/// Every window's counting from `--mode`, `--epsilon` and `--max-items`.
+fn counting(args: &BenchArgs) -> Counting {
+    let sketch = SketchSpec {
+        algorithm: Algorithm::Cms,
+        epsilon: args.epsilon,
+        delta: crate::config::DEFAULT_DELTA,
+        candidates: args.k.saturating_mul(4),
+        conservative: false,
+    };
+    match args.mode.as_str() {
+        "sketch" => Counting::Sketch(sketch),
+        "auto" => Counting::Auto {
+            sketch,
+            max_items: args.max_items,
+        },
+        "both" => Counting::Both(sketch),
+        _ => Counting::Exact,
     }
 }
 

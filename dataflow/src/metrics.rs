@@ -3,7 +3,9 @@
 //! Per partition: records, events, bad and late counts, watermark and watermark lag (wall
 //! clock minus watermark), status; job-wide: dropped events, global watermark, revisions,
 //! windows closed and sealed, commits and their latency, checkpoint duration and size, live
-//! state; for Kafka partitions the consumer lag and accepted data loss; with a Redis fan-out
+//! state; per window what its latest committed list is (exact or its error bound, and for
+//! `mode = "both"` the sketch check: recall@K and over-counts), sketch instances and `auto`
+//! folds; for Kafka partitions the consumer lag and accepted data loss; with a Redis fan-out
 //! its pending lists, failed attempts and last written epoch.
 
 use crate::stats::{JobStats, PartitionStats};
@@ -22,6 +24,7 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
     register_partition_gauges(&registry, stats);
     register_job_scalars(&registry, stats);
     register_checkpoint_series(&registry, stats);
+    register_list_accuracy(&registry, stats);
     register_fanout_series(&registry, stats);
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
@@ -125,7 +128,18 @@ fn register_partition_gauges(registry: &Registry, stats: &JobStats) {
 /// the global watermark (once there is one).
 fn register_job_scalars(registry: &Registry, stats: &JobStats) {
     let load = |a: &AtomicU64| a.load(Relaxed) as i64;
-    let scalars: [(&str, &str, i64); 10] = [
+    let sum = |v: &[AtomicU64]| v.iter().map(|a| a.load(Relaxed)).sum::<u64>() as i64;
+    let scalars: [(&str, &str, i64); 12] = [
+        (
+            "hotlist_sketch_instances",
+            "window instances counting in a sketch (sketch, auto after folding, both)",
+            sum(&stats.sketch_instances),
+        ),
+        (
+            "hotlist_auto_folds_total",
+            "auto window instances folded from exact counts into a sketch (per worker, summed)",
+            sum(&stats.auto_folds),
+        ),
         (
             "hotlist_late_dropped_total",
             "events late for every window they belong to",
@@ -179,6 +193,43 @@ fn register_job_scalars(registry: &Registry, stats: &JobStats) {
         register(registry, gauge);
     }
     register(registry, stats.commit_seconds.clone());
+}
+
+/// Per window, what its latest committed list is: exact (1) or not, its error bound, and for a
+/// `both` window how the sketch compared (recall@K, largest and mean over-count).
+fn register_list_accuracy(registry: &Registry, stats: &JobStats) {
+    let vec = |name: &str, help: &str| GaugeVec::new(Opts::new(name, help), &["window"]).expect("valid metric");
+    let exact = vec("hotlist_list_exact", "1 when the window's latest list is exact, 0 when approximate");
+    let bound = vec(
+        "hotlist_list_error_bound",
+        "the largest possible over-count of any count in the window's latest list (0: exact)",
+    );
+    let recall = vec(
+        "hotlist_sketch_recall",
+        "mode = both: the share of the exact top-K the sketch's top-K found (latest list)",
+    );
+    let max_over = vec(
+        "hotlist_sketch_max_overcount",
+        "mode = both: the sketch's largest over-count on the items of both lists (latest list)",
+    );
+    let mean_over = vec(
+        "hotlist_sketch_mean_overcount",
+        "mode = both: the sketch's total over-count divided by K (latest list)",
+    );
+    if let Ok(latest) = stats.latest.lock() {
+        for (window, l) in latest.iter() {
+            exact.with_label_values(&[window]).set(if l.exact { 1.0 } else { 0.0 });
+            bound.with_label_values(&[window]).set(l.error_bound as f64);
+            if let Some(c) = &l.sketch_check {
+                recall.with_label_values(&[window]).set(c.recall());
+                max_over.with_label_values(&[window]).set(c.max_overcount as f64);
+                mean_over.with_label_values(&[window]).set(c.mean_overcount());
+            }
+        }
+    }
+    for g in [exact, bound, recall, max_over, mean_over] {
+        register(registry, g);
+    }
 }
 
 /// The Redis fan-out, if the job has one: lists pending, failed attempts, last epoch written.

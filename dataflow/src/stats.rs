@@ -40,6 +40,10 @@ pub struct JobStats {
     pub state_bytes: Vec<AtomicU64>,
     /// Live items per worker.
     pub live_items: Vec<AtomicU64>,
+    /// Live window instances counting in a sketch, per worker.
+    pub sketch_instances: Vec<AtomicU64>,
+    /// `auto` instances folded into a sketch, per worker (since the run started).
+    pub auto_folds: Vec<AtomicU64>,
     /// Peak of the sum of live counters.
     pub peak_counters: AtomicU64,
     /// Latest committed list per window (the newest instance).
@@ -173,6 +177,8 @@ impl JobStats {
             live_counters: v(),
             state_bytes: v(),
             live_items: v(),
+            sketch_instances: v(),
+            auto_folds: v(),
             peak_counters: AtomicU64::new(0),
             latest: Mutex::new(BTreeMap::new()),
             partitions: PartitionTable::new(partitions),
@@ -246,6 +252,14 @@ impl JobStats {
             i.store(items as u64, Relaxed);
         }
         self.peak_counters.fetch_max(self.total_counters(), Relaxed);
+    }
+
+    /// Records worker `w`'s sketch gauges: instances in a sketch, `auto` folds so far.
+    pub fn set_worker_sketches(&self, w: usize, instances: usize, folds: u64) {
+        if let (Some(i), Some(f)) = (self.sketch_instances.get(w), self.auto_folds.get(w)) {
+            i.store(instances as u64, Relaxed);
+            f.store(folds, Relaxed);
+        }
     }
 
     /// Records a committed list as the window's latest if it is the newest instance.

@@ -22,7 +22,7 @@ use crate::counting::{AnySketch, AnySketchSnapshot, Counting};
 use crate::event::check_event_time;
 use crate::hash::{item_hash, key_group};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
-use crate::snapshot::{Snapshot, SnapshotError};
+use crate::snapshot::Snapshot;
 use crate::time::{Millis, Span};
 use crate::topk::{ranked_cmp, select_top_by};
 use crate::window::{InstanceKey, WindowId, WindowSpec};

@@ -44,6 +44,9 @@ pub struct Manifest {
     pub workers: usize,
     /// The windows the state was counted with.
     pub windows: Vec<WindowSpec>,
+    /// How each window counted (absent in manifests of builds without sketch windows: all exact).
+    #[serde(default)]
+    pub counting: Vec<String>,
     /// The allowed lateness it was counted with.
     pub allowed_lateness: Span,
     /// The global watermark of the commit.
@@ -96,6 +99,7 @@ fn is_snapshot_file(name: &str) -> bool {
         && name.ends_with(".snap")
         && (name.starts_with("counter-")
             || name.starts_with("pane-")
+            || name.starts_with("sketch-")
             || name == "merger.snap"
             || name == "sources.snap")
 }
@@ -133,8 +137,10 @@ pub fn write(dir: &Path, facts: &RunFacts, epoch: u64, watermark: Millis) -> Res
         .collect();
     names.sort();
     let listed: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    let sketches = if facts.layout.has_sketches() { facts.workers } else { 0 };
     let required = (0..facts.workers)
         .map(counter_file)
+        .chain((0..sketches).map(super::sketch_file))
         .chain(["merger.snap".to_string(), "sources.snap".to_string()]);
     for name in required {
         if !listed.contains(name.as_str()) {
@@ -152,6 +158,7 @@ pub fn write(dir: &Path, facts: &RunFacts, epoch: u64, watermark: Millis) -> Res
         epoch,
         workers: facts.workers,
         windows: facts.layout.windows.clone(),
+        counting: facts.layout.counting.clone(),
         allowed_lateness: facts.layout.allowed_lateness,
         watermark,
         owner: facts.owner.clone(),
@@ -223,9 +230,13 @@ impl Manifest {
         Ok(())
     }
 
-    /// Whether the state was counted with this job's windows and allowed lateness.
+    /// Whether the state was counted with this job's windows, counting and allowed lateness.
     pub fn fits(&self, layout: &JobLayout) -> bool {
-        self.windows == layout.windows && self.allowed_lateness == layout.allowed_lateness
+        let counting_fits = match self.counting.is_empty() {
+            true => !layout.has_sketches(),
+            false => self.counting == layout.counting,
+        };
+        self.windows == layout.windows && counting_fits && self.allowed_lateness == layout.allowed_lateness
     }
 
     /// Whether the manifest lists `name`.

@@ -14,7 +14,8 @@
 //! checkpoint only if it matches its manifest.
 //!
 //! Layout: `<dir>/<job>/LOCK` (held by the live run) and `<dir>/<job>/<epoch, 20 digits>/`
-//! `{counter-NNNN.snap, pane-NNNN-<width>-<start>.snap…, merger.snap, sources.snap, MANIFEST}`,
+//! `{counter-NNNN.snap, pane-NNNN-<width>-<start>.snap…, sketch-NNNN.snap (sketch windows only),
+//! merger.snap, sources.snap, MANIFEST}`,
 //! where `<epoch>` is the sink epoch (a run's timely epoch plus its epoch base).
 //!
 //! Files: `write` (atomic writes, a worker's incremental part), `manifest` (what a checkpoint
@@ -37,6 +38,7 @@ pub use restore::{load, restore, LoadError, PositionKind, Restored, StoredDeadLe
 pub use write::{write_atomic, write_counter_part, write_snapshot, PartWritten};
 
 use crate::config::JobPlan;
+use hotlist_operators::counting::Counting;
 use hotlist_operators::time::Span;
 use hotlist_operators::window::WindowSpec;
 use std::path::{Path, PathBuf};
@@ -63,12 +65,15 @@ pub fn list(base: &Path, job: &str) -> Vec<u64> {
     epochs
 }
 
-/// What a checkpoint's state must have been counted with to restore into this job: its windows
-/// and allowed lateness (the worker count may differ: state is redistributed by key group).
+/// What a checkpoint's state must have been counted with to restore into this job: its windows,
+/// how each counts, and allowed lateness (the worker count may differ: state is redistributed
+/// by key group).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobLayout {
     /// The job's windows, in configured order.
     pub windows: Vec<WindowSpec>,
+    /// How each window counts, described (`exact`, or the mode with its sketch settings).
+    pub counting: Vec<String>,
     /// The job's allowed lateness.
     pub allowed_lateness: Span,
 }
@@ -78,7 +83,26 @@ impl JobLayout {
     pub fn of(plan: &JobPlan) -> JobLayout {
         JobLayout {
             windows: plan.windows.clone(),
+            counting: plan.counting.iter().map(describe_counting).collect(),
             allowed_lateness: plan.time.allowed_lateness,
         }
     }
+
+    /// Whether some window counts with a sketch (its checkpoints have `sketch-NNNN.snap` files).
+    pub fn has_sketches(&self) -> bool {
+        self.counting.iter().any(|c| c != "exact")
+    }
+}
+
+/// How a window counts, as a checkpoint's manifest records it.
+pub fn describe_counting(c: &Counting) -> String {
+    match c {
+        Counting::Exact => "exact".to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The name of worker `w`'s sketch counter file.
+pub fn sketch_file(w: usize) -> String {
+    format!("sketch-{w:04}.snap")
 }

@@ -11,6 +11,7 @@
 use super::manifest::{counter_file, Manifest};
 use super::{checkpoint_dir, list, JobLayout};
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::sketch_counter::SketchCounterSnapshot;
 use hotlist_operators::record::PartitionId;
 use hotlist_operators::snapshot::{
     self, validate_counters, CounterSnapshot, MergerSnapshot, PaneSegment, SnapshotError, SourceSnapshot,
@@ -26,6 +27,8 @@ pub struct Restored {
     pub epoch: u64,
     /// Counter state of every worker that wrote one (whole: pane files put back).
     pub counters: Vec<CounterSnapshot>,
+    /// Sketch counter state of every worker (empty for a job without sketch windows).
+    pub sketches: Vec<SketchCounterSnapshot>,
     /// The merger's state.
     pub merger: MergerSnapshot,
     /// Partition positions and clocks.
@@ -134,9 +137,16 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
     let sources: SourceSnapshot = decode_file(dir, "sources.snap")?;
     sources.validate().map_err(|e| anyhow!("sources.snap: {e}"))?;
     let counters = load_counters(dir, &manifest, layout)?;
+    let sketches = match layout.has_sketches() {
+        true => (0..manifest.workers)
+            .map(|w| decode_file(dir, &super::sketch_file(w)))
+            .collect::<Result<Vec<SketchCounterSnapshot>>>()?,
+        false => Vec::new(),
+    };
     Ok(Restored {
         epoch,
         counters,
+        sketches,
         merger,
         sources,
         stored_dead_letters: StoredDeadLetters::default(),

@@ -25,6 +25,7 @@ fn event(item: &str, ts: i64) -> TimedEvent {
 fn layout() -> JobLayout {
     JobLayout {
         windows: vec![WindowSpec::tumbling("10", Span::from_millis(10), 3)],
+        counting: vec!["exact".into()],
         allowed_lateness: Span::from_millis(100),
     }
 }

@@ -43,6 +43,14 @@ pub struct PartWritten {
     pub total: usize,
 }
 
+impl PartWritten {
+    /// Adds a whole file of `bytes` written.
+    pub fn add_file(&mut self, bytes: usize) {
+        self.written += bytes;
+        self.total += bytes;
+    }
+}
+
 /// Writes worker `worker`'s counter state into checkpoint directory `dir`: changed panes as
 /// new files, unchanged ones (`None`) linked from `prev`, the worker's previous checkpoint
 /// directory, then `counter-NNNN.snap` naming them all (last: its presence means they exist).

@@ -5,8 +5,10 @@
 //! name, so a typo fails at start-up with one clear line instead of running with a default.
 //!
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
-//! plan, a function per section; `plan` the validated [`JobPlan`] the rest of the job uses.
+//! plan, a function per section (a window's counting mode and sketch: `counting`); `plan` the
+//! validated [`JobPlan`] the rest of the job uses.
 
+mod counting;
 mod plan;
 mod raw;
 #[cfg(test)]
@@ -17,6 +19,7 @@ pub use plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
+pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
 pub use validate::check_against_clock;
 
 use anyhow::{anyhow, bail, Context, Result};

@@ -4,6 +4,7 @@
 
 use crate::generator::GeneratorSpec;
 use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::counting::Counting;
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ pub struct JobPlan {
     pub max_record_bytes: usize,
     /// Windows, in configured order.
     pub windows: Vec<WindowSpec>,
+    /// How each window counts (same order as `windows`).
+    pub counting: Vec<Counting>,
     /// Event-time settings.
     pub time: TimePlan,
     /// Output.

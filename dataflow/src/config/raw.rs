@@ -192,6 +192,28 @@ pub struct RawWindow {
     pub slide: Option<String>,
     /// List length (default 100).
     pub k: Option<usize>,
+    /// How it counts: `exact` (default), `sketch`, `auto` or `both`.
+    pub mode: Option<String>,
+    /// `auto`: distinct items per instance (summed over workers) before it folds into a sketch.
+    pub max_items: Option<u64>,
+    /// `[window.sketch]`: the sketch of a `sketch`, `auto` or `both` window.
+    pub sketch: Option<RawSketch>,
+}
+
+/// `[window.sketch]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSketch {
+    /// Over-count bound as a fraction of the instance's events (default 0.0001).
+    pub epsilon: Option<f64>,
+    /// Probability that one count exceeds its bound (default 0.001).
+    pub delta: Option<f64>,
+    /// Candidates kept per instance (default 4·k).
+    pub candidates: Option<usize>,
+    /// `cms` (default) or `heavykeeper`.
+    pub algorithm: Option<String>,
+    /// Count-min conservative update (default false).
+    pub conservative: Option<bool>,
 }
 
 /// `[sink]`. One flat struct, unlike `[source]`: its keys have always been accepted whatever

@@ -31,6 +31,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     let source = validate_source(source)?;
     let time = validate_time(&raw.time)?;
     let windows = validate_windows(&raw.window)?;
+    let counting = super::counting::validate_counting(&raw.window, &windows)?;
     let (sink, fanout) = validate_sink(&raw.sink)?;
     let workers = overrides.workers.or(raw.run.workers).unwrap_or(1);
     if workers == 0 || workers > 256 {
@@ -61,6 +62,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         source,
         max_record_bytes,
         windows,
+        counting,
         time,
         sink,
         fanout,

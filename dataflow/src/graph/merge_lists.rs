@@ -9,6 +9,7 @@ use super::RunCtx;
 use crate::checkpoint;
 use crate::config::TimePlan;
 use crate::stats::JobStats;
+use hotlist_operators::counting::Counting;
 use hotlist_operators::merge::ListMerger;
 use hotlist_operators::record::PartitionId;
 use hotlist_operators::record::{Control, ListState, LocalList, PublishedList};
@@ -30,7 +31,7 @@ use timely::dataflow::Stream;
 pub fn merge_lists<'scope>(
     lists: Stream<'scope, u64, Vec<LocalList>>,
     control: Stream<'scope, u64, Vec<Control>>,
-    windows: Vec<WindowSpec>,
+    windows: (Vec<WindowSpec>, Vec<Counting>),
     time: TimePlan,
     stats: Arc<JobStats>,
     ctx: RunCtx,
@@ -84,7 +85,7 @@ impl MergeState {
     /// A fresh merger, or worker 0's restored from `ctx.restore` (a merger that cannot be
     /// restored fails the run, and merging starts empty until it stops).
     fn new(
-        windows: Vec<WindowSpec>,
+        (windows, counting): (Vec<WindowSpec>, Vec<Counting>),
         time: TimePlan,
         leader: bool,
         stats: Arc<JobStats>,
@@ -98,7 +99,8 @@ impl MergeState {
                     ListMerger::new(windows, time.allowed_lateness)
                 }),
             _ => ListMerger::new(windows, time.allowed_lateness),
-        };
+        }
+        .with_counting(&counting);
         let mut global = GlobalWatermark::new();
         if let Some(r) = &ctx.restore {
             global.restore(r.counters.iter().map(|c| c.watermark).max().unwrap_or(Millis::MIN));

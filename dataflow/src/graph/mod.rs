@@ -98,6 +98,7 @@ pub fn build<'scope>(
         src.events,
         control.clone(),
         plan.windows.clone(),
+        plan.counting.clone(),
         plan.time.allowed_lateness,
         stats.clone(),
         ctx.clone(),
@@ -107,7 +108,7 @@ pub fn build<'scope>(
     let published = merge_lists::merge_lists(
         lists,
         control,
-        plan.windows.clone(),
+        (plan.windows.clone(), plan.counting.clone()),
         plan.time,
         stats,
         ctx.clone(),

@@ -1,10 +1,12 @@
-//! `WindowCount`: the exact windowed counter of each worker, as a timely operator.
+//! `WindowCount`: the windowed counters of each worker, as a timely operator: the exact pane
+//! counter for `exact` and `both` windows, the sketch counter for `sketch`, `auto` and `both`.
 //!
 //! Events arrive exchanged by the pinned item hash (each worker owns a fixed set of key
 //! groups); control records arrive broadcast. Both are stashed by epoch and applied once the
 //! frontier has passed the epoch: first the events, then the control records, which gives every
-//! worker the same global watermark for the same epoch. The algorithm itself lives in
-//! `hotlist_operators::counter`; this file only wires it to timely.
+//! worker the same global watermark for the same epoch. The algorithms live in
+//! `hotlist_operators::counter` and `hotlist_operators::sketch_counter`; this file only wires
+//! them to timely.
 //!
 //! At a checkpoint epoch the worker takes its counter snapshot (in memory; only the panes that
 //! changed since its previous checkpoint) and hands encoding and the durable write to a thread,
@@ -16,6 +18,8 @@ use super::RunCtx;
 use crate::checkpoint::PartWritten;
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::counter::WindowedCounter;
+use hotlist_operators::counting::Counting;
+use hotlist_operators::sketch_counter::SketchCounter;
 use hotlist_operators::hash::key_group;
 use hotlist_operators::pane_sharing::PaneSharing;
 use hotlist_operators::record::{Control, DeadLetter, DeadReason, LocalList, TimedEvent};
@@ -38,6 +42,7 @@ pub fn window_count<'scope>(
     events: Stream<'scope, u64, Vec<TimedEvent>>,
     control: Stream<'scope, u64, Vec<Control>>,
     windows: Vec<WindowSpec>,
+    counting: Vec<Counting>,
     allowed_lateness: Span,
     stats: Arc<JobStats>,
     ctx: RunCtx,
@@ -54,7 +59,8 @@ pub fn window_count<'scope>(
     let (out_dead, dead) = builder.new_output::<Vec<DeadLetter>>();
     let mut out_lists: OutputBuilder<u64, CapacityContainerBuilder<Vec<LocalList>>> = OutputBuilder::from(out_lists);
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
-    let mut state = WindowCountState::new(windows, allowed_lateness, scope.index(), scope.peers(), stats, ctx);
+    let layout = (windows, counting, allowed_lateness);
+    let mut state = WindowCountState::new(layout, scope.index(), scope.peers(), stats, ctx);
 
     builder.build(move |_initial_caps| {
         // epochs hold capabilities for both outputs: [lists, sealed dead letters]
@@ -96,6 +102,9 @@ struct WindowCountState {
     /// Global worker index (names the checkpoint part).
     worker: usize,
     counter: WindowedCounter,
+    /// Whether the pane counter counts any window (else it is skipped: no interning per event).
+    any_exact: bool,
+    sketches: SketchCounter,
     global: GlobalWatermark,
     stats: Arc<JobStats>,
     ctx: RunCtx,
@@ -116,20 +125,38 @@ impl WindowCountState {
     /// A fresh counter, or the one restored from `ctx.restore` (a counter that cannot be
     /// restored fails the run, and counting starts empty until it stops).
     fn new(
-        windows: Vec<WindowSpec>,
-        allowed_lateness: Span,
+        (windows, counting, allowed_lateness): (Vec<WindowSpec>, Vec<Counting>, Span),
         worker: usize,
         peers: usize,
         stats: Arc<JobStats>,
         ctx: RunCtx,
     ) -> WindowCountState {
-        let counter = match &ctx.restore {
-            None => WindowedCounter::new(windows, allowed_lateness, worker as u32),
-            Some(r) => WindowedCounter::restore(windows.clone(), allowed_lateness, worker as u32, peers, &r.counters)
-                .unwrap_or_else(|e| {
+        let exact: Vec<bool> = counting.iter().map(Counting::counts_exactly).collect();
+        let w = worker as u32;
+        let fresh = || WindowedCounter::counting(windows.clone(), &exact, allowed_lateness, w);
+        let fresh_sketches = || SketchCounter::new(windows.clone(), counting.clone(), allowed_lateness, w, peers);
+        let (counter, sketches) = match &ctx.restore {
+            None => (fresh(), fresh_sketches()),
+            Some(r) => {
+                let restored = WindowedCounter::restore_counting(
+                    windows.clone(),
+                    &exact,
+                    allowed_lateness,
+                    w,
+                    peers,
+                    &r.counters,
+                )
+                .and_then(|c| {
+                    let (wm, sealed) = (c.watermark(), c.sealed_until().to_vec());
+                    let layout = (windows.clone(), counting.clone());
+                    SketchCounter::restore(layout.0, layout.1, allowed_lateness, w, peers, wm, &sealed, &r.sketches)
+                        .map(|s| (c, s))
+                });
+                restored.unwrap_or_else(|e| {
                     ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
-                    WindowedCounter::new(windows, allowed_lateness, worker as u32)
-                }),
+                    (fresh(), fresh_sketches())
+                })
+            }
         };
         let mut global = GlobalWatermark::new();
         global.restore(counter.watermark());
@@ -137,6 +164,8 @@ impl WindowCountState {
         WindowCountState {
             worker,
             counter,
+            any_exact: exact.contains(&true),
+            sketches,
             global,
             stats,
             ctx,
@@ -161,7 +190,8 @@ impl WindowCountState {
         let requested = controls.contains(&Control::Checkpoint);
         let tick = self.read_controls(controls);
         let wm = self.global.advance();
-        let lists = self.counter.advance(wm, tick);
+        let mut lists = self.counter.advance(wm, tick);
+        lists.extend(self.sketches.advance(wm, tick));
         if self.ctx.is_checkpoint(t, wm, requested) {
             self.snapshot(t, hold);
         }
@@ -172,11 +202,13 @@ impl WindowCountState {
 
     /// Counts the epoch's events; returns those that reached only sealed windows.
     fn count(&mut self, events: &[Vec<TimedEvent>]) -> Vec<DeadLetter> {
-        let counter = &mut self.counter;
+        let (counter, sketches) = (&mut self.counter, &mut self.sketches);
         let mut dead = Vec::new();
         for batch in events {
             for ev in batch {
-                if let Some(d) = counter.apply(ev) {
+                // one dead letter per event, whichever counter (or both) says it
+                let exact = if self.any_exact { counter.apply(ev) } else { None };
+                if let Some(d) = exact.or(sketches.apply(ev)) {
                     dead.push(d);
                 }
             }
@@ -240,11 +272,16 @@ impl WindowCountState {
             .replace((dir.clone(), self.counter.sequence()))
             .map(|p| p.0);
         let worker = self.worker;
+        let sketches = (!self.sketches.is_idle()).then(|| self.sketches.snapshot());
         self.writing = Some(SnapshotWrite {
             _holds: hold.clone(),
             started,
             thread: std::thread::spawn(move || {
-                crate::checkpoint::write_counter_part(&dir, worker, base, panes, prev_dir.as_deref())
+                let mut part = crate::checkpoint::write_counter_part(&dir, worker, base, panes, prev_dir.as_deref())?;
+                if let Some(s) = sketches {
+                    part.add_file(crate::checkpoint::write_snapshot(&dir, &crate::checkpoint::sketch_file(worker), &s)?);
+                }
+                Ok(part)
             }),
         });
     }
@@ -278,8 +315,10 @@ impl WindowCountState {
         if tick || self.last_stats.elapsed() >= Duration::from_secs(1) {
             self.last_stats = Instant::now();
             let st = self.counter.stats();
-            self.stats
-                .set_worker_state(self.worker, st.live_counters, st.heap_bytes, st.live_items);
+            let sk = self.sketches.stats();
+            let (bytes, items) = (st.heap_bytes + sk.heap_bytes, st.live_items + sk.exact_items);
+            self.stats.set_worker_state(self.worker, st.live_counters, bytes, items);
+            self.stats.set_worker_sketches(self.worker, sk.sketches, sk.folds);
         }
     }
 }

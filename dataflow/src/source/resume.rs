@@ -53,6 +53,7 @@ pub fn continue_finished(mut restored: Restored, plan: &JobPlan) -> Restored {
             .counters
             .iter()
             .all(|c| c.key_groups.is_empty() && c.pane_files.is_empty())
+            && restored.sketches.iter().all(|s| s.instances.is_empty())
             && restored.merger.instances.is_empty();
         if !freed {
             tracing::warn!(
@@ -137,6 +138,7 @@ mod tests {
                 pane_files: Vec::new(),
                 sealed_until: Vec::new(),
             }],
+            sketches: Vec::new(),
             merger: MergerSnapshot::default(),
             sources: SourceSnapshot { partitions },
             stored_dead_letters: Default::default(),

@@ -34,6 +34,7 @@ fn restoring(position: u64) -> RunCtx {
         restore: Some(Arc::new(Restored {
             epoch: 7,
             counters: Vec::new(),
+            sketches: Vec::new(),
             merger: MergerSnapshot::default(),
             sources: SourceSnapshot {
                 partitions: vec![at(position)],

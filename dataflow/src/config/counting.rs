@@ -1,0 +1,135 @@
+//! A window's `mode` and `[window.sketch]`: how it counts, checked against its `k`.
+
+use super::raw::{RawSketch, RawWindow};
+use anyhow::{anyhow, bail, Result};
+use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
+use hotlist_operators::sketch::MAX_CANDIDATES;
+use hotlist_operators::window::WindowSpec;
+
+/// Default ε: counts high by at most 0.01 % of the instance's events.
+pub const DEFAULT_EPSILON: f64 = 0.0001;
+/// Default δ.
+pub const DEFAULT_DELTA: f64 = 0.001;
+/// Default `max_items` of an `auto` window.
+pub const DEFAULT_MAX_ITEMS: u64 = 5_000_000;
+
+/// Each window's counting, in window order (the default windows count exactly).
+pub fn validate_counting(raw: &[RawWindow], windows: &[WindowSpec]) -> Result<Vec<Counting>> {
+    if raw.is_empty() {
+        return Ok(vec![Counting::Exact; windows.len()]);
+    }
+    raw.iter().zip(windows).map(|(r, w)| window_counting(r, w)).collect()
+}
+
+fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
+    let at = |key: &str| format!("window {:?}: {key}", w.name);
+    let mode = raw.mode.as_deref().unwrap_or("exact");
+    if raw.max_items.is_some() && mode != "auto" {
+        bail!("{}: only for mode = \"auto\" (this window's mode is {mode:?})", at("max_items"));
+    }
+    if mode == "exact" {
+        if raw.sketch.is_some() {
+            bail!("{}: set, but the window's mode is \"exact\" (use mode = \"sketch\", \"auto\" or \"both\")", at("sketch"));
+        }
+        return Ok(Counting::Exact);
+    }
+    let spec = sketch_spec(raw.sketch.as_ref().unwrap_or(&RawSketch::default()), w, &at)?;
+    Ok(match mode {
+        "sketch" => Counting::Sketch(spec),
+        "both" => Counting::Both(spec),
+        "auto" => {
+            let max_items = raw.max_items.unwrap_or(DEFAULT_MAX_ITEMS);
+            if max_items == 0 {
+                bail!("{}: must be positive", at("max_items"));
+            }
+            Counting::Auto { sketch: spec, max_items }
+        }
+        other => bail!(
+            "{}: unknown mode {other:?} (expected \"exact\", \"sketch\", \"auto\" or \"both\")",
+            at("mode")
+        ),
+    })
+}
+
+fn sketch_spec(raw: &RawSketch, w: &WindowSpec, at: &dyn Fn(&str) -> String) -> Result<SketchSpec> {
+    let algorithm = match raw.algorithm.as_deref().unwrap_or("cms") {
+        "cms" => Algorithm::Cms,
+        "heavykeeper" => Algorithm::HeavyKeeper,
+        other => bail!(
+            "{}: unknown algorithm {other:?} (expected \"cms\" or \"heavykeeper\")",
+            at("sketch.algorithm")
+        ),
+    };
+    let conservative = raw.conservative.unwrap_or(false);
+    if conservative && algorithm == Algorithm::HeavyKeeper {
+        bail!("{}: only for algorithm = \"cms\"", at("sketch.conservative"));
+    }
+    let candidates = raw.candidates.unwrap_or(w.k.saturating_mul(4)).min(MAX_CANDIDATES.max(w.k));
+    if candidates < w.k || candidates > MAX_CANDIDATES {
+        bail!(
+            "{}: {candidates} is not in {}..={MAX_CANDIDATES} (at least the window's k)",
+            at("sketch.candidates"),
+            w.k
+        );
+    }
+    let spec = SketchSpec {
+        algorithm,
+        epsilon: raw.epsilon.unwrap_or(DEFAULT_EPSILON),
+        delta: raw.delta.unwrap_or(DEFAULT_DELTA),
+        candidates,
+        conservative,
+    };
+    spec.new_sketch().map_err(|e| anyhow!("{}: {e}", at("sketch")))?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, Overrides};
+    use hotlist_operators::counting::{Algorithm, Counting};
+
+    fn windows(window: &str) -> anyhow::Result<Vec<Counting>> {
+        let toml = format!("[source]\nkind = \"generator\"\n[[window]]\nname = \"1d\"\nsize = \"1d\"\nk = 10\n{window}");
+        parse(&toml, &Overrides::default()).map(|p| p.counting)
+    }
+
+    fn err(window: &str) -> String {
+        format!("{:#}", windows(window).expect_err("refused"))
+    }
+
+    #[test]
+    fn modes_and_their_defaults() {
+        assert_eq!(windows("").unwrap(), [Counting::Exact]);
+        let Counting::Sketch(s) = windows("mode = \"sketch\"").unwrap()[0] else { panic!("sketch") };
+        assert_eq!((s.epsilon, s.delta, s.candidates, s.algorithm), (0.0001, 0.001, 40, Algorithm::Cms));
+        let Counting::Auto { max_items, sketch } = windows("mode = \"auto\"\nmax_items = 7").unwrap()[0] else {
+            panic!("auto")
+        };
+        assert_eq!((max_items, sketch.candidates), (7, 40));
+        let both = "mode = \"both\"\n[window.sketch]\nalgorithm = \"heavykeeper\"\ncandidates = 12\nepsilon = 0.01";
+        let Counting::Both(s) = windows(both).unwrap()[0] else { panic!("both") };
+        assert_eq!((s.algorithm, s.candidates, s.epsilon), (Algorithm::HeavyKeeper, 12, 0.01));
+    }
+
+    #[test]
+    fn bad_settings_are_one_clear_line() {
+        let cases = [
+            ("mode = \"fast\"", "window \"1d\": mode: unknown mode \"fast\""),
+            ("max_items = 5", "max_items: only for mode = \"auto\""),
+            ("[window.sketch]\nepsilon = 0.1", "sketch: set, but the window's mode is \"exact\""),
+            ("mode = \"sketch\"\n[window.sketch]\nepsilon = 2.0", "epsilon 2 is not in (0, 1)"),
+            ("mode = \"sketch\"\n[window.sketch]\ncandidates = 3", "sketch.candidates: 3 is not in 10..="),
+            ("mode = \"sketch\"\n[window.sketch]\nalgorithm = \"x\"", "unknown algorithm \"x\""),
+            (
+                "mode = \"sketch\"\n[window.sketch]\nalgorithm = \"heavykeeper\"\nconservative = true",
+                "sketch.conservative: only for algorithm = \"cms\"",
+            ),
+            ("mode = \"auto\"\nmax_items = 0", "max_items: must be positive"),
+            ("mode = \"sketch\"\n[window.sketch]\nwidth = 5", "unknown field `width`"),
+        ];
+        for (window, want) in cases {
+            let got = err(window);
+            assert!(got.contains(want), "{window}: {got}");
+        }
+    }
+}
