@@ -5,7 +5,8 @@
 
 use hotlist_dataflow::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
 use hotlist_dataflow::run::{run, Progress};
-use hotlist_operators::record::{DeadReason, ListState};
+use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
+use hotlist_operators::record::{DeadReason, ListState, PublishedList};
 use hotlist_operators::time::Span;
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::MemoryStore;
@@ -87,13 +88,20 @@ fn windows(c: &Case) -> Vec<WindowSpec> {
 
 type Output = (model::Lists, model::Dead);
 
-fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<Output, TestCaseError> {
+/// Runs the job over `paths` with `workers` workers; returns its sealed lists and dead letters.
+fn run_plan(
+    c: &Case,
+    paths: Vec<std::path::PathBuf>,
+    workers: usize,
+    counting: Vec<Counting>,
+) -> Result<(Vec<PublishedList>, model::Dead), TestCaseError> {
     let store = MemoryStore::new();
     let plan = JobPlan {
         job_id: "oracle".into(),
         source: SourcePlan::Files(paths),
         max_record_bytes: hotlist_dataflow::config::DEFAULT_MAX_RECORD_BYTES,
         windows: windows(c),
+        counting,
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(c.ooo),
             allowed_lateness: Span::from_millis(c.lateness),
@@ -115,11 +123,9 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
     let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
     prop_assert_eq!(summary.sealed_dropped, 0);
-    let mut lists = model::Lists::new();
-    for l in store.lists() {
+    let lists = store.lists();
+    for l in &lists {
         prop_assert_eq!(l.state, ListState::Final, "bounded input seals every window: {:?}", l);
-        let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
-        lists.insert((l.window.clone(), l.start.0, l.end.0), items);
     }
     let mut dead: model::Dead = store
         .dead_letters()
@@ -137,6 +143,17 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
         .dead_letters()
         .iter()
         .all(|d| d.letter.reason != DeadReason::Sealed));
+    Ok((lists, dead))
+}
+
+fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<Output, TestCaseError> {
+    let exact = vec![Counting::Exact; c.windows.len()];
+    let (published, dead) = run_plan(c, paths, workers, exact)?;
+    let mut lists = model::Lists::new();
+    for l in published {
+        let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+        lists.insert((l.window.clone(), l.start.0, l.end.0), items);
+    }
     Ok((lists, dead))
 }
 
@@ -175,4 +192,107 @@ fn model_judges_lateness_per_partition() {
     // partition 0's second event is late (its own watermark is 100); partition 1's is not
     assert_eq!(dead, vec![(0, 2, "late".to_string())]);
     assert_eq!(lists[&("t".to_string(), 0, 10)], vec![("b".to_string(), 1)]);
+}
+
+/// A window's counting for the sketch oracle: `mode` 0 sketch, 1 auto, 2 both; a small table
+/// (ε from the list) so that items collide; `spare` extra candidates over k.
+fn sketch_counting(mode: u8, epsilon: f64, k: usize, spare: usize, max_items: u64) -> Counting {
+    let sketch = SketchSpec {
+        algorithm: Algorithm::Cms,
+        epsilon,
+        delta: 0.1,
+        candidates: k + spare,
+        conservative: false,
+    };
+    match mode {
+        0 => Counting::Sketch(sketch),
+        1 => Counting::Auto { sketch, max_items },
+        _ => Counting::Both(sketch),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Sketch windows against the model (docs/architecture.md, "Sketch windows"), for 1, 2 and
+    /// 4 workers: dead letters are the model's; a `both` window publishes the model's exact
+    /// list; a `sketch` or `auto` list has every count at least the true count and at most
+    /// true + its error_bound (≤ ⌈ε·N⌉ with N the instance's counted events), is exact with
+    /// bound 0 when it says so, and holds the true top-K set whenever the K-th and (K+1)-th
+    /// true counts differ by more than 2·error_bound.
+    #[test]
+    fn sealed_sketch_lists_hold_their_bounds(
+        c in case(),
+        modes in proptest::collection::vec((0u8..3, proptest::sample::select(vec![0.02, 0.1, 0.3]), 0usize..4), 3),
+        max_items in 1u64..12,
+    ) {
+        let parts = random_partitions(c.seed, &c.shape);
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let paths = write_partitions(dir.path(), &parts).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let ws = windows(&c);
+        let counting: Vec<Counting> = ws
+            .iter()
+            .zip(&modes)
+            .map(|(w, (mode, eps, spare))| sketch_counting(*mode, *eps, w.k, *spare, max_items))
+            .collect();
+        let exact_model: Vec<ModelWindow> = ws
+            .iter()
+            .map(|w| ModelWindow::new(&w.name, w.size.as_i64(), w.slide.as_i64(), w.k))
+            .collect();
+        let all_model: Vec<ModelWindow> = ws
+            .iter()
+            .map(|w| ModelWindow::new(&w.name, w.size.as_i64(), w.slide.as_i64(), usize::MAX))
+            .collect();
+        let (want_top, want_dead) = model::run(&parts, &exact_model, c.ooo as i64, c.lateness as i64);
+        let (truth, _) = model::run(&parts, &all_model, c.ooo as i64, c.lateness as i64);
+        for workers in [1, 2, 4] {
+            let (lists, dead) = run_plan(&c, paths.clone(), workers, counting.clone())?;
+            prop_assert_eq!(&dead, &want_dead, "dead letters with {} workers", workers);
+            let keys: std::collections::BTreeSet<_> = lists.iter().map(|l| (l.window.clone(), l.start.0, l.end.0)).collect();
+            let want_keys: std::collections::BTreeSet<_> = want_top.keys().cloned().collect();
+            prop_assert_eq!(keys, want_keys, "instances with {} workers", workers);
+            for l in &lists {
+                let key = (l.window.clone(), l.start.0, l.end.0);
+                let w = ws.iter().position(|w| w.name == l.window).expect("a configured window");
+                check_sketch_list(l, &counting[w], &want_top[&key], &truth[&key])?;
+            }
+        }
+    }
+}
+
+/// One sealed list of a sketch-counted window against the model's top-K and all true counts.
+fn check_sketch_list(
+    l: &PublishedList,
+    counting: &Counting,
+    top: &[(String, u64)],
+    truth: &[(String, u64)],
+) -> Result<(), TestCaseError> {
+    let got: Vec<(String, u64)> = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+    if let Counting::Both(_) = counting {
+        prop_assert!(l.exact && l.error_bound == 0);
+        prop_assert_eq!(&got, top);
+        prop_assert!(l.sketch_check.is_some_and(|s| s.of as usize == top.len() && s.found <= s.of));
+        return Ok(());
+    }
+    let true_of: std::collections::HashMap<&str, u64> = truth.iter().map(|(i, c)| (i.as_str(), *c)).collect();
+    let n: u64 = truth.iter().map(|(_, c)| c).sum();
+    let eps = counting.sketch().map_or(0.0, |s| s.epsilon);
+    prop_assert!(l.error_bound <= (eps * n as f64).ceil() as u64, "bound {} for N = {}", l.error_bound, n);
+    if l.exact {
+        prop_assert_eq!(l.error_bound, 0);
+        prop_assert_eq!(&got, top);
+    }
+    for (item, count) in &got {
+        let t = true_of.get(item.as_str()).copied().unwrap_or(0);
+        prop_assert!(*count >= t && *count <= t + l.error_bound, "{} counted {} of {} (bound {})", item, count, t, l.error_bound);
+    }
+    let k = got.len().max(top.len());
+    if truth.len() > k && k > 0 && truth[k - 1].1 > truth[k].1 + 2 * l.error_bound {
+        let mut want: Vec<&str> = truth[..k].iter().map(|(i, _)| i.as_str()).collect();
+        let mut have: Vec<&str> = got.iter().map(|(i, _)| i.as_str()).collect();
+        want.sort_unstable();
+        have.sort_unstable();
+        prop_assert_eq!(have, want, "the true top-{} is clear of the bound", k);
+    }
+    Ok(())
 }
