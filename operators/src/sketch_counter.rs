@@ -18,7 +18,8 @@
 //! The worker's list says how many events it counted; the merger adds them up for the bound.
 
 use crate::counter::{horizon, out_of_range, render_event};
-use crate::counting::{AnySketch, AnySketchSnapshot, Counting};
+use crate::counting::{AnySketch, Counting};
+use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, HeavyKeeperSnapshot};
 use crate::event::check_event_time;
 use crate::hash::{item_hash, key_group};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
@@ -42,6 +43,9 @@ enum Counts {
 
 struct Instance {
     counts: Counts,
+    /// A count-min instance restored from a checkpoint: the table it was restored with (the
+    /// same on every worker), which its snapshots subtract (see `restore.rs`).
+    base: Option<Box<CountMinSketch>>,
     /// Events counted here by this worker.
     events: u64,
     touched: u64,
@@ -103,10 +107,20 @@ pub struct SketchInstanceSnapshot {
 /// An instance's counts, as plain data.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SketchCountsSnapshot {
-    /// Exact counts, by item id.
+    /// Exact counts, by item id (this worker's items).
     Exact(Vec<(ItemId, u64)>),
-    /// A sketch.
-    Sketch(AnySketchSnapshot),
+    /// Count-min: this worker's share of the instance's table — what it added since it was
+    /// restored (worker 0: and the table it was restored with), so that the shares of all
+    /// workers add up to the table of all the instance's events (its candidate list inside is
+    /// empty) — and the ids of its candidates.
+    CountMin {
+        /// The share of the table.
+        share: CountMinTopKSnapshot,
+        /// The worker's candidates with their counts, in ranking order.
+        candidates: Vec<RankedItem>,
+    },
+    /// HeavyKeeper: the worker's whole state (it restores onto the same worker count only).
+    HeavyKeeper(HeavyKeeperSnapshot),
 }
 
 // new in snapshot format 3's successor files: read alike by every format
@@ -192,6 +206,7 @@ impl SketchCounter {
                 Counting::Auto { .. } => Counts::Exact(FxMap::default()),
                 _ => Counts::Sketch(Box::new(new_sketch(&counting))),
             },
+            base: None,
             events: 0,
             touched: 0,
             emitted: 0,
@@ -279,19 +294,37 @@ impl SketchCounter {
             .map(|(key, inst)| SketchInstanceSnapshot {
                 instance: *key,
                 events: inst.events,
-                counts: match &inst.counts {
-                    Counts::Sketch(s) => SketchCountsSnapshot::Sketch(s.snapshot()),
-                    Counts::Exact(map) => {
-                        let mut items: Vec<(ItemId, u64)> = map.iter().map(|(i, c)| (i.clone(), *c)).collect();
-                        items.sort_unstable();
-                        SketchCountsSnapshot::Exact(items)
-                    }
-                },
+                counts: self.counts_snapshot(inst),
             })
             .collect();
         SketchCounterSnapshot {
             worker: self.worker,
             instances,
+        }
+    }
+
+    fn counts_snapshot(&self, inst: &Instance) -> SketchCountsSnapshot {
+        match &inst.counts {
+            Counts::Exact(map) => {
+                let mut items: Vec<(ItemId, u64)> = map.iter().map(|(i, c)| (i.clone(), *c)).collect();
+                items.sort_unstable();
+                SketchCountsSnapshot::Exact(items)
+            }
+            Counts::Sketch(s) => match s.as_ref() {
+                AnySketch::Hk(hk) => SketchCountsSnapshot::HeavyKeeper(hk.snapshot()),
+                AnySketch::Cms(cms) => {
+                    let table = match (&inst.base, self.worker) {
+                        (Some(base), w) if w != 0 => cms.sketch().minus(base).unwrap_or_else(|_| cms.sketch().clone()),
+                        _ => cms.sketch().clone(),
+                    };
+                    let capacity = cms.candidates().capacity();
+                    let share = CountMinTopK::with_candidates(table, capacity, [])
+                        .map(|s| s.snapshot())
+                        .unwrap_or_else(|_| cms.snapshot());
+                    let candidates = cms.candidates().top(usize::MAX);
+                    SketchCountsSnapshot::CountMin { share, candidates }
+                }
+            },
         }
     }
 }

@@ -322,6 +322,26 @@ impl CountMinSketch {
         Ok(())
     }
 
+    /// This sketch minus `base`, cell by cell: the events added since this sketch was `base`
+    /// (same shape; `base` must be an earlier state of this sketch, else cells clamp at 0).
+    pub fn minus(&self, base: &CountMinSketch) -> Result<CountMinSketch, SketchError> {
+        if self.shape != base.shape {
+            return Err(SketchError::ShapeMismatch(self.shape.to_string(), base.shape.to_string()));
+        }
+        let total = self.total.saturating_sub(base.total);
+        let diff = (0..self.cells.len()).map(|i| self.cells.get(i).saturating_sub(base.cells.get(i)));
+        let cells = if total > u64::from(u32::MAX) {
+            Cells::U64(diff.collect())
+        } else {
+            Cells::U32(diff.map(|v| u32::try_from(v).unwrap_or(u32::MAX)).collect())
+        };
+        Ok(CountMinSketch {
+            shape: self.shape,
+            total,
+            cells,
+        })
+    }
+
     /// Events added (N), saturating.
     pub fn total(&self) -> u64 {
         self.total

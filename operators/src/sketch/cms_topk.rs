@@ -72,6 +72,26 @@ impl CountMinTopK {
 }
 
 impl CountMinTopK {
+    /// A sketch with candidates (each offered with its count, capped at its estimate from
+    /// `sketch`; at most `capacity` stay).
+    pub fn with_candidates<'a>(
+        sketch: CountMinSketch,
+        capacity: usize,
+        listed: impl IntoIterator<Item = (&'a str, u64)>,
+    ) -> Result<CountMinTopK, SketchError> {
+        let mut candidates = Candidates::new(capacity)?;
+        for (id, count) in listed {
+            let hash = crate::hash::item_hash(id);
+            candidates.offer(id, hash, count.min(sketch.estimate(hash)));
+        }
+        Ok(CountMinTopK { sketch, candidates })
+    }
+
+    /// The sketch alone (its candidates dropped).
+    pub fn into_sketch(self) -> CountMinSketch {
+        self.sketch
+    }
+
     /// Keeps only the candidates `keep` accepts (a restore onto another worker count keeps
     /// the items the worker owns).
     pub fn retain_candidates(&mut self, keep: impl Fn(&str) -> bool) {

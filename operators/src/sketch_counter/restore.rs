@@ -1,21 +1,31 @@
-//! Restoring a sketch counter from the snapshots of all the workers that wrote them.
+//! Restoring a sketch counter from the snapshots of all the workers that wrote them, onto any
+//! worker count (HeavyKeeper: the same count only).
 //!
-//! With the same worker count each worker takes its own snapshot back: it goes on exactly as
-//! it would have. With another count, state is redistributed by item (key group), as for the
-//! exact counter: exact counts go to their item's new owner; count-min sketches are added up
-//! (cell by cell: the sum is the sketch of all the events, so it never under-counts any item and
-//! over-counts by at most ⌈(e/w)·N⌉), every new worker gets the sum and keeps the candidates it
-//! owns; the instance's event count goes to worker 0, so that the workers' counts still add up
-//! to N. HeavyKeeper tables neither add nor split: they restore only onto the same worker count.
+//! - Exact counts (`auto` instances that had not folded) go to their item's owner.
+//! - Count-min: each worker's snapshot holds its *share* of the instance's table (what it added
+//!   since its own restore; worker 0's also holds the table it was restored with), so the shares
+//!   add up to the table of all the instance's events, T. Every worker of the new run restores
+//!   T itself (so each of its items has all its earlier counts, and never an under-count; the
+//!   over-count stays within ⌈(e/w)·N⌉ with N all the instance's events) and remembers it as its
+//!   base, which its next snapshot subtracts. Candidates: the union of every worker's, kept by
+//!   their owner, re-estimated from T. Exact parts (an `auto` instance folded on some workers
+//!   only) are added into T. The instance's event count goes to worker 0, so that the workers'
+//!   counts still add up to N.
+//! - HeavyKeeper tables neither add up nor split: each worker takes its own back, and a
+//!   checkpoint of another worker count is refused with a clear error.
 
 use super::{owns, Counts, Instance, SketchCountsSnapshot, SketchCounter, SketchCounterSnapshot};
-use crate::counting::{AnySketch, AnySketchSnapshot, Counting};
+use crate::counting::{Algorithm, AnySketch, Counting};
 use crate::hash::item_hash;
-use crate::record::ItemId;
+use crate::record::{ItemId, RankedItem};
+use crate::topk::ranked_cmp;
+use crate::sketch::{CountMinSketch, CountMinTopK, HeavyKeeper, HkShape, TopKSketch};
 use crate::snapshot::SnapshotError;
 use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowSpec};
 use std::collections::BTreeMap;
+
+type Part<'a> = (u32, u64, &'a SketchCountsSnapshot);
 
 impl SketchCounter {
     /// The sketch counter of `worker` (of `workers`) restored from every worker's snapshot,
@@ -36,21 +46,22 @@ impl SketchCounter {
         c.global_wm = watermark;
         c.sealed_until = sealed_until.to_vec();
         c.force_emit = true;
-        let same = snapshots.len() == c.workers as usize
+        let same_workers = snapshots.len() == c.workers as usize
             && (0..c.workers).all(|w| snapshots.iter().filter(|s| s.worker == w).count() == 1);
-        let mut parts: BTreeMap<InstanceKey, Vec<(u64, &SketchCountsSnapshot)>> = BTreeMap::new();
-        for s in snapshots.iter().filter(|s| !same || s.worker == worker) {
+        let mut parts: BTreeMap<InstanceKey, Vec<Part<'_>>> = BTreeMap::new();
+        for s in snapshots {
             for i in &s.instances {
                 c.check_instance(i.instance)?;
-                parts.entry(i.instance).or_default().push((i.events, &i.counts));
+                parts.entry(i.instance).or_default().push((s.worker, i.events, &i.counts));
             }
         }
         let sealed_h = watermark.minus(allowed_lateness);
         for (key, parts) in parts {
-            if c.windows[key.window.0 as usize].end_of(key.start) <= super::horizon(sealed_h, sealed_until, key.window) {
+            let end = c.windows[key.window.0 as usize].end_of(key.start);
+            if end <= super::horizon(sealed_h, sealed_until, key.window) {
                 continue; // sealed: nothing will read it
             }
-            let inst = if same { c.own(key, &parts)? } else { c.share(key, &parts)? };
+            let inst = c.instance(key, &parts, same_workers)?;
             c.instances.insert(key, inst);
         }
         Ok(c)
@@ -59,8 +70,7 @@ impl SketchCounter {
     /// Checks that `key` is an instance of a window this counter counts.
     fn check_instance(&self, key: InstanceKey) -> Result<(), SnapshotError> {
         let w = key.window.0 as usize;
-        let counted = self.counting.get(w).is_some_and(|c| c.sketch().is_some());
-        if !counted {
+        if !self.counting.get(w).is_some_and(|c| c.sketch().is_some()) {
             return Err(SnapshotError::Incompatible);
         }
         if !self.windows[w].starts_covering(key.start).any(|s| s == key.start) {
@@ -72,83 +82,129 @@ impl SketchCounter {
         Ok(())
     }
 
-    /// An instance restored from this worker's own snapshot of it.
-    fn own(&self, key: InstanceKey, parts: &[(u64, &SketchCountsSnapshot)]) -> Result<Instance, SnapshotError> {
-        let counting = &self.counting[key.window.0 as usize];
-        let [(events, counts)] = parts else {
-            return Err(SnapshotError::Invalid(format!("sketch instance {key:?} listed twice")));
-        };
-        let counts = match counts {
-            SketchCountsSnapshot::Exact(items) => Counts::Exact(exact_counts(items, counting)?),
-            SketchCountsSnapshot::Sketch(s) => Counts::Sketch(Box::new(restore_sketch(s, counting)?)),
-        };
-        Ok(Instance {
+    /// This worker's instance `key` from every worker's part of it.
+    fn instance(&self, key: InstanceKey, parts: &[Part<'_>], same_workers: bool) -> Result<Instance, SnapshotError> {
+        let counting = self.counting[key.window.0 as usize];
+        let spec = counting.sketch().ok_or(SnapshotError::Incompatible)?;
+        let fresh = |counts, events| Instance {
             counts,
-            events: *events,
+            base: None,
+            events,
+            touched: 1,
+            emitted: 0,
+        };
+        let foreign = parts.iter().any(|p| match p.2 {
+            SketchCountsSnapshot::HeavyKeeper(_) => spec.algorithm != Algorithm::HeavyKeeper,
+            SketchCountsSnapshot::CountMin { .. } => spec.algorithm != Algorithm::Cms,
+            SketchCountsSnapshot::Exact(_) => !matches!(counting, Counting::Auto { .. }),
+        });
+        if foreign {
+            return Err(SnapshotError::Incompatible); // counted with another algorithm or mode
+        }
+        if parts.iter().any(|p| matches!(p.2, SketchCountsSnapshot::HeavyKeeper(_))) {
+            if !same_workers {
+                return Err(SnapshotError::Invalid(
+                    "HeavyKeeper sketch windows restore only onto the worker count that wrote them \
+                     (their tables neither add up nor split)"
+                        .to_string(),
+                ));
+            }
+            return match parts.iter().find(|p| p.0 == self.worker) {
+                Some((_, events, SketchCountsSnapshot::HeavyKeeper(s))) => {
+                    let shape = spec.cms_shape().map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+                    let hk = HkShape::new(shape.width(), shape.depth()).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+                    let restored = HeavyKeeper::restore(s, hk, spec.candidates)?;
+                    Ok(fresh(Counts::Sketch(Box::new(AnySketch::Hk(restored))), *events))
+                }
+                _ => Ok(fresh(Counts::Sketch(Box::new(new_hk(&counting)?)), 0)),
+            };
+        }
+        let (worker, workers) = (self.worker, self.workers);
+        if parts.iter().all(|p| matches!(p.2, SketchCountsSnapshot::Exact(_))) {
+            let mine: Vec<(ItemId, u64)> = parts
+            .iter()
+            .filter_map(|p| match p.2 {
+                SketchCountsSnapshot::Exact(items) => Some(items),
+                _ => None,
+            })
+            .flatten()
+            .filter(|(i, _)| owns(i, worker, workers))
+            .cloned()
+            .collect();
+            let map = exact_counts(&mine, &counting)?;
+            let events = map.values().copied().fold(0, u64::saturating_add);
+            return Ok(fresh(Counts::Exact(map), events));
+        }
+        let whole = whole_table(parts, &counting)?;
+        let all_events: u64 = parts.iter().map(|p| p.1).fold(0, u64::saturating_add);
+        Ok(Instance {
+            base: Some(Box::new(whole.sketch().clone())),
+            counts: Counts::Sketch(Box::new(AnySketch::Cms(whole_with_mine(whole, parts, worker, workers)?))),
+            events: if worker == 0 { all_events } else { 0 },
             touched: 1,
             emitted: 0,
         })
     }
+}
 
-    /// This worker's share of an instance written by another number of workers.
-    fn share(&self, key: InstanceKey, parts: &[(u64, &SketchCountsSnapshot)]) -> Result<Instance, SnapshotError> {
-        let counting = &self.counting[key.window.0 as usize];
-        let (worker, workers) = (self.worker, self.workers);
-        let mine = |id: &str| owns(id, worker, workers);
-        let mut exact: Vec<(ItemId, u64)> = Vec::new();
-        let mut sum: Option<AnySketch> = None;
-        for (_, counts) in parts {
-            match counts {
-                SketchCountsSnapshot::Exact(items) => exact.extend(items.iter().filter(|(i, _)| mine(i)).cloned()),
-                SketchCountsSnapshot::Sketch(AnySketchSnapshot::Hk(_)) => {
-                    return Err(SnapshotError::Invalid(
-                        "HeavyKeeper sketch windows restore only onto the worker count that wrote them \
-                         (their tables neither add up nor split)"
-                            .to_string(),
-                    ))
-                }
-                SketchCountsSnapshot::Sketch(s) => {
-                    let s = restore_sketch(s, counting)?;
-                    sum = Some(match sum {
-                        None => s,
-                        Some(acc) => add_sketches(acc, &s)?,
-                    });
+/// T: every count-min share added up, and every exact part's counts added in.
+fn whole_table(parts: &[Part<'_>], counting: &Counting) -> Result<CountMinTopK, SnapshotError> {
+    let spec = counting.sketch().ok_or(SnapshotError::Incompatible)?;
+    let shape = spec.cms_shape().map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+    let mut sum = CountMinSketch::new(shape);
+    for (_, _, counts) in parts {
+        if let SketchCountsSnapshot::CountMin { share, .. } = counts {
+            let table = CountMinTopK::restore(share, shape, spec.candidates)?.into_sketch();
+            sum.merge(&table).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+        }
+    }
+    let mut whole = CountMinTopK::with_candidates(sum, spec.candidates, []).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+    for (_, _, counts) in parts {
+        if let SketchCountsSnapshot::Exact(items) = counts {
+            for (id, n) in items {
+                let mut left = *n;
+                while left > 0 {
+                    let step = left.min(u64::from(u32::MAX));
+                    whole.add(id, item_hash(id), step as u32);
+                    left -= step;
                 }
             }
         }
-        let all_events: u64 = parts.iter().map(|(e, _)| *e).fold(0, u64::saturating_add);
-        let inst = match sum {
-            None => {
-                let map = exact_counts(&exact, counting)?;
-                let events = map.values().copied().fold(0, u64::saturating_add);
-                Instance {
-                    counts: Counts::Exact(map),
-                    events,
-                    touched: 1,
-                    emitted: 0,
-                }
-            }
-            Some(mut sketch) => {
-                if let AnySketch::Cms(s) = &mut sketch {
-                    s.retain_candidates(|id| mine(id));
-                }
-                for (id, n) in &exact {
-                    sketch.add(id, item_hash(id), *n);
-                }
-                Instance {
-                    counts: Counts::Sketch(Box::new(sketch)),
-                    events: if worker == 0 { all_events } else { 0 },
-                    touched: 1,
-                    emitted: 0,
-                }
-            }
-        };
-        Ok(inst)
     }
+    Ok(whole)
 }
 
-/// Exact counts of an `auto` instance from a snapshot's list (counts ≥ 1; an id listed twice
-/// adds up). More items than the worker's share allows fold at the instance's next event.
+/// T with this worker's candidates: every part's candidates and exact items it owns, with
+/// their listed counts (upper bounds of their true counts, at most T's estimates), best first.
+fn whole_with_mine(whole: CountMinTopK, parts: &[Part<'_>], worker: u32, workers: u32) -> Result<CountMinTopK, SnapshotError> {
+    let mut listed: Vec<RankedItem> = Vec::new();
+    for (_, _, counts) in parts {
+        match counts {
+            SketchCountsSnapshot::CountMin { candidates, .. } => listed.extend(candidates.iter().cloned()),
+            SketchCountsSnapshot::Exact(items) => listed.extend(items.iter().map(|(i, c)| RankedItem {
+                item_id: i.clone(),
+                count: *c,
+            })),
+            SketchCountsSnapshot::HeavyKeeper(_) => {}
+        }
+    }
+    listed.retain(|r| owns(&r.item_id, worker, workers));
+    listed.sort_unstable_by(ranked_cmp);
+    let capacity = whole.candidates().capacity();
+    let offers = listed.iter().map(|r| (r.item_id.as_str(), r.count));
+    CountMinTopK::with_candidates(whole.into_sketch(), capacity, offers).map_err(|e| SnapshotError::Invalid(e.to_string()))
+}
+
+fn new_hk(counting: &Counting) -> Result<AnySketch, SnapshotError> {
+    counting
+        .sketch()
+        .ok_or(SnapshotError::Incompatible)?
+        .new_sketch()
+        .map_err(|e| SnapshotError::Invalid(e.to_string()))
+}
+
+/// Exact counts of an `auto` instance from snapshot lists (counts ≥ 1; an id listed twice adds
+/// up). More items than the worker's share allows fold at the instance's next event.
 fn exact_counts(
     items: &[(ItemId, u64)],
     counting: &Counting,
@@ -165,18 +221,4 @@ fn exact_counts(
         *slot = slot.saturating_add(*n);
     }
     Ok(map)
-}
-
-fn restore_sketch(s: &AnySketchSnapshot, counting: &Counting) -> Result<AnySketch, SnapshotError> {
-    let spec = counting.sketch().ok_or(SnapshotError::Incompatible)?;
-    AnySketch::restore(s, spec)
-}
-
-/// `a + b`, cell by cell (count-min only).
-fn add_sketches(mut a: AnySketch, b: &AnySketch) -> Result<AnySketch, SnapshotError> {
-    match (&mut a, b) {
-        (AnySketch::Cms(x), AnySketch::Cms(y)) => x.merge(y).map_err(|e| SnapshotError::Invalid(e.to_string()))?,
-        _ => return Err(SnapshotError::Incompatible), // (HeavyKeeper: refused in `share`)
-    }
-    Ok(a)
 }

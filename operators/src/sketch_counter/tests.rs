@@ -1,6 +1,7 @@
 use super::*;
 use crate::counting::{Algorithm, SketchSpec};
 use crate::merge::ListMerger;
+use crate::snapshot::SnapshotError;
 use crate::record::{ListState, PartitionId, PublishedList};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -170,33 +171,45 @@ fn both_windows_publish_the_exact_list_with_a_check() {
     assert_eq!((check.found, check.of), (2, 2));
 }
 
-fn snapshot_round_trip(counting: Counting, from: usize, to: usize) -> Result<(), SnapshotError> {
+/// Runs a window through restores onto each worker count of `chain` in turn (events between
+/// them), checking the bounds of the final list against the true counts; with one worker
+/// throughout, the restored counter goes on exactly as the uninterrupted one.
+fn snapshot_chain(counting: Counting, chain: &[usize]) -> Result<(), SnapshotError> {
     let w = WindowSpec::tumbling("10", Span::from_millis(10), 3);
-    let events: Vec<TimedEvent> = (0..200u64)
-        .map(|i| ev(&format!("i{}", (i * 7) % 23), (i % 10) as i64, i64::MIN, i))
-        .collect();
-    let mut before = Job::new(std::slice::from_ref(&w), &[counting], from);
-    before.epoch(&events, 0, true);
-    let snaps: Vec<SketchCounterSnapshot> = before.counters.iter().map(|c| c.snapshot()).collect();
-    let bytes = crate::snapshot::encode(&snaps[0]);
-    assert_eq!(crate::snapshot::decode::<SketchCounterSnapshot>(&bytes).unwrap(), snaps[0]);
-    let mut after = Job::new(std::slice::from_ref(&w), &[counting], to);
-    for (i, c) in after.counters.iter_mut().enumerate() {
-        *c = SketchCounter::restore(vec![w.clone()], vec![counting], LATENESS, i as u32, to, Millis(0), &[], &snaps)?;
+    let batch = |round: u64| -> Vec<TimedEvent> {
+        (0..200u64)
+            .map(|i| ev(&format!("i{}", (i * 7 + round) % 23), (i % 10) as i64, i64::MIN, round * 1000 + i))
+            .collect()
+    };
+    let mut all = Vec::new();
+    let mut job = Job::new(std::slice::from_ref(&w), &[counting], chain[0]);
+    let mut uninterrupted = Job::new(std::slice::from_ref(&w), &[counting], 1);
+    for (round, workers) in chain.iter().enumerate().skip(1) {
+        let events = batch(round as u64);
+        job.epoch(&events, 0, true);
+        uninterrupted.epoch(&events, 0, true);
+        all.extend(events);
+        let snaps: Vec<SketchCounterSnapshot> = job.counters.iter().map(|c| c.snapshot()).collect();
+        let bytes = crate::snapshot::encode(&snaps[0]);
+        assert_eq!(crate::snapshot::decode::<SketchCounterSnapshot>(&bytes).unwrap(), snaps[0]);
+        job = Job::new(std::slice::from_ref(&w), &[counting], *workers);
+        for (i, c) in job.counters.iter_mut().enumerate() {
+            *c = SketchCounter::restore(vec![w.clone()], vec![counting], LATENESS, i as u32, *workers, Millis(0), &[], &snaps)?;
+        }
     }
-    let more: Vec<TimedEvent> = (0..50u64).map(|i| ev("hot", 5, i64::MIN, 1000 + i)).collect();
-    let (out, _) = after.epoch(&more, i64::MAX, false);
-    let (expect, _) = before.epoch(&more, i64::MAX, false);
-    let fin = out.last().expect("final list");
-    let all: Vec<TimedEvent> = events.iter().chain(&more).cloned().collect();
+    let more: Vec<TimedEvent> = (0..300u64).map(|i| ev("hot", 5, i64::MIN, 100_000 + i)).collect();
+    all.extend(more.iter().cloned());
+    let (out, _) = job.epoch(&more, i64::MAX, false);
+    let (expect, _) = uninterrupted.epoch(&more, i64::MAX, false);
+    let (fin, expect) = (out.last().expect("final list"), expect.last().expect("final list"));
     let truth = true_counts(&all, &w, Millis(0));
-    assert_eq!(fin.error_bound, expect.last().unwrap().error_bound, "N survives the restore");
+    assert_eq!(fin.error_bound, expect.error_bound, "N survives the restores");
     for r in &fin.items {
         let t = truth[r.item_id.as_str()];
-        assert!(r.count >= t && r.count <= t + fin.error_bound, "{r:?} vs {t}");
+        assert!(r.count >= t && r.count <= t + fin.error_bound, "{chain:?}: {r:?} vs {t} (bound {})", fin.error_bound);
     }
-    if from == to {
-        assert_eq!(fin.items, expect.last().unwrap().items, "same workers: goes on exactly");
+    if chain.iter().all(|w| *w == 1) {
+        assert_eq!(fin.items, expect.items, "one worker throughout: goes on exactly");
     }
     assert_eq!(fin.items[0].item_id, "hot");
     Ok(())
@@ -215,8 +228,8 @@ fn snapshots_restore_onto_the_same_and_other_worker_counts() {
     };
     let hk = Counting::Sketch(spec(Algorithm::HeavyKeeper, 6));
     for counting in [cms, auto, auto_big] {
-        for (from, to) in [(1, 1), (2, 2), (2, 1), (1, 3), (3, 2)] {
-            snapshot_round_trip(counting, from, to).unwrap_or_else(|e| panic!("{counting:?} {from}→{to}: {e}"));
+        for chain in [&[1, 1, 1][..], &[2, 2, 2], &[2, 1], &[1, 3, 1, 2, 2, 3]] {
+            snapshot_chain(counting, chain).unwrap_or_else(|e| panic!("{counting:?} {chain:?}: {e}"));
         }
     }
     // HeavyKeeper never under... over-counts, so its bound is 0; it restores onto its own count only
