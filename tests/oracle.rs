@@ -271,20 +271,34 @@ fn check_sketch_list(
     if let Counting::Both(_) = counting {
         prop_assert!(l.exact && l.error_bound == 0);
         prop_assert_eq!(&got, top);
-        prop_assert!(l.sketch_check.is_some_and(|s| s.of as usize == top.len() && s.found <= s.of));
+        prop_assert!(l
+            .sketch_check
+            .is_some_and(|s| s.of as usize == top.len() && s.found <= s.of));
         return Ok(());
     }
     let true_of: std::collections::HashMap<&str, u64> = truth.iter().map(|(i, c)| (i.as_str(), *c)).collect();
     let n: u64 = truth.iter().map(|(_, c)| c).sum();
     let eps = counting.sketch().map_or(0.0, |s| s.epsilon);
-    prop_assert!(l.error_bound <= (eps * n as f64).ceil() as u64, "bound {} for N = {}", l.error_bound, n);
+    prop_assert!(
+        l.error_bound <= (eps * n as f64).ceil() as u64,
+        "bound {} for N = {}",
+        l.error_bound,
+        n
+    );
     if l.exact {
         prop_assert_eq!(l.error_bound, 0);
         prop_assert_eq!(&got, top);
     }
     for (item, count) in &got {
         let t = true_of.get(item.as_str()).copied().unwrap_or(0);
-        prop_assert!(*count >= t && *count <= t + l.error_bound, "{} counted {} of {} (bound {})", item, count, t, l.error_bound);
+        prop_assert!(
+            *count >= t && *count <= t + l.error_bound,
+            "{} counted {} of {} (bound {})",
+            item,
+            count,
+            t,
+            l.error_bound
+        );
     }
     let k = got.len().max(top.len());
     if truth.len() > k && k > 0 && truth[k - 1].1 > truth[k].1 + 2 * l.error_bound {

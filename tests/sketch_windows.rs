@@ -90,14 +90,20 @@ fn check_bounds(db: &Path, truth: &model::Lists, top: &model::Lists, epsilon: &H
         let (exact, bound, _) = heads[key];
         let all = &truth[key];
         let n: u64 = all.iter().map(|(_, c)| c).sum();
-        assert!(bound <= (epsilon[key.0.as_str()] * n as f64).ceil() as u64, "{key:?}: bound {bound}, N {n}");
+        assert!(
+            bound <= (epsilon[key.0.as_str()] * n as f64).ceil() as u64,
+            "{key:?}: bound {bound}, N {n}"
+        );
         if exact {
             assert_eq!((bound, items), (0, &top[key]), "{key:?}: an exact list is the model's");
         }
         let true_of: HashMap<&str, u64> = all.iter().map(|(i, c)| (i.as_str(), *c)).collect();
         for (item, count) in items {
             let t = true_of.get(item.as_str()).copied().unwrap_or(0);
-            assert!(t <= *count && *count <= t + bound, "{key:?}: {item} counted {count} of {t} (bound {bound})");
+            assert!(
+                t <= *count && *count <= t + bound,
+                "{key:?}: {item} counted {count} of {t} (bound {bound})"
+            );
         }
     }
 }
@@ -157,13 +163,26 @@ fn sigkill_and_rescaling_keep_sketch_lists_within_their_bounds() {
             break;
         }
     }
-    assert!(kills >= 5 && restored >= 1, "kills {kills}, restores {restored}:\n{logs}");
+    assert!(
+        kills >= 5 && restored >= 1,
+        "kills {kills}, restores {restored}:\n{logs}"
+    );
     let db = dir.path().join("out.db");
     check_bounds(&db, &truth, &top, &epsilon);
-    assert_eq!(hotlist_tests::sqlite_dead_letters(&db, JOB).0, want_dead, "dead letters exactly once");
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, JOB).0,
+        want_dead,
+        "dead letters exactly once"
+    );
     let heads = headers(&db);
-    assert!(heads.iter().any(|(k, h)| k.0 == "10s" && !h.0), "sketch lists are approximate");
-    assert!(heads.iter().any(|(k, h)| k.0 == "30s-hop" && !h.0), "some auto instance folded");
+    assert!(
+        heads.iter().any(|(k, h)| k.0 == "10s" && !h.0),
+        "sketch lists are approximate"
+    );
+    assert!(
+        heads.iter().any(|(k, h)| k.0 == "30s-hop" && !h.0),
+        "some auto instance folded"
+    );
 }
 
 /// A `both` window publishes the model's exact lists with a sketch check; `query` says what
@@ -175,7 +194,11 @@ fn both_windows_publish_exact_lists_with_a_check_and_a_mode_change_is_refused() 
     let (top, _) = model::run(&parts, &model_windows(0), 2_000, 30_000);
     let both = "mode = \"both\"\n[window.sketch]\nepsilon = 0.2\ndelta = 0.2\ncandidates = 5";
     let dir = setup(&parts, &config(both, SKETCH_10S.replace("0.02", "0.05").as_str()));
-    hotlist_tests::run_hotlist(dir.path(), &["run", "--config", "hotlist.toml", "--progress", "never"], true);
+    hotlist_tests::run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        true,
+    );
     let db = dir.path().join("out.db");
     let lists = hotlist_tests::sqlite_sealed_lists(&db, JOB);
     let heads = headers(&db);
@@ -183,10 +206,18 @@ fn both_windows_publish_exact_lists_with_a_check_and_a_mode_change_is_refused() 
         assert_eq!(items, &top[key], "{key:?}: the exact list");
         let (exact, bound, check) = heads[key];
         let (found, of) = check.expect("a sketch check");
-        assert!(exact && bound == 0 && found <= of && of as usize == items.len(), "{key:?}: {:?}", heads[key]);
+        assert!(
+            exact && bound == 0 && found <= of && of as usize == items.len(),
+            "{key:?}: {:?}",
+            heads[key]
+        );
     }
     let q = |args: &[&str]| {
-        let out = hotlist_tests::run_hotlist(dir.path(), &[&["query", "--config", "hotlist.toml"][..], args].concat(), true);
+        let out = hotlist_tests::run_hotlist(
+            dir.path(),
+            &[&["query", "--config", "hotlist.toml"][..], args].concat(),
+            true,
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let json: serde_json::Value = serde_json::from_str(&q(&["--window", "10s", "--json"])).expect("json");
@@ -196,10 +227,18 @@ fn both_windows_publish_exact_lists_with_a_check_and_a_mode_change_is_refused() 
     assert!(text.contains("≈ approximate: counts may be high by ≤"), "{text}");
     // another mode for the 10s window: the checkpoints were counted otherwise
     std::fs::write(dir.path().join("hotlist.toml"), config("", SKETCH_10S)).expect("config");
-    let out = hotlist_tests::run_hotlist(dir.path(), &["run", "--config", "hotlist.toml", "--progress", "never"], false);
+    let out = hotlist_tests::run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        false,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.lines().any(|l| l.starts_with("error:") && l.contains("window")), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("error:") && l.contains("window modes")),
+        "{err}"
+    );
 }
 
 /// HeavyKeeper tables neither add up nor split: a checkpoint restores onto the worker count
@@ -216,11 +255,22 @@ fn heavykeeper_state_restores_only_onto_its_own_worker_count() {
         assert!(Instant::now() < deadline, "no commit");
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(child.try_wait().expect("try_wait").is_none(), "the run ended before it could be killed");
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the run ended before it could be killed"
+    );
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     let run = |workers: &str, ok: bool| {
-        let args = ["run", "--config", "hotlist.toml", "--progress", "never", "--workers", workers];
+        let args = [
+            "run",
+            "--config",
+            "hotlist.toml",
+            "--progress",
+            "never",
+            "--workers",
+            workers,
+        ];
         hotlist_tests::run_hotlist(dir.path(), &args, ok)
     };
     let out = run("1", false);

@@ -108,6 +108,8 @@ pub struct BenchResult {
     pub rss_per_counter: f64,
     /// Input bytes (json run).
     pub input_bytes: u64,
+    /// The largest counting state seen (bytes, exact and sketch state of all workers).
+    pub peak_state_bytes: u64,
 }
 
 impl BenchResult {
@@ -274,20 +276,21 @@ fn measure_with_stats(name: &'static str, plan: &JobPlan, input_bytes: u64) -> R
         let stats = stats.clone();
         let done = done.clone();
         std::thread::spawn(move || {
-            let mut best = (0u64, 0u64);
+            let (mut best, mut peak_bytes) = ((0u64, 0u64), 0u64);
             while !done.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(100));
                 let c = stats.total_counters();
+                peak_bytes = peak_bytes.max(stats.total_state_bytes());
                 if c > best.0 {
                     best = (c, stats.total_state_bytes());
                 }
             }
-            best
+            (best, peak_bytes)
         })
     };
     let summary = run_with_stats(plan, Progress::Never, Arc::new(AtomicBool::new(false)), stats.clone())?;
     done.store(true, Relaxed);
-    let (peak_counters, bytes_at_peak) = sampler.join().unwrap_or((0, 0));
+    let ((peak_counters, bytes_at_peak), peak_state_bytes) = sampler.join().unwrap_or(((0, 0), 0));
     let peak_rss = rss_bytes().1;
     Ok((
         BenchResult {
@@ -300,6 +303,7 @@ fn measure_with_stats(name: &'static str, plan: &JobPlan, input_bytes: u64) -> R
             peak_rss,
             rss_per_counter: peak_rss.saturating_sub(rss_before) as f64 / peak_counters.max(1) as f64,
             input_bytes,
+            peak_state_bytes,
         },
         stats,
     ))
@@ -581,12 +585,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             bench_kafka(args, b, t)
         };
     }
+    if let Some(s) = counting(args).sketch() {
+        s.new_sketch().map_err(|e| anyhow::anyhow!("--epsilon: {e}"))?;
+    }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
-        "hotlist bench: {} workers on {} cores; windows {}, K={}; Zipf({}) over {} items; {} partitions at {} events/s of event time each",
+        "hotlist bench: {} workers on {} cores; windows {} ({} mode), K={}; Zipf({}) over {} items; {} partitions at {} events/s of event time each",
         args.workers,
         cores,
         args.windows.0.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(","),
+        args.mode,
         args.k, args.zipf, args.items, args.partitions, args.rate
     );
     let mut results = vec![bench_memory(args)?];
@@ -621,7 +629,48 @@ fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
     if args.checkpoint {
         report_checkpoints(&mem_plan, ckpt_dir.path(), &stats)?;
     }
+    if args.mode != "exact" {
+        report_sketches(&mem_plan, &mem);
+    }
     Ok(mem)
+}
+
+/// What the sketch windows' final lists say (`--mode sketch`, `auto`, `both`): the counting
+/// state at its peak, each list's exactness and error bound, and for `both` the sketch's
+/// recall@K and over-counts against the exact list.
+fn report_sketches(plan: &JobPlan, run: &BenchResult) {
+    let SinkPlan::Memory(store) = &plan.sink else { return };
+    println!(
+        "counting state: peak {:.1} MB over all workers (counter heap accounting; peak RSS {:.0} MB)",
+        run.peak_state_bytes as f64 / 1e6,
+        run.peak_rss as f64 / 1e6
+    );
+    for l in store
+        .lists()
+        .iter()
+        .filter(|l| l.state == hotlist_operators::record::ListState::Final)
+    {
+        let check = l.sketch_check.map_or(String::new(), |c| {
+            format!(
+                "; sketch recall@{} {:.3} ({} of {}), max over-count {}, mean {:.1}",
+                c.of,
+                c.recall(),
+                c.found,
+                c.of,
+                c.max_overcount,
+                c.mean_overcount()
+            )
+        });
+        println!(
+            "  {} [{} .. {}): {} items, exact {}, error bound {}{check}",
+            l.window,
+            l.start,
+            l.end,
+            l.items.len(),
+            l.exact,
+            l.error_bound
+        );
+    }
 }
 
 /// The JSON-lines run: the same kind of events written to files first (not timed), then read,

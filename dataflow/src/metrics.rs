@@ -199,7 +199,10 @@ fn register_job_scalars(registry: &Registry, stats: &JobStats) {
 /// `both` window how the sketch compared (recall@K, largest and mean over-count).
 fn register_list_accuracy(registry: &Registry, stats: &JobStats) {
     let vec = |name: &str, help: &str| GaugeVec::new(Opts::new(name, help), &["window"]).expect("valid metric");
-    let exact = vec("hotlist_list_exact", "1 when the window's latest list is exact, 0 when approximate");
+    let exact = vec(
+        "hotlist_list_exact",
+        "1 when the window's latest list is exact, 0 when approximate",
+    );
     let bound = vec(
         "hotlist_list_error_bound",
         "the largest possible over-count of any count in the window's latest list (0: exact)",
@@ -282,4 +285,55 @@ fn register_checkpoint_series(registry: &Registry, stats: &JobStats) {
         "bytes of the checkpoints' counter parts, linked panes included",
         stats.checkpoint_total_bytes.load(Relaxed) as i64,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::record::{ListState, PublishedList, SketchCheck};
+
+    fn list(window: &str, exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> PublishedList {
+        PublishedList {
+            window: window.into(),
+            start: Millis(0),
+            end: Millis(10),
+            revision: 1,
+            state: ListState::Open,
+            watermark: Millis(0),
+            as_of: Millis(0),
+            items: Vec::new(),
+            exact,
+            error_bound,
+            sketch_check,
+        }
+    }
+
+    #[test]
+    fn lists_say_what_they_are_and_sketches_are_counted() {
+        let stats = JobStats::new(2, 1);
+        stats.note_committed(&list("approx", false, 37, None));
+        let check = SketchCheck {
+            found: 9,
+            of: 10,
+            max_overcount: 5,
+            total_overcount: 20,
+        };
+        stats.note_committed(&list("checked", true, 0, Some(check)));
+        stats.set_worker_sketches(0, 2, 1);
+        stats.set_worker_sketches(1, 1, 3);
+        let text = render(&stats, "j", &["p0".to_string()]);
+        for want in [
+            "hotlist_list_exact{job=\"j\",window=\"approx\"} 0",
+            "hotlist_list_error_bound{job=\"j\",window=\"approx\"} 37",
+            "hotlist_list_exact{job=\"j\",window=\"checked\"} 1",
+            "hotlist_sketch_recall{job=\"j\",window=\"checked\"} 0.9",
+            "hotlist_sketch_max_overcount{job=\"j\",window=\"checked\"} 5",
+            "hotlist_sketch_mean_overcount{job=\"j\",window=\"checked\"} 2",
+            "hotlist_sketch_instances{job=\"j\"} 3",
+            "hotlist_auto_folds_total{job=\"j\"} 4",
+        ] {
+            assert!(text.contains(want), "{want} in\n{text}");
+        }
+        assert!(!text.contains("hotlist_sketch_recall{job=\"j\",window=\"approx\"}"));
+    }
 }

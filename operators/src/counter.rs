@@ -145,7 +145,12 @@ impl WindowedCounter {
 
     /// A counter that counts only the windows with `counted[w]` set (all when `counted` is
     /// empty): the others (sketch windows) keep their ids and are never counted here.
-    pub fn counting(windows: Vec<WindowSpec>, counted: &[bool], allowed_lateness: Span, worker: u32) -> WindowedCounter {
+    pub fn counting(
+        windows: Vec<WindowSpec>,
+        counted: &[bool],
+        allowed_lateness: Span,
+        worker: u32,
+    ) -> WindowedCounter {
         let mut groups: Vec<PaneGroup> = Vec::new();
         for (i, w) in windows.iter().enumerate() {
             if counted.get(i) == Some(&false) {

@@ -6,11 +6,11 @@
 //! [`Counting::counts_exactly`] holds; the sketch counter (`sketch_counter.rs`) counts those
 //! with a [`Counting::sketch`]. A `both` window is counted by the two.
 
+use crate::record::RankedItem;
 use crate::sketch::{
     CmsShape, CountMinTopK, CountMinTopKSnapshot, ErrorBound, HeavyKeeper, HeavyKeeperSnapshot, HkShape, SketchError,
     TopKSketch,
 };
-use crate::record::RankedItem;
 use crate::snapshot::SnapshotError;
 use serde::{Deserialize, Serialize};
 
@@ -159,6 +159,15 @@ impl AnySketch {
         }
     }
 
+    /// Counts one event of `item`.
+    #[inline]
+    pub fn add_one(&mut self, item: &str, hash: u64) {
+        match self {
+            AnySketch::Cms(s) => s.add(item, hash, 1),
+            AnySketch::Hk(s) => s.add(item, hash, 1),
+        }
+    }
+
     /// Counts `n` events of `item` (any `n`: split into 32-bit adds).
     #[inline]
     pub fn add(&mut self, item: &str, hash: u64, mut n: u64) {
@@ -203,7 +212,8 @@ impl AnySketch {
                 CountMinTopK::restore(s, shape, spec.candidates).map(AnySketch::Cms)
             }
             (AnySketchSnapshot::Hk(s), Algorithm::HeavyKeeper) => {
-                let hk = HkShape::new(shape.width(), shape.depth()).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+                let hk =
+                    HkShape::new(shape.width(), shape.depth()).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
                 HeavyKeeper::restore(s, hk, spec.candidates).map(AnySketch::Hk)
             }
             _ => Err(SnapshotError::Incompatible),
@@ -231,7 +241,15 @@ mod tests {
         let modes = [
             (Counting::Exact, true, false, false),
             (Counting::Sketch(s), false, true, true),
-            (Counting::Auto { sketch: s, max_items: 5 }, false, true, true),
+            (
+                Counting::Auto {
+                    sketch: s,
+                    max_items: 5,
+                },
+                false,
+                true,
+                true,
+            ),
             (Counting::Both(s), true, true, false),
         ];
         for (mode, exact, sketch, publishes) in modes {
@@ -267,6 +285,9 @@ mod tests {
         s.add("a", crate::hash::item_hash("a"), 3);
         let snap = s.snapshot();
         assert_eq!(AnySketch::restore(&snap, &hk).unwrap().top(1), s.top(1));
-        assert!(matches!(AnySketch::restore(&snap, &cms), Err(SnapshotError::Incompatible)));
+        assert!(matches!(
+            AnySketch::restore(&snap, &cms),
+            Err(SnapshotError::Incompatible)
+        ));
     }
 }

@@ -94,8 +94,8 @@ impl ListMerger {
                 // An instance whose every event was excluded as late has no list at all.
                 let never_counted = items.is_empty() && m.published.is_none();
                 let turned_approximate = !exact && !m.published_approximate;
-                let differs = turned_approximate
-                    || m.published.as_ref().is_none_or(|(s, l)| *s != state || *l != items);
+                let differs =
+                    turned_approximate || m.published.as_ref().is_none_or(|(s, l)| *s != state || *l != items);
                 let differs = differs && !never_counted;
                 if differs {
                     m.revision = m.revision.saturating_add(1);

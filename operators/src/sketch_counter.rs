@@ -19,10 +19,10 @@
 
 use crate::counter::{horizon, out_of_range, render_event};
 use crate::counting::{AnySketch, Counting};
-use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, HeavyKeeperSnapshot};
 use crate::event::check_event_time;
 use crate::hash::{item_hash, key_group};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
+use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, HeavyKeeperSnapshot};
 use crate::snapshot::Snapshot;
 use crate::time::{Millis, Span};
 use crate::topk::{ranked_cmp, select_top_by};
@@ -52,6 +52,49 @@ struct Instance {
     emitted: u64,
 }
 
+/// The instances of one window covering the last event's pane: every time in `[lo, hi)` (a
+/// pane: gcd(size, slide) wide) is covered by the instances starting at `starts`. Most events
+/// fall in the same pane as the one before (no divisions for them).
+#[derive(Clone, Copy)]
+struct Cover {
+    lo: Millis,
+    hi: Millis,
+    /// First and last instance start, and the slide between them.
+    first: i64,
+    last: i64,
+    slide: i64,
+}
+
+impl Cover {
+    const EMPTY: Cover = Cover {
+        lo: Millis::MAX,
+        hi: Millis::MIN,
+        first: 0,
+        last: -1,
+        slide: 1,
+    };
+
+    /// The cover of `ts` for window `w`.
+    fn of(w: &WindowSpec, ts: Millis) -> Cover {
+        let pane = w.pane_width().as_i64();
+        let lo = Millis(ts.0.div_euclid(pane).saturating_mul(pane));
+        let mut starts = w.starts_covering(ts);
+        let first = starts.next().map_or(0, |m| m.0);
+        let last = starts.last().map_or(first, |m| m.0);
+        Cover {
+            lo,
+            hi: Millis(lo.0.saturating_add(pane)),
+            first,
+            last,
+            slide: w.slide.as_i64(),
+        }
+    }
+
+    fn starts(self) -> impl Iterator<Item = Millis> {
+        (0..=(self.last - self.first) / self.slide).map(move |i| Millis(self.first + i * self.slide))
+    }
+}
+
 /// Gauges of the sketch counter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SketchStats {
@@ -71,8 +114,8 @@ pub struct SketchStats {
 pub struct SketchCounter {
     windows: Vec<WindowSpec>,
     counting: Vec<Counting>,
-    /// The windows it counts (those with a sketch).
-    sketched: Vec<WindowId>,
+    /// The windows it counts (those with a sketch), each with its last cover.
+    sketched: Vec<(WindowId, Cover)>,
     allowed_lateness: Span,
     worker: u32,
     workers: u32,
@@ -137,7 +180,7 @@ impl SketchCounter {
     ) -> SketchCounter {
         let sketched = (0..windows.len())
             .filter(|w| counting.get(*w).is_some_and(|c| c.sketch().is_some()))
-            .map(|w| WindowId(w as u16))
+            .map(|w| (WindowId(w as u16), Cover::EMPTY))
             .collect();
         SketchCounter {
             windows,
@@ -173,12 +216,16 @@ impl SketchCounter {
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut sealed_drop = false;
         for i in 0..self.sketched.len() {
-            let wid = self.sketched[i];
+            let (wid, mut cover) = self.sketched[i];
             let w = &self.windows[wid.0 as usize];
+            if ev.ts < cover.lo || ev.ts >= cover.hi {
+                cover = Cover::of(w, ev.ts);
+                self.sketched[i].1 = cover;
+            }
+            let size = w.size;
             let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
-            let starts: Vec<Millis> = w.starts_covering(ev.ts).collect();
-            for start in starts {
-                let end = self.windows[wid.0 as usize].end_of(start);
+            for start in cover.starts() {
+                let end = start.plus(size);
                 if end <= late_h {
                     continue; // late for it: its source dead-lettered the event
                 }
@@ -214,7 +261,7 @@ impl SketchCounter {
         inst.events += 1;
         inst.touched = self.seq;
         match &mut inst.counts {
-            Counts::Sketch(s) => s.add(&ev.item, ev.hash, 1),
+            Counts::Sketch(s) => s.add_one(&ev.item, ev.hash),
             Counts::Exact(map) => {
                 match map.get_mut(ev.item.as_str()) {
                     Some(c) => *c += 1,

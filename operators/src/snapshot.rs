@@ -286,7 +286,7 @@ pub enum SnapshotError {
     #[error("snapshot payload does not decode: {0}")]
     Payload(String),
     /// The snapshot was taken with other windows or lateness than the job has now.
-    #[error("snapshot is for other windows or allowed lateness than this job's")]
+    #[error("snapshot is for other windows, window modes or allowed lateness than this job's")]
     Incompatible,
     /// The payload decodes but its contents cannot be this job's state (says what and where).
     #[error("snapshot is invalid: {0}")]

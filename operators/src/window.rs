@@ -119,7 +119,7 @@ impl WindowSpec {
     }
 
     /// Starts of all instances covering `t`, earliest first.
-    pub fn starts_covering(&self, t: Millis) -> impl Iterator<Item = Millis> + '_ {
+    pub fn starts_covering(&self, t: Millis) -> impl Iterator<Item = Millis> + use<> {
         let last = self.last_start_covering(t);
         let l = self.slide.as_i64();
         // n·L > t - S  <=>  instance end > t

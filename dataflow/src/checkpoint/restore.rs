@@ -11,8 +11,8 @@
 use super::manifest::{counter_file, Manifest};
 use super::{checkpoint_dir, list, JobLayout};
 use anyhow::{anyhow, bail, Context, Result};
-use hotlist_operators::sketch_counter::SketchCounterSnapshot;
 use hotlist_operators::record::PartitionId;
+use hotlist_operators::sketch_counter::SketchCounterSnapshot;
 use hotlist_operators::snapshot::{
     self, validate_counters, CounterSnapshot, MergerSnapshot, PaneSegment, SnapshotError, SourceSnapshot,
 };

@@ -25,11 +25,17 @@ fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
     let at = |key: &str| format!("window {:?}: {key}", w.name);
     let mode = raw.mode.as_deref().unwrap_or("exact");
     if raw.max_items.is_some() && mode != "auto" {
-        bail!("{}: only for mode = \"auto\" (this window's mode is {mode:?})", at("max_items"));
+        bail!(
+            "{}: only for mode = \"auto\" (this window's mode is {mode:?})",
+            at("max_items")
+        );
     }
     if mode == "exact" {
         if raw.sketch.is_some() {
-            bail!("{}: set, but the window's mode is \"exact\" (use mode = \"sketch\", \"auto\" or \"both\")", at("sketch"));
+            bail!(
+                "{}: set, but the window's mode is \"exact\" (use mode = \"sketch\", \"auto\" or \"both\")",
+                at("sketch")
+            );
         }
         return Ok(Counting::Exact);
     }
@@ -42,7 +48,10 @@ fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
             if max_items == 0 {
                 bail!("{}: must be positive", at("max_items"));
             }
-            Counting::Auto { sketch: spec, max_items }
+            Counting::Auto {
+                sketch: spec,
+                max_items,
+            }
         }
         other => bail!(
             "{}: unknown mode {other:?} (expected \"exact\", \"sketch\", \"auto\" or \"both\")",
@@ -64,7 +73,10 @@ fn sketch_spec(raw: &RawSketch, w: &WindowSpec, at: &dyn Fn(&str) -> String) -> 
     if conservative && algorithm == Algorithm::HeavyKeeper {
         bail!("{}: only for algorithm = \"cms\"", at("sketch.conservative"));
     }
-    let candidates = raw.candidates.unwrap_or(w.k.saturating_mul(4)).min(MAX_CANDIDATES.max(w.k));
+    let candidates = raw
+        .candidates
+        .unwrap_or(w.k.saturating_mul(4))
+        .min(MAX_CANDIDATES.max(w.k));
     if candidates < w.k || candidates > MAX_CANDIDATES {
         bail!(
             "{}: {candidates} is not in {}..={MAX_CANDIDATES} (at least the window's k)",
@@ -89,7 +101,8 @@ mod tests {
     use hotlist_operators::counting::{Algorithm, Counting};
 
     fn windows(window: &str) -> anyhow::Result<Vec<Counting>> {
-        let toml = format!("[source]\nkind = \"generator\"\n[[window]]\nname = \"1d\"\nsize = \"1d\"\nk = 10\n{window}");
+        let toml =
+            format!("[source]\nkind = \"generator\"\n[[window]]\nname = \"1d\"\nsize = \"1d\"\nk = 10\n{window}");
         parse(&toml, &Overrides::default()).map(|p| p.counting)
     }
 
@@ -100,15 +113,25 @@ mod tests {
     #[test]
     fn modes_and_their_defaults() {
         assert_eq!(windows("").unwrap(), [Counting::Exact]);
-        let Counting::Sketch(s) = windows("mode = \"sketch\"").unwrap()[0] else { panic!("sketch") };
-        assert_eq!((s.epsilon, s.delta, s.candidates, s.algorithm), (0.0001, 0.001, 40, Algorithm::Cms));
+        let Counting::Sketch(s) = windows("mode = \"sketch\"").unwrap()[0] else {
+            panic!("sketch")
+        };
+        assert_eq!(
+            (s.epsilon, s.delta, s.candidates, s.algorithm),
+            (0.0001, 0.001, 40, Algorithm::Cms)
+        );
         let Counting::Auto { max_items, sketch } = windows("mode = \"auto\"\nmax_items = 7").unwrap()[0] else {
             panic!("auto")
         };
         assert_eq!((max_items, sketch.candidates), (7, 40));
         let both = "mode = \"both\"\n[window.sketch]\nalgorithm = \"heavykeeper\"\ncandidates = 12\nepsilon = 0.01";
-        let Counting::Both(s) = windows(both).unwrap()[0] else { panic!("both") };
-        assert_eq!((s.algorithm, s.candidates, s.epsilon), (Algorithm::HeavyKeeper, 12, 0.01));
+        let Counting::Both(s) = windows(both).unwrap()[0] else {
+            panic!("both")
+        };
+        assert_eq!(
+            (s.algorithm, s.candidates, s.epsilon),
+            (Algorithm::HeavyKeeper, 12, 0.01)
+        );
     }
 
     #[test]
@@ -116,10 +139,22 @@ mod tests {
         let cases = [
             ("mode = \"fast\"", "window \"1d\": mode: unknown mode \"fast\""),
             ("max_items = 5", "max_items: only for mode = \"auto\""),
-            ("[window.sketch]\nepsilon = 0.1", "sketch: set, but the window's mode is \"exact\""),
-            ("mode = \"sketch\"\n[window.sketch]\nepsilon = 2.0", "epsilon 2 is not in (0, 1)"),
-            ("mode = \"sketch\"\n[window.sketch]\ncandidates = 3", "sketch.candidates: 3 is not in 10..="),
-            ("mode = \"sketch\"\n[window.sketch]\nalgorithm = \"x\"", "unknown algorithm \"x\""),
+            (
+                "[window.sketch]\nepsilon = 0.1",
+                "sketch: set, but the window's mode is \"exact\"",
+            ),
+            (
+                "mode = \"sketch\"\n[window.sketch]\nepsilon = 2.0",
+                "epsilon 2 is not in (0, 1)",
+            ),
+            (
+                "mode = \"sketch\"\n[window.sketch]\ncandidates = 3",
+                "sketch.candidates: 3 is not in 10..=",
+            ),
+            (
+                "mode = \"sketch\"\n[window.sketch]\nalgorithm = \"x\"",
+                "unknown algorithm \"x\"",
+            ),
             (
                 "mode = \"sketch\"\n[window.sketch]\nalgorithm = \"heavykeeper\"\nconservative = true",
                 "sketch.conservative: only for algorithm = \"cms\"",

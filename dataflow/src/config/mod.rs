@@ -15,11 +15,11 @@ mod raw;
 mod tests;
 mod validate;
 
+pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
 pub use plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
-pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
 pub use validate::check_against_clock;
 
 use anyhow::{anyhow, bail, Context, Result};

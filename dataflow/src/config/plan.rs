@@ -3,8 +3,8 @@
 //! combinations (a source or sink is one enum variant with just its own settings).
 
 use crate::generator::GeneratorSpec;
-use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::counting::Counting;
+use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -19,10 +19,10 @@ use crate::checkpoint::PartWritten;
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::counting::Counting;
-use hotlist_operators::sketch_counter::SketchCounter;
 use hotlist_operators::hash::key_group;
 use hotlist_operators::pane_sharing::PaneSharing;
 use hotlist_operators::record::{Control, DeadLetter, DeadReason, LocalList, TimedEvent};
+use hotlist_operators::sketch_counter::SketchCounter;
 use hotlist_operators::time::Span;
 use hotlist_operators::watermark::GlobalWatermark;
 use hotlist_operators::window::WindowSpec;
@@ -135,29 +135,30 @@ impl WindowCountState {
         let w = worker as u32;
         let fresh = || WindowedCounter::counting(windows.clone(), &exact, allowed_lateness, w);
         let fresh_sketches = || SketchCounter::new(windows.clone(), counting.clone(), allowed_lateness, w, peers);
-        let (counter, sketches) = match &ctx.restore {
-            None => (fresh(), fresh_sketches()),
-            Some(r) => {
-                let restored = WindowedCounter::restore_counting(
-                    windows.clone(),
-                    &exact,
-                    allowed_lateness,
-                    w,
-                    peers,
-                    &r.counters,
-                )
-                .and_then(|c| {
-                    let (wm, sealed) = (c.watermark(), c.sealed_until().to_vec());
-                    let layout = (windows.clone(), counting.clone());
-                    SketchCounter::restore(layout.0, layout.1, allowed_lateness, w, peers, wm, &sealed, &r.sketches)
-                        .map(|s| (c, s))
-                });
-                restored.unwrap_or_else(|e| {
-                    ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
-                    (fresh(), fresh_sketches())
-                })
-            }
-        };
+        let (counter, sketches) =
+            match &ctx.restore {
+                None => (fresh(), fresh_sketches()),
+                Some(r) => {
+                    let restored = WindowedCounter::restore_counting(
+                        windows.clone(),
+                        &exact,
+                        allowed_lateness,
+                        w,
+                        peers,
+                        &r.counters,
+                    )
+                    .and_then(|c| {
+                        let (wm, sealed) = (c.watermark(), c.sealed_until().to_vec());
+                        let layout = (windows.clone(), counting.clone());
+                        SketchCounter::restore(layout.0, layout.1, allowed_lateness, w, peers, wm, &sealed, &r.sketches)
+                            .map(|s| (c, s))
+                    });
+                    restored.unwrap_or_else(|e| {
+                        ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
+                        (fresh(), fresh_sketches())
+                    })
+                }
+            };
         let mut global = GlobalWatermark::new();
         global.restore(counter.watermark());
         let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
@@ -279,7 +280,11 @@ impl WindowCountState {
             thread: std::thread::spawn(move || {
                 let mut part = crate::checkpoint::write_counter_part(&dir, worker, base, panes, prev_dir.as_deref())?;
                 if let Some(s) = sketches {
-                    part.add_file(crate::checkpoint::write_snapshot(&dir, &crate::checkpoint::sketch_file(worker), &s)?);
+                    part.add_file(crate::checkpoint::write_snapshot(
+                        &dir,
+                        &crate::checkpoint::sketch_file(worker),
+                        &s,
+                    )?);
                 }
                 Ok(part)
             }),

@@ -326,7 +326,10 @@ impl CountMinSketch {
     /// (same shape; `base` must be an earlier state of this sketch, else cells clamp at 0).
     pub fn minus(&self, base: &CountMinSketch) -> Result<CountMinSketch, SketchError> {
         if self.shape != base.shape {
-            return Err(SketchError::ShapeMismatch(self.shape.to_string(), base.shape.to_string()));
+            return Err(SketchError::ShapeMismatch(
+                self.shape.to_string(),
+                base.shape.to_string(),
+            ));
         }
         let total = self.total.saturating_sub(base.total);
         let diff = (0..self.cells.len()).map(|i| self.cells.get(i).saturating_sub(base.cells.get(i)));

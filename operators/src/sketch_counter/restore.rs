@@ -14,14 +14,14 @@
 //! - HeavyKeeper tables neither add up nor split: each worker takes its own back, and a
 //!   checkpoint of another worker count is refused with a clear error.
 
-use super::{owns, Counts, Instance, SketchCountsSnapshot, SketchCounter, SketchCounterSnapshot};
+use super::{owns, Counts, Instance, SketchCounter, SketchCounterSnapshot, SketchCountsSnapshot};
 use crate::counting::{Algorithm, AnySketch, Counting};
 use crate::hash::item_hash;
 use crate::record::{ItemId, RankedItem};
-use crate::topk::ranked_cmp;
 use crate::sketch::{CountMinSketch, CountMinTopK, HeavyKeeper, HkShape, TopKSketch};
 use crate::snapshot::SnapshotError;
 use crate::time::{Millis, Span};
+use crate::topk::ranked_cmp;
 use crate::window::{InstanceKey, WindowSpec};
 use std::collections::BTreeMap;
 
@@ -52,7 +52,10 @@ impl SketchCounter {
         for s in snapshots {
             for i in &s.instances {
                 c.check_instance(i.instance)?;
-                parts.entry(i.instance).or_default().push((s.worker, i.events, &i.counts));
+                parts
+                    .entry(i.instance)
+                    .or_default()
+                    .push((s.worker, i.events, &i.counts));
             }
         }
         let sealed_h = watermark.minus(allowed_lateness);
@@ -101,7 +104,10 @@ impl SketchCounter {
         if foreign {
             return Err(SnapshotError::Incompatible); // counted with another algorithm or mode
         }
-        if parts.iter().any(|p| matches!(p.2, SketchCountsSnapshot::HeavyKeeper(_))) {
+        if parts
+            .iter()
+            .any(|p| matches!(p.2, SketchCountsSnapshot::HeavyKeeper(_)))
+        {
             if !same_workers {
                 return Err(SnapshotError::Invalid(
                     "HeavyKeeper sketch windows restore only onto the worker count that wrote them \
@@ -112,7 +118,8 @@ impl SketchCounter {
             return match parts.iter().find(|p| p.0 == self.worker) {
                 Some((_, events, SketchCountsSnapshot::HeavyKeeper(s))) => {
                     let shape = spec.cms_shape().map_err(|e| SnapshotError::Invalid(e.to_string()))?;
-                    let hk = HkShape::new(shape.width(), shape.depth()).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+                    let hk = HkShape::new(shape.width(), shape.depth())
+                        .map_err(|e| SnapshotError::Invalid(e.to_string()))?;
                     let restored = HeavyKeeper::restore(s, hk, spec.candidates)?;
                     Ok(fresh(Counts::Sketch(Box::new(AnySketch::Hk(restored))), *events))
                 }
@@ -122,15 +129,15 @@ impl SketchCounter {
         let (worker, workers) = (self.worker, self.workers);
         if parts.iter().all(|p| matches!(p.2, SketchCountsSnapshot::Exact(_))) {
             let mine: Vec<(ItemId, u64)> = parts
-            .iter()
-            .filter_map(|p| match p.2 {
-                SketchCountsSnapshot::Exact(items) => Some(items),
-                _ => None,
-            })
-            .flatten()
-            .filter(|(i, _)| owns(i, worker, workers))
-            .cloned()
-            .collect();
+                .iter()
+                .filter_map(|p| match p.2 {
+                    SketchCountsSnapshot::Exact(items) => Some(items),
+                    _ => None,
+                })
+                .flatten()
+                .filter(|(i, _)| owns(i, worker, workers))
+                .cloned()
+                .collect();
             let map = exact_counts(&mine, &counting)?;
             let events = map.values().copied().fold(0, u64::saturating_add);
             return Ok(fresh(Counts::Exact(map), events));
@@ -139,7 +146,9 @@ impl SketchCounter {
         let all_events: u64 = parts.iter().map(|p| p.1).fold(0, u64::saturating_add);
         Ok(Instance {
             base: Some(Box::new(whole.sketch().clone())),
-            counts: Counts::Sketch(Box::new(AnySketch::Cms(whole_with_mine(whole, parts, worker, workers)?))),
+            counts: Counts::Sketch(Box::new(AnySketch::Cms(whole_with_mine(
+                whole, parts, worker, workers,
+            )?))),
             events: if worker == 0 { all_events } else { 0 },
             touched: 1,
             emitted: 0,
@@ -158,7 +167,8 @@ fn whole_table(parts: &[Part<'_>], counting: &Counting) -> Result<CountMinTopK, 
             sum.merge(&table).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
         }
     }
-    let mut whole = CountMinTopK::with_candidates(sum, spec.candidates, []).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+    let mut whole =
+        CountMinTopK::with_candidates(sum, spec.candidates, []).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
     for (_, _, counts) in parts {
         if let SketchCountsSnapshot::Exact(items) = counts {
             for (id, n) in items {
@@ -176,7 +186,12 @@ fn whole_table(parts: &[Part<'_>], counting: &Counting) -> Result<CountMinTopK, 
 
 /// T with this worker's candidates: every part's candidates and exact items it owns, with
 /// their listed counts (upper bounds of their true counts, at most T's estimates), best first.
-fn whole_with_mine(whole: CountMinTopK, parts: &[Part<'_>], worker: u32, workers: u32) -> Result<CountMinTopK, SnapshotError> {
+fn whole_with_mine(
+    whole: CountMinTopK,
+    parts: &[Part<'_>],
+    worker: u32,
+    workers: u32,
+) -> Result<CountMinTopK, SnapshotError> {
     let mut listed: Vec<RankedItem> = Vec::new();
     for (_, _, counts) in parts {
         match counts {
@@ -192,7 +207,8 @@ fn whole_with_mine(whole: CountMinTopK, parts: &[Part<'_>], worker: u32, workers
     listed.sort_unstable_by(ranked_cmp);
     let capacity = whole.candidates().capacity();
     let offers = listed.iter().map(|r| (r.item_id.as_str(), r.count));
-    CountMinTopK::with_candidates(whole.into_sketch(), capacity, offers).map_err(|e| SnapshotError::Invalid(e.to_string()))
+    CountMinTopK::with_candidates(whole.into_sketch(), capacity, offers)
+        .map_err(|e| SnapshotError::Invalid(e.to_string()))
 }
 
 fn new_hk(counting: &Counting) -> Result<AnySketch, SnapshotError> {

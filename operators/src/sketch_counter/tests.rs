@@ -1,8 +1,8 @@
 use super::*;
 use crate::counting::{Algorithm, SketchSpec};
 use crate::merge::ListMerger;
-use crate::snapshot::SnapshotError;
 use crate::record::{ListState, PartitionId, PublishedList};
+use crate::snapshot::SnapshotError;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -94,7 +94,11 @@ fn sketch_lists_bound_the_true_counts_and_seal() {
     let (corrected, dead) = job.epoch(&[ev("late", 3, 0, 900)], 15, false);
     assert!(dead.is_empty());
     assert_eq!(corrected[0].state, ListState::Final);
-    assert_eq!(job.counters.iter().map(|c| c.stats().instances).sum::<usize>(), 0, "sealed state is freed");
+    assert_eq!(
+        job.counters.iter().map(|c| c.stats().instances).sum::<usize>(),
+        0,
+        "sealed state is freed"
+    );
     let (_, dead) = job.epoch(&[ev("gone", 4, 0, 901)], 16, false);
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].reason, DeadReason::Sealed);
@@ -130,7 +134,10 @@ fn auto_counts_exactly_until_its_share_then_folds() {
     assert!(!out[0].exact, "40 distinct items > 8: folded");
     assert!(out[0].error_bound > 0);
     assert!(job.counters.iter().map(|c| c.stats().folds).sum::<u64>() >= 1);
-    assert!(out[0].items.iter().all(|r| r.count >= 2), "the x items stay at least their true count");
+    assert!(
+        out[0].items.iter().all(|r| r.count >= 2),
+        "the x items stay at least their true count"
+    );
 }
 
 #[test]
@@ -178,7 +185,14 @@ fn snapshot_chain(counting: Counting, chain: &[usize]) -> Result<(), SnapshotErr
     let w = WindowSpec::tumbling("10", Span::from_millis(10), 3);
     let batch = |round: u64| -> Vec<TimedEvent> {
         (0..200u64)
-            .map(|i| ev(&format!("i{}", (i * 7 + round) % 23), (i % 10) as i64, i64::MIN, round * 1000 + i))
+            .map(|i| {
+                ev(
+                    &format!("i{}", (i * 7 + round) % 23),
+                    (i % 10) as i64,
+                    i64::MIN,
+                    round * 1000 + i,
+                )
+            })
             .collect()
     };
     let mut all = Vec::new();
@@ -191,10 +205,22 @@ fn snapshot_chain(counting: Counting, chain: &[usize]) -> Result<(), SnapshotErr
         all.extend(events);
         let snaps: Vec<SketchCounterSnapshot> = job.counters.iter().map(|c| c.snapshot()).collect();
         let bytes = crate::snapshot::encode(&snaps[0]);
-        assert_eq!(crate::snapshot::decode::<SketchCounterSnapshot>(&bytes).unwrap(), snaps[0]);
+        assert_eq!(
+            crate::snapshot::decode::<SketchCounterSnapshot>(&bytes).unwrap(),
+            snaps[0]
+        );
         job = Job::new(std::slice::from_ref(&w), &[counting], *workers);
         for (i, c) in job.counters.iter_mut().enumerate() {
-            *c = SketchCounter::restore(vec![w.clone()], vec![counting], LATENESS, i as u32, *workers, Millis(0), &[], &snaps)?;
+            *c = SketchCounter::restore(
+                vec![w.clone()],
+                vec![counting],
+                LATENESS,
+                i as u32,
+                *workers,
+                Millis(0),
+                &[],
+                &snaps,
+            )?;
         }
     }
     let more: Vec<TimedEvent> = (0..300u64).map(|i| ev("hot", 5, i64::MIN, 100_000 + i)).collect();
@@ -206,7 +232,11 @@ fn snapshot_chain(counting: Counting, chain: &[usize]) -> Result<(), SnapshotErr
     assert_eq!(fin.error_bound, expect.error_bound, "N survives the restores");
     for r in &fin.items {
         let t = truth[r.item_id.as_str()];
-        assert!(r.count >= t && r.count <= t + fin.error_bound, "{chain:?}: {r:?} vs {t} (bound {})", fin.error_bound);
+        assert!(
+            r.count >= t && r.count <= t + fin.error_bound,
+            "{chain:?}: {r:?} vs {t} (bound {})",
+            fin.error_bound
+        );
     }
     if chain.iter().all(|w| *w == 1) {
         assert_eq!(fin.items, expect.items, "one worker throughout: goes on exactly");
