@@ -699,16 +699,21 @@ fn print_results(results: &[BenchResult]) {
     println!("| run | events | seconds | events/s | events/s per worker | peak live counters | bytes/counter (state) | bytes/counter (RSS growth) | peak RSS |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
+        // (a sketch-only run has no live counters: nothing to divide by)
+        let per_counter = |v: f64| match r.peak_counters {
+            0 => "—".to_string(),
+            _ => format!("{v:.1}"),
+        };
         println!(
-            "| {} | {} | {:.2} | {:.2} M | {:.2} M | {} | {:.1} | {:.1} | {:.0} MB |",
+            "| {} | {} | {:.2} | {:.2} M | {:.2} M | {} | {} | {} | {:.0} MB |",
             r.name,
             r.events,
             r.seconds,
             r.events as f64 / r.seconds / 1e6,
             r.per_worker() / 1e6,
             r.peak_counters,
-            r.bytes_per_counter,
-            r.rss_per_counter,
+            per_counter(r.bytes_per_counter),
+            per_counter(r.rss_per_counter),
             r.peak_rss as f64 / 1e6
         );
         if r.input_bytes > 0 {

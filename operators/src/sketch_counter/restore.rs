@@ -73,7 +73,7 @@ impl SketchCounter {
     /// Checks that `key` is an instance of a window this counter counts.
     fn check_instance(&self, key: InstanceKey) -> Result<(), SnapshotError> {
         let w = key.window.0 as usize;
-        if !self.counting.get(w).is_some_and(|c| c.sketch().is_some()) {
+        if self.counting.get(w).is_none_or(|c| c.sketch().is_none()) {
             return Err(SnapshotError::Incompatible);
         }
         if !self.windows[w].starts_covering(key.start).any(|s| s == key.start) {
