@@ -322,18 +322,32 @@ mod tests {
         stats.set_worker_sketches(0, 2, 1);
         stats.set_worker_sketches(1, 1, 3);
         let text = render(&stats, "j", &["p0".to_string()]);
-        for want in [
-            "hotlist_list_exact{job=\"j\",window=\"approx\"} 0",
-            "hotlist_list_error_bound{job=\"j\",window=\"approx\"} 37",
-            "hotlist_list_exact{job=\"j\",window=\"checked\"} 1",
-            "hotlist_sketch_recall{job=\"j\",window=\"checked\"} 0.9",
-            "hotlist_sketch_max_overcount{job=\"j\",window=\"checked\"} 5",
-            "hotlist_sketch_mean_overcount{job=\"j\",window=\"checked\"} 2",
-            "hotlist_sketch_instances{job=\"j\"} 3",
-            "hotlist_auto_folds_total{job=\"j\"} 4",
-        ] {
-            assert!(text.contains(want), "{want} in\n{text}");
+        // a sample line: name{labels} value, labels in any order
+        let value = |name: &str, window: Option<&str>| {
+            text.lines().find_map(|l| {
+                let (series, v) = l.rsplit_once(' ')?;
+                let (n, labels) = series.split_once('{')?;
+                let wanted = window.is_none_or(|w| labels.contains(&format!("window=\"{w}\"")));
+                (n == name && wanted && labels.contains("job=\"j\"")).then(|| v.to_string())
+            })
+        };
+        let cases = [
+            ("hotlist_list_exact", Some("approx"), "0"),
+            ("hotlist_list_error_bound", Some("approx"), "37"),
+            ("hotlist_list_exact", Some("checked"), "1"),
+            ("hotlist_sketch_recall", Some("checked"), "0.9"),
+            ("hotlist_sketch_max_overcount", Some("checked"), "5"),
+            ("hotlist_sketch_mean_overcount", Some("checked"), "2"),
+            ("hotlist_sketch_instances", None, "3"),
+            ("hotlist_auto_folds_total", None, "4"),
+        ];
+        for (name, window, want) in cases {
+            assert_eq!(
+                value(name, window).as_deref(),
+                Some(want),
+                "{name} {window:?} in\n{text}"
+            );
         }
-        assert!(!text.contains("hotlist_sketch_recall{job=\"j\",window=\"approx\"}"));
+        assert_eq!(value("hotlist_sketch_recall", Some("approx")), None);
     }
 }
