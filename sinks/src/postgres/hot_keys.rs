@@ -64,52 +64,52 @@ pub(super) fn write_hot_windows(
 
 type Rows = Vec<(String, f64, String)>;
 
+/// A read: the header, and its rows or why its header is damaged (`None`: no window).
+type HotRead = Option<(RawHotHeader, Result<(usize, Rows), String>)>;
+
 impl PostgresStore {
     /// The latest closed hot-key window of the job (see `StoreReader::hot_keys`).
     pub fn hot_keys(&mut self, job: &str) -> Result<Option<HotWindow>, SinkError> {
         let op = || format!("reading the hot keys of job {job:?}");
-        let read = self.run(
-            op,
-            |c, _| -> Result<Option<(RawHotHeader, Result<(usize, Rows), String>)>, _> {
-                let mut tx = c
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()?;
-                let version: Option<i64> = tx
-                    .query_opt("SELECT version FROM hotlist_schema", &[])?
-                    .map(|r| r.try_get(0))
-                    .transpose()?;
-                if version.is_none_or(|v| v < HOT_KEYS_VERSION) {
-                    tx.commit()?;
-                    return Ok(None);
-                }
-                let Some(row) = tx.query_opt(SELECT_LATEST, &[&job])? else {
-                    tx.commit()?;
-                    return Ok(None);
-                };
-                let start: PgTime = row.try_get(0)?;
-                let header = RawHotHeader {
-                    start: from_pg(start),
-                    end: from_pg(row.try_get(1)?),
-                    watermark: from_pg(row.try_get(2)?),
-                    as_of: from_pg(row.try_get(3)?),
-                    key_count: row.try_get(4)?,
-                };
-                let count = match hot_header(job, &header) {
-                    Ok(c) => c,
-                    Err(d) => return Ok(Some((header, Err(d)))),
-                };
-                let limit = i64::try_from(count + 1).unwrap_or(i64::MAX);
-                let rows = tx
-                    .query(SELECT_KEYS, &[&job, &start, &limit])?
-                    .iter()
-                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                    .collect::<Result<Rows, postgres::Error>>()?;
+        let read = self.run(op, |c, _| -> Result<HotRead, _> {
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let version: Option<i64> = tx
+                .query_opt("SELECT version FROM hotlist_schema", &[])?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            if version.is_none_or(|v| v < HOT_KEYS_VERSION) {
                 tx.commit()?;
-                Ok(Some((header, Ok((count, rows)))))
-            },
-        )?;
+                return Ok(None);
+            }
+            let Some(row) = tx.query_opt(SELECT_LATEST, &[&job])? else {
+                tx.commit()?;
+                return Ok(None);
+            };
+            let start: PgTime = row.try_get(0)?;
+            let header = RawHotHeader {
+                start: from_pg(start),
+                end: from_pg(row.try_get(1)?),
+                watermark: from_pg(row.try_get(2)?),
+                as_of: from_pg(row.try_get(3)?),
+                key_count: row.try_get(4)?,
+            };
+            let count = match hot_header(job, &header) {
+                Ok(c) => c,
+                Err(d) => return Ok(Some((header, Err(d)))),
+            };
+            let limit = i64::try_from(count + 1).unwrap_or(i64::MAX);
+            let rows = tx
+                .query(SELECT_KEYS, &[&job, &start, &limit])?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect::<Result<Rows, postgres::Error>>()?;
+            tx.commit()?;
+            Ok(Some((header, Ok((count, rows)))))
+        })?;
         let Some((header, rows)) = read else { return Ok(None) };
         let corrupt = |d: String| SinkError::corrupt(self.loc(), d);
         let (count, rows) = rows.map_err(corrupt)?;

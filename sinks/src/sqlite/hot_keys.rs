@@ -60,13 +60,16 @@ pub(super) fn write_hot_window(tx: &Connection, job: &str, w: &HotWindow) -> rus
 
 type Rows = Vec<(String, f64, String)>;
 
+/// A read: the header, and its rows or why its header is damaged (`None`: no window).
+type HotRead = Option<(RawHotHeader, Result<(usize, Rows), String>)>;
+
 impl SqliteStore {
     /// The latest closed hot-key window of the job (see `StoreReader::hot_keys`).
     pub fn hot_keys(&self, job: &str) -> Result<Option<HotWindow>, SinkError> {
         let path = self.path.as_path();
         let op = || format!("reading the hot keys of job {job:?}");
         // the header is checked before its key count bounds the rows read
-        let read = || -> rusqlite::Result<Option<(RawHotHeader, Result<(usize, Rows), String>)>> {
+        let read = || -> rusqlite::Result<HotRead> {
             let tx = self.conn.unchecked_transaction()?;
             let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
             if version < HOT_KEYS_VERSION {
