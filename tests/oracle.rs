@@ -111,6 +111,7 @@ fn run_job(c: &Case, paths: Vec<std::path::PathBuf>, workers: usize) -> Result<O
         max_epochs_in_flight: 2,
         batch_size: c.batch,
         cluster: None,
+        hot_keys: None,
     };
     let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;

@@ -174,6 +174,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         max_epochs_in_flight: 4,
         batch_size: 8192,
         cluster: None,
+        hot_keys: None,
     }
 }
 

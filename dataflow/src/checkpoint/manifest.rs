@@ -97,7 +97,8 @@ fn is_snapshot_file(name: &str) -> bool {
         && (name.starts_with("counter-")
             || name.starts_with("pane-")
             || name == "merger.snap"
-            || name == "sources.snap")
+            || name == "sources.snap"
+            || name == "hotkeys.snap")
 }
 
 /// The size and header checksum of one file of a checkpoint.

@@ -11,6 +11,7 @@
 use super::manifest::{counter_file, Manifest};
 use super::{checkpoint_dir, list, JobLayout};
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::hot_keys::HotKeysSnapshot;
 use hotlist_operators::record::PartitionId;
 use hotlist_operators::snapshot::{
     self, validate_counters, CounterSnapshot, MergerSnapshot, PaneSegment, SnapshotError, SourceSnapshot,
@@ -30,6 +31,8 @@ pub struct Restored {
     pub merger: MergerSnapshot,
     /// Partition positions and clocks.
     pub sources: SourceSnapshot,
+    /// The hot-key detector's state (`hotkeys.snap`), if the checkpoint has one.
+    pub hot_keys: Option<HotKeysSnapshot>,
     /// After a fallback past newer committed checkpoints (or `--from-checkpoint`): the dead
     /// letters the store has already, which the sink does not store again.
     pub stored_dead_letters: StoredDeadLetters,
@@ -134,11 +137,17 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
     let sources: SourceSnapshot = decode_file(dir, "sources.snap")?;
     sources.validate().map_err(|e| anyhow!("sources.snap: {e}"))?;
     let counters = load_counters(dir, &manifest, layout)?;
+    // checked against the job's [hot_keys] when the detector restores it
+    let hot_keys = match manifest.lists("hotkeys.snap") {
+        true => Some(decode_file::<HotKeysSnapshot>(dir, "hotkeys.snap")?),
+        false => None,
+    };
     Ok(Restored {
         epoch,
         counters,
         merger,
         sources,
+        hot_keys,
         stored_dead_letters: StoredDeadLetters::default(),
     })
 }

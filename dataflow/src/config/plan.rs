@@ -3,6 +3,7 @@
 //! combinations (a source or sink is one enum variant with just its own settings).
 
 use crate::generator::GeneratorSpec;
+use hotlist_operators::hot_keys::HotKeySpec;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
@@ -50,6 +51,8 @@ pub struct JobPlan {
     pub batch_size: usize,
     /// Multi-process settings (None: one process).
     pub cluster: Option<ClusterPlan>,
+    /// The sampled hot-key detector (`[hot_keys]`), if on.
+    pub hot_keys: Option<HotKeySpec>,
 }
 
 /// A cluster of processes.

@@ -139,6 +139,7 @@ mod tests {
             }],
             merger: MergerSnapshot::default(),
             sources: SourceSnapshot { partitions },
+            hot_keys: None,
             stored_dead_letters: Default::default(),
         }
     }

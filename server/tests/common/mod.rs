@@ -203,6 +203,7 @@ impl Harness {
             watermark: Millis(epoch as i64),
             lists,
             dead_letters: vec![],
+            hot_keys: Vec::new(),
         };
         let writer = self.writer.as_mut().expect("writer");
         let ok = std::thread::scope(|s| s.spawn(|| writer.commit(&batch)).join()).expect("commit thread");
@@ -417,6 +418,7 @@ pub async fn never_mixes_revisions(kind: Kind) {
                     watermark: Millis(0),
                     lists: vec![list("1m", 0, rev, ListState::Open, &items)],
                     dead_letters: vec![],
+                    hot_keys: Vec::new(),
                 };
                 w.commit(&batch).expect("commit");
             }
