@@ -111,6 +111,7 @@ fn coalesce(batch: &mut CommitBatch, rx: &crossbeam_channel::Receiver<CommitBatc
                 batch.watermark = batch.watermark.max(more.watermark);
                 batch.lists.extend(more.lists);
                 batch.dead_letters.extend(more.dead_letters);
+                batch.hot_keys.extend(more.hot_keys);
                 merged += 1;
             }
             Err(_) => break,
