@@ -5,6 +5,9 @@
 //! 2. **json**: the same events written to JSON-lines files first (not timed), then read,
 //!    parsed and counted by the file source.
 //!
+//! 3. **hot keys** (`--hot-keys`, instead): the memory run without the hot-key detector and
+//!    with it at sample 1 and 1 in 100, the median of 3 runs each.
+//!
 //! Reported: events/s overall and per worker, peak RSS of the process, and bytes per live
 //! (item, pane) counter (the counter's own accounting of its heap, and the RSS growth divided
 //! by the counters, which also charges allocator slack and the id strings).
@@ -14,6 +17,8 @@ use crate::generator::GeneratorSpec;
 use crate::run::{run_with_stats, Progress};
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
+use hotlist_operators::hot_keys::HotKeySpec;
+use hotlist_operators::sketch::CmsShape;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -59,6 +64,10 @@ pub struct BenchArgs {
     /// live job checkpoints every second (results are committed at checkpoints).
     #[arg(long)]
     pub checkpoint: bool,
+    /// Instead: the in-memory run without the hot-key detector, then with it at sample 1 and
+    /// 1 in 100 (10 s windows, threshold 1000/s); each the median of 3 runs.
+    #[arg(long)]
+    pub hot_keys: bool,
     /// Instead: compare a bare rdkafka consumer with the bounded job, both reading this topic
     /// from the beginning (see scripts/kafka-bench).
     #[arg(long, requires = "kafka_topic")]
@@ -559,11 +568,67 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         args.windows.0.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(","),
         args.k, args.zipf, args.items, args.partitions, args.rate
     );
+    if args.hot_keys {
+        return bench_hot_keys(args);
+    }
     let mut results = vec![bench_memory(args)?];
     if args.json_events > 0 {
         results.push(bench_json(args)?);
     }
     print_results(&results);
+    Ok(())
+}
+
+/// The hot-key detector's cost: the in-memory run without it, and with it at sample 1 and 1
+/// in 100; events/s are the median of 3 runs each, the cost relative to the run without.
+fn bench_hot_keys(args: &BenchArgs) -> Result<()> {
+    let mem_spec = spec(args, args.events);
+    let _tables = crate::source::generator::shared_tables(&mem_spec)?; // held: the runs reuse them
+    let source = SourcePlan::Generator {
+        spec: mem_spec,
+        pace: false,
+    };
+    let shape = CmsShape::from_error(0.001, 0.001).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let detector = |sample| HotKeySpec {
+        sample,
+        window: Span::from_millis(10_000),
+        threshold: 1000.0,
+        hysteresis: 0.2,
+        shape,
+        candidates: 64,
+    };
+    println!("| hot-key detector | events/s (median of 3) | per worker | cost | hot keys in the last window |");
+    println!("|---|---:|---:|---:|---:|");
+    let mut baseline = None;
+    for (name, hot) in [
+        ("off", None),
+        ("sample = 1", Some(detector(1))),
+        ("sample = 100", Some(detector(100))),
+    ] {
+        let mut rates = Vec::new();
+        let mut hot_now = 0;
+        for _ in 0..3 {
+            let mut p = plan(args, source.clone());
+            p.hot_keys = hot;
+            let (r, stats) = measure_with_stats("memory", &p, 0)?;
+            rates.push(r.events as f64 / r.seconds);
+            hot_now = stats.hot_keys.hot.load(Relaxed);
+        }
+        rates.sort_by(f64::total_cmp);
+        let median = rates[1];
+        let base = *baseline.get_or_insert(median);
+        println!(
+            "| {name} | {:.2} M | {:.2} M | {:+.1}% | {} |",
+            median / 1e6,
+            median / 1e6 / args.workers as f64,
+            (median / base - 1.0) * 100.0,
+            if hot.is_some() {
+                hot_now.to_string()
+            } else {
+                "–".into()
+            }
+        );
+    }
     Ok(())
 }
 
