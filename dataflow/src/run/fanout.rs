@@ -424,6 +424,33 @@ mod tests {
         assert_eq!(items, 200, "windows x K items");
     }
 
+    /// The newest hot-key window stays pending, however batches arrive or fail.
+    #[test]
+    fn the_newest_hot_key_window_stays_pending() {
+        let hot = |start: i64| hotlist_operators::hot_keys::HotWindow {
+            start: Millis(start),
+            end: Millis(start + 10_000),
+            watermark: Millis(start),
+            as_of: Millis(0),
+            keys: vec![],
+        };
+        let mut b = batch(1, vec![]);
+        b.hot_keys = vec![hot(10_000), hot(0)];
+        let mut p = Pending::of(&b);
+        assert_eq!(p.hot.as_ref().map(|w| w.start), Some(Millis(10_000)));
+        let mut later = batch(2, vec![]);
+        later.hot_keys = vec![hot(20_000)];
+        let failed = std::mem::replace(&mut p, Pending::of(&later));
+        p.merge_older(failed);
+        assert_eq!(p.to_batch("j").hot_keys, vec![hot(20_000)]);
+        p.merge(&batch(3, vec![]));
+        assert_eq!(
+            p.hot.as_ref().map(|w| w.start),
+            Some(Millis(20_000)),
+            "a batch without windows keeps it"
+        );
+    }
+
     /// An older instance's correction never replaces a newer instance, in a batch, in a later
     /// batch, or when a failed attempt is put back; for one instance the later list wins.
     #[test]
