@@ -1,9 +1,9 @@
 //! `HotKeys`: the sampled hot-key detector as an operator (algorithm in
 //! `operators/src/hot_keys.rs`).
 //!
-//! Every worker keeps 1 in `hot_keys.sample` of its accepted events — chosen by a pinned hash of
-//! the event's (partition, position), so a replay keeps the same ones — and sends them to worker
-//! 0, which counts them in one detector. It stashes them and the broadcast control records by
+//! Every worker's source copies 1 in `hot_keys.sample` of its accepted events — chosen by a
+//! pinned hash of the event's (partition, position), so a replay keeps the same ones — to its
+//! `sampled` output (`dataflow/src/source/operator.rs`), and they go to worker 0, which counts them in one detector. It stashes them and the broadcast control records by
 //! epoch like the merger; once the frontier passes an epoch it counts that epoch's sampled
 //! events in (partition, position) order, computes the same global watermark as the counters and
 //! closes the hot-key windows it passed. At a checkpoint epoch it writes `hotkeys.snap`
@@ -14,7 +14,7 @@ use super::epoch_stash::{Epoch, EpochStash};
 use super::RunCtx;
 use crate::checkpoint;
 use crate::stats::JobStats;
-use hotlist_operators::hot_keys::{is_sampled, Added, HotKeyDetector, HotKeySpec, HotState, HotWindow};
+use hotlist_operators::hot_keys::{Added, HotKeyDetector, HotKeySpec, HotState, HotWindow};
 use hotlist_operators::record::{Control, TimedEvent};
 use hotlist_operators::snapshot::SnapshotError;
 use hotlist_operators::time::{Millis, Span};
@@ -23,52 +23,49 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::vec::Filter;
 use timely::dataflow::Stream;
 
 /// The checkpoint file of the detector.
 pub const HOT_KEYS_FILE: &str = "hotkeys.snap";
 
-/// Samples `events` and detects hot keys on worker 0; returns the closed windows' reports.
+/// Detects hot keys in the sampled events (the source's `sampled` output, copied there so the
+/// other 1 − 1/N events are never copied) on worker 0; returns the closed windows' reports.
 pub fn hot_keys<'scope>(
-    events: Stream<'scope, u64, Vec<TimedEvent>>,
+    sampled: Stream<'scope, u64, Vec<TimedEvent>>,
     control: Stream<'scope, u64, Vec<Control>>,
     spec: HotKeySpec,
     allowed_lateness: Span,
     stats: Arc<JobStats>,
     ctx: RunCtx,
 ) -> Stream<'scope, u64, Vec<HotWindow>> {
-    let leader = events.scope().index() == 0;
-    let sample = spec.sample;
+    let leader = sampled.scope().index() == 0;
     stats.hot_keys.enabled.store(true, Relaxed);
-    events
-        .filter(move |e: &TimedEvent| is_sampled(e.partition, e.position, sample))
-        .binary_frontier(
-            control,
-            Exchange::new(|_: &TimedEvent| 0u64),
-            Pipeline,
-            "HotKeys",
-            move |_cap, _info| {
-                let mut state = if leader {
-                    HotKeysState::new(spec, allowed_lateness, stats, ctx)
-                } else {
-                    None
-                };
-                let mut stash: EpochStash<TimedEvent, Control> = EpochStash::new(&[0]);
-                move |(in_events, f1), (in_control, f2), output| {
-                    in_events.for_each_stamp(|cap, data| stash.first(&cap, data));
-                    in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
-                    while let Some((t, epoch)) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t)) {
-                        let Epoch { caps, first, second } = epoch;
-                        let Some(state) = state.as_mut() else { continue };
-                        let mut reports = state.apply_epoch(t, first, second);
-                        if !reports.is_empty() {
-                            output.session(&caps[0]).give_container(&mut reports);
-                        }
+    sampled.binary_frontier(
+        control,
+        Exchange::new(|_: &TimedEvent| 0u64),
+        Pipeline,
+        "HotKeys",
+        move |_cap, _info| {
+            let mut state = if leader {
+                HotKeysState::new(spec, allowed_lateness, stats, ctx)
+            } else {
+                None
+            };
+            let mut stash: EpochStash<TimedEvent, Control> = EpochStash::new(&[0]);
+            move |(in_events, f1), (in_control, f2), output| {
+                in_events.for_each_stamp(|cap, data| stash.first(&cap, data));
+                in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
+                while let Some((t, epoch)) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t)) {
+                    let Epoch { caps, first, second } = epoch;
+                    let Some(state) = state.as_mut() else { continue };
+                    let mut reports = state.apply_epoch(t, first, second);
+                    if !reports.is_empty() {
+                        output.session(&caps[0]).give_container(&mut reports);
                     }
                 }
-            },
-        )
+            }
+        },
+    )
 }
 
 /// Worker 0's detector and the global watermark it closes windows by.

@@ -101,7 +101,7 @@ pub fn build<'scope>(
     let control = src.control.broadcast();
     let hot = plan.hot_keys.map(|spec| {
         hot_keys::hot_keys(
-            src.events.clone(),
+            src.sampled,
             control.clone(),
             spec,
             plan.time.allowed_lateness,
