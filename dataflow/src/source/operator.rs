@@ -7,7 +7,7 @@ use super::{Reader, SourceStreams};
 use crate::config::JobPlan;
 use crate::graph::RunCtx;
 use crate::stats::JobStats;
-use hotlist_operators::hot_keys::is_sampled;
+use hotlist_operators::hot_keys::Sampler;
 use hotlist_operators::record::{Control, DeadLetter, PartitionId, TimedEvent};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -41,7 +41,7 @@ pub fn source<'scope>(
     let mut out_sampled: OutputBuilder<u64, CapacityContainerBuilder<Vec<TimedEvent>>> =
         OutputBuilder::from(out_sampled);
     // with [hot_keys]: copies of the 1 in N events the detector counts (the rest is not copied)
-    let sample = plan.hot_keys.map(|h| h.sample);
+    let sampler = plan.hot_keys.map(|h| Sampler::new(h.sample));
     let mut picked: Vec<TimedEvent> = Vec::new();
     let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);
 
@@ -58,8 +58,8 @@ pub fn source<'scope>(
             }
             // read a batch (from the partitions added to the topic too) and hand it on
             let produced = !stopping && (state.discover_partitions() | state.read_batch(&mut batch));
-            if let Some(n) = sample {
-                let chosen = batch.events.iter().filter(|e| is_sampled(e.partition, e.position, n));
+            if let Some(s) = sampler {
+                let chosen = batch.events.iter().filter(|e| s.picks(e.partition, e.position));
                 picked.extend(chosen.cloned());
                 if !picked.is_empty() {
                     out_sampled.activate().session(&c[3]).give_container(&mut picked);
