@@ -284,6 +284,21 @@ fn measure_with_stats(name: &'static str, plan: &JobPlan, input_bytes: u64) -> R
     ))
 }
 
+/// CPU seconds (user + system) the process used so far, from /proc/self/stat (0 where
+/// unavailable; ticks of 1/100 s, the kernel's USER_HZ on Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field(11) + field(12)) as f64 / 100.0
+}
+
 /// (current RSS, peak RSS) in bytes, from /proc/self/status (0 where unavailable).
 pub fn rss_bytes() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -598,8 +613,10 @@ fn bench_hot_keys(args: &BenchArgs) -> Result<()> {
         shape,
         candidates: 64,
     };
-    println!("| hot-key detector | events/s (median of 3) | per worker | cost | hot keys in the last window |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| hot-key detector | events/s (median of 3) | per worker | cost | CPU ns/event (median) | CPU cost | hot keys in the last window |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let configs = [
         ("off", None),
         ("sample = 1", Some(detector(1))),
@@ -608,13 +625,18 @@ fn bench_hot_keys(args: &BenchArgs) -> Result<()> {
     // rounds interleave the configurations, so a load that comes and goes on a shared machine
     // hits them alike
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    // CPU time per event: what the detector costs, unlike wall time, hardly depends on what else
+    // runs on the machine
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut hot_now = vec![0u64; configs.len()];
     for _ in 0..3 {
         for (i, (_, hot)) in configs.iter().enumerate() {
             let mut p = plan(args, source.clone());
             p.hot_keys = *hot;
+            let before = cpu_seconds();
             let (r, stats) = measure_with_stats("memory", &p, 0)?;
             rates[i].push(r.events as f64 / r.seconds);
+            cpu[i].push((cpu_seconds() - before) * 1e9 / r.events.max(1) as f64);
             hot_now[i] = stats.hot_keys.hot.load(Relaxed);
         }
     }
@@ -623,13 +645,16 @@ fn bench_hot_keys(args: &BenchArgs) -> Result<()> {
         v[v.len() / 2]
     };
     let base = median(&mut rates[0]);
+    let base_cpu = median(&mut cpu[0]);
     for (i, (name, hot)) in configs.iter().enumerate() {
         let m = median(&mut rates[i]);
+        let c = median(&mut cpu[i]);
         println!(
-            "| {name} | {:.2} M | {:.2} M | {:+.1}% | {} |",
+            "| {name} | {:.2} M | {:.2} M | {:+.1}% | {c:.0} | {:+.1}% | {} |",
             m / 1e6,
             m / 1e6 / args.workers as f64,
             (m / base - 1.0) * 100.0,
+            (c / base_cpu - 1.0) * 100.0,
             if hot.is_some() {
                 hot_now[i].to_string()
             } else {

@@ -22,7 +22,7 @@ mod sampling;
 
 pub use detector::{Added, HotKeyDetector, HotKeysSnapshot};
 pub use hysteresis::classify;
-pub use sampling::{is_sampled, Sampler, SAMPLE_SEED};
+pub use sampling::{is_sampled, sample_hash, Sampler, SAMPLE_SEED};
 
 use crate::record::ItemId;
 use crate::sketch::{CmsShape, MAX_CANDIDATES};
