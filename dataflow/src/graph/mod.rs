@@ -6,7 +6,7 @@
 //!        ──dead────▶ ─────────────────────────┼──────────────────────────────────────────────────────▲
 //!                                             └──────────── control ──▶ MergeLists                    │
 //!                         WindowCount ──sealed dead letters───────────────────────────────────────────┘
-//!        ──events──▶ (1 in N sampled) ──▶ (to worker 0) HotKeys ──closed hot-key windows──▶ Sink
+//!        ──sampled─▶ (1 in N copies) ──▶ (to worker 0) HotKeys ──closed hot-key windows──▶ Sink
 //! ```
 //!
 //! `HotKeys` exists only with `[hot_keys]`; its windows travel to the sink with the dead
