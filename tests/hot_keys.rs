@@ -271,3 +271,35 @@ fn a_restart_from_a_checkpoint_gives_identical_hot_keys() {
     let got = stored(&dir.path().join("out.db"));
     assert_eq!(got, want, "hot_keys rows after {kills} kills\n{logs}");
 }
+
+/// A checkpoint without the detector's state (the job had no `[hot_keys]`), or of another
+/// `sample`, restores all the same: the detector starts afresh and says so.
+#[test]
+fn a_checkpoint_of_other_settings_starts_the_detector_afresh() {
+    let dir = setup(10, true);
+    // the same job without its [hot_keys] section (which comes just before [checkpoint])
+    let with = config(10, true);
+    let (head, rest) = with.split_once("[hot_keys]\n").expect("a [hot_keys] section");
+    let (_, tail) = rest.split_once("[checkpoint]").expect("a [checkpoint] section");
+    let without = format!("{head}[checkpoint]{tail}");
+    std::fs::write(dir.path().join("hotlist.toml"), &without).expect("config");
+    run_to_end(dir.path());
+    let stderr = |dir: &Path| {
+        let out = spawn(dir).wait_with_output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    std::fs::write(dir.path().join("hotlist.toml"), config(10, true)).expect("config");
+    let err = stderr(dir.path());
+    assert!(
+        err.contains("has no hotkeys.snap: the hot-key detector starts afresh"),
+        "{err}"
+    );
+    std::fs::write(dir.path().join("hotlist.toml"), config(100, true)).expect("config");
+    let err = stderr(dir.path());
+    assert!(
+        err.contains("was taken with another hot_keys sample, window or sketch size"),
+        "{err}"
+    );
+}
