@@ -3,7 +3,8 @@
 //! At sample 1 the detector reports exactly the surging keys with their exact rates; at 1 in 10
 //! and 1 in 100 the same keys in the same states, with rates within the sampling error. Entering
 //! is `hot`, leaving goes through `cooling` (hysteresis) and then out. A run killed with SIGKILL
-//! and restarted from its checkpoints stores the same `hot_keys` rows as an uninterrupted one.
+//! and restarted from its checkpoints stores the same `hot_keys` rows as an uninterrupted one;
+//! a checkpoint without the detector's state, or of another `sample`, starts it afresh.
 
 use std::collections::BTreeMap;
 use std::path::Path;
