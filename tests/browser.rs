@@ -287,6 +287,7 @@ fn commit_lists_that_say_what_they_are(dir: &Path) -> u64 {
         watermark,
         lists,
         dead_letters: vec![],
+        hot_keys: Vec::new(),
     };
     assert!(store.commit(&batch).expect("commit"), "epoch {} committed", epoch + 1);
     epoch + 1

@@ -66,6 +66,7 @@ fn fill(store: &mut dyn SinkStore) {
             list("1h", true, 0, None),
         ],
         dead_letters: vec![],
+        hot_keys: Vec::new(),
     };
     assert!(store.commit(&batch).expect("commit"), "epoch 1 committed");
 }

@@ -119,6 +119,7 @@ fn run_plan(
         max_epochs_in_flight: 2,
         batch_size: c.batch,
         cluster: None,
+        hot_keys: None,
     };
     let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;

@@ -80,6 +80,7 @@ impl Store {
             watermark: Millis(0),
             lists,
             dead_letters: vec![],
+            hot_keys: Vec::new(),
         };
         assert!(self.writer.commit(&batch).expect("commit"), "epoch {epoch} committed");
     }

@@ -5,6 +5,9 @@
 //! 2. **json**: the same events written to JSON-lines files first (not timed), then read,
 //!    parsed and counted by the file source.
 //!
+//! 3. **hot keys** (`--hot-keys`, instead): the memory run without the hot-key detector and
+//!    with it at sample 1 and 1 in 100, the median of 3 runs each.
+//!
 //! Reported: events/s overall and per worker, peak RSS of the process, and bytes per live
 //! (item, pane) counter (the counter's own accounting of its heap, and the RSS growth divided
 //! by the counters, which also charges allocator slack and the id strings).
@@ -15,6 +18,8 @@ use crate::run::{run_with_stats, Progress};
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
 use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
+use hotlist_operators::hot_keys::HotKeySpec;
+use hotlist_operators::sketch::CmsShape;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -69,6 +74,10 @@ pub struct BenchArgs {
     /// live job checkpoints every second (results are committed at checkpoints).
     #[arg(long)]
     pub checkpoint: bool,
+    /// Instead: the in-memory run without the hot-key detector, then with it at sample 1 and
+    /// 1 in 100 (10 s windows, threshold 1000/s); each the median of 3 runs.
+    #[arg(long)]
+    pub hot_keys: bool,
     /// Instead: compare a bare rdkafka consumer with the bounded job, both reading this topic
     /// from the beginning (see scripts/kafka-bench).
     #[arg(long, requires = "kafka_topic")]
@@ -187,6 +196,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         max_epochs_in_flight: 4,
         batch_size: 8192,
         cluster: None,
+        hot_keys: None,
     }
 }
 
@@ -307,6 +317,21 @@ fn measure_with_stats(name: &'static str, plan: &JobPlan, input_bytes: u64) -> R
         },
         stats,
     ))
+}
+
+/// CPU seconds (user + system) the process used so far, from /proc/self/stat (0 where
+/// unavailable; ticks of 1/100 s, the kernel's USER_HZ on Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field(11) + field(12)) as f64 / 100.0
 }
 
 /// (current RSS, peak RSS) in bytes, from /proc/self/status (0 where unavailable).
@@ -597,11 +622,85 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         args.mode,
         args.k, args.zipf, args.items, args.partitions, args.rate
     );
+    if args.hot_keys {
+        return bench_hot_keys(args);
+    }
     let mut results = vec![bench_memory(args)?];
     if args.json_events > 0 {
         results.push(bench_json(args)?);
     }
     print_results(&results);
+    Ok(())
+}
+
+/// The hot-key detector's cost: the in-memory run without it, and with it at sample 1 and 1
+/// in 100; events/s are the median of 3 runs each (in 3 rounds over the three), the cost
+/// relative to the run without.
+fn bench_hot_keys(args: &BenchArgs) -> Result<()> {
+    let mem_spec = spec(args, args.events);
+    let _tables = crate::source::generator::shared_tables(&mem_spec)?; // held: the runs reuse them
+    let source = SourcePlan::Generator {
+        spec: mem_spec,
+        pace: false,
+    };
+    let shape = CmsShape::from_error(0.001, 0.001).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let detector = |sample| HotKeySpec {
+        sample,
+        window: Span::from_millis(10_000),
+        threshold: 1000.0,
+        hysteresis: 0.2,
+        shape,
+        candidates: 64,
+    };
+    println!(
+        "| hot-key detector | events/s (median of 3) | per worker | cost | CPU ns/event (median) | CPU cost | hot keys in the last window |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let configs = [
+        ("off", None),
+        ("sample = 1", Some(detector(1))),
+        ("sample = 100", Some(detector(100))),
+    ];
+    // rounds interleave the configurations, so a load that comes and goes on a shared machine
+    // hits them alike
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    // CPU time per event: what the detector costs, unlike wall time, hardly depends on what else
+    // runs on the machine
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut hot_now = vec![0u64; configs.len()];
+    for _ in 0..3 {
+        for (i, (_, hot)) in configs.iter().enumerate() {
+            let mut p = plan(args, source.clone());
+            p.hot_keys = *hot;
+            let before = cpu_seconds();
+            let (r, stats) = measure_with_stats("memory", &p, 0)?;
+            rates[i].push(r.events as f64 / r.seconds);
+            cpu[i].push((cpu_seconds() - before) * 1e9 / r.events.max(1) as f64);
+            hot_now[i] = stats.hot_keys.hot.load(Relaxed);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = median(&mut rates[0]);
+    let base_cpu = median(&mut cpu[0]);
+    for (i, (name, hot)) in configs.iter().enumerate() {
+        let m = median(&mut rates[i]);
+        let c = median(&mut cpu[i]);
+        println!(
+            "| {name} | {:.2} M | {:.2} M | {:+.1}% | {c:.0} | {:+.1}% | {} |",
+            m / 1e6,
+            m / 1e6 / args.workers as f64,
+            (m / base - 1.0) * 100.0,
+            (c / base_cpu - 1.0) * 100.0,
+            if hot.is_some() {
+                hot_now[i].to_string()
+            } else {
+                "–".into()
+            }
+        );
+    }
     Ok(())
 }
 

@@ -6,7 +6,8 @@
 //! state; per window what its latest committed list is (exact or its error bound, and for
 //! `mode = "both"` the sketch check: recall@K and over-counts), sketch instances and `auto`
 //! folds; for Kafka partitions the consumer lag and accepted data loss; with a Redis fan-out
-//! its pending lists, failed attempts and last written epoch.
+//! its pending lists, failed attempts and last written epoch; with `[hot_keys]` the hot and
+//! cooling keys of the last closed hot-key window, sampled and dropped events, windows.
 
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::time::Millis;
@@ -26,6 +27,7 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
     register_checkpoint_series(&registry, stats);
     register_list_accuracy(&registry, stats);
     register_fanout_series(&registry, stats);
+    register_hot_key_series(&registry, stats);
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
         return format!("# error encoding metrics: {e}\n");
@@ -257,6 +259,51 @@ fn register_fanout_series(registry: &Registry, stats: &JobStats) {
             "hotlist_fanout_committed_epoch",
             "last epoch written to the Redis fan-out",
             load(&f.committed_epoch),
+        ),
+    ];
+    for (name, help, v) in series {
+        register_scalar(registry, name, help, v);
+    }
+}
+
+/// The hot-key detector, if the job runs one: what the last closed window reported, sampled
+/// and dropped events, windows closed and open.
+fn register_hot_key_series(registry: &Registry, stats: &JobStats) {
+    let h = &stats.hot_keys;
+    if !h.enabled.load(Relaxed) {
+        return;
+    }
+    let load = |a: &AtomicU64| a.load(Relaxed) as i64;
+    let series = [
+        (
+            "hotlist_hot_keys",
+            "keys at or above hot_keys.threshold (state hot) in the last closed hot-key window",
+            load(&h.hot),
+        ),
+        (
+            "hotlist_hot_keys_cooling",
+            "keys below the threshold but within the hysteresis (state cooling) in the last closed hot-key window",
+            load(&h.cooling),
+        ),
+        (
+            "hotlist_hot_key_sampled_total",
+            "events the hot-key detector sampled (1 in hot_keys.sample)",
+            load(&h.sampled),
+        ),
+        (
+            "hotlist_hot_key_dropped_total",
+            "sampled events not counted: late for their partition or their hot-key window already closed",
+            load(&h.dropped),
+        ),
+        (
+            "hotlist_hot_key_windows_total",
+            "hot-key windows closed and reported",
+            load(&h.windows),
+        ),
+        (
+            "hotlist_hot_key_open_windows",
+            "hot-key windows open (one count-min sketch each)",
+            load(&h.open_windows),
         ),
     ];
     for (name, help, v) in series {

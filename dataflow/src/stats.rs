@@ -64,6 +64,27 @@ pub struct JobStats {
     pub checkpoint_total_bytes: AtomicU64,
     /// The Redis fan-out's counters (all zero without one).
     pub fanout: FanoutStats,
+    /// The hot-key detector's counters (all zero without `[hot_keys]`).
+    pub hot_keys: HotKeyStats,
+}
+
+/// Counters of the hot-key detector (`[hot_keys]`).
+#[derive(Debug, Default)]
+pub struct HotKeyStats {
+    /// Whether the job runs the detector (its metrics are exported only then).
+    pub enabled: AtomicBool,
+    /// Events the detector sampled (over all workers).
+    pub sampled: AtomicU64,
+    /// Sampled events not counted: late for their partition, or their window already closed.
+    pub dropped: AtomicU64,
+    /// Hot-key windows closed (reported).
+    pub windows: AtomicU64,
+    /// Keys `hot` in the last closed window.
+    pub hot: AtomicU64,
+    /// Keys `cooling` in the last closed window.
+    pub cooling: AtomicU64,
+    /// Open windows held.
+    pub open_windows: AtomicU64,
 }
 
 /// Counters of the Redis fan-out (`sink.redis_url`).
@@ -201,6 +222,7 @@ impl JobStats {
             checkpoint_written_bytes: AtomicU64::new(0),
             checkpoint_total_bytes: AtomicU64::new(0),
             fanout: FanoutStats::default(),
+            hot_keys: HotKeyStats::default(),
         }
     }
 

@@ -5,6 +5,8 @@
 //!   0000–9999), RFC 3339 and humantime parsing;
 //! - [`window`]: window specifications, instances and panes (epoch-aligned, UTC);
 //! - [`hash`]: the pinned item hash and key groups (routing and checkpoint shards);
+//! - [`hot_keys`]: the sampled hot-key detector (deterministic 1-in-N sampling, a count-min
+//!   sketch per tumbling window, hot/cooling with hysteresis);
 //! - [`event`]: the event contract: parse one JSON line into an event or a typed bad-record reason;
 //! - [`watermark`]: per-partition clocks and the global watermark over partitions;
 //! - [`lateness`]: the per-partition lateness rule sources apply to each event;
@@ -30,6 +32,7 @@ pub mod counter;
 pub mod counting;
 pub mod event;
 pub mod hash;
+pub mod hot_keys;
 pub mod interner;
 pub mod lateness;
 pub mod merge;

@@ -1,4 +1,5 @@
-//! The API handlers: `/v1/top`, `/v1/windows`, `/healthz`, `/metrics`, and the 404 fallback.
+//! The API handlers: `/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`, and the 404
+//! fallback.
 //!
 //! Every user-input problem is a 4xx with a JSON body `{"error": "...", "parameter": "..."}`;
 //! store trouble on a history lookup is a 503; nothing a client sends can cause a 500.
@@ -12,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{ListState, SketchCheck};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
@@ -276,6 +278,39 @@ pub fn sketch_check_json(c: &SketchCheck) -> serde_json::Value {
     })
 }
 
+/// `GET /v1/hot`: the latest closed hot-key window, from the snapshot: its bounds and its hot
+/// and cooling keys with their estimated rates (events per second), highest rate first. 404
+/// while there is none (the job has no `[hot_keys]`, or no window closed yet).
+pub async fn hot(State(app): State<Arc<AppState>>) -> Response {
+    let s = app.cache.get();
+    let Some(w) = &s.hot else {
+        return ApiError::not_found(
+            None,
+            "no hot-key window yet (the job needs a [hot_keys] section, and one window closed)",
+        )
+        .into_response();
+    };
+    let etag = format!("\"hot-{}-{}\"", w.start.0, w.as_of.0);
+    let mut r = axum::Json(hot_json(w)).into_response();
+    set_cache_headers(&mut r, &etag, false, app.max_age);
+    r
+}
+
+/// A hot-key window as the API's JSON.
+pub fn hot_json(w: &HotWindow) -> serde_json::Value {
+    let keys: Vec<serde_json::Value> = w
+        .keys
+        .iter()
+        .map(|k| json!({"item_id": k.item_id.as_str(), "rate": k.rate, "state": k.state.as_str()}))
+        .collect();
+    json!({
+        "window_start": w.start.0,
+        "window_end": w.end.0,
+        "as_of": w.as_of.to_rfc3339(),
+        "keys": keys,
+    })
+}
+
 /// `GET /v1/windows`.
 pub async fn windows(State(app): State<Arc<AppState>>) -> Response {
     let s = app.cache.get();
@@ -333,7 +368,11 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 
 /// Anything else: 404 JSON.
 pub async fn not_found() -> Response {
-    ApiError::not_found(None, "no such endpoint; see /v1/top, /v1/windows, /healthz, /metrics").into_response()
+    ApiError::not_found(
+        None,
+        "no such endpoint; see /v1/top, /v1/hot, /v1/windows, /healthz, /metrics",
+    )
+    .into_response()
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The snapshot cache: the latest list of every window, replaced whole when a new epoch commits.
+//! The snapshot cache: the latest list of every window and the latest hot-key window, replaced
+//! whole when a new epoch commits.
 //!
 //! A refresher polls the store's `last_commit` (one cheap read) every `poll` interval; when the
 //! committed epoch changed it reloads the windows and each window's latest list and swaps in a
@@ -8,6 +9,7 @@
 //! last good snapshot keeps being served and `/healthz` reports how stale it is and why; the
 //! refresher itself never stops before shutdown.
 
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{SinkError, StoreReader, StoredList, StoredWindow};
 use std::collections::HashMap;
@@ -25,6 +27,8 @@ pub struct Snapshot {
     pub windows: Vec<StoredWindow>,
     /// The latest list of each window that has one.
     pub latest: HashMap<String, Arc<StoredList>>,
+    /// The latest closed hot-key window (`[hot_keys]`), if any.
+    pub hot: Option<Arc<HotWindow>>,
 }
 
 /// The shared state between the refresher and the handlers.
@@ -105,11 +109,13 @@ impl Cache {
                 latest.insert(w.name.clone(), Arc::new(l));
             }
         }
+        let hot = reader.hot_keys(job)?.map(Arc::new);
         self.set(Snapshot {
             epoch: commit.map(|c| c.0),
             watermark: commit.map(|c| c.1),
             windows,
             latest,
+            hot,
         });
         Ok(true)
     }

@@ -117,4 +117,8 @@ impl StoreReader for FakeReader {
     fn last_commit(&mut self, _job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
         Ok(Some((*self.0.epoch.lock().expect("epoch"), Millis(0))))
     }
+
+    fn hot_keys(&mut self, _job: &str) -> Result<Option<hotlist_operators::hot_keys::HotWindow>, SinkError> {
+        Ok(None)
+    }
 }

@@ -1,10 +1,11 @@
 //! hotlist's read side over HTTP: the API, the live page and metrics.
 //!
 //! Module map:
-//! - [`cache`]: the snapshot of every window's latest list, reloaded when an epoch commits, by
+//! - [`cache`]: the snapshot of every window's latest list and the latest hot-key window,
+//!   reloaded when an epoch commits, by
 //!   a refresher that survives any failure of the store;
 //! - [`history`]: the thread that answers lookups of older instances from the store;
-//! - [`api`]: the API handlers (`/v1/top`, `/v1/windows`, `/healthz`, `/metrics`);
+//! - [`api`]: the API handlers (`/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`);
 //! - [`page`]: the live page at `/` and its Content-Security-Policy;
 //! - [`middleware`]: what wraps every handler (latency metric, request timeout, `nosniff`);
 //! - [`limits`]: the connection limits and timeouts, and their defaults;
@@ -62,6 +63,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(page::page))
         .route("/v1/top", get(api::top))
+        .route("/v1/hot", get(api::hot))
         .route("/v1/windows", get(api::windows))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))

@@ -32,6 +32,12 @@ async fn sqlite_lists_say_what_they_are() {
     common::lists_say_what_they_are(Kind::Sqlite).await;
 }
 
+/// `/v1/hot` serves the latest hot-key window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_hot_keys_are_served() {
+    common::hot_keys_are_served(Kind::Sqlite).await;
+}
+
 /// ETag / If-None-Match gives 304; open lists are cacheable briefly, final ones forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etag_and_cache_control() {
@@ -197,7 +203,7 @@ async fn live_page_is_served() {
         .unwrap_or("")
         .starts_with("text/html"));
     let text = r.text().await.expect("body");
-    assert!(text.contains("/v1/windows") && text.contains("/v1/top"));
+    assert!(text.contains("/v1/windows") && text.contains("/v1/top") && text.contains("/v1/hot"));
     h.stop().await;
 }
 

@@ -53,3 +53,15 @@ async fn redis_cache_refreshes_after_commit() {
 async fn redis_never_mixes_revisions() {
     common::never_mixes_revisions(Kind::Redis).await;
 }
+
+/// `/v1/hot` on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_hot_keys_are_served() {
+    common::hot_keys_are_served(Kind::Postgres).await;
+}
+
+/// `/v1/hot` on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_hot_keys_are_served() {
+    common::hot_keys_are_served(Kind::Redis).await;
+}

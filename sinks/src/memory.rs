@@ -11,6 +11,7 @@ use crate::store::{SinkStore, StoreReader};
 use crate::types::{
     check_batch, check_job, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
 };
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
@@ -41,6 +42,8 @@ struct JobState {
     lists: BTreeMap<(String, Millis), PublishedList>,
     /// The job's owner (see `crate::ownership`).
     owner: Option<Owner>,
+    /// Closed hot-key windows by start.
+    hot_keys: BTreeMap<Millis, HotWindow>,
 }
 
 impl MemoryStore {
@@ -99,6 +102,9 @@ impl SinkStore for MemoryStore {
         for l in latest_revisions(&batch.lists) {
             state.lists.insert((l.window.clone(), l.start), l.clone());
         }
+        for w in &batch.hot_keys {
+            state.hot_keys.insert(w.start, w.clone());
+        }
         let letters = batch.dead_letters.iter().map(|d| (batch.job.clone(), d.clone()));
         inner.dead_letters.extend(letters);
         state.epoch = Some(batch.epoch);
@@ -134,6 +140,7 @@ impl SinkStore for MemoryStore {
         let mut inner = self.data();
         if let Some(state) = inner.jobs.get_mut(job) {
             state.lists.clear();
+            state.hot_keys.clear();
             state.epoch = None;
             state.watermark = None;
         }
@@ -168,6 +175,16 @@ impl StoreReader for MemoryStore {
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
         Ok(self.data().jobs.get(job).and_then(|j| j.epoch.zip(j.watermark)))
+    }
+
+    /// The latest hot-key window, checked like the other stores' reads.
+    fn hot_keys(&mut self, job: &str) -> Result<Option<HotWindow>, SinkError> {
+        let inner = self.data();
+        let Some(w) = inner.jobs.get(job).and_then(|j| j.hot_keys.values().next_back()) else {
+            return Ok(None);
+        };
+        read_checks::hot_window_to_write(job, w).map_err(|d| SinkError::corrupt("memory", d))?;
+        Ok(Some(w.clone()))
     }
 }
 

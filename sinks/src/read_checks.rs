@@ -17,6 +17,12 @@
 //! A list longer than its window's *current* `k` is corrupt too: the job never writes one. (It
 //! is also what a store holds after a window's `k` was lowered under the same `job.id`; such a
 //! change needs a new `job.id`, as every window change with checkpoints does.)
+//!
+//! Hot-key windows have checks of their own (`read_checks/hot_keys.rs`).
+
+mod hot_keys;
+
+pub(crate) use hot_keys::{hot_header, hot_window, hot_window_to_write, RawHotHeader};
 
 use crate::types::StoredWindow;
 use hotlist_operators::event::MAX_ITEM_ID_BYTES;

@@ -3,6 +3,7 @@
 use crate::error::SinkError;
 use crate::ownership::Claim;
 use crate::types::{CommitBatch, StoredList, StoredWindow};
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 
@@ -79,4 +80,8 @@ pub trait StoreReader: Send {
     /// The job's last commit: `(epoch, watermark)`. Cheap: readers poll it to see that
     /// something new was committed.
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError>;
+
+    /// The job's latest closed hot-key window (greatest start) with its hot and cooling keys,
+    /// highest rate first; `None` when the job never reported one (or `[hot_keys]` is off).
+    fn hot_keys(&mut self, job: &str) -> Result<Option<HotWindow>, SinkError>;
 }

@@ -2,6 +2,7 @@
 //! lists, batches, dead letters and windows.
 
 use crate::types::{CommitBatch, SourcedDeadLetter};
+use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
 use hotlist_operators::record::{
     DeadLetter, DeadReason, ListState, PartitionId, PublishedList, RankedItem, SketchCheck,
 };
@@ -85,6 +86,25 @@ pub(crate) fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
         watermark: Millis(epoch as i64 * 1000),
         lists,
         dead_letters: vec![],
+        hot_keys: vec![],
+    }
+}
+
+/// A closed 10 s hot-key window starting at `start` (ms) with `keys` as (id, rate, state).
+pub(crate) fn hot_window(start: i64, keys: &[(&str, f64, HotState)]) -> HotWindow {
+    HotWindow {
+        start: Millis(start),
+        end: Millis(start + 10_000),
+        watermark: Millis(start + 75_000),
+        as_of: Millis(1_700_000_000_000),
+        keys: keys
+            .iter()
+            .map(|(id, rate, state)| HotKey {
+                item_id: (*id).into(),
+                rate: *rate,
+                state: *state,
+            })
+            .collect(),
     }
 }
 

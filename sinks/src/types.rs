@@ -3,6 +3,7 @@
 
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{validate_all, WindowSpec};
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// One atomic unit of output: everything the job produced in epochs `(prev_epoch, epoch]`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CommitBatch {
     /// Job id, e.g. `"hotlist"`.
     pub job: String,
@@ -22,6 +23,9 @@ pub struct CommitBatch {
     pub lists: Vec<PublishedList>,
     /// Dead letters, appended in this order.
     pub dead_letters: Vec<SourcedDeadLetter>,
+    /// Closed hot-key windows (`[hot_keys]`), in window order; a window is written once.
+    #[serde(default)]
+    pub hot_keys: Vec<HotWindow>,
 }
 
 /// A dead letter with the source it came from.
@@ -149,6 +153,9 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
                 ),
             ));
         }
+    }
+    for w in &batch.hot_keys {
+        read_checks::hot_window_to_write(job, w).map_err(|d| SinkError::invalid(job, d))?;
     }
     for d in &batch.dead_letters {
         if i64::try_from(d.letter.position).is_err() {

@@ -101,7 +101,8 @@ fn is_snapshot_file(name: &str) -> bool {
             || name.starts_with("pane-")
             || name.starts_with("sketch-")
             || name == "merger.snap"
-            || name == "sources.snap")
+            || name == "sources.snap"
+            || name == "hotkeys.snap")
 }
 
 /// The size and header checksum of one file of a checkpoint.

@@ -11,6 +11,7 @@
 use super::manifest::{counter_file, Manifest};
 use super::{checkpoint_dir, list, JobLayout};
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::hot_keys::HotKeysSnapshot;
 use hotlist_operators::record::PartitionId;
 use hotlist_operators::sketch_counter::SketchCounterSnapshot;
 use hotlist_operators::snapshot::{
@@ -33,6 +34,8 @@ pub struct Restored {
     pub merger: MergerSnapshot,
     /// Partition positions and clocks.
     pub sources: SourceSnapshot,
+    /// The hot-key detector's state (`hotkeys.snap`), if the checkpoint has one.
+    pub hot_keys: Option<HotKeysSnapshot>,
     /// After a fallback past newer committed checkpoints (or `--from-checkpoint`): the dead
     /// letters the store has already, which the sink does not store again.
     pub stored_dead_letters: StoredDeadLetters,
@@ -143,12 +146,18 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
             .collect::<Result<Vec<SketchCounterSnapshot>>>()?,
         false => Vec::new(),
     };
+    // checked against the job's [hot_keys] when the detector restores it
+    let hot_keys = match manifest.lists("hotkeys.snap") {
+        true => Some(decode_file::<HotKeysSnapshot>(dir, "hotkeys.snap")?),
+        false => None,
+    };
     Ok(Restored {
         epoch,
         counters,
         sketches,
         merger,
         sources,
+        hot_keys,
         stored_dead_letters: StoredDeadLetters::default(),
     })
 }

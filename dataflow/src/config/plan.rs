@@ -4,6 +4,7 @@
 
 use crate::generator::GeneratorSpec;
 use hotlist_operators::counting::Counting;
+use hotlist_operators::hot_keys::HotKeySpec;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
@@ -53,6 +54,8 @@ pub struct JobPlan {
     pub batch_size: usize,
     /// Multi-process settings (None: one process).
     pub cluster: Option<ClusterPlan>,
+    /// The sampled hot-key detector (`[hot_keys]`), if on.
+    pub hot_keys: Option<HotKeySpec>,
 }
 
 /// A cluster of processes.

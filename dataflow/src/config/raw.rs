@@ -32,6 +32,8 @@ pub struct RawConfig {
     /// `[run]`.
     #[serde(default)]
     pub run: RawRun,
+    /// `[hot_keys]` (none: no hot-key detector).
+    pub hot_keys: Option<RawHotKeys>,
 }
 
 /// `[job]`.
@@ -270,4 +272,25 @@ pub struct RawRun {
     pub hostfile: Option<String>,
     /// How long a cluster process waits for all its peers to connect before it gives up.
     pub connect_timeout: Option<String>,
+}
+
+/// `[hot_keys]`: the sampled hot-key detector. Numbers may be written as integers or floats.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHotKeys {
+    /// Count 1 in this many events (default 1: every event).
+    pub sample: Option<i64>,
+    /// The tumbling window (default "10s").
+    pub window: Option<String>,
+    /// Events per second at which a key is hot (required).
+    pub threshold: Option<toml::Value>,
+    /// In [0, 1): a reported key stays, cooling, while its rate ≥ threshold × (1 − this)
+    /// (default 0.2).
+    pub hysteresis: Option<toml::Value>,
+    /// The count-min sketch's ε (default 0.001).
+    pub epsilon: Option<toml::Value>,
+    /// The count-min sketch's δ (default 0.001).
+    pub delta: Option<toml::Value>,
+    /// Candidates kept beside each window's sketch (default 64).
+    pub candidates: Option<i64>,
 }

@@ -331,3 +331,61 @@ fn a_generator_beyond_max_future_is_refused() {
     let kafka = "[source]\nkind = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n";
     assert!(check_against_clock(&plan(kafka, &[]).unwrap(), now).is_ok());
 }
+
+/// `[hot_keys]`: absent is off; defaults fill in; every bad value is one error naming its key.
+#[test]
+fn hot_keys_section() {
+    assert!(plan(GEN, &[]).unwrap().hot_keys.is_none(), "absent: off");
+    let on = format!("{GEN}[hot_keys]\nthreshold = 100\n");
+    let spec = plan(&on, &[]).unwrap().hot_keys.expect("on");
+    assert_eq!(
+        (spec.sample, spec.window, spec.threshold),
+        (1, Span::from_millis(10_000), 100.0)
+    );
+    assert_eq!((spec.hysteresis, spec.candidates), (0.2, 64));
+    let spec = plan(
+        &on,
+        &[
+            "hot_keys.sample=100",
+            "hot_keys.window=\"1m\"",
+            "hot_keys.hysteresis=0.5",
+        ],
+    )
+    .unwrap()
+    .hot_keys
+    .expect("on");
+    assert_eq!(
+        (spec.sample, spec.window, spec.hysteresis),
+        (100, Span::from_millis(60_000), 0.5)
+    );
+    let cases = [
+        (format!("{GEN}[hot_keys]\n"), "hot_keys.threshold: required"),
+        (
+            format!("{on}sample = 0\n"),
+            "hot_keys.sample: must be between 1 and 1000000, got 0",
+        ),
+        (format!("{on}window = \"0s\"\n"), "hot_keys.window: must be positive"),
+        (format!("{on}window = \"soon\"\n"), "hot_keys.window"),
+        (
+            format!("{on}hysteresis = 1\n"),
+            "hot_keys.hysteresis: must be in [0, 1), got 1",
+        ),
+        (
+            format!("{on}epsilon = 2\n"),
+            "hot_keys: sketch epsilon 2 is not in (0, 1)",
+        ),
+        (
+            format!("{on}candidates = -3\n"),
+            "hot_keys.candidates: must be between 1",
+        ),
+        (format!("{on}threshold2 = 1\n"), "unknown field `threshold2`"),
+        (
+            format!("{GEN}[hot_keys]\nthreshold = \"fast\"\n"),
+            "hot_keys.threshold: expected a number",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = format!("{:#}", plan(&text, &[]).unwrap_err());
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}

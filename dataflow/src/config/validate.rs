@@ -9,12 +9,14 @@ use super::plan::{
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
-    RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawKafkaSource, RawRun, RawSink, RawSource, RawTime,
-    RawWindow,
+    RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawSink,
+    RawSource, RawTime, RawWindow,
 };
 use super::Overrides;
 use crate::generator::GeneratorSpec;
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::hot_keys::{HotKeySpec, MAX_SAMPLE};
+use hotlist_operators::sketch::{CmsShape, MAX_CANDIDATES};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{default_windows, validate_all, WindowSpec};
 use std::collections::BTreeMap;
@@ -48,6 +50,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     };
     let batch_size = raw.run.batch_size.unwrap_or(8192);
     let cluster = validate_cluster(&raw.run, overrides)?;
+    let hot_keys = raw.hot_keys.as_ref().map(validate_hot_keys).transpose()?;
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");
     }
@@ -74,6 +77,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         max_epochs_in_flight,
         batch_size,
         cluster,
+        hot_keys,
     })
 }
 
@@ -324,6 +328,43 @@ fn validate_checkpoint(
         every_epochs: (interval.as_millis() / epoch_interval.as_millis().max(1)).max(1),
         retain,
     })
+}
+
+/// A number key written as an integer or a float, or its default.
+fn number(key: &str, v: &Option<toml::Value>, default: Option<f64>) -> Result<f64> {
+    match v {
+        None => default.ok_or_else(|| anyhow!("{key}: required")),
+        Some(toml::Value::Float(f)) => Ok(*f),
+        Some(toml::Value::Integer(i)) => Ok(*i as f64),
+        Some(other) => bail!("{key}: expected a number, got {other}"),
+    }
+}
+
+/// `[hot_keys]`: the detector's spec, defaults filled in, every value checked
+/// (`HotKeySpec::validate`) and the sketch shape built from ε and δ.
+fn validate_hot_keys(h: &RawHotKeys) -> Result<HotKeySpec> {
+    let sample = h.sample.unwrap_or(1);
+    let sample = u32::try_from(sample)
+        .ok()
+        .filter(|s| (1..=MAX_SAMPLE).contains(s))
+        .ok_or_else(|| anyhow!("hot_keys.sample: must be between 1 and {MAX_SAMPLE}, got {sample}"))?;
+    let epsilon = number("hot_keys.epsilon", &h.epsilon, Some(0.001))?;
+    let delta = number("hot_keys.delta", &h.delta, Some(0.001))?;
+    let shape = CmsShape::from_error(epsilon, delta).map_err(|e| anyhow!("hot_keys: {e}"))?;
+    let candidates = h.candidates.unwrap_or(64);
+    let spec = HotKeySpec {
+        sample,
+        window: span("hot_keys.window", &h.window, "10s")?,
+        threshold: number("hot_keys.threshold", &h.threshold, None)?,
+        hysteresis: number("hot_keys.hysteresis", &h.hysteresis, Some(0.2))?,
+        shape,
+        candidates: usize::try_from(candidates).unwrap_or(0),
+    };
+    spec.validate().map_err(|e| match candidates < 0 {
+        true => anyhow!("hot_keys.candidates: must be between 1 and {MAX_CANDIDATES}, got {candidates}"),
+        false => anyhow!("{e}"),
+    })?;
+    Ok(spec)
 }
 
 /// The cluster (None for one process): this process's index and every process's address.

@@ -6,9 +6,14 @@
 //!        ──dead────▶ ─────────────────────────┼──────────────────────────────────────────────────────▲
 //!                                             └──────────── control ──▶ MergeLists                    │
 //!                         WindowCount ──sealed dead letters───────────────────────────────────────────┘
+//!        ──sampled─▶ (1 in N copies) ──▶ (to worker 0) HotKeys ──closed hot-key windows──▶ Sink
 //! ```
+//!
+//! `HotKeys` exists only with `[hot_keys]`; its windows travel to the sink with the dead
+//! letters (`sink::SinkInput`).
 
 pub mod epoch_stash;
+pub mod hot_keys;
 pub mod merge_lists;
 pub mod sink;
 pub mod window_count;
@@ -26,7 +31,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use timely::dataflow::operators::core::Concat;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
-use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::vec::{Broadcast, Map};
 use timely::dataflow::operators::Probe;
 use timely::dataflow::Scope;
 
@@ -94,6 +99,16 @@ pub fn build<'scope>(
     let probe = ProbeHandle::new();
     let src = source(scope, plan, readers, probe.clone(), stats.clone(), shutdown, &ctx);
     let control = src.control.broadcast();
+    let hot = plan.hot_keys.map(|spec| {
+        hot_keys::hot_keys(
+            src.sampled,
+            control.clone(),
+            spec,
+            plan.time.allowed_lateness,
+            stats.clone(),
+            ctx.clone(),
+        )
+    });
     let (lists, sealed) = window_count::window_count(
         src.events,
         control.clone(),
@@ -114,7 +129,10 @@ pub fn build<'scope>(
         ctx.clone(),
         checkpoints.clone(),
     );
-    let dead = src.dead.concat(sealed);
+    let mut dead = src.dead.concat(sealed).map(sink::SinkInput::Dead);
+    if let Some(hot) = hot {
+        dead = dead.concat(hot.map(sink::SinkInput::Hot));
+    }
     sink::sink(published, dead, handoff, ctx, checkpoints).probe_with(&probe);
     probe
 }

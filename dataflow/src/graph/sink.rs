@@ -8,6 +8,7 @@
 use super::epoch_stash::{Epoch, EpochStash};
 use super::RunCtx;
 use crate::config::SourcePlan;
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{DeadLetter, PublishedList};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
@@ -20,6 +21,15 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::Stream;
+
+/// What reaches the sink besides the lists: dead letters, and closed hot-key windows.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum SinkInput {
+    /// A dead letter.
+    Dead(DeadLetter),
+    /// A closed hot-key window.
+    Hot(HotWindow),
+}
 
 /// Where completed epochs go (worker 0 only).
 pub struct SinkHandoff {
@@ -39,7 +49,7 @@ pub struct SinkHandoff {
 /// Hands completed epochs to the writer.
 pub fn sink<'scope>(
     lists: Stream<'scope, u64, Vec<PublishedList>>,
-    dead: Stream<'scope, u64, Vec<DeadLetter>>,
+    dead: Stream<'scope, u64, Vec<SinkInput>>,
     handoff: Option<SinkHandoff>,
     ctx: RunCtx,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
@@ -47,7 +57,7 @@ pub fn sink<'scope>(
     lists.binary_frontier(
         dead,
         Pipeline,
-        Exchange::new(|_: &DeadLetter| 0u64),
+        Exchange::new(|_: &SinkInput| 0u64),
         "Sink",
         move |_cap, _info| {
             let mut state = SinkState {
@@ -60,7 +70,7 @@ pub fn sink<'scope>(
             // (so the probe, and the sources' in-flight bound, reflect the sink). With them,
             // results wait for the next checkpoint, many epochs away: hold data, not epochs.
             let ports: &[usize] = if state.checkpointing() { &[] } else { &[0] };
-            let mut stash: EpochStash<PublishedList, DeadLetter> = EpochStash::new(ports);
+            let mut stash: EpochStash<PublishedList, SinkInput> = EpochStash::new(ports);
             move |(in_lists, f1),
                   (in_dead, f2),
                   _output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
@@ -98,11 +108,7 @@ impl SinkState {
     }
 
     /// Without checkpoints: hands off every complete epoch, one batch each.
-    fn hand_off_epochs(
-        &mut self,
-        stash: &mut EpochStash<PublishedList, DeadLetter>,
-        pending_at: impl Fn(&u64) -> bool,
-    ) {
+    fn hand_off_epochs(&mut self, stash: &mut EpochStash<PublishedList, SinkInput>, pending_at: impl Fn(&u64) -> bool) {
         while let Some((t, Epoch { first, second, .. })) = stash.pop_complete(&pending_at) {
             self.hand_off(t, first, second);
         }
@@ -112,7 +118,7 @@ impl SinkState {
     /// everything up to it as one batch.
     fn commit_checkpoints(
         &mut self,
-        stash: &mut EpochStash<PublishedList, DeadLetter>,
+        stash: &mut EpochStash<PublishedList, SinkInput>,
         pending_at: impl Fn(&u64) -> bool,
     ) {
         loop {
@@ -132,7 +138,6 @@ impl SinkState {
                 self.handoff = None; // a checkpoint file is missing: commit nothing more
                 break;
             }
-            let dead = self.not_yet_committed(dead);
             self.hand_off(c, lists, dead);
         }
     }
@@ -149,7 +154,20 @@ impl SinkState {
     }
 
     /// Sends epoch `t`'s results (timely epoch; the batch carries the sink epoch) to the writer.
-    fn hand_off(&mut self, t: u64, lists: Vec<PublishedList>, dead: Vec<DeadLetter>) {
+    /// Hot-key windows go in the batch in window order.
+    fn hand_off(&mut self, t: u64, lists: Vec<PublishedList>, dead: Vec<SinkInput>) {
+        if self.handoff.is_none() {
+            return;
+        }
+        let (mut letters, mut hot_keys) = (Vec::with_capacity(dead.len()), Vec::new());
+        for d in dead {
+            match d {
+                SinkInput::Dead(letter) => letters.push(letter),
+                SinkInput::Hot(w) => hot_keys.push(w),
+            }
+        }
+        let dead = self.not_yet_committed(letters);
+        hot_keys.sort_by_key(|w| w.start);
         let Some(h) = self.handoff.as_mut() else { return };
         self.watermark = lists.iter().map(|l| l.watermark).fold(self.watermark, Millis::max);
         let dead_letters = dead
@@ -165,6 +183,7 @@ impl SinkState {
             watermark: self.watermark,
             lists,
             dead_letters,
+            hot_keys,
         };
         if h.tx.send(batch).is_err() {
             h.failed.store(true, Relaxed);

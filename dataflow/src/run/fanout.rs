@@ -18,6 +18,7 @@
 use crate::config::RedisTarget;
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
@@ -37,11 +38,13 @@ const REPEAT_WARNING: Duration = Duration::from_secs(60);
 
 /// What the fan-out has yet to write: per window, the newest revision of the newest instance,
 /// and the epoch and watermark of the last batch merged in.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) struct Pending {
     epoch: u64,
     watermark: Millis,
     lists: BTreeMap<String, PublishedList>,
+    /// The newest closed hot-key window.
+    hot: Option<HotWindow>,
 }
 
 impl Pending {
@@ -51,6 +54,7 @@ impl Pending {
             epoch: batch.epoch,
             watermark: batch.watermark,
             lists: BTreeMap::new(),
+            hot: None,
         };
         p.merge(batch);
         p
@@ -72,6 +76,16 @@ impl Pending {
         for (window, l) in newest {
             self.put(window, l.clone(), true);
         }
+        if let Some(w) = batch.hot_keys.iter().max_by_key(|w| w.start) {
+            self.put_hot(w.clone());
+        }
+    }
+
+    /// Keeps the newer of the pending hot-key window and `w` (on a tie, `w`).
+    fn put_hot(&mut self, w: HotWindow) {
+        if self.hot.as_ref().is_none_or(|h| w.start >= h.start) {
+            self.hot = Some(w);
+        }
     }
 
     /// Puts back a set that failed to be written, under what was merged since (`self`): per
@@ -81,6 +95,12 @@ impl Pending {
         self.watermark = self.watermark.max(older.watermark);
         for (window, l) in older.lists {
             self.put(&window, l, false);
+        }
+        if let Some(w) = older
+            .hot
+            .filter(|w| self.hot.as_ref().is_none_or(|h| w.start > h.start))
+        {
+            self.hot = Some(w);
         }
     }
 
@@ -109,6 +129,7 @@ impl Pending {
             watermark: self.watermark,
             lists: self.lists.values().cloned().collect(),
             dead_letters: Vec::new(),
+            hot_keys: self.hot.iter().cloned().collect(),
         }
     }
 }
@@ -373,6 +394,7 @@ mod tests {
             watermark: Millis(epoch as i64),
             lists,
             dead_letters: Vec::new(),
+            hot_keys: Vec::new(),
         }
     }
 
@@ -400,6 +422,33 @@ mod tests {
         assert_eq!((p.epoch, p.watermark), (10_000, Millis(10_000)));
         let items: usize = p.lists.values().map(|l| l.items.len()).sum();
         assert_eq!(items, 200, "windows x K items");
+    }
+
+    /// The newest hot-key window stays pending, however batches arrive or fail.
+    #[test]
+    fn the_newest_hot_key_window_stays_pending() {
+        let hot = |start: i64| hotlist_operators::hot_keys::HotWindow {
+            start: Millis(start),
+            end: Millis(start + 10_000),
+            watermark: Millis(start),
+            as_of: Millis(0),
+            keys: vec![],
+        };
+        let mut b = batch(1, vec![]);
+        b.hot_keys = vec![hot(10_000), hot(0)];
+        let mut p = Pending::of(&b);
+        assert_eq!(p.hot.as_ref().map(|w| w.start), Some(Millis(10_000)));
+        let mut later = batch(2, vec![]);
+        later.hot_keys = vec![hot(20_000)];
+        let failed = std::mem::replace(&mut p, Pending::of(&later));
+        p.merge_older(failed);
+        assert_eq!(p.to_batch("j").hot_keys, vec![hot(20_000)]);
+        p.merge(&batch(3, vec![]));
+        assert_eq!(
+            p.hot.as_ref().map(|w| w.start),
+            Some(Millis(20_000)),
+            "a batch without windows keeps it"
+        );
     }
 
     /// An older instance's correction never replaces a newer instance, in a batch, in a later

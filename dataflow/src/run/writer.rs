@@ -111,6 +111,7 @@ fn coalesce(batch: &mut CommitBatch, rx: &crossbeam_channel::Receiver<CommitBatc
                 batch.watermark = batch.watermark.max(more.watermark);
                 batch.lists.extend(more.lists);
                 batch.dead_letters.extend(more.dead_letters);
+                batch.hot_keys.extend(more.hot_keys);
                 merged += 1;
             }
             Err(_) => break,
@@ -135,5 +136,40 @@ fn commit_with_retry(store: &mut dyn SinkStore, batch: &CommitBatch) -> Result<(
             Err(e @ SinkError::TakenOver { .. }) => return Err(anyhow!("{e}")),
             Err(e) => return Err(anyhow!("sink commit of epoch {} failed: {e}", batch.epoch)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::hot_keys::HotWindow;
+    use hotlist_operators::time::Millis;
+
+    /// Batches queued behind a slow commit go in one transaction with everything they carry:
+    /// the epoch of the last, every batch's hot-key windows in order.
+    #[test]
+    fn coalescing_keeps_every_batchs_hot_key_windows() {
+        let window = |start: i64| HotWindow {
+            start: Millis(start),
+            end: Millis(start + 10),
+            watermark: Millis(start),
+            as_of: Millis(0),
+            keys: vec![],
+        };
+        let batch = |epoch: u64| CommitBatch {
+            job: "j".into(),
+            epoch,
+            hot_keys: vec![window(epoch as i64 * 10)],
+            ..CommitBatch::default()
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for e in 2..=4 {
+            tx.send(batch(e)).expect("send");
+        }
+        let mut first = batch(1);
+        coalesce(&mut first, &rx);
+        assert_eq!(first.epoch, 4);
+        let starts: Vec<i64> = first.hot_keys.iter().map(|w| w.start.0).collect();
+        assert_eq!(starts, [10, 20, 30, 40]);
     }
 }

@@ -147,6 +147,9 @@ pub struct SourceStreams<'scope> {
     pub control: Stream<'scope, u64, Vec<Control>>,
     /// Bad records (`bad`, `future`, `too_large`) and late events.
     pub dead: Stream<'scope, u64, Vec<DeadLetter>>,
+    /// With `[hot_keys]`: copies of the accepted events the hot-key detector samples (1 in
+    /// `hot_keys.sample`, by a pinned hash of partition and position); empty otherwise.
+    pub sampled: Stream<'scope, u64, Vec<TimedEvent>>,
 }
 
 /// Whether worker `index` of `peers` reads partition `p`: `p % peers == index`, at start and for

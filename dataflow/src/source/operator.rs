@@ -7,6 +7,7 @@ use super::{Reader, SourceStreams};
 use crate::config::JobPlan;
 use crate::graph::RunCtx;
 use crate::stats::JobStats;
+use hotlist_operators::hot_keys::Sampler;
 use hotlist_operators::record::{Control, DeadLetter, PartitionId, TimedEvent};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -33,13 +34,19 @@ pub fn source<'scope>(
     let (out_events, events) = builder.new_output::<Vec<TimedEvent>>();
     let (out_control, control) = builder.new_output::<Vec<Control>>();
     let (out_dead, dead) = builder.new_output::<Vec<DeadLetter>>();
+    let (out_sampled, sampled) = builder.new_output::<Vec<TimedEvent>>();
     let mut out_events: OutputBuilder<u64, CapacityContainerBuilder<Vec<TimedEvent>>> = OutputBuilder::from(out_events);
     let mut out_control: OutputBuilder<u64, CapacityContainerBuilder<Vec<Control>>> = OutputBuilder::from(out_control);
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
+    let mut out_sampled: OutputBuilder<u64, CapacityContainerBuilder<Vec<TimedEvent>>> =
+        OutputBuilder::from(out_sampled);
+    // with [hot_keys]: copies of the 1 in N events the detector counts (the rest is not copied)
+    let sampler = plan.hot_keys.map(|h| Sampler::new(h.sample));
+    let mut picked: Vec<TimedEvent> = Vec::new();
     let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);
 
     builder.build(move |caps| {
-        // capabilities: [events, control, dead]; none at all for a source without partitions
+        // capabilities: [events, control, dead, sampled]; none at all for a source without partitions
         let mut caps = state.has_partitions().then_some(caps);
         let mut batch = state.new_batch();
         move |_frontiers| {
@@ -51,6 +58,13 @@ pub fn source<'scope>(
             }
             // read a batch (from the partitions added to the topic too) and hand it on
             let produced = !stopping && (state.discover_partitions() | state.read_batch(&mut batch));
+            if let Some(s) = sampler {
+                let chosen = batch.events.iter().filter(|e| s.picks(e.partition, e.position));
+                picked.extend(chosen.cloned());
+                if !picked.is_empty() {
+                    out_sampled.activate().session(&c[3]).give_container(&mut picked);
+                }
+            }
             if !batch.events.is_empty() {
                 out_events.activate().session(&c[0]).give_container(&mut batch.events);
                 batch.events.reserve(state.batch_size());
@@ -79,5 +93,10 @@ pub fn source<'scope>(
             }
         }
     });
-    SourceStreams { events, control, dead }
+    SourceStreams {
+        events,
+        control,
+        dead,
+        sampled,
+    }
 }

@@ -141,6 +141,7 @@ mod tests {
             sketches: Vec::new(),
             merger: MergerSnapshot::default(),
             sources: SourceSnapshot { partitions },
+            hot_keys: None,
             stored_dead_letters: Default::default(),
         }
     }

@@ -39,6 +39,7 @@ fn restoring(position: u64) -> RunCtx {
             sources: SourceSnapshot {
                 partitions: vec![at(position)],
             },
+            hot_keys: None,
             stored_dead_letters: Default::default(),
         })),
         checkpoint: None,

@@ -26,6 +26,7 @@ use std::cmp::Ordering;
 /// Most candidates a list may hold.
 pub const MAX_CANDIDATES: usize = 1 << 20;
 
+#[derive(Clone)]
 struct Slot {
     id: ItemId,
     hash: u64,
@@ -35,6 +36,7 @@ struct Slot {
 }
 
 /// The candidate list (see the module doc).
+#[derive(Clone)]
 pub struct Candidates {
     capacity: usize,
     slots: Vec<Slot>,

@@ -24,6 +24,7 @@ use crate::record::RankedItem;
 use std::collections::BTreeMap;
 
 /// A count-min sketch and its candidates (see the module doc).
+#[derive(Clone)]
 pub struct CountMinTopK {
     pub(super) sketch: CountMinSketch,
     pub(super) candidates: Candidates,

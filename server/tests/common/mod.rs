@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
 use hotlist_operators::record::{ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
@@ -203,6 +204,22 @@ impl Harness {
             watermark: Millis(epoch as i64),
             lists,
             dead_letters: vec![],
+            hot_keys: Vec::new(),
+        };
+        let writer = self.writer.as_mut().expect("writer");
+        let ok = std::thread::scope(|s| s.spawn(|| writer.commit(&batch)).join()).expect("commit thread");
+        assert!(ok.expect("commit"), "epoch {epoch} committed");
+    }
+
+    /// Commits hot-key windows (no lists) at `epoch`.
+    pub fn commit_hot(&mut self, epoch: u64, hot_keys: Vec<HotWindow>) {
+        let batch = CommitBatch {
+            job: JOB.into(),
+            epoch,
+            watermark: Millis(epoch as i64),
+            lists: vec![],
+            dead_letters: vec![],
+            hot_keys,
         };
         let writer = self.writer.as_mut().expect("writer");
         let ok = std::thread::scope(|s| s.spawn(|| writer.commit(&batch)).join()).expect("commit thread");
@@ -417,6 +434,7 @@ pub async fn never_mixes_revisions(kind: Kind) {
                     watermark: Millis(0),
                     lists: vec![list("1m", 0, rev, ListState::Open, &items)],
                     dead_letters: vec![],
+                    hot_keys: Vec::new(),
                 };
                 w.commit(&batch).expect("commit");
             }
@@ -449,5 +467,60 @@ pub async fn never_mixes_revisions(kind: Kind) {
     }
     writer.join().expect("writer");
     assert!(seen.len() > 2, "the reader saw the list change: {seen:?}");
+    h.stop().await;
+}
+
+/// A closed 10 s hot-key window at `start` with `keys` as (id, rate, state).
+pub fn hot_window(start: i64, keys: &[(&str, f64, HotState)]) -> HotWindow {
+    HotWindow {
+        start: Millis(start),
+        end: Millis(start + 10_000),
+        watermark: Millis(start + 70_000),
+        as_of: Millis(1_700_000_000_000 + start),
+        keys: keys
+            .iter()
+            .map(|(id, rate, state)| HotKey {
+                item_id: (*id).into(),
+                rate: *rate,
+                state: *state,
+            })
+            .collect(),
+    }
+}
+
+/// `/v1/hot`: 404 JSON before any hot-key window; then the latest window with its keys (rate,
+/// state) highest rate first, following new commits; an empty window is served as such.
+pub async fn hot_keys_are_served(kind: Kind) {
+    let mut h = start(kind).await;
+    let r = h.get("/v1/hot").await;
+    assert_eq!(r.status(), 404);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert!(body["error"].as_str().unwrap_or("").contains("[hot_keys]"), "{body}");
+    h.commit_hot(
+        1,
+        vec![
+            hot_window(0, &[("a", 120.5, HotState::Hot)]),
+            hot_window(10_000, &[("b", 80.0, HotState::Cooling), ("a", 2500.25, HotState::Hot)]),
+        ],
+    );
+    h.wait_epoch(1).await;
+    let v = h.json("/v1/hot").await;
+    assert_eq!(v["window_start"], 10_000);
+    assert_eq!(v["window_end"], 20_000);
+    assert_eq!(v["as_of"], "2023-11-14T22:13:30.000Z");
+    assert_eq!(
+        v["keys"],
+        serde_json::json!([
+            {"item_id": "a", "rate": 2500.25, "state": "hot"},
+            {"item_id": "b", "rate": 80.0, "state": "cooling"},
+        ])
+    );
+    h.commit_hot(2, vec![hot_window(20_000, &[])]);
+    h.wait_epoch(2).await;
+    let v = h.json("/v1/hot").await;
+    assert_eq!(
+        (v["window_start"].as_i64(), v["keys"].as_array().map(Vec::len)),
+        (Some(20_000), Some(0))
+    );
     h.stop().await;
 }

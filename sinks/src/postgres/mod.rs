@@ -37,21 +37,26 @@
 //!   [`claim`](crate::SinkStore::claim) bumps the job's generation in `hotlist_jobs`, which every
 //!   commit of a claiming handle checks after the job's commit lock.
 //!
-//! Files: `schema` (tables, version, the migrations from versions 1 and 2, `drop_schema`),
+//! Files: `schema` (tables, version, the migrations from versions 1, 2 and 3, `drop_schema`),
+//! `hot_keys` (hot-key windows: write and read),
 //! `statements` (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
 //! redacting the connection string), `error` (how failures become a `SinkError` with a retry
 //! class), `encode` (instants and a batch as the column arrays the commit binds), `write`
 //! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
 //! API); tests in `tests`, `migration_tests` (a version-1 schema migrated) and
-//! `migration_v2_tests` (a version-2 schema migrated; migrated tables equal new ones).
+//! `migration_v2_tests` (a version-2 schema migrated; migrated tables equal new ones) and
+//! `migration_v3_tests` (a version-3 schema migrated: hot keys commit and read back).
 
 mod conn;
 mod encode;
 mod error;
+mod hot_keys;
 #[cfg(test)]
 mod migration_tests;
 #[cfg(test)]
 mod migration_v2_tests;
+#[cfg(test)]
+mod migration_v3_tests;
 mod ownership;
 mod read;
 mod schema;

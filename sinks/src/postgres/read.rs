@@ -50,6 +50,10 @@ impl StoreReader for PostgresStore {
         raw.map(|(epoch, watermark)| sql_rows::commit(self.loc(), job, epoch, from_pg(watermark)))
             .transpose()
     }
+
+    fn hot_keys(&mut self, job: &str) -> Result<Option<hotlist_operators::hot_keys::HotWindow>, SinkError> {
+        PostgresStore::hot_keys(self, job)
+    }
 }
 
 impl PostgresStore {

@@ -5,8 +5,10 @@
 //! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`; 3 lists
 //! say what they are: `topk` and `topk_instances` gain `exact` and `error_bound`,
 //! `topk_instances` the sketch check (`sketch_found`, `sketch_of`, `sketch_max_overcount`,
-//! `sketch_total_overcount`, all NULL when there is none). A version 1 schema migrates through
-//! 2 to 3; migrated rows are exact (`exact = TRUE`, `error_bound = 0`, no check).
+//! `sketch_total_overcount`, all NULL when there is none); 4 the hot-key detector's tables
+//! `hot_key_windows` and `hot_keys`. A version 1 schema migrates through 2 and 3 to 4; migrated
+//! rows are exact (`exact = TRUE`, `error_bound = 0`, no check); 3 → 4 only creates the two
+//! new tables.
 
 use super::conn::redact;
 use super::error::pg_err;
@@ -15,7 +17,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -77,6 +79,25 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     recorded_at TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE TABLE IF NOT EXISTS hot_key_windows (
+    job          TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL CHECK (window_end > window_start),
+    watermark    TIMESTAMPTZ NOT NULL,
+    as_of        TIMESTAMPTZ NOT NULL,
+    key_count    BIGINT      NOT NULL CHECK (key_count >= 0),
+    PRIMARY KEY (job, window_start)
+);
+CREATE TABLE IF NOT EXISTS hot_keys (
+    job          TEXT             NOT NULL,
+    window_start TIMESTAMPTZ      NOT NULL,
+    window_end   TIMESTAMPTZ      NOT NULL,
+    item_id      TEXT             NOT NULL,
+    rate         DOUBLE PRECISION NOT NULL CHECK (rate >= 0),
+    state        TEXT             NOT NULL CHECK (state IN ('hot', 'cooling')),
+    as_of        TIMESTAMPTZ      NOT NULL,
+    PRIMARY KEY (job, window_start, item_id)
+);
 CREATE TABLE IF NOT EXISTS hotlist_windows (
     job      TEXT   NOT NULL,
     name     TEXT   NOT NULL,

@@ -127,13 +127,15 @@ fn damage(c: &mut Client, what: Damage) {
         Damage::RowAccuracy { exact, error_bound } => {
             format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
         }
+        Damage::HotKeyCount(n) => format!("UPDATE hot_key_windows SET key_count = {n}"),
     };
     c.batch_execute(
         "ALTER TABLE topk DROP CONSTRAINT IF EXISTS topk_exact_check,
              DROP CONSTRAINT IF EXISTS topk_error_bound_check;
          ALTER TABLE topk_instances DROP CONSTRAINT IF EXISTS topk_instances_exact_check,
              DROP CONSTRAINT IF EXISTS topk_instances_error_bound_check,
-             DROP CONSTRAINT IF EXISTS topk_instances_sketch_check;",
+             DROP CONSTRAINT IF EXISTS topk_instances_sketch_check;
+         ALTER TABLE hot_key_windows DROP CONSTRAINT IF EXISTS hot_key_windows_key_count_check;",
     )
     .unwrap();
     c.batch_execute(&sql).unwrap();

@@ -182,6 +182,7 @@ fn write_batch(
         ];
         tx.execute(&stmts.insert_dead_letters, &letters)?;
     }
+    super::hot_keys::write_hot_windows(tx, job, &batch.hot_keys)?;
     tx.execute(&stmts.upsert_commit, &[&job, &epoch, &cols.watermark, &now])?;
     Ok(())
 }

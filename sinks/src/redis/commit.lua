@@ -7,7 +7,9 @@
 -- list: window, window_start, window_end, revision, state, final, as_of, watermark, exact,
 -- error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (the
 -- four '' when the list has no sketch check), item_count, followed by item_count (score,
--- member) pairs. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
+-- member) pairs. KEYS[2n+3] is the job's hot-key hash; after the lists' arguments come the
+-- batch's latest hot-key window: window_start, window_end, watermark, as_of, key_count, keys
+-- (JSON), or a single '' when the batch has none. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
 -- error reply with the code HOTLIST_CORRUPT; a generation that is no longer the job's as
 -- HOTLIST_TAKEN_OVER <the job's generation>; arguments that are not what the client sends as
 -- HOTLIST_INVALID (the client checked them before: a mismatched client and script).
@@ -94,6 +96,19 @@ for i = 1, n do
   if newer then writes[#writes + 1] = {i, p} end
   p = p + 15 + 2 * tonumber(ARGV[p + 14])
 end
+-- the hot-key window: written if it starts at or after the stored one
+local hkey = KEYS[2 * n + 3]
+local hot = nil
+if ARGV[p] ~= '' then
+  err = bad_type(hkey, 'hash')
+  if err then return corrupt(err) end
+  for x = 0, 4 do
+    if not is_int(ARGV[p + x]) then return invalid('hot-key window field ' .. x .. ' is not an integer') end
+  end
+  local old = redis.call('HGET', hkey, 'window_start')
+  if old and not is_int(old) then return corrupt(hkey .. ' field window_start is not an integer') end
+  if not old or cmp(ARGV[p], old) >= 0 then hot = p end
+end
 
 -- Phase 2: writes.
 for _, w in ipairs(writes) do
@@ -122,6 +137,12 @@ for _, w in ipairs(writes) do
     redis.call('HSET', mkey, SKETCH[1], ARGV[q + 10], SKETCH[2], ARGV[q + 11],
       SKETCH[3], ARGV[q + 12], SKETCH[4], ARGV[q + 13])
   end
+end
+if hot then
+  redis.call('DEL', hkey)
+  redis.call('HSET', hkey, 'window_start', ARGV[hot], 'window_end', ARGV[hot + 1],
+    'watermark', ARGV[hot + 2], 'as_of', ARGV[hot + 3], 'key_count', ARGV[hot + 4],
+    'keys', ARGV[hot + 5], 'epoch', ARGV[1])
 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'watermark', ARGV[2], 'committed_at', ARGV[3])
 return 1

@@ -14,6 +14,9 @@
 //! - `{prefix}:{job}:windows` — a string holding JSON `[{"name","size_ms","slide_ms","k"}…]` in
 //!   configured order (written by `prepare`);
 //! - `{prefix}:{job}:commit` — hash: epoch, watermark (ms), committed_at (ms);
+//! - `{prefix}:{job}:hot` — hash: the latest closed hot-key window (`[hot_keys]`):
+//!   window_start, window_end, watermark, as_of (ms), key_count, epoch and keys (JSON
+//!   `[[item_id, rate, state]…]`, highest rate first); see `redis/hot_keys.rs`;
 //! - `{prefix}:{job}:owner` — hash: generation, owner, claimed_at (ms): the job's owner (see
 //!   `crate::ownership`; Redis has no liveness lock, the generation alone fences a stale run).
 //!
@@ -35,7 +38,9 @@
 //!    list, an older instance's correction does not clobber it. Writing deletes the sorted set
 //!    and the meta hash, adds every member and sets the meta hash, so no member of an earlier
 //!    list survives;
-//! 3. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.
+//! 3. the batch's latest hot-key window replaces the `hot` hash if it starts at or after the
+//!    stored one;
+//! 4. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.
 //!
 //! The script checks every key's type and every stored number before its first write, and each
 //! list's accuracy arguments as a reader would (`exact` 0 or 1, an exact list's `error_bound`
@@ -60,11 +65,13 @@
 //! Files: `commit.lua` (the commit script), `keys` (the key layout), `encode` (the windows
 //! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
-//! commit), `ownership` (claiming the job, `reset`), `read` (the read API).
+//! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `hot_keys` (the
+//! hot-key hash: its commit arguments and its read).
 
 mod conn;
 mod encode;
 mod error;
+mod hot_keys;
 mod keys;
 mod ownership;
 mod read;

@@ -64,7 +64,7 @@ impl RedisStore {
     /// Deletes the job's commit hash and the lists of the windows its windows document names.
     pub(super) fn reset_job(&mut self, job: &str) -> Result<(), SinkError> {
         check_key_part(job, "job id", job)?;
-        let mut keys = vec![self.commit_key(job)];
+        let mut keys = vec![self.commit_key(job), self.hot_key(job)];
         for w in StoreReader::windows(self, job)? {
             keys.push(self.list_key(job, &w.name));
             keys.push(self.meta_key(job, &w.name));

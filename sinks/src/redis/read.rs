@@ -89,6 +89,11 @@ impl StoreReader for RedisStore {
             _ => Err(self.corrupt(format!("{key} lacks epoch or watermark"))),
         }
     }
+
+    /// The job's latest hot-key window (`redis/hot_keys.rs`).
+    fn hot_keys(&mut self, job: &str) -> Result<Option<hotlist_operators::hot_keys::HotWindow>, SinkError> {
+        self.read_hot_keys(job)
+    }
 }
 
 /// `GETRANGE` of the windows document: at most one byte more than [`WINDOWS_DOC_LIMIT`], so a

@@ -162,6 +162,7 @@ fn damage(prefix: &str, what: Damage) {
             })
         }
         Damage::RowAccuracy { .. } => unreachable!("Redis stores no rows (stored_rows is None)"),
+        Damage::HotKeyCount(n) => ::redis::cmd("HSET").arg(key("hot")).arg("key_count").arg(n).exec(&mut c),
     }
     .unwrap();
 }

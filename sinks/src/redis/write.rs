@@ -76,6 +76,10 @@ impl SinkStore for RedisStore {
                 call.arg(item.count).arg(item.item_id.as_str());
             }
         }
+        call.key(self.hot_key(job));
+        for a in RedisStore::hot_args(&batch.hot_keys) {
+            call.arg(a);
+        }
         let op = || format!("commit of job {job:?} epoch {}", batch.epoch);
         // Ok(Err(generation)): the script found the job claimed by another run
         let done: Result<i64, u64> = self.run(op, |c| match call.invoke::<i64>(c) {

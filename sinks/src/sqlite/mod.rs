@@ -9,15 +9,20 @@
 //! Times are INTEGER milliseconds since the Unix epoch; `rank` starts at 1.
 //!
 //! Files: `open` (opening for writing or reading), `schema` (tables, version, the migrations
-//! from versions 1 and 2), `write` (prepare and commit), `ownership` (the job's lock file and
+//! from versions 1, 2 and 3), `write` (prepare and commit), `hot_keys` (hot-key windows: write
+//! and read), `ownership` (the job's lock file and
 //! generation, `reset`), `read` (the read API); tests in `tests`, `migration_tests` (a
 //! version-1 database read and migrated) and `migration_v2_tests` (a version-2 database read
-//! and migrated; migrated tables equal new ones).
+//! and migrated; migrated tables equal new ones) and `migration_v3_tests` (a version-3 database
+//! read, then migrated: hot keys commit and read back).
 
+mod hot_keys;
 #[cfg(test)]
 mod migration_tests;
 #[cfg(test)]
 mod migration_v2_tests;
+#[cfg(test)]
+mod migration_v3_tests;
 mod open;
 mod ownership;
 mod read;
@@ -35,6 +40,7 @@ use crate::file_lock::FileLock;
 use crate::ownership::Claims;
 use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
+use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use rusqlite::{Connection, ErrorCode};
 use std::collections::BTreeMap;
@@ -81,6 +87,9 @@ impl StoreReader for SqliteStore {
     }
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
         SqliteStore::last_commit(self, job)
+    }
+    fn hot_keys(&mut self, job: &str) -> Result<Option<HotWindow>, SinkError> {
+        SqliteStore::hot_keys(self, job)
     }
 }
 

@@ -4,15 +4,17 @@
 //! Versions: 1 the first; 2 `dead_letters.reason` also takes `future` and `too_large`; 3 lists
 //! say what they are: `topk` and `topk_instances` gain `exact` and `error_bound`,
 //! `topk_instances` the sketch check (`sketch_found`, `sketch_of`, `sketch_max_overcount`,
-//! `sketch_total_overcount`, all NULL when there is none). A version 1 database migrates
-//! through 2 to 3; migrated rows are exact (`exact = 1`, `error_bound = 0`, no check).
+//! `sketch_total_overcount`, all NULL when there is none); 4 the hot-key detector's tables
+//! `hot_key_windows` (one header per closed window) and `hot_keys` (one row per reported key).
+//! A version 1 database migrates through 2 and 3 to 4; migrated rows are exact (`exact = 1`,
+//! `error_bound = 0`, no check); 3 → 4 only creates the two new tables.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -23,6 +25,9 @@ pub const OLDEST_READABLE_VERSION: i64 = 1;
 /// The first version whose lists say what they are (`exact`, `error_bound`, the sketch check):
 /// a reader of an older database reads them as exact.
 pub(super) const ACCURACY_VERSION: i64 = 3;
+
+/// The first version with the hot-key tables: a reader of an older database reads no hot keys.
+pub(super) const HOT_KEYS_VERSION: i64 = 4;
 
 /// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside).
 /// The reasons are `DeadReason::as_str`'s (a test keeps them equal).
@@ -115,6 +120,25 @@ CREATE TABLE IF NOT EXISTS topk_instances (
                AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
                AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
     PRIMARY KEY (job, window_name, window_start)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hot_key_windows (
+    job          TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL CHECK (window_end > window_start),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    key_count    INTEGER NOT NULL CHECK (key_count >= 0),
+    PRIMARY KEY (job, window_start)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hot_keys (
+    job          TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    item_id      TEXT    NOT NULL,
+    rate         REAL    NOT NULL CHECK (rate >= 0),
+    state        TEXT    NOT NULL CHECK (state IN ('hot', 'cooling')),
+    as_of        INTEGER NOT NULL,
+    PRIMARY KEY (job, window_start, item_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hotlist_windows (
     job      TEXT    NOT NULL,

@@ -43,6 +43,7 @@ fn damage(path: &Path, what: Damage) {
             let exact = i64::from(exact);
             format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
         }
+        Damage::HotKeyCount(n) => format!("UPDATE hot_key_windows SET key_count = {n}"),
     };
     let conn = Connection::open(path).unwrap();
     conn.pragma_update(None, "ignore_check_constraints", true).unwrap();

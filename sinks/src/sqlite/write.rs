@@ -86,6 +86,9 @@ fn write_batch(tx: &Connection, batch: &CommitBatch, now: Millis) -> rusqlite::R
     for l in latest_revisions(&batch.lists) {
         write_list(tx, job, l)?;
     }
+    for w in &batch.hot_keys {
+        super::hot_keys::write_hot_window(tx, job, w)?;
+    }
     let mut dead = tx.prepare_cached(INSERT_DEAD_LETTER)?;
     for d in &batch.dead_letters {
         dead.execute(params![

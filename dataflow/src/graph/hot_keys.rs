@@ -1,0 +1,178 @@
+//! `HotKeys`: the sampled hot-key detector as an operator (algorithm in
+//! `operators/src/hot_keys.rs`).
+//!
+//! Every worker's source copies 1 in `hot_keys.sample` of its accepted events — chosen by a
+//! pinned hash of the event's (partition, position), so a replay keeps the same ones — to its
+//! `sampled` output (`dataflow/src/source/operator.rs`), and they go to worker 0, which counts them in one detector. It stashes them and the broadcast control records by
+//! epoch like the merger; once the frontier passes an epoch it counts that epoch's sampled
+//! events in (partition, position) order, computes the same global watermark as the counters and
+//! closes the hot-key windows it passed. At a checkpoint epoch it writes `hotkeys.snap`
+//! before it lets the epoch go, so the sink commits a checkpoint only with its detector state
+//! on disk. The closed windows go to the sink with the dead letters (`SinkInput::Hot`).
+
+use super::epoch_stash::{Epoch, EpochStash};
+use super::RunCtx;
+use crate::checkpoint;
+use crate::stats::JobStats;
+use hotlist_operators::hot_keys::{Added, HotKeyDetector, HotKeySpec, HotState, HotWindow};
+use hotlist_operators::record::{Control, TimedEvent};
+use hotlist_operators::snapshot::SnapshotError;
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::watermark::GlobalWatermark;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::Stream;
+
+/// The checkpoint file of the detector.
+pub const HOT_KEYS_FILE: &str = "hotkeys.snap";
+
+/// Detects hot keys in the sampled events (the source's `sampled` output, copied there so the
+/// other 1 − 1/N events are never copied) on worker 0; returns the closed windows' reports.
+pub fn hot_keys<'scope>(
+    sampled: Stream<'scope, u64, Vec<TimedEvent>>,
+    control: Stream<'scope, u64, Vec<Control>>,
+    spec: HotKeySpec,
+    allowed_lateness: Span,
+    stats: Arc<JobStats>,
+    ctx: RunCtx,
+) -> Stream<'scope, u64, Vec<HotWindow>> {
+    let leader = sampled.scope().index() == 0;
+    stats.hot_keys.enabled.store(true, Relaxed);
+    sampled.binary_frontier(
+        control,
+        Exchange::new(|_: &TimedEvent| 0u64),
+        Pipeline,
+        "HotKeys",
+        move |_cap, _info| {
+            let mut state = if leader {
+                HotKeysState::new(spec, allowed_lateness, stats, ctx)
+            } else {
+                None
+            };
+            let mut stash: EpochStash<TimedEvent, Control> = EpochStash::new(&[0]);
+            move |(in_events, f1), (in_control, f2), output| {
+                in_events.for_each_stamp(|cap, data| stash.first(&cap, data));
+                in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
+                while let Some((t, epoch)) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t)) {
+                    let Epoch { caps, first, second } = epoch;
+                    let Some(state) = state.as_mut() else { continue };
+                    let mut reports = state.apply_epoch(t, first, second);
+                    if !reports.is_empty() {
+                        output.session(&caps[0]).give_container(&mut reports);
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// Worker 0's detector and the global watermark it closes windows by.
+struct HotKeysState {
+    detector: HotKeyDetector,
+    global: GlobalWatermark,
+    stats: Arc<JobStats>,
+    ctx: RunCtx,
+}
+
+impl HotKeysState {
+    /// A fresh detector, or the checkpoint's (`hotkeys.snap`). A checkpoint without one, or
+    /// taken with another sample, window or sketch size, starts the detector afresh (logged);
+    /// a damaged one fails the run (and the detector is off until it stops).
+    fn new(spec: HotKeySpec, allowed_lateness: Span, stats: Arc<JobStats>, ctx: RunCtx) -> Option<HotKeysState> {
+        let fresh = || HotKeyDetector::new(spec, allowed_lateness);
+        let detector = match ctx.restore.as_ref().map(|r| (r.epoch, r.hot_keys.as_ref())) {
+            None => fresh(),
+            Some((epoch, None)) => {
+                tracing::warn!("checkpoint {epoch} has no {HOT_KEYS_FILE}: the hot-key detector starts afresh");
+                fresh()
+            }
+            Some((epoch, Some(snap))) => match HotKeyDetector::restore(spec, allowed_lateness, snap) {
+                Ok(d) => Ok(d),
+                Err(SnapshotError::Incompatible) => {
+                    tracing::warn!(
+                        "checkpoint {epoch}: {HOT_KEYS_FILE} was taken with another hot_keys sample, window or \
+                         sketch size: the hot-key detector starts afresh"
+                    );
+                    fresh()
+                }
+                Err(e) => {
+                    ctx.fail(format!("cannot restore checkpoint {epoch}: {HOT_KEYS_FILE}: {e}"));
+                    return None;
+                }
+            },
+        };
+        // the plan was validated, so a fresh detector builds
+        let detector = match detector {
+            Ok(d) => d,
+            Err(e) => {
+                ctx.fail(format!("hot_keys: {e}"));
+                return None;
+            }
+        };
+        let mut global = GlobalWatermark::new();
+        if let Some(r) = &ctx.restore {
+            global.restore(r.counters.iter().map(|c| c.watermark).max().unwrap_or(Millis::MIN));
+        }
+        Some(HotKeysState {
+            detector,
+            global,
+            stats,
+            ctx,
+        })
+    }
+
+    /// Applies epoch `t`: counts its sampled events (in partition, position order: the
+    /// candidates depend on order), reads its control records, closes the windows the global
+    /// watermark passed, and checkpoints if `t` is a checkpoint.
+    fn apply_epoch(&mut self, t: u64, mut events: Vec<TimedEvent>, controls: Vec<Control>) -> Vec<HotWindow> {
+        events.sort_unstable_by_key(|e| (e.partition, e.position));
+        let mut dropped = 0u64;
+        for e in &events {
+            if self.detector.add(&e.item, e.hash, e.ts, e.wm_before) != Added::Counted {
+                dropped += 1;
+            }
+        }
+        let requested = controls.contains(&Control::Checkpoint);
+        for c in controls {
+            if let Control::Partition {
+                partition,
+                watermark,
+                status,
+                ..
+            } = c
+            {
+                self.global.update(partition, watermark, status);
+            }
+        }
+        let wm = self.global.advance();
+        let reports = self.detector.advance(wm, Millis::now());
+        if self.ctx.is_checkpoint(t, wm, requested) {
+            self.snapshot(t);
+        }
+        self.report(events.len() as u64, dropped, &reports);
+        reports
+    }
+
+    /// Writes `hotkeys.snap` of checkpoint `t`; a failed write fails the run.
+    fn snapshot(&self, t: u64) {
+        let Some(dir) = self.ctx.checkpoint_dir(t) else { return };
+        if let Err(e) = checkpoint::write_snapshot(&dir, HOT_KEYS_FILE, &self.detector.snapshot()) {
+            self.ctx.fail(format!("checkpoint write failed: {e:#}"));
+        }
+    }
+
+    fn report(&self, sampled: u64, dropped: u64, reports: &[HotWindow]) {
+        let h = &self.stats.hot_keys;
+        h.sampled.fetch_add(sampled, Relaxed);
+        h.dropped.fetch_add(dropped, Relaxed);
+        h.windows.fetch_add(reports.len() as u64, Relaxed);
+        h.open_windows.store(self.detector.open_windows() as u64, Relaxed);
+        if let Some(last) = reports.last() {
+            let hot = last.keys.iter().filter(|k| k.state == HotState::Hot).count() as u64;
+            h.hot.store(hot, Relaxed);
+            h.cooling.store(last.keys.len() as u64 - hot, Relaxed);
+        }
+    }
+}
