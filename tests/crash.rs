@@ -3,6 +3,7 @@
 //! dead letters of an uninterrupted run and of the model: nothing lost, nothing twice.
 
 use hotlist_tests::inputs::{checkpointed_job_shape, random_partitions, write_partitions, Shape};
+use hotlist_tests::kills::{kill_and_restart, KillPlan, KillReport};
 use hotlist_tests::model;
 use rand::{Rng, SeedableRng};
 use rusqlite::Connection;
@@ -82,52 +83,21 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
         "uninterrupted run equals the model"
     );
 
-    // the same input, killed again and again
+    // the same input, killed again and again, restored onto 1, 2 and 3 workers in turn
     let dir = setup(&parts);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-    let (mut kills, mut restored) = (0, 0);
-    let mut logs = String::new();
-    for attempt in 0..12 {
-        let before = committed(dir.path());
-        let mut child = spawn(dir.path(), 1 + attempt % 3); // restores onto 1, 2, 3 workers
-                                                            // wait until this run has committed a checkpoint of its own, then kill it a random few
-                                                            // milliseconds later: mid-epoch, mid-checkpoint-write or mid-commit alike
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut finished = false;
-        while committed(dir.path()) <= before {
-            if child.try_wait().expect("try_wait").is_some() {
-                finished = true;
-                break;
-            }
-            assert!(Instant::now() < deadline, "no progress:\n{logs}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if !finished {
-            std::thread::sleep(Duration::from_millis(rng.random_range(0..15))); // fault injection timing
-            finished = child.try_wait().expect("try_wait").is_some();
-        }
-        if !finished {
-            child.kill().expect("SIGKILL");
-            kills += 1;
-        }
-        let out = child.wait_with_output().expect("wait");
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        restored += err.contains("restoring checkpoint") as usize;
-        logs.push_str(&format!("--- attempt {attempt} (killed: {}):\n{err}\n", !finished));
-        if finished {
-            assert!(out.status.success(), "{logs}");
-            break;
-        }
-        if kills >= 6 {
-            // let it run to the end now
-            let out = spawn(dir.path(), 2).wait_with_output().expect("final run");
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            restored += err.contains("restoring checkpoint") as usize;
-            logs.push_str(&format!("--- final run:\n{err}\n"));
-            assert!(out.status.success(), "{logs}");
-            break;
-        }
-    }
+    let plan = KillPlan {
+        attempts: 12,
+        kills: 6,
+        commits_before_kill: (1, 1),
+        jitter_ms: 15,
+        seed: 5,
+    };
+    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let KillReport { kills, restored, logs } = kill_and_restart(
+        &plan,
+        |attempt| spawn(dir.path(), workers(attempt)),
+        || committed(dir.path()),
+    );
     eprintln!("uninterrupted run: {full:?}; kills: {kills}; restores: {restored}");
     assert!(kills >= 5, "killed only {kills} times:\n{logs}");
     assert!(restored >= 1, "no restart restored a checkpoint:\n{logs}");

@@ -6,10 +6,10 @@
 //! and restarted from its checkpoints stores the same `hot_keys` rows as an uninterrupted one;
 //! a checkpoint without the detector's state, or of another `sample`, starts it afresh.
 
+use hotlist_tests::kills::{kill_and_restart, KillPlan, KillReport};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// 2026-01-01T00:00:00Z: windows of 10 s start on it.
 const T0: i64 = 1_767_225_600_000;
@@ -223,50 +223,15 @@ fn a_restart_from_a_checkpoint_gives_identical_hot_keys() {
     check(10, &want);
 
     let dir = setup(10, true);
-    let (mut kills, mut restored, mut logs) = (0, 0, String::new());
-    for attempt in 0..4 {
-        let before = committed(dir.path());
-        let mut child = spawn(dir.path());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut finished = false;
-        // kill once this run has committed a checkpoint of its own (twice, the first time)
-        let target = if attempt == 0 { 2 } else { 1 };
-        let mut seen = 0;
-        let mut last = before;
-        while seen < target {
-            if child.try_wait().expect("try_wait").is_some() {
-                finished = true;
-                break;
-            }
-            let now = committed(dir.path());
-            if now > last {
-                seen += 1;
-                last = now;
-            }
-            assert!(Instant::now() < deadline, "no progress:\n{logs}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if !finished {
-            child.kill().expect("SIGKILL");
-            kills += 1;
-        }
-        let out = child.wait_with_output().expect("wait");
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        restored += err.contains("restoring checkpoint") as usize;
-        logs.push_str(&format!("--- attempt {attempt} (killed: {}):\n{err}\n", !finished));
-        if finished {
-            assert!(out.status.success(), "{logs}");
-            break;
-        }
-        if kills >= 3 {
-            let out = spawn(dir.path()).wait_with_output().expect("final run");
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            restored += err.contains("restoring checkpoint") as usize;
-            logs.push_str(&format!("--- final run:\n{err}\n"));
-            assert!(out.status.success(), "{logs}");
-            break;
-        }
-    }
+    // killed once this run has committed checkpoints of its own (twice, the first time)
+    let plan = KillPlan {
+        attempts: 4,
+        kills: 3,
+        commits_before_kill: (2, 1),
+        jitter_ms: 0,
+        seed: 0,
+    };
+    let KillReport { kills, restored, logs } = kill_and_restart(&plan, |_| spawn(dir.path()), || committed(dir.path()));
     assert!(kills >= 1, "never killed:\n{logs}");
     assert!(restored >= 1, "no restart restored a checkpoint:\n{logs}");
     let got = stored(&dir.path().join("out.db"));

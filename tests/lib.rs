@@ -2,9 +2,11 @@
 //!
 //! - [`model`]: a brute-force, obviously-correct model of docs/time.md's rules (event contract,
 //!   per-partition lateness, windows, ranking) that the job's sealed output must equal;
-//! - [`inputs`]: random and fixed input files (events, disorder, late events, bad lines).
+//! - [`inputs`]: random and fixed input files (events, disorder, late events, bad lines);
+//! - [`kills`]: the crash tests' loop of SIGKILLs and restarts.
 
 pub mod inputs;
+pub mod kills;
 pub mod model;
 
 use std::path::PathBuf;

@@ -6,8 +6,8 @@
 //! own worker count.
 
 use hotlist_tests::inputs::{checkpointed_job_shape, random_partitions, write_partitions};
+use hotlist_tests::kills::{kill_and_restart, KillPlan, KillReport};
 use hotlist_tests::model::{self, ModelWindow};
-use rand::{Rng, SeedableRng};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -125,44 +125,19 @@ fn sigkill_and_rescaling_keep_sketch_lists_within_their_bounds() {
     let (truth, _) = model::run(&parts, &model_windows(usize::MAX), 2_000, 30_000);
     let epsilon = HashMap::from([("10s", 0.02), ("30s-hop", 0.05)]);
     let dir = setup(&parts, &config(SKETCH_10S, AUTO_HOP));
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-    let (mut kills, mut restored, mut logs) = (0, 0, String::new());
-    for attempt in 0..12 {
-        let before = committed(dir.path());
-        let mut child = spawn(dir.path(), 1 + attempt % 3);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut finished = false;
-        while committed(dir.path()) <= before {
-            if child.try_wait().expect("try_wait").is_some() {
-                finished = true;
-                break;
-            }
-            assert!(Instant::now() < deadline, "no progress:\n{logs}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if !finished {
-            std::thread::sleep(Duration::from_millis(rng.random_range(0..15))); // fault injection timing
-            finished = child.try_wait().expect("try_wait").is_some();
-        }
-        if !finished {
-            child.kill().expect("SIGKILL");
-            kills += 1;
-        }
-        let out = child.wait_with_output().expect("wait");
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        restored += err.contains("restoring checkpoint") as usize;
-        logs.push_str(&format!("--- attempt {attempt} (killed: {}):\n{err}\n", !finished));
-        if finished {
-            assert!(out.status.success(), "{logs}");
-            break;
-        }
-        if kills >= 6 {
-            let out = spawn(dir.path(), 2).wait_with_output().expect("final run");
-            logs.push_str(&String::from_utf8_lossy(&out.stderr));
-            assert!(out.status.success(), "{logs}");
-            break;
-        }
-    }
+    let plan = KillPlan {
+        attempts: 12,
+        kills: 6,
+        commits_before_kill: (1, 1),
+        jitter_ms: 15,
+        seed: 9,
+    };
+    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let KillReport { kills, restored, logs } = kill_and_restart(
+        &plan,
+        |attempt| spawn(dir.path(), workers(attempt)),
+        || committed(dir.path()),
+    );
     assert!(
         kills >= 5 && restored >= 1,
         "kills {kills}, restores {restored}:\n{logs}"
