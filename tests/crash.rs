@@ -20,22 +20,7 @@ fn shape() -> Shape {
 }
 
 fn spawn(dir: &Path, workers: usize) -> std::process::Child {
-    Command::new(hotlist_tests::hotlist_bin())
-        .args([
-            "run",
-            "--config",
-            "hotlist.toml",
-            "--progress",
-            "never",
-            "--workers",
-            &workers.to_string(),
-        ])
-        .current_dir(dir)
-        .env("HOTLIST_LOG", "hotlist=info,warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hotlist")
+    hotlist_tests::spawn_run(dir, workers)
 }
 
 /// The store's committed epoch of the test's job in `dir`.

@@ -9,7 +9,6 @@
 use hotlist_tests::kills::{kill_and_restart, KillPlan, KillReport};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// 2026-01-01T00:00:00Z: windows of 10 s start on it.
 const T0: i64 = 1_767_225_600_000;
@@ -195,22 +194,7 @@ fn committed(dir: &Path) -> Option<u64> {
 }
 
 fn spawn(dir: &Path) -> std::process::Child {
-    Command::new(hotlist_tests::hotlist_bin())
-        .args([
-            "run",
-            "--config",
-            "hotlist.toml",
-            "--progress",
-            "never",
-            "--workers",
-            "2",
-        ])
-        .current_dir(dir)
-        .env("HOTLIST_LOG", "hotlist=info,warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hotlist")
+    hotlist_tests::spawn_run(dir, 2)
 }
 
 /// Killed with SIGKILL after its first checkpoints and restarted until it ends, the job stores

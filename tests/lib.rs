@@ -10,7 +10,7 @@ pub mod kills;
 pub mod model;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// The built `hotlist` binary (target/<profile>/hotlist next to this test's deps directory).
 /// `cargo test --workspace` builds it (the dataflow crate's own CLI tests need it).
@@ -217,3 +217,17 @@ epoch_interval = "2ms"
 batch_size = 24
 max_epochs_in_flight = 2
 "#;
+
+/// `hotlist run --config hotlist.toml --progress never --workers <workers>` in `dir`, in the
+/// background, logging at info; its stderr is piped (for `wait_with_output`).
+pub fn spawn_run(dir: &std::path::Path, workers: usize) -> Child {
+    Command::new(hotlist_bin())
+        .args(["run", "--config", "hotlist.toml", "--progress", "never", "--workers"])
+        .arg(workers.to_string())
+        .current_dir(dir)
+        .env("HOTLIST_LOG", "hotlist=info,warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hotlist")
+}

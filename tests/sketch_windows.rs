@@ -11,7 +11,6 @@ use hotlist_tests::model::{self, ModelWindow};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const JOB: &str = "sketchy";
@@ -36,15 +35,7 @@ fn setup(parts: &[Vec<Vec<u8>>], config: &str) -> tempfile::TempDir {
 }
 
 fn spawn(dir: &Path, workers: usize) -> std::process::Child {
-    Command::new(hotlist_tests::hotlist_bin())
-        .args(["run", "--config", "hotlist.toml", "--progress", "never", "--workers"])
-        .arg(workers.to_string())
-        .current_dir(dir)
-        .env("HOTLIST_LOG", "hotlist=info,warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hotlist")
+    hotlist_tests::spawn_run(dir, workers)
 }
 
 fn committed(dir: &Path) -> Option<u64> {

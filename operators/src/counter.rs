@@ -471,13 +471,7 @@ impl WindowedCounter {
         if !counted {
             self.interner.release_unreferenced(idx);
         }
-        sealed_drop.then(|| DeadLetter {
-            partition: ev.partition,
-            position: ev.position,
-            raw: render_event(ev),
-            reason: DeadReason::Sealed,
-            detail: format!("window already sealed at watermark {}", self.global_wm),
-        })
+        sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 
     /// The pane group a window belongs to.
@@ -819,6 +813,18 @@ pub(crate) fn out_of_range(ev: &TimedEvent, bad: BadRecord) -> DeadLetter {
         raw: render_event(ev),
         reason: DeadReason::Bad,
         detail: bad.to_string(),
+    }
+}
+
+/// The dead letter of an event that reached sealed instances (at global watermark `wm`).
+#[cold]
+pub(crate) fn sealed_letter(ev: &TimedEvent, wm: Millis) -> DeadLetter {
+    DeadLetter {
+        partition: ev.partition,
+        position: ev.position,
+        raw: render_event(ev),
+        reason: DeadReason::Sealed,
+        detail: format!("window already sealed at watermark {wm}"),
     }
 }
 

@@ -17,11 +17,11 @@
 //! over-counts by at most ⌈(e/w)·n⌉ with n that worker's events ≤ N, the instance's events.
 //! The worker's list says how many events it counted; the merger adds them up for the bound.
 
-use crate::counter::{horizon, out_of_range, render_event};
+use crate::counter::{horizon, out_of_range, sealed_letter};
 use crate::counting::{AnySketch, Counting};
 use crate::event::check_event_time;
 use crate::hash::{item_hash, key_group};
-use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
+use crate::record::{DeadLetter, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
 use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, HeavyKeeperSnapshot};
 use crate::snapshot::Snapshot;
 use crate::time::{Millis, Span};
@@ -236,13 +236,7 @@ impl SketchCounter {
                 self.count(InstanceKey { window: wid, start }, ev);
             }
         }
-        sealed_drop.then(|| DeadLetter {
-            partition: ev.partition,
-            position: ev.position,
-            raw: render_event(ev),
-            reason: DeadReason::Sealed,
-            detail: format!("window already sealed at watermark {}", self.global_wm),
-        })
+        sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 
     /// Counts `ev` in instance `key` (creating it), folding an `auto` instance that passed its share.

@@ -1,7 +1,7 @@
 use super::*;
 use crate::counting::{Algorithm, SketchSpec};
 use crate::merge::ListMerger;
-use crate::record::{ListState, PartitionId, PublishedList};
+use crate::record::{DeadReason, ListState, PartitionId, PublishedList};
 use crate::snapshot::SnapshotError;
 use proptest::prelude::*;
 use std::collections::HashMap;
