@@ -159,15 +159,6 @@ impl AnySketch {
         }
     }
 
-    /// Counts one event of `item`.
-    #[inline]
-    pub fn add_one(&mut self, item: &str, hash: u64) {
-        match self {
-            AnySketch::Cms(s) => s.add(item, hash, 1),
-            AnySketch::Hk(s) => s.add(item, hash, 1),
-        }
-    }
-
     /// Counts `n` events of `item` (any `n`: split into 32-bit adds).
     #[inline]
     pub fn add(&mut self, item: &str, hash: u64, mut n: u64) {

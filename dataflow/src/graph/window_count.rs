@@ -21,7 +21,7 @@ use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::counting::Counting;
 use hotlist_operators::hash::key_group;
 use hotlist_operators::pane_sharing::PaneSharing;
-use hotlist_operators::record::{Control, DeadLetter, DeadReason, LocalList, TimedEvent};
+use hotlist_operators::record::{Control, DeadLetter, DeadReason, LocalList, PartitionId, TimedEvent};
 use hotlist_operators::sketch_counter::SketchCounter;
 use hotlist_operators::time::Span;
 use hotlist_operators::watermark::GlobalWatermark;
@@ -203,17 +203,27 @@ impl WindowCountState {
 
     /// Counts the epoch's events; returns those that reached only sealed windows.
     fn count(&mut self, events: &[Vec<TimedEvent>]) -> Vec<DeadLetter> {
-        let (counter, sketches) = (&mut self.counter, &mut self.sketches);
         let mut dead = Vec::new();
-        for batch in events {
-            for ev in batch {
-                // one dead letter per event, whichever counter (or both) says it
-                let exact = if self.any_exact { counter.apply(ev) } else { None };
-                if let Some(d) = exact.or(sketches.apply(ev)) {
-                    dead.push(d);
+        if self.any_exact {
+            let counter = &mut self.counter;
+            for batch in events {
+                for ev in batch {
+                    if let Some(d) = counter.apply(ev) {
+                        dead.push(d);
+                    }
                 }
             }
         }
+        let mut from_sketches = Vec::new();
+        self.sketches.apply_epoch(events, &mut from_sketches);
+        // one dead letter per event, whichever counter (or both) raised it (dead letters are rare)
+        let seen: std::collections::HashSet<(PartitionId, u64)> =
+            dead.iter().map(|d| (d.partition, d.position)).collect();
+        dead.extend(
+            from_sketches
+                .into_iter()
+                .filter(|d| !seen.contains(&(d.partition, d.position))),
+        );
         dead
     }
 

@@ -34,6 +34,8 @@ fn ev(item: &str, ts: i64, wm_before: i64, position: u64) -> TimedEvent {
 struct Job {
     counters: Vec<SketchCounter>,
     merger: ListMerger,
+    /// Feed each worker's events as epoch batches (`apply_epoch`) rather than one by one.
+    batched: bool,
 }
 
 impl Job {
@@ -43,15 +45,25 @@ impl Job {
                 .map(|w| SketchCounter::new(windows.to_vec(), counting.to_vec(), LATENESS, w as u32, workers))
                 .collect(),
             merger: ListMerger::new(windows.to_vec(), LATENESS).with_counting(counting),
+            batched: false,
         }
     }
 
     fn epoch(&mut self, events: &[TimedEvent], wm: i64, tick: bool) -> (Vec<PublishedList>, Vec<DeadLetter>) {
         let n = self.counters.len() as u32;
         let mut dead = Vec::new();
+        let mut batches: Vec<Vec<TimedEvent>> = vec![Vec::new(); n as usize];
         for e in events {
-            let w = key_group(e.hash) % n;
-            dead.extend(self.counters[w as usize].apply(e));
+            let w = (key_group(e.hash) % n) as usize;
+            match self.batched {
+                true => batches[w].push(e.clone()),
+                false => dead.extend(self.counters[w].apply(e)),
+            }
+        }
+        for (c, batch) in self.counters.iter_mut().zip(batches) {
+            // two batches per epoch, as an exchange may deliver them
+            let (a, b) = batch.split_at(batch.len() / 2);
+            c.apply_epoch(&[a.to_vec(), b.to_vec()], &mut dead);
         }
         for c in &mut self.counters {
             for l in c.advance(Millis(wm), tick) {
@@ -72,9 +84,15 @@ fn true_counts(events: &[TimedEvent], w: &WindowSpec, start: Millis) -> HashMap<
 
 #[test]
 fn sketch_lists_bound_the_true_counts_and_seal() {
+    bound_and_seal(false);
+    bound_and_seal(true);
+}
+
+fn bound_and_seal(batched: bool) {
     let w = WindowSpec::tumbling("10", Span::from_millis(10), 3);
     let counting = [Counting::Sketch(spec(Algorithm::Cms, 6))];
     let mut job = Job::new(std::slice::from_ref(&w), &counting, 2);
+    job.batched = batched;
     let events: Vec<TimedEvent> = (0..300u64)
         .map(|i| ev(&format!("i{}", (i * i) % 17), (i % 10) as i64, i64::MIN, i))
         .collect();
@@ -291,11 +309,13 @@ proptest! {
         workers in 1usize..4,
         k in 1usize..5,
         auto in any::<bool>(),
+        batched in any::<bool>(),
     ) {
         let windows = [WindowSpec::tumbling("10", Span::from_millis(10), k), WindowSpec { name: "20/10".into(), size: Span::from_millis(20), slide: Span::from_millis(10), k }];
         let sketch = spec(Algorithm::Cms, 4 * k);
         let counting: Vec<Counting> = windows.iter().map(|_| if auto { Counting::Auto { sketch, max_items: 12 } } else { Counting::Sketch(sketch) }).collect();
         let mut job = Job::new(&windows, &counting, workers);
+        job.batched = batched;
         // zipf-ish: low ids repeat; two epochs of events, then the end of input
         let events: Vec<TimedEvent> = stream.iter().enumerate().map(|(i, (id, hot, ts))| {
             let item = if *hot == 0 { format!("h{}", id % 5) } else { format!("c{id}") };
