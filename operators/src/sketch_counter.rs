@@ -214,7 +214,7 @@ impl SketchCounter {
         if let Err(bad) = check_event_time(ev.ts) {
             return Some(out_of_range(ev, bad));
         }
-        let sealed_drop = self.route(ev, |me, key| me.count(key, ev, 1));
+        let sealed_drop = self.route(ev, |me, key| me.count(key, &ev.item, ev.hash, 1));
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 
@@ -229,21 +229,17 @@ impl SketchCounter {
             return;
         }
         let mut pending = std::mem::take(&mut self.pending);
-        for (b, batch) in batches.iter().enumerate() {
-            for (i, ev) in batch.iter().enumerate() {
-                if let Err(bad) = check_event_time(ev.ts) {
-                    dead.push(out_of_range(ev, bad));
-                    continue;
-                }
-                let at = (b as u32, i as u32); // batches and events of one epoch: u32 is plenty
-                if self.route(ev, |_, key| pending.add(key, at, ev, batches)) {
-                    dead.push(sealed_letter(ev, self.global_wm));
-                }
+        for ev in batches.iter().flatten() {
+            if let Err(bad) = check_event_time(ev.ts) {
+                dead.push(out_of_range(ev, bad));
+                continue;
+            }
+            if self.route(ev, |_, key| pending.add(key, ev)) {
+                dead.push(sealed_letter(ev, self.global_wm));
             }
         }
         for p in pending.drain() {
-            let ev = &batches[p.at.0 as usize][p.at.1 as usize];
-            self.count(p.key, ev, p.n);
+            self.count(p.key, &p.item, p.hash, p.n);
         }
         self.pending = pending;
     }
@@ -278,9 +274,9 @@ impl SketchCounter {
         sealed_drop
     }
 
-    /// Counts `n` events like `ev` in instance `key` (creating it), folding an `auto` instance
-    /// that passed its share.
-    fn count(&mut self, key: InstanceKey, ev: &TimedEvent, n: u64) {
+    /// Counts `n` events of `item` (pinned hash `hash`) in instance `key` (creating it),
+    /// folding an `auto` instance that passed its share.
+    fn count(&mut self, key: InstanceKey, item: &ItemId, hash: u64, n: u64) {
         let counting = self.counting[key.window.0 as usize];
         let inst = self.instances.entry(key).or_insert_with(|| Instance {
             counts: match counting {
@@ -295,12 +291,12 @@ impl SketchCounter {
         inst.events += n;
         inst.touched = self.seq;
         match &mut inst.counts {
-            Counts::Sketch(s) => s.add(&ev.item, ev.hash, n),
+            Counts::Sketch(s) => s.add(item, hash, n),
             Counts::Exact(map) => {
-                match map.get_mut(ev.item.as_str()) {
+                match map.get_mut(item.as_str()) {
                     Some(c) => *c += n,
                     None => {
-                        map.insert(ev.item.clone(), n);
+                        map.insert(item.clone(), n);
                     }
                 }
                 if let Counting::Auto { max_items, .. } = counting {

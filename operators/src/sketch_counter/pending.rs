@@ -1,15 +1,16 @@
 //! An epoch's events summed per (instance, item) before they are added to the sketches: the
 //! sketch counter's batch (see `SketchCounter::apply_epoch`).
 
-use crate::record::TimedEvent;
+use crate::record::{ItemId, TimedEvent};
 use crate::window::InstanceKey;
 use hashbrown::hash_table::{Entry, HashTable};
 
-/// One (instance, item) of the epoch: where its first event is, and how many there were.
+/// One (instance, item) of the epoch and how many events it had. The id is kept here (ids of up
+/// to 24 bytes are inline): comparing against the event it came from would be a cache miss.
 pub(super) struct PendingCount {
     pub key: InstanceKey,
-    /// (batch, index) of its first event (the item id is read there, not copied).
-    pub at: (u32, u32),
+    pub item: ItemId,
+    pub hash: u64,
     pub n: u64,
 }
 
@@ -19,22 +20,26 @@ pub(super) struct Pending {
     table: HashTable<PendingCount>,
 }
 
+/// The table hash of (instance, item hash).
+#[inline]
+fn mix(key: &InstanceKey, item_hash: u64) -> u64 {
+    item_hash ^ (key.start.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(key.window.0)
+}
+
 impl Pending {
-    /// Counts `ev` (at `at` in `batches`) for instance `key`.
+    /// Counts `ev` for instance `key`.
     #[inline]
-    pub fn add(&mut self, key: InstanceKey, at: (u32, u32), ev: &TimedEvent, batches: &[Vec<TimedEvent>]) {
-        let item = |p: &PendingCount| &batches[p.at.0 as usize][p.at.1 as usize];
-        let hash = |key: &InstanceKey, item_hash: u64| {
-            item_hash ^ (key.start.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(key.window.0)
-        };
-        let same = |p: &PendingCount| p.key == key && item(p).item == ev.item;
-        match self
-            .table
-            .entry(hash(&key, ev.hash), same, |p| hash(&p.key, item(p).hash))
-        {
+    pub fn add(&mut self, key: InstanceKey, ev: &TimedEvent) {
+        let same = |p: &PendingCount| p.hash == ev.hash && p.key == key && p.item == ev.item;
+        match self.table.entry(mix(&key, ev.hash), same, |p| mix(&p.key, p.hash)) {
             Entry::Occupied(mut o) => o.get_mut().n += 1,
             Entry::Vacant(v) => {
-                v.insert(PendingCount { key, at, n: 1 });
+                v.insert(PendingCount {
+                    key,
+                    item: ev.item.clone(),
+                    hash: ev.hash,
+                    n: 1,
+                });
             }
         }
     }
