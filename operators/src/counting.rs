@@ -7,11 +7,7 @@
 //! with a [`Counting::sketch`]. A `both` window is counted by the two.
 
 use crate::record::RankedItem;
-use crate::sketch::{
-    CmsShape, CountMinTopK, CountMinTopKSnapshot, ErrorBound, HeavyKeeper, HeavyKeeperSnapshot, HkShape, SketchError,
-    TopKSketch,
-};
-use crate::snapshot::SnapshotError;
+use crate::sketch::{CmsShape, CountMinTopK, HeavyKeeper, HkShape, SketchError, TopKSketch};
 use serde::{Deserialize, Serialize};
 
 /// How one window counts.
@@ -75,26 +71,6 @@ impl Counting {
     pub fn publishes_sketch(&self) -> bool {
         matches!(self, Counting::Sketch(_) | Counting::Auto { .. })
     }
-
-    /// The config name: `exact`, `sketch`, `auto` or `both`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Counting::Exact => "exact",
-            Counting::Sketch(_) => "sketch",
-            Counting::Auto { .. } => "auto",
-            Counting::Both(_) => "both",
-        }
-    }
-}
-
-impl Algorithm {
-    /// The config name: `cms` or `heavykeeper`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Cms => "cms",
-            Algorithm::HeavyKeeper => "heavykeeper",
-        }
-    }
 }
 
 impl SketchSpec {
@@ -124,14 +100,6 @@ impl SketchSpec {
             (Algorithm::HeavyKeeper, _) => 0,
         }
     }
-
-    /// Heap bytes of one instance's table (without its candidates).
-    pub fn table_bytes(&self) -> usize {
-        self.cms_shape().map_or(0, |s| match self.algorithm {
-            Algorithm::Cms => s.cells() * 4,
-            Algorithm::HeavyKeeper => s.cells() * std::mem::size_of::<crate::sketch::Bucket>(),
-        })
-    }
 }
 
 /// Either sketch, so that one window's instances can use the configured one.
@@ -140,15 +108,6 @@ pub enum AnySketch {
     Cms(CountMinTopK),
     /// HeavyKeeper.
     Hk(HeavyKeeper),
-}
-
-/// An [`AnySketch`]'s state, for checkpoints.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AnySketchSnapshot {
-    /// Count-min with candidates.
-    Cms(CountMinTopKSnapshot),
-    /// HeavyKeeper.
-    Hk(HeavyKeeperSnapshot),
 }
 
 impl AnySketch {
@@ -177,38 +136,9 @@ impl AnySketch {
         self.inner().top(k)
     }
 
-    /// What the counts promise.
-    pub fn error_bound(&self) -> ErrorBound {
-        self.inner().error_bound()
-    }
-
     /// Heap bytes of the whole state.
     pub fn heap_bytes(&self) -> usize {
         self.inner().heap_bytes()
-    }
-
-    /// The state as plain data.
-    pub fn snapshot(&self) -> AnySketchSnapshot {
-        match self {
-            AnySketch::Cms(s) => AnySketchSnapshot::Cms(s.snapshot()),
-            AnySketch::Hk(s) => AnySketchSnapshot::Hk(s.snapshot()),
-        }
-    }
-
-    /// Restores a snapshot taken of a sketch of `spec` (validated against its shape).
-    pub fn restore(s: &AnySketchSnapshot, spec: &SketchSpec) -> Result<AnySketch, SnapshotError> {
-        let shape = spec.cms_shape().map_err(|e| SnapshotError::Invalid(e.to_string()))?;
-        match (s, spec.algorithm) {
-            (AnySketchSnapshot::Cms(s), Algorithm::Cms) => {
-                CountMinTopK::restore(s, shape, spec.candidates).map(AnySketch::Cms)
-            }
-            (AnySketchSnapshot::Hk(s), Algorithm::HeavyKeeper) => {
-                let hk =
-                    HkShape::new(shape.width(), shape.depth()).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
-                HeavyKeeper::restore(s, hk, spec.candidates).map(AnySketch::Hk)
-            }
-            _ => Err(SnapshotError::Incompatible),
-        }
     }
 }
 
@@ -244,9 +174,9 @@ mod tests {
             (Counting::Both(s), true, true, false),
         ];
         for (mode, exact, sketch, publishes) in modes {
-            assert_eq!(mode.counts_exactly(), exact, "{}", mode.name());
-            assert_eq!(mode.sketch().is_some(), sketch, "{}", mode.name());
-            assert_eq!(mode.publishes_sketch(), publishes, "{}", mode.name());
+            assert_eq!(mode.counts_exactly(), exact, "{mode:?}");
+            assert_eq!(mode.sketch().is_some(), sketch, "{mode:?}");
+            assert_eq!(mode.publishes_sketch(), publishes, "{mode:?}");
         }
     }
 
@@ -267,18 +197,5 @@ mod tests {
         let n = u64::from(u32::MAX) + 7;
         s.add("big", crate::hash::item_hash("big"), n);
         assert_eq!(s.top(1)[0].count, n);
-    }
-
-    #[test]
-    fn snapshots_restore_only_into_their_own_algorithm() {
-        let (cms, hk) = (spec(Algorithm::Cms), spec(Algorithm::HeavyKeeper));
-        let mut s = hk.new_sketch().unwrap();
-        s.add("a", crate::hash::item_hash("a"), 3);
-        let snap = s.snapshot();
-        assert_eq!(AnySketch::restore(&snap, &hk).unwrap().top(1), s.top(1));
-        assert!(matches!(
-            AnySketch::restore(&snap, &cms),
-            Err(SnapshotError::Incompatible)
-        ));
     }
 }
