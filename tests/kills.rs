@@ -73,6 +73,17 @@ pub fn kill_and_restart(
     report
 }
 
+/// Waits until the store's committed epoch moved `wanted` times while `child` runs, then
+/// SIGKILLs it; false when the child ended first (nothing killed).
+pub fn kill_after_commits(mut child: Child, wanted: usize, committed: impl Fn() -> Option<u64>) -> bool {
+    let killed = awaits_commits(&mut child, wanted, &committed, "");
+    if killed {
+        child.kill().expect("SIGKILL");
+    }
+    let _ = child.wait();
+    killed
+}
+
 /// Waits until the store's committed epoch moved `wanted` times while `child` runs; false when
 /// the child ended first.
 fn awaits_commits(child: &mut Child, wanted: usize, committed: &impl Fn() -> Option<u64>, logs: &str) -> bool {

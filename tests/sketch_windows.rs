@@ -6,12 +6,11 @@
 //! own worker count.
 
 use hotlist_tests::inputs::{checkpointed_job_shape, random_partitions, write_partitions};
-use hotlist_tests::kills::{kill_and_restart, KillPlan, KillReport};
+use hotlist_tests::kills::{kill_after_commits, kill_and_restart, KillPlan, KillReport};
 use hotlist_tests::model::{self, ModelWindow};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 const JOB: &str = "sketchy";
 
@@ -215,18 +214,8 @@ fn heavykeeper_state_restores_only_onto_its_own_worker_count() {
     let hk = "mode = \"sketch\"\n[window.sketch]\nalgorithm = \"heavykeeper\"\nepsilon = 0.05";
     // a live-looking run: stopped with SIGKILL after a commit, so state is left to restore
     let dir = setup(&parts, &config(hk, ""));
-    let mut child = spawn(dir.path(), 2);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while committed(dir.path()).is_none() && child.try_wait().expect("try_wait").is_none() {
-        assert!(Instant::now() < deadline, "no commit");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(
-        child.try_wait().expect("try_wait").is_none(),
-        "the run ended before it could be killed"
-    );
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    let killed = kill_after_commits(spawn(dir.path(), 2), 1, || committed(dir.path()));
+    assert!(killed, "the run ended before it could be killed");
     let run = |workers: &str, ok: bool| {
         let args = [
             "run",
