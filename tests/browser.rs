@@ -268,6 +268,7 @@ fn commit_lists_that_say_what_they_are(dir: &Path) -> u64 {
             ),
         };
         lists.push(PublishedList {
+            group: Default::default(),
             window: l.window,
             start: l.start,
             end: l.end,

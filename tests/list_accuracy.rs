@@ -27,6 +27,7 @@ fn windows() -> Vec<WindowSpec> {
 fn list(window: &str, exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> PublishedList {
     let size = windows().iter().find(|w| w.name == window).expect("a window").size;
     PublishedList {
+        group: Default::default(),
         window: window.into(),
         start: Millis(0),
         end: Millis(size.as_i64()),

@@ -77,6 +77,7 @@ fn windows(c: &Case) -> Vec<WindowSpec> {
         .map(|&(i, k)| {
             let (name, size, slide) = WINDOW_POOL[i];
             WindowSpec {
+                key: Default::default(),
                 name: name.into(),
                 size: Span::from_millis(size),
                 slide: Span::from_millis(slide),

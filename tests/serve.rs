@@ -94,6 +94,7 @@ impl Store {
 fn list(window: &str, revision: u32, items: &[(&str, u64)]) -> PublishedList {
     let size = if window == "1m" { 60_000 } else { 300_000 };
     PublishedList {
+        group: Default::default(),
         window: window.into(),
         start: Millis(0),
         end: Millis(size),

@@ -341,6 +341,7 @@ mod tests {
 
     fn list(window: &str, exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> PublishedList {
         PublishedList {
+            group: Default::default(),
             window: window.into(),
             start: Millis(0),
             end: Millis(10),

@@ -96,6 +96,7 @@ fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result
             .ok_or_else(|| anyhow!("window {:?} has no list yet", w.name)),
         Some(t) => {
             let spec = WindowSpec {
+                key: Default::default(),
                 name: w.name.clone(),
                 size: w.size,
                 slide: w.slide,

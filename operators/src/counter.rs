@@ -19,6 +19,7 @@
 //! end of input sealed when the input goes on after it (a Kafka topic after a bounded run).
 
 use crate::event::{check_event_time, BadRecord};
+use crate::group::GroupKey;
 use crate::hash::{item_hash, key_group};
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
@@ -647,6 +648,7 @@ impl WindowedCounter {
                 let items = self.instance_top_k(key);
                 out.push(LocalList {
                     instance: key,
+                    group: GroupKey::global(),
                     worker: self.worker,
                     items,
                     source: ListSource::PaneCounter,
@@ -844,6 +846,7 @@ mod tests {
 
     fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
         TimedEvent {
+            extra: None,
             item: item.into(),
             ts: Millis(ts),
             wm_before: Millis(wm_before),
@@ -944,6 +947,7 @@ mod tests {
     fn hopping_exclusions_skip_late_instances_only() {
         // size 20, slide 10: t=15 is in [0,20) and [10,30)
         let w = WindowSpec {
+            key: Default::default(),
             name: "h".into(),
             size: Span::from_millis(20),
             slide: Span::from_millis(10),
@@ -997,7 +1001,7 @@ mod tests {
             lateness in 0u64..15,
             advance_every in 1usize..30,
         ) {
-            let windows: Vec<WindowSpec> = pool.iter().enumerate().map(|(i, (size, slide))| WindowSpec {
+            let windows: Vec<WindowSpec> = pool.iter().enumerate().map(|(i, (size, slide))| WindowSpec { key: Default::default(),
                 name: format!("w{i}"), size: Span::from_millis(*size), slide: Span::from_millis(*slide), k: 3,
             }).collect();
             let mut c = WindowedCounter::new(windows.clone(), Span::from_millis(lateness), 0);
@@ -1045,6 +1049,7 @@ mod tests {
     fn shared_panes_across_windows() {
         let a = WindowSpec::tumbling("a", Span::from_millis(10), 3);
         let b = WindowSpec {
+            key: Default::default(),
             name: "b".into(),
             size: Span::from_millis(30),
             slide: Span::from_millis(10),

@@ -33,6 +33,12 @@ pub struct ParsedEvent<'a> {
     pub item_id: Cow<'a, str>,
     /// Event time.
     pub ts: Millis,
+    /// The user (for `distinct_users` windows), when the format locates one and the record
+    /// holds it.
+    pub user: Option<Cow<'a, str>>,
+    /// The values of the format's dims, in [`Format::dims`](crate::format::Format) order (`""`
+    /// where the record has none).
+    pub dims: Vec<Cow<'a, str>>,
 }
 
 /// Why a line is not a valid event.
@@ -77,7 +83,12 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
     let item_id = wire.item_id.0;
     check_item_id(&item_id)?;
     match wire.ts {
-        TsField::Event(ts) => Ok(ParsedEvent { item_id, ts }),
+        TsField::Event(ts) => Ok(ParsedEvent {
+            item_id,
+            ts,
+            user: None,
+            dims: Vec::new(),
+        }),
         TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
     }
 }

@@ -8,6 +8,9 @@
 //! - [`hot_keys`]: the sampled hot-key detector (deterministic 1-in-N sampling, a count-min
 //!   sketch per tumbling window, hot/cooling with hysteresis);
 //! - [`event`]: the event contract: parse one JSON line into an event or a typed bad-record reason;
+//! - [`format`]: field mapping: where a producer's record keeps the item, time, user and dims;
+//! - [`group`]: per-dimension lists: group keys and the counter keys of per-group and
+//!   distinct-user windows;
 //! - [`watermark`]: per-partition clocks and the global watermark over partitions;
 //! - [`lateness`]: the per-partition lateness rule sources apply to each event;
 //! - [`interner`]: item ids interned once per worker, reference counted by live counters;
@@ -31,6 +34,8 @@
 pub mod counter;
 pub mod counting;
 pub mod event;
+pub mod format;
+pub mod group;
 pub mod hash;
 pub mod hot_keys;
 pub mod interner;

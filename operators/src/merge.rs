@@ -7,6 +7,7 @@
 //! Sealed instances are published with state `Final` once and then forgotten.
 
 use crate::counting::Counting;
+use crate::group::GroupKey;
 use crate::record::{ListSource, ListState, LocalList, PublishedList, RankedItem, SketchCheck};
 use crate::snapshot::{MergerSnapshot, PublishedState, SnapshotError};
 use crate::time::{Millis, Span};
@@ -103,6 +104,7 @@ impl ListMerger {
                         window: spec.name.clone(),
                         start: key.start,
                         end,
+                        group: GroupKey::global(),
                         revision: m.revision,
                         state,
                         watermark: wm,
@@ -245,6 +247,7 @@ mod tests {
 
     fn local(worker: u32, start: i64, items: &[(&str, u64)]) -> LocalList {
         LocalList {
+            group: Default::default(),
             instance: InstanceKey {
                 window: WindowId(0),
                 start: Millis(start),

@@ -1,5 +1,6 @@
 //! Plain records that travel between the operators of the job and into the sinks.
 
+use crate::group::GroupKey;
 use crate::time::Millis;
 use crate::window::InstanceKey;
 use compact_str::CompactString;
@@ -28,6 +29,18 @@ pub struct TimedEvent {
     pub partition: PartitionId,
     /// Position within the partition (line number, sequence number or offset).
     pub position: u64,
+    /// The user and dims, for jobs with per-group or distinct-user windows (`None` otherwise:
+    /// a global job pays one null pointer per event).
+    pub extra: Option<Box<EventExtra>>,
+}
+
+/// What per-group and distinct-user windows need of an event beyond its item and time.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventExtra {
+    /// The user, when the record has one.
+    pub user: Option<ItemId>,
+    /// The values of the job's dims (in the job's dim order; `""` where the record has none).
+    pub dims: Vec<CompactString>,
 }
 
 /// The state of a partition as its source reports it at the end of an epoch.
@@ -79,6 +92,8 @@ pub struct RankedItem {
 pub struct LocalList {
     /// Which instance.
     pub instance: InstanceKey,
+    /// Which group of the instance (global lists: `""`).
+    pub group: GroupKey,
     /// Which worker computed it.
     pub worker: u32,
     /// Its top-K, best first.
@@ -142,6 +157,8 @@ pub struct PublishedList {
     pub start: Millis,
     /// Instance end (exclusive).
     pub end: Millis,
+    /// Which group of the window's per-group lists (`""`: the window's global list).
+    pub group: GroupKey,
     /// 1, 2, … per instance; a higher revision supersedes a lower one.
     pub revision: u32,
     /// Open, closed or final.

@@ -20,6 +20,7 @@
 use crate::counter::{horizon, out_of_range, sealed_letter};
 use crate::counting::{AnySketch, Counting};
 use crate::event::check_event_time;
+use crate::group::GroupKey;
 use crate::hash::{item_hash, key_group};
 use crate::record::{DeadLetter, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
 use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, HeavyKeeperSnapshot};
@@ -326,6 +327,7 @@ impl SketchCounter {
             if force || ((tick || !open) && dirty) {
                 out.push(LocalList {
                     instance: *key,
+                    group: GroupKey::global(),
                     worker: self.worker,
                     items: top(&inst.counts, spec.k),
                     source: ListSource::SketchCounter {

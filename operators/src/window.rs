@@ -12,6 +12,7 @@
 //! and a valid window is at most [`MAX_WINDOW_SIZE`] (< 2^49 ms), so every start, end and pane
 //! computed here for an event stays below 2^50 ms in magnitude: far from saturating.
 
+use crate::group::KeyShape;
 use crate::time::{Millis, Span};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,9 @@ pub struct WindowSpec {
     pub slide: Span,
     /// How many items each list holds at most.
     pub k: usize,
+    /// What it counts: global or per-group lists, events or distinct users.
+    #[serde(default)]
+    pub key: KeyShape,
 }
 
 /// Why a window specification is invalid.
@@ -76,6 +80,7 @@ impl WindowSpec {
             size,
             slide: size,
             k,
+            key: KeyShape::default(),
         }
     }
 
@@ -214,6 +219,7 @@ mod tests {
 
     fn hop(size: u64, slide: u64) -> WindowSpec {
         WindowSpec {
+            key: Default::default(),
             name: "w".into(),
             size: Span::from_millis(size),
             slide: Span::from_millis(slide),

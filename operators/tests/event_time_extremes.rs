@@ -24,6 +24,7 @@ const K: usize = 8; // more than the items: lists are whole counts
 
 fn event(item: &str, ts: i64, wm_before: Millis) -> TimedEvent {
     TimedEvent {
+        extra: None,
         item: item.into(),
         ts: Millis(ts),
         wm_before,
@@ -55,6 +56,7 @@ fn window_list() -> impl Strategy<Value = Vec<WindowSpec>> {
             .into_iter()
             .enumerate()
             .map(|(i, (size, slide))| WindowSpec {
+                key: Default::default(),
                 name: format!("w{i}"),
                 size: Span::from_millis(size),
                 slide: Span::from_millis(slide),

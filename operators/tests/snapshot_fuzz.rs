@@ -25,6 +25,7 @@ fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("t10", Span::from_millis(10), 2),
         WindowSpec {
+            key: Default::default(),
             name: "h20".into(),
             size: Span::from_millis(20),
             slide: Span::from_millis(5),
@@ -142,6 +143,7 @@ fn checkpoint(events: &[(u8, i64, i64)], workers: usize) -> Files {
             let item = format!("i{item}");
             let hash = item_hash(&item);
             let ev = TimedEvent {
+                extra: None,
                 item: item.into(),
                 ts,
                 wm_before,
@@ -191,6 +193,7 @@ fn restore_and_run(snaps: &[CounterSnapshot]) {
             for (i, ts) in [0i64, 17, 1000, -5].into_iter().enumerate() {
                 let item = format!("i{i}");
                 let ev = TimedEvent {
+                    extra: None,
                     hash: item_hash(&item),
                     item: item.into(),
                     ts: Millis(ts),

@@ -45,6 +45,7 @@ fn windows(k: usize) -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("t10", Span::from_millis(10), k),
         WindowSpec {
+            key: Default::default(),
             name: "h20".into(),
             size: Span::from_millis(20),
             slide: Span::from_millis(5),
@@ -85,7 +86,7 @@ proptest! {
                 let wm_before = clocks[p].observe(ts);
                 marks.push(clocks[0].watermark().min(clocks[1].watermark()));
                 let item = format!("i{item}");
-                TimedEvent { hash: item_hash(&item), item: item.into(), ts, wm_before, partition: PartitionId(p as u32), position: i as u64 }
+                TimedEvent { extra: None,  hash: item_hash(&item), item: item.into(), ts, wm_before, partition: PartitionId(p as u32), position: i as u64 }
             })
             .collect();
         let epochs: Vec<(&[TimedEvent], Millis)> = stamped
@@ -189,7 +190,7 @@ proptest! {
                 let ts = Millis(t - back - if *late { 30 } else { 0 });
                 let wm_before = clock.observe(ts);
                 let item = format!("i{item}");
-                TimedEvent { hash: item_hash(&item), item: item.into(), ts, wm_before, partition: PartitionId(0), position: i as u64 }
+                TimedEvent { extra: None,  hash: item_hash(&item), item: item.into(), ts, wm_before, partition: PartitionId(0), position: i as u64 }
             })
             .collect();
         let mut counter = WindowedCounter::new(windows(k), lateness, 0);
@@ -249,6 +250,7 @@ fn normalized(mut s: CounterSnapshot) -> CounterSnapshot {
 fn unchanged_panes_are_not_written_again() {
     let mut c = WindowedCounter::new(windows(2), Span::from_millis(100), 0);
     let ev = |item: &str, ts: i64| TimedEvent {
+        extra: None,
         hash: item_hash(item),
         item: item.into(),
         ts: Millis(ts),

@@ -204,6 +204,7 @@ async fn resolve_list(
             .ok_or_else(|| ApiError::not_found(None, format!("window {window:?} has no list yet")))?,
         Some(t) => {
             let ws = WindowSpec {
+                key: Default::default(),
                 name: spec.name.clone(),
                 size: spec.size,
                 slide: spec.slide,

@@ -31,6 +31,7 @@ pub(crate) fn items(n: usize, id: impl Fn(usize) -> String, count: impl Fn(usize
 /// on, computed at watermark `start + 1`, published at 1_700_000_000_000.
 pub(crate) fn list_with(start: i64, revision: u32, items: Vec<RankedItem>) -> PublishedList {
     PublishedList {
+        group: Default::default(),
         window: "1m".into(),
         start: Millis(start),
         end: Millis(start + 60_000),
@@ -142,6 +143,7 @@ pub(crate) fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("5m", m(300_000), 10),
         WindowSpec {
+            key: Default::default(),
             name: "1m".into(),
             size: m(60_000),
             slide: m(30_000),

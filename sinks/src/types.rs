@@ -214,6 +214,7 @@ mod tests {
 
     fn list(window: &str, start: i64, revision: u32) -> PublishedList {
         PublishedList {
+            group: Default::default(),
             window: window.into(),
             start: Millis(start),
             end: Millis(start + 10),

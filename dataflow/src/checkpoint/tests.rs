@@ -13,6 +13,7 @@ use std::os::unix::fs::MetadataExt;
 
 fn event(item: &str, ts: i64) -> TimedEvent {
     TimedEvent {
+        extra: None,
         hash: item_hash(item),
         item: item.into(),
         ts: Millis(ts),

@@ -262,6 +262,7 @@ fn validate_windows(raw: &[RawWindow]) -> Result<Vec<WindowSpec>> {
                     None => size,
                 };
                 Ok(WindowSpec {
+                    key: Default::default(),
                     name: w.name.clone(),
                     size,
                     slide,

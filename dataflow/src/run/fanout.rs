@@ -368,6 +368,7 @@ mod tests {
 
     fn list(window: &str, start: i64, revision: u32, k: usize) -> PublishedList {
         PublishedList {
+            group: Default::default(),
             window: window.into(),
             start: Millis(start),
             end: Millis(start + 60_000),

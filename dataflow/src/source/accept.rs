@@ -139,6 +139,7 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
     }
     let hash = item_hash(&item);
     at.out.events.push(TimedEvent {
+        extra: None,
         item,
         ts,
         wm_before,

@@ -20,6 +20,7 @@ fn spec(algorithm: Algorithm, candidates: usize) -> SketchSpec {
 
 fn ev(item: &str, ts: i64, wm_before: i64, position: u64) -> TimedEvent {
     TimedEvent {
+        extra: None,
         item: item.into(),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
@@ -181,6 +182,7 @@ fn both_windows_publish_the_exact_list_with_a_check() {
         },
     ];
     merger.receive(LocalList {
+        group: Default::default(),
         instance: InstanceKey {
             window: WindowId(0),
             start: Millis(0),
@@ -311,7 +313,7 @@ proptest! {
         auto in any::<bool>(),
         batched in any::<bool>(),
     ) {
-        let windows = [WindowSpec::tumbling("10", Span::from_millis(10), k), WindowSpec { name: "20/10".into(), size: Span::from_millis(20), slide: Span::from_millis(10), k }];
+        let windows = [WindowSpec::tumbling("10", Span::from_millis(10), k), WindowSpec { key: Default::default(),  name: "20/10".into(), size: Span::from_millis(20), slide: Span::from_millis(10), k }];
         let sketch = spec(Algorithm::Cms, 4 * k);
         let counting: Vec<Counting> = windows.iter().map(|_| if auto { Counting::Auto { sketch, max_items: 12 } } else { Counting::Sketch(sketch) }).collect();
         let mut job = Job::new(&windows, &counting, workers);

@@ -303,6 +303,7 @@ mod tests {
         vec![
             WindowSpec::tumbling("t10", Span::from_millis(10), 2),
             WindowSpec {
+                key: Default::default(),
                 name: "h20".into(),
                 size: Span::from_millis(20),
                 slide: Span::from_millis(5),
@@ -320,6 +321,7 @@ mod tests {
         let mut c = WindowedCounter::new(windows(), LATENESS, 0);
         for (item, ts) in [("a", 1), ("b", 2), ("a", 13), ("c", 27)] {
             let ev = TimedEvent {
+                extra: None,
                 hash: item_hash(item),
                 item: item.into(),
                 ts: Millis(ts),
@@ -368,6 +370,7 @@ mod tests {
         assert_eq!(s.validate(&windows()[..1], LATENESS), Err(SnapshotError::Incompatible));
         let mut m = ListMerger::new(windows(), LATENESS);
         m.receive(LocalList {
+            group: Default::default(),
             instance: InstanceKey {
                 window: WindowId(1),
                 start: Millis(-5),

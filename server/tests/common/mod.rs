@@ -88,6 +88,7 @@ pub fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("1m", Span::from_millis(60_000), 5),
         WindowSpec {
+            key: Default::default(),
             name: "5m-hop".into(),
             size: Span::from_millis(300_000),
             slide: Span::from_millis(60_000),
@@ -99,6 +100,7 @@ pub fn windows() -> Vec<WindowSpec> {
 pub fn list(window: &str, start: i64, revision: u32, state: ListState, items: &[(&str, u64)]) -> PublishedList {
     let size = if window == "1m" { 60_000 } else { 300_000 };
     PublishedList {
+        group: Default::default(),
         window: window.into(),
         start: Millis(start),
         end: Millis(start + size),
