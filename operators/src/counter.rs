@@ -18,9 +18,16 @@
 //! window, at or before its [`sealed_until`](WindowedCounter::sealed_until) — what an earlier
 //! end of input sealed when the input goes on after it (a Kafka topic after a bounded run).
 
+#[cfg(test)]
+mod shaped_tests;
+mod shapes;
+
+pub use shapes::{group_lists, job_dims, needs_user, Shapes};
+
 use crate::event::{check_event_time, BadRecord};
+use crate::group::route_hash;
 use crate::group::GroupKey;
-use crate::hash::{item_hash, key_group};
+use crate::hash::key_group;
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
 use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneKey, PaneSegment, SnapshotError};
@@ -64,6 +71,8 @@ struct Pane {
 /// The panes of windows sharing one pane width.
 struct PaneGroup {
     width: Span,
+    /// The key shapes its windows count (see `shapes`).
+    shapes: Vec<u8>,
     /// Pane number that inline counters are relative to (the first pane seen).
     base: Option<i64>,
     windows: Vec<WindowId>,
@@ -97,6 +106,8 @@ pub struct CounterStats {
     pub live_instances: usize,
     /// Approximate heap bytes of the counting state.
     pub heap_bytes: usize,
+    /// Events a distinct-user window could not count because they had no user (so far).
+    pub without_user: u64,
 }
 
 /// The exact windowed counter of one worker.
@@ -116,6 +127,14 @@ pub struct WindowedCounter {
     /// Per window (by id): instances ending at or before this are sealed whatever the watermark
     /// (`Millis::MIN`: none). Set only by a restore (see [`sealed_after_end`]).
     sealed_until: Vec<Millis>,
+    /// The key shapes of the windows.
+    shapes: Shapes,
+    /// Per shape, the key the event being applied counts under (scratch of `apply`).
+    shape_keys: Vec<Option<ItemIdx>>,
+    /// Buffers for building counter keys.
+    key_buf: (String, String),
+    /// Events a distinct-user window could not count because they had no user.
+    without_user: u64,
 }
 
 /// What an end of input sealed, per window, when the input goes on after it: every instance
@@ -162,6 +181,7 @@ impl WindowedCounter {
                 Some(g) => g.windows.push(id),
                 None => groups.push(PaneGroup {
                     width: w.pane_width(),
+                    shapes: Vec::new(),
                     base: None,
                     windows: vec![id],
                     slots: Vec::new(),
@@ -170,6 +190,15 @@ impl WindowedCounter {
                     cached: None,
                     sealed_until: Millis::MIN,
                 }),
+            }
+        }
+        let shapes = Shapes::new(&windows);
+        for g in groups.iter_mut() {
+            for w in &g.windows {
+                let s = shapes.of_window(w.0 as usize);
+                if !g.shapes.contains(&s) {
+                    g.shapes.push(s);
+                }
             }
         }
         WindowedCounter {
@@ -184,6 +213,10 @@ impl WindowedCounter {
             scratch: FxMap::default(),
             force_emit: false,
             sealed_until: Vec::new(),
+            shapes,
+            shape_keys: Vec::new(),
+            key_buf: (String::new(), String::new()),
+            without_user: 0,
         }
     }
 
@@ -367,7 +400,9 @@ impl WindowedCounter {
                 continue;
             };
             for (id, count) in &pane.items {
-                let idx = self.interner.intern(id, item_hash(id));
+                // (a key no window of this job counts was refused by validation)
+                let Some(shape) = self.shapes.of_key(id) else { continue };
+                let idx = self.interner.intern_shaped(id, route_hash(id), shape);
                 let p = self.groups[g].slots[slot].as_mut().expect("live slot");
                 match p.counts.entry(idx) {
                     Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(*count),
@@ -387,7 +422,8 @@ impl WindowedCounter {
                 continue; // sealed: nothing will read it (and it must publish nothing)
             }
             for (id, count) in &ex.items {
-                let idx = self.interner.intern(id, item_hash(id));
+                let Some(shape) = self.shapes.of_key(id) else { continue };
+                let idx = self.interner.intern_shaped(id, route_hash(id), shape);
                 let excluded = self
                     .instances
                     .entry(ex.instance)
@@ -412,6 +448,9 @@ impl WindowedCounter {
     pub fn apply(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
         if let Err(bad) = check_event_time(ev.ts) {
             return Some(out_of_range(ev, bad));
+        }
+        if !self.shapes.all_plain() {
+            return self.apply_shaped(ev);
         }
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
@@ -439,40 +478,119 @@ impl WindowedCounter {
                 counted = true;
                 continue;
             }
-            // Slow path: decide per covering instance.
-            let mut accepted = false;
-            let mut excluded: Vec<InstanceKey> = Vec::new();
-            for &wid in &group.windows {
-                let w = &self.windows[wid.0 as usize];
-                let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
-                for start in w.starts_covering(ev.ts) {
-                    let end = w.end_of(start);
-                    let key = InstanceKey { window: wid, start };
-                    if end <= late_h {
-                        if end > sealed_h {
-                            excluded.push(key);
-                        }
-                    } else if end <= sealed_h {
-                        sealed_drop = true;
-                    } else {
-                        accepted = true;
-                    }
-                }
-            }
-            if accepted {
-                self.count(g, slot, idx);
-                counted = true;
-                for key in excluded {
-                    let inst = self.instances.entry(key).or_default();
-                    *inst.exclusions.entry(idx).or_insert(0) += 1;
-                    inst.touched = self.seq;
-                }
-            }
+            let (accepted, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &[Some(idx)]);
+            counted |= accepted;
+            sealed_drop |= sealed;
         }
         if !counted {
             self.interner.release_unreferenced(idx);
         }
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
+    }
+
+    /// `apply` for a counter with per-group or distinct-user windows: the event is counted
+    /// under one key per shape of each pane group.
+    fn apply_shaped(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        let mut keys = std::mem::take(&mut self.shape_keys);
+        keys.clear();
+        let (mut group_buf, mut key_buf) = std::mem::take(&mut self.key_buf);
+        let mut missing_user = false;
+        for s in 0..self.shapes.len() as u8 {
+            keys.push(if s == 0 {
+                Some(self.interner.intern(&ev.item, ev.hash))
+            } else if self.shapes.key(s, ev, &mut group_buf, &mut key_buf) {
+                Some(self.interner.intern_shaped(&key_buf, ev.hash, s))
+            } else {
+                missing_user = true;
+                None
+            });
+        }
+        self.key_buf = (group_buf, key_buf);
+        self.without_user += u64::from(missing_user);
+        let mut sealed_drop = false;
+        for g in 0..self.groups.len() {
+            if ev.ts < late_h && self.group_last_end(g, ev.ts) <= late_h {
+                continue;
+            }
+            let slot = self.pane_slot(g, ev.ts, sealed_h);
+            let Some(slot) = slot else {
+                sealed_drop = true;
+                continue;
+            };
+            let group = &self.groups[g];
+            let pane = group.slots[slot].as_ref().expect("cached slot is live");
+            if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
+                for i in 0..group.shapes.len() {
+                    if let Some(idx) = keys[self.groups[g].shapes[i] as usize] {
+                        self.count(g, slot, idx);
+                    }
+                }
+                continue;
+            }
+            let (_, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &keys);
+            sealed_drop |= sealed;
+        }
+        for idx in keys.iter().flatten() {
+            self.interner.release_unreferenced(*idx);
+        }
+        self.shape_keys = keys;
+        sealed_drop.then(|| sealed_letter(ev, self.global_wm))
+    }
+
+    /// The slow path of `apply` in pane group `g`: decides per covering instance (per window
+    /// shape, `keys[shape]` is the key counted; `None`: not counted in that shape's windows).
+    /// Returns whether the event was counted, and whether some instance was already sealed.
+    fn count_slow(
+        &mut self,
+        g: usize,
+        slot: usize,
+        ev: &TimedEvent,
+        late_h: Millis,
+        sealed_h: Millis,
+        keys: &[Option<ItemIdx>],
+    ) -> (bool, bool) {
+        let mut sealed_drop = false;
+        let mut accepted: u64 = 0; // bit per shape
+        let mut excluded: Vec<(InstanceKey, u8)> = Vec::new();
+        let group = &self.groups[g];
+        for &wid in &group.windows {
+            let shape = self.shapes.of_window(wid.0 as usize);
+            if keys.get(shape as usize).copied().flatten().is_none() {
+                continue;
+            }
+            let w = &self.windows[wid.0 as usize];
+            let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
+            for start in w.starts_covering(ev.ts) {
+                let end = w.end_of(start);
+                let key = InstanceKey { window: wid, start };
+                if end <= late_h {
+                    if end > sealed_h {
+                        excluded.push((key, shape));
+                    }
+                } else if end <= sealed_h {
+                    sealed_drop = true;
+                } else {
+                    accepted |= 1 << shape;
+                }
+            }
+        }
+        for (shape, key) in keys.iter().enumerate() {
+            if let Some(idx) = key.filter(|_| accepted & (1 << shape) != 0) {
+                self.count(g, slot, idx);
+            }
+        }
+        for (key, shape) in excluded {
+            if accepted & (1 << shape) == 0 {
+                continue;
+            }
+            let Some(idx) = keys[shape as usize] else { continue };
+            let inst = self.instances.entry(key).or_default();
+            *inst.exclusions.entry(idx).or_insert(0) += 1;
+            inst.touched = self.seq;
+        }
+        (accepted != 0, sealed_drop)
     }
 
     /// The pane group a window belongs to.
@@ -645,14 +763,15 @@ impl WindowedCounter {
             let open = end > wm;
             let sealed = end <= horizon(sealed_h, &self.sealed_until, key.window);
             if force || ((tick || !open) && self.is_dirty(key)) {
-                let items = self.instance_top_k(key);
-                out.push(LocalList {
-                    instance: key,
-                    group: GroupKey::global(),
-                    worker: self.worker,
-                    items,
-                    source: ListSource::PaneCounter,
-                });
+                for (group, items) in self.instance_top_k(key) {
+                    out.push(LocalList {
+                        instance: key,
+                        group,
+                        worker: self.worker,
+                        items,
+                        source: ListSource::PaneCounter,
+                    });
+                }
                 if let Some(inst) = self.instances.get_mut(&key) {
                     inst.emitted = self.seq;
                 }
@@ -720,8 +839,9 @@ impl WindowedCounter {
         panes.any(|p| p.is_some_and(|p| p.touched > inst.emitted))
     }
 
-    /// This worker's exact top-K for an instance.
-    fn instance_top_k(&mut self, key: InstanceKey) -> Vec<RankedItem> {
+    /// This worker's exact top-K lists for an instance: one global list, or one per group
+    /// (per-group windows).
+    fn instance_top_k(&mut self, key: InstanceKey) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
         let g_of = self.group_of(key.window);
@@ -759,16 +879,25 @@ impl WindowedCounter {
             }
         };
         let interner = &self.interner;
+        let shape = self.shapes.of_window(key.window.0 as usize);
+        if self.groups[g_of].shapes.len() > 1 {
+            candidates.retain(|(_, i)| interner.shape(*i) == shape);
+        }
+        if shape != 0 {
+            let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
+            return group_lists(keys, self.shapes.distinct_users(shape), k);
+        }
         select_top_by(&mut candidates, k, |a, b| {
             rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
         });
-        candidates
+        let list = candidates
             .into_iter()
             .map(|(count, i)| RankedItem {
                 item_id: interner.id(i).clone(),
                 count,
             })
-            .collect()
+            .collect();
+        vec![(GroupKey::global(), list)]
     }
 
     /// State gauges (walks the panes: call it at most once per reporting interval).
@@ -776,6 +905,7 @@ impl WindowedCounter {
         let mut s = CounterStats {
             live_items: self.interner.len(),
             live_instances: self.instances.len(),
+            without_user: self.without_user,
             ..Default::default()
         };
         let mut heap = self.interner.heap_bytes();

@@ -115,7 +115,8 @@ fn unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-fn encode_value(value: &str, out: &mut String) {
+/// Appends `value` percent-encoded (everything but `A-Z a-z 0-9 - . _ ~`).
+pub fn encode_value(value: &str, out: &mut String) {
     for b in value.bytes() {
         if unreserved(b) {
             out.push(b as char);
@@ -185,9 +186,9 @@ impl KeyShape {
 }
 
 /// Writes the counter key of (`group`, `item`, `user`) into `out` (cleared first).
-pub fn compose_key(group: &GroupKey, item: &str, user: Option<&str>, out: &mut String) {
+pub fn compose_key(group: &str, item: &str, user: Option<&str>, out: &mut String) {
     out.clear();
-    out.push_str(group.as_str());
+    out.push_str(group);
     out.push('\0');
     out.push_str(item);
     if let Some(user) = user {
@@ -205,6 +206,24 @@ pub fn split_key(key: &str) -> (&str, &str, Option<&str>) {
         Some((item, user)) => (group, item, Some(user)),
         None => (group, rest, None),
     }
+}
+
+/// The rules of a counter key (or bare id) read back from a snapshot: a canonical group key,
+/// an item id and a user by the item-id rules.
+pub fn check_counter_key(key: &str) -> Result<(), String> {
+    if !key.contains('\0') {
+        return crate::event::check_item_id(key).map_err(|e| e.to_string());
+    }
+    let (group, item, user) = split_key(key);
+    match GroupKey::parse(group)? {
+        Some(_) => {}
+        None => return Err("the (other) group is not a counter key".to_string()),
+    }
+    crate::event::check_item_id(item).map_err(|e| e.to_string())?;
+    if let Some(user) = user {
+        crate::event::check_item_id(user).map_err(|e| format!("user: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The routing hash of a counter key (or bare id): its item id's pinned hash.
@@ -241,13 +260,13 @@ mod tests {
     fn counter_keys_split_back() {
         let g = GroupKey::from_pairs([("country", "US")]);
         let mut key = String::new();
-        compose_key(&g, "video-1", Some("u7"), &mut key);
+        compose_key(g.as_str(), "video-1", Some("u7"), &mut key);
         assert_eq!(split_key(&key), ("country=US", "video-1", Some("u7")));
-        compose_key(&g, "video-1", None, &mut key);
+        compose_key(g.as_str(), "video-1", None, &mut key);
         assert_eq!(split_key(&key), ("country=US", "video-1", None));
         assert_eq!(route_hash(&key), item_hash("video-1"));
         assert_eq!(split_key("plain"), ("", "plain", None));
-        compose_key(&GroupKey::global(), "x", Some(""), &mut key);
+        compose_key("", "x", Some(""), &mut key);
         assert_eq!(split_key(&key), ("", "x", Some("")));
     }
 

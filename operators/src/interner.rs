@@ -40,7 +40,28 @@ struct Record {
     id: ItemId,
     hash: u64,
     refs: u32,
+    /// Which key shape the id is (0: a bare item id; else a counter key, see `group`).
+    shape: u8,
     inline: [Inline; INLINE_GROUPS],
+}
+
+impl Record {
+    /// The hash the table finds the record by: the pinned item hash for a bare id; for a
+    /// counter key, the hash of the whole key (the pinned hash is its item's, shared by every
+    /// group and user of the item: finding keys by it alone would probe them all).
+    #[inline]
+    fn probe(&self) -> u64 {
+        probe_hash(&self.id, self.hash, self.shape)
+    }
+}
+
+#[inline]
+fn probe_hash(id: &str, hash: u64, shape: u8) -> u64 {
+    if shape == 0 {
+        hash
+    } else {
+        crate::hash::item_hash(id)
+    }
 }
 
 /// The record table.
@@ -57,17 +78,27 @@ impl Interner {
         Interner::default()
     }
 
-    /// The index of `id` (with its pinned `hash`), interning it if new. Does not add a reference.
+    /// The index of bare item id `id` (with its pinned `hash`), interning it if new. Does not
+    /// add a reference.
     #[inline]
     pub fn intern(&mut self, id: &str, hash: u64) -> ItemIdx {
+        self.intern_shaped(id, hash, 0)
+    }
+
+    /// The index of key `id` of key shape `shape` (0: a bare item id) whose item's pinned hash
+    /// is `hash`, interning it if new. Does not add a reference.
+    #[inline]
+    pub fn intern_shaped(&mut self, id: &str, hash: u64, shape: u8) -> ItemIdx {
         let records = &self.records;
-        if let Some(&i) = self.table.find(hash, |&i| records[i as usize].id == id) {
+        let probe = probe_hash(id, hash, shape);
+        if let Some(&i) = self.table.find(probe, |&i| records[i as usize].id == id) {
             return ItemIdx(i);
         }
         let record = Record {
             id: id.into(),
             hash,
             refs: 0,
+            shape,
             inline: [Inline::EMPTY; INLINE_GROUPS],
         };
         let i = match self.free.pop() {
@@ -82,7 +113,7 @@ impl Interner {
             }
         };
         let records = &self.records;
-        self.table.insert_unique(hash, i, |&j| records[j as usize].hash);
+        self.table.insert_unique(probe, i, |&j| records[j as usize].probe());
         ItemIdx(i)
     }
 
@@ -92,10 +123,16 @@ impl Interner {
         &self.records[idx.0 as usize].id
     }
 
-    /// The pinned hash of an index.
+    /// The pinned hash of an index (its item's).
     #[inline]
     pub fn hash(&self, idx: ItemIdx) -> u64 {
         self.records[idx.0 as usize].hash
+    }
+
+    /// The key shape of an index (0: a bare item id).
+    #[inline]
+    pub fn shape(&self, idx: ItemIdx) -> u8 {
+        self.records[idx.0 as usize].shape
     }
 
     /// The inline counter of group `g` (< `INLINE_GROUPS`).
@@ -122,8 +159,8 @@ impl Interner {
         debug_assert!(*r > 0, "release without retain");
         *r = r.saturating_sub(1);
         if *r == 0 {
-            let hash = self.records[idx.0 as usize].hash;
-            if let Ok(entry) = self.table.find_entry(hash, |&i| i == idx.0) {
+            let probe = self.records[idx.0 as usize].probe();
+            if let Ok(entry) = self.table.find_entry(probe, |&i| i == idx.0) {
                 entry.remove();
             }
             let rec = &mut self.records[idx.0 as usize];

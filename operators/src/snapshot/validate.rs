@@ -16,6 +16,7 @@ use super::{
     CounterSnapshot, InstanceCounts, KeyGroupState, MergerSnapshot, PublishedState, SnapshotError, SourceSnapshot,
 };
 use crate::event::check_item_id;
+use crate::group::{check_counter_key, route_hash};
 use crate::hash::{item_hash, key_group, KEY_GROUPS};
 use crate::record::{ItemId, RankedItem};
 use crate::time::{Millis, Span};
@@ -214,9 +215,12 @@ fn check_span(start: Millis, len: Span, align: Span) -> Result<(), Problem> {
 /// running total within [`MAX_TOTAL_COUNT`].
 fn check_items(items: &[(ItemId, u64)], kg: u32, total: &mut u64) -> Result<(), Problem> {
     for (id, count) in items {
-        check_item_id(id).map_err(|e| format!("item {id:?}: {e}"))?;
-        if key_group(item_hash(id)) != kg {
-            return Err(format!("item {id:?} belongs to key group {}", key_group(item_hash(id))));
+        check_counter_key(id).map_err(|e| format!("item {id:?}: {e}"))?;
+        if key_group(route_hash(id)) != kg {
+            return Err(format!(
+                "item {id:?} belongs to key group {}",
+                key_group(route_hash(id))
+            ));
         }
         if *count == 0 {
             return Err(format!("item {id:?} has count 0"));

@@ -1,0 +1,208 @@
+//! Per-group and distinct-user windows against a brute-force model: random windows of every
+//! key shape sharing panes, random users and dims (some missing), disorder and lateness, a
+//! snapshot restored onto 1–3 workers mid-stream.
+
+use super::*;
+use crate::group::{GroupKey, KeyShape};
+use crate::record::{EventExtra, PartitionId};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// (window, start, group) → its list.
+type Lists = BTreeMap<(u16, i64, String), Vec<(String, u64)>>;
+
+fn shape(kind: u8) -> KeyShape {
+    let by = |d: &[&str]| d.iter().map(|s| s.to_string()).collect();
+    match kind {
+        0 => KeyShape::default(),
+        1 => KeyShape {
+            by: by(&["country"]),
+            ..KeyShape::default()
+        },
+        2 => KeyShape {
+            by: by(&["country", "device"]),
+            ..KeyShape::default()
+        },
+        3 => KeyShape {
+            distinct_users: true,
+            ..KeyShape::default()
+        },
+        _ => KeyShape {
+            by: by(&["country"]),
+            distinct_users: true,
+            ..KeyShape::default()
+        },
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Ev {
+    item: u8,
+    user: Option<u8>,
+    country: Option<u8>,
+    device: u8,
+    ts: i64,
+    wm_before: i64,
+}
+
+fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
+    let item = format!("i{}", e.item);
+    let values = dims
+        .iter()
+        .map(|d| match d.as_str() {
+            "country" => e
+                .country
+                .map_or(String::new(), |c| ["US", "a b", "é"][c as usize % 3].to_string())
+                .into(),
+            _ => format!("d{}", e.device).into(),
+        })
+        .collect();
+    TimedEvent {
+        hash: crate::hash::item_hash(&item),
+        item: item.into(),
+        ts: Millis(e.ts),
+        wm_before: Millis(e.wm_before),
+        partition: PartitionId(0),
+        position: 0,
+        extra: Some(Box::new(EventExtra {
+            user: e.user.map(|u| format!("u{u}").into()),
+            dims: values,
+        })),
+    }
+}
+
+/// The model: per (window, instance, group), per item, its events or its distinct users.
+fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> Lists {
+    let mut counts: BTreeMap<(u16, i64, String), BTreeMap<String, BTreeSet<Option<String>>>> = BTreeMap::new();
+    let mut events: BTreeMap<(u16, i64, String, String), u64> = BTreeMap::new();
+    for (n, e) in evs.iter().enumerate() {
+        let t = timed(e, dims);
+        for (wi, w) in windows.iter().enumerate() {
+            if w.key.distinct_users && e.user.is_none() {
+                continue;
+            }
+            let pairs: Vec<(&str, String)> = w
+                .key
+                .by
+                .iter()
+                .map(|d| {
+                    let p = dims.iter().position(|x| x == d).unwrap();
+                    (d.as_str(), t.extra.as_ref().unwrap().dims[p].to_string())
+                })
+                .collect();
+            let group = GroupKey::from_pairs(pairs.iter().map(|(d, v)| (*d, v.as_str()))).to_string();
+            for start in w.starts_covering(Millis(e.ts)) {
+                if e.wm_before != i64::MIN && e.wm_before >= w.end_of(start).0 + lateness {
+                    continue;
+                }
+                let key = (wi as u16, start.0, group.clone());
+                let who = if w.key.distinct_users {
+                    e.user.map(|u| format!("u{u}"))
+                } else {
+                    Some(n.to_string())
+                };
+                counts
+                    .entry(key.clone())
+                    .or_default()
+                    .entry(t.item.to_string())
+                    .or_default()
+                    .insert(who);
+                *events.entry((key.0, key.1, key.2, t.item.to_string())).or_default() += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(key, items)| {
+            let mut v: Vec<(String, u64)> = items.into_iter().map(|(i, who)| (i, who.len() as u64)).collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            v.truncate(windows[key.0 as usize].k);
+            (key, v)
+        })
+        .collect()
+}
+
+fn collect(lists: Vec<LocalList>, into: &mut BTreeMap<(u16, i64, String), BTreeMap<u32, Vec<(String, u64)>>>) {
+    for l in lists {
+        let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+        into.entry((l.instance.window.0, l.instance.start.0, l.group.to_string()))
+            .or_default()
+            .insert(l.worker, items);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    /// Sealed per-group and distinct-user lists equal the model, whatever the restore.
+    #[test]
+    fn shaped_lists_equal_the_model(
+        raw in proptest::collection::vec((0u8..6, proptest::option::weighted(0.9, 0u8..4), proptest::option::weighted(0.8, 0u8..3), 0u8..2, 0i64..5, 0i64..20, proptest::bool::weighted(0.05)), 0..250),
+        kinds in proptest::collection::vec((0u8..5, 0usize..3), 1..5),
+        ooo in 0i64..6,
+        lateness in 0i64..12,
+        cut in 0usize..250,
+        workers in 1usize..4,
+    ) {
+        let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size))| WindowSpec {
+            name: format!("w{i}"),
+            size: Span::from_millis(sizes[*size].0),
+            slide: Span::from_millis(sizes[*size].1),
+            k: 3,
+            key: shape(*kind),
+        }).collect();
+        let dims = job_dims(&windows);
+        let mut evs = Vec::new();
+        let (mut t, mut max_ts) = (0i64, i64::MIN);
+        for (item, user, country, device, step, back, late) in raw {
+            t += step;
+            let ts = t - back - if late { 40 } else { 0 };
+            let wm_before = if max_ts == i64::MIN { i64::MIN } else { max_ts - ooo };
+            evs.push(Ev { item, user, country, device, ts, wm_before });
+            max_ts = max_ts.max(ts);
+        }
+        let span = Span::from_millis(lateness as u64);
+        let mut c = WindowedCounter::new(windows.clone(), span, 0);
+        let mut got = BTreeMap::new();
+        let cut = cut.min(evs.len());
+        let mut max_seen = i64::MIN;
+        for e in &evs[..cut] {
+            prop_assert!(c.apply(&timed(e, &dims)).is_none());
+            max_seen = max_seen.max(e.ts);
+        }
+        let wm = if max_seen == i64::MIN { Millis::MIN } else { Millis(max_seen - ooo) };
+        collect(c.advance(wm, true), &mut got);
+        // restore onto `workers` workers, route the rest by item, finish
+        let snap = c.snapshot();
+        let mut cs: Vec<WindowedCounter> = (0..workers)
+            .map(|w| WindowedCounter::restore(windows.clone(), span, w as u32, workers, std::slice::from_ref(&snap)).unwrap())
+            .collect();
+        // the merger starts afresh from a restore: lists of instances sealed before it stay
+        let before = std::mem::take(&mut got);
+        for e in &evs[cut..] {
+            let t = timed(e, &dims);
+            let w = crate::hash::key_group(t.hash) as usize % workers;
+            prop_assert!(cs[w].apply(&t).is_none());
+        }
+        for c in cs.iter_mut() {
+            collect(c.advance(Millis::MAX, false), &mut got);
+        }
+        for (key, lists) in before {
+            got.entry(key).or_insert(lists);
+        }
+        let mut merged: Lists = BTreeMap::new();
+        for (key, per_worker) in got {
+            let k = windows[key.0 as usize].k;
+            let mut all: Vec<(String, u64)> = per_worker.into_values().flatten().collect();
+            all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            all.truncate(k);
+            merged.insert(key, all);
+        }
+        merged.retain(|_, v| !v.is_empty());
+        prop_assert_eq!(merged, model(&windows, &evs, lateness, &dims));
+        for c in &cs {
+            let s = c.stats();
+            prop_assert_eq!((s.live_counters, s.live_items, s.live_panes), (0, 0, 0));
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The key shapes one counter counts: which key each window counts an event under, and how an
+//! instance's key counts become per-group lists.
+//!
+//! Shape 0 is always the bare item id (global windows counting events). Every other shape is a
+//! distinct [`KeyShape`] of the job's windows: its events are counted under counter keys
+//! (`group NUL item`, or `group NUL item NUL user` for distinct users; see `group`). Windows of
+//! different shapes still share panes when their pane widths are equal: a pane simply holds
+//! keys of several shapes, and each window reads only its own shape's keys.
+
+use crate::group::{compose_key, encode_value, split_key, GroupKey, KeyShape};
+use crate::record::{RankedItem, TimedEvent};
+use crate::topk::{rank_cmp, select_top_by};
+use crate::window::WindowSpec;
+use rustc_hash::FxHashMap;
+
+/// The shapes of a job's windows.
+#[derive(Clone, Debug)]
+pub struct Shapes {
+    /// Distinct shapes; index 0 is the plain shape.
+    shapes: Vec<KeyShape>,
+    /// Per shape, the positions of its `by` dims in the job's dims (`EventExtra::dims` order).
+    by_pos: Vec<Vec<usize>>,
+    /// The job's dims (see [`job_dims`]).
+    dims: Vec<String>,
+    /// Per window (by id), its shape.
+    window_shape: Vec<u8>,
+}
+
+/// The dims a job's events carry, in `EventExtra::dims` order: the sorted union of its
+/// windows' `by` dims.
+pub fn job_dims(windows: &[WindowSpec]) -> Vec<String> {
+    let mut dims: Vec<String> = windows.iter().flat_map(|w| w.key.by.iter().cloned()).collect();
+    dims.sort_unstable();
+    dims.dedup();
+    dims
+}
+
+/// Whether some window of the job counts distinct users (events then need a user).
+pub fn needs_user(windows: &[WindowSpec]) -> bool {
+    windows.iter().any(|w| w.key.distinct_users)
+}
+
+impl Shapes {
+    /// The shapes of `windows`.
+    pub fn new(windows: &[WindowSpec]) -> Shapes {
+        let dims = job_dims(windows);
+        let mut shapes = vec![KeyShape::default()];
+        let mut window_shape = Vec::with_capacity(windows.len());
+        for w in windows {
+            let shape = KeyShape {
+                max_groups: 0,
+                ..w.key.clone()
+            };
+            let i = if shape.is_plain() {
+                0
+            } else {
+                match shapes.iter().position(|s| *s == shape) {
+                    Some(i) => i,
+                    None => {
+                        shapes.push(shape);
+                        shapes.len() - 1
+                    }
+                }
+            };
+            window_shape.push(u8::try_from(i).expect("at most MAX_WINDOWS (64) windows"));
+        }
+        shapes[0].max_groups = 0;
+        let by_pos = shapes
+            .iter()
+            .map(|s| {
+                s.by.iter()
+                    .map(|d| dims.iter().position(|x| x == d).expect("a job dim"))
+                    .collect()
+            })
+            .collect();
+        Shapes {
+            shapes,
+            by_pos,
+            dims,
+            window_shape,
+        }
+    }
+
+    /// The shape window `w` (by id) counts.
+    #[inline]
+    pub fn of_window(&self, w: usize) -> u8 {
+        self.window_shape[w]
+    }
+
+    /// How many shapes (shape 0 included).
+    #[allow(clippy::len_without_is_empty)] // never empty: shape 0 is always there
+    pub fn len(&self) -> usize {
+        self.shapes.len()
+    }
+
+    /// Whether every window counts bare item ids.
+    pub fn all_plain(&self) -> bool {
+        self.shapes.len() == 1
+    }
+
+    /// Writes the key `ev` is counted under in shape `s` (> 0) into `out`; false when the shape
+    /// counts distinct users and the event has none (it is not counted in such windows).
+    pub fn key(&self, s: u8, ev: &TimedEvent, group: &mut String, out: &mut String) -> bool {
+        let shape = &self.shapes[s as usize];
+        let extra = ev.extra.as_deref();
+        let user = match (shape.distinct_users, extra.and_then(|x| x.user.as_deref())) {
+            (true, None) => return false,
+            (true, Some(u)) => Some(u),
+            (false, _) => None,
+        };
+        group.clear();
+        for (n, &p) in self.by_pos[s as usize].iter().enumerate() {
+            if n > 0 {
+                group.push('&');
+            }
+            group.push_str(&self.dims[p]);
+            group.push('=');
+            let value = extra.and_then(|x| x.dims.get(p)).map_or("", |v| v.as_str());
+            encode_value(value, group);
+        }
+        compose_key(group, &ev.item, user, out);
+        true
+    }
+
+    /// The shape of a counter key read back from a snapshot (`None`: no window counts it).
+    pub fn of_key(&self, key: &str) -> Option<u8> {
+        if !key.contains('\0') {
+            return Some(0);
+        }
+        let (group, _, user) = split_key(key);
+        let by: Vec<String> = match GroupKey::parse(group) {
+            Ok(Some(pairs)) => pairs.into_iter().map(|(d, _)| d).collect(),
+            _ => return None,
+        };
+        let i = self
+            .shapes
+            .iter()
+            .position(|s| s.by == by && s.distinct_users == user.is_some() && !s.is_plain())?;
+        u8::try_from(i).ok()
+    }
+
+    /// Whether shape `s` counts distinct users.
+    pub fn distinct_users(&self, s: u8) -> bool {
+        self.shapes[s as usize].distinct_users
+    }
+}
+
+/// The per-group top-`k` lists of counter keys of one shape and their counts in an instance:
+/// per (group, item), the sum of the counts (events) or the number of keys with a positive
+/// count (distinct users). Groups are returned in key order, each list best first.
+pub fn group_lists<'a>(
+    keys: impl Iterator<Item = (&'a str, u64)>,
+    distinct_users: bool,
+    k: usize,
+) -> Vec<(GroupKey, Vec<RankedItem>)> {
+    let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
+    for (key, count) in keys {
+        if count == 0 {
+            continue;
+        }
+        let (group, item, _) = split_key(key);
+        *per.entry((group, item)).or_insert(0) += if distinct_users { 1 } else { count };
+    }
+    let mut groups: std::collections::BTreeMap<&str, Vec<(u64, &str)>> = std::collections::BTreeMap::new();
+    for ((group, item), count) in per {
+        groups.entry(group).or_default().push((count, item));
+    }
+    groups
+        .into_iter()
+        .map(|(group, mut items)| {
+            select_top_by(&mut items, k, |a, b| rank_cmp(a.0, a.1, b.0, b.1));
+            let list = items
+                .into_iter()
+                .map(|(count, item)| RankedItem {
+                    item_id: item.into(),
+                    count,
+                })
+                .collect();
+            (GroupKey::from_stored(group.to_string()), list)
+        })
+        .collect()
+}
