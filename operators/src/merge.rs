@@ -34,7 +34,8 @@ pub struct ListMerger {
     /// How each window counts (all exact unless [`with_counting`](Self::with_counting) says).
     counting: Vec<Counting>,
     allowed_lateness: Span,
-    instances: BTreeMap<InstanceKey, Merging>,
+    /// Per instance and group (global lists: group `""`).
+    instances: BTreeMap<(InstanceKey, GroupKey), Merging>,
 }
 
 impl ListMerger {
@@ -55,7 +56,7 @@ impl ListMerger {
         }
         // restored instances of sketch windows published approximate lists (an `auto` one that
         // was exact and folds says so at its next change)
-        for (key, m) in self.instances.iter_mut() {
+        for ((key, _), m) in self.instances.iter_mut() {
             let publishes_sketch = self.counting[key.window.0 as usize].publishes_sketch();
             m.published_approximate |= publishes_sketch && m.published.is_some();
         }
@@ -64,7 +65,7 @@ impl ListMerger {
 
     /// Takes a worker's latest list for an instance.
     pub fn receive(&mut self, list: LocalList) {
-        let m = self.instances.entry(list.instance).or_default();
+        let m = self.instances.entry((list.instance, list.group)).or_default();
         match list.source {
             ListSource::PaneCounter => {
                 m.locals.insert(list.worker, list.items);
@@ -79,7 +80,7 @@ impl ListMerger {
     /// Ends an epoch at global watermark `wm`: publishes what changed, forgets sealed instances.
     pub fn advance(&mut self, wm: Millis, as_of: Millis) -> Vec<PublishedList> {
         let mut out = Vec::new();
-        self.instances.retain(|key, m| {
+        self.instances.retain(|(key, group), m| {
             let spec = &self.windows[key.window.0 as usize];
             let end = spec.end_of(key.start);
             let state = list_state(end, wm, self.allowed_lateness);
@@ -104,7 +105,7 @@ impl ListMerger {
                         window: spec.name.clone(),
                         start: key.start,
                         end,
-                        group: GroupKey::global(),
+                        group: group.clone(),
                         revision: m.revision,
                         state,
                         watermark: wm,
@@ -129,8 +130,9 @@ impl ListMerger {
             instances: self
                 .instances
                 .iter()
-                .map(|(k, m)| PublishedState {
+                .map(|((k, group), m)| PublishedState {
                     instance: *k,
+                    group: group.clone(),
                     revision: m.revision,
                     published: m.published.clone(),
                 })
@@ -160,7 +162,7 @@ impl ListMerger {
             .filter(|p| (p.instance.window.0 as usize) < m.windows.len())
         {
             m.instances.insert(
-                p.instance,
+                (p.instance, p.group.clone()),
                 Merging {
                     locals: BTreeMap::new(),
                     sketch_locals: BTreeMap::new(),

@@ -20,6 +20,7 @@ mod validate;
 pub(crate) use validate::check_ranked;
 pub use validate::{validate_counters, MAX_TOTAL_COUNT};
 
+use crate::group::GroupKey;
 use crate::record::{ItemId, ListState, PartitionId, PartitionStatus, RankedItem};
 use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowSpec};
@@ -28,8 +29,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::btree_map::{BTreeMap, Entry};
 
-/// The current snapshot format version. 3 added [`CounterSnapshot::sealed_until`].
-pub const FORMAT_VERSION: u16 = 3;
+/// The current snapshot format version. 3 added [`CounterSnapshot::sealed_until`]; 4 added
+/// the windows' key shapes (`WindowSpec::key`: per-group and distinct-user windows) and
+/// [`PublishedState::group`].
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest format version this build reads (see [`Snapshot::from_payload`]).
 pub const OLDEST_FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";
@@ -102,10 +105,85 @@ pub struct CounterSnapshot {
     pub sealed_until: Vec<Millis>,
 }
 
+/// A [`WindowSpec`] as formats 2 and 3 wrote it (before key shapes: a global window counting
+/// events).
+#[derive(Deserialize)]
+struct WindowSpecV3 {
+    name: String,
+    size: Span,
+    slide: Span,
+    k: usize,
+}
+
+impl From<WindowSpecV3> for WindowSpec {
+    fn from(w: WindowSpecV3) -> WindowSpec {
+        WindowSpec {
+            name: w.name,
+            size: w.size,
+            slide: w.slide,
+            k: w.k,
+            key: crate::group::KeyShape::default(),
+        }
+    }
+}
+
+/// [`CounterSnapshot`] as format 3 wrote it.
+#[derive(Deserialize)]
+struct CounterSnapshotV3 {
+    windows: Vec<WindowSpecV3>,
+    allowed_lateness: Span,
+    watermark: Millis,
+    key_groups: Vec<KeyGroupState>,
+    pane_files: Vec<String>,
+    sealed_until: Vec<Millis>,
+}
+
+impl From<CounterSnapshotV3> for CounterSnapshot {
+    fn from(v3: CounterSnapshotV3) -> CounterSnapshot {
+        CounterSnapshot {
+            windows: v3.windows.into_iter().map(WindowSpec::from).collect(),
+            allowed_lateness: v3.allowed_lateness,
+            watermark: v3.watermark,
+            key_groups: v3.key_groups,
+            pane_files: v3.pane_files,
+            sealed_until: v3.sealed_until,
+        }
+    }
+}
+
+/// [`MergerSnapshot`] as formats 2 and 3 wrote it (global lists only).
+#[derive(Deserialize)]
+struct MergerSnapshotV3 {
+    instances: Vec<PublishedStateV3>,
+}
+
+#[derive(Deserialize)]
+struct PublishedStateV3 {
+    instance: InstanceKey,
+    revision: u32,
+    published: Option<(ListState, Vec<RankedItem>)>,
+}
+
+impl From<MergerSnapshotV3> for MergerSnapshot {
+    fn from(v3: MergerSnapshotV3) -> MergerSnapshot {
+        let instances = v3
+            .instances
+            .into_iter()
+            .map(|p| PublishedState {
+                instance: p.instance,
+                group: GroupKey::global(),
+                revision: p.revision,
+                published: p.published,
+            })
+            .collect();
+        MergerSnapshot { instances }
+    }
+}
+
 /// [`CounterSnapshot`] as format 2 wrote it (before `sealed_until`).
 #[derive(Deserialize)]
 struct CounterSnapshotV2 {
-    windows: Vec<WindowSpec>,
+    windows: Vec<WindowSpecV3>,
     allowed_lateness: Span,
     watermark: Millis,
     key_groups: Vec<KeyGroupState>,
@@ -115,7 +193,7 @@ struct CounterSnapshotV2 {
 impl From<CounterSnapshotV2> for CounterSnapshot {
     fn from(v2: CounterSnapshotV2) -> CounterSnapshot {
         CounterSnapshot {
-            windows: v2.windows,
+            windows: v2.windows.into_iter().map(WindowSpec::from).collect(),
             allowed_lateness: v2.allowed_lateness,
             watermark: v2.watermark,
             key_groups: v2.key_groups,
@@ -237,6 +315,8 @@ pub struct MergerSnapshot {
 pub struct PublishedState {
     /// The instance.
     pub instance: InstanceKey,
+    /// Which of its lists (global lists: `""`).
+    pub group: GroupKey,
     /// Its last revision.
     pub revision: u32,
     /// The state and list of that revision (`None`: nothing published yet).
@@ -321,7 +401,15 @@ pub trait Snapshot: Serialize + DeserializeOwned {
     }
 }
 
-impl Snapshot for MergerSnapshot {}
+impl Snapshot for MergerSnapshot {
+    fn from_payload(version: u16, payload: &[u8]) -> Result<Self, SnapshotError> {
+        if version < 4 {
+            deserialize::<MergerSnapshotV3>(payload).map(MergerSnapshot::from)
+        } else {
+            deserialize(payload)
+        }
+    }
+}
 impl Snapshot for SourceSnapshot {}
 impl Snapshot for PaneSegment {}
 
@@ -329,6 +417,8 @@ impl Snapshot for CounterSnapshot {
     fn from_payload(version: u16, payload: &[u8]) -> Result<Self, SnapshotError> {
         if version < 3 {
             deserialize::<CounterSnapshotV2>(payload).map(CounterSnapshot::from)
+        } else if version < 4 {
+            deserialize::<CounterSnapshotV3>(payload).map(CounterSnapshot::from)
         } else {
             deserialize(payload)
         }
@@ -410,16 +500,29 @@ mod tests {
     #[test]
     fn format_2_still_reads() {
         #[derive(Serialize)]
+        struct W3 {
+            name: String,
+            size: Span,
+            slide: Span,
+            k: usize,
+        }
+        #[derive(Serialize)]
         struct V2 {
-            windows: Vec<WindowSpec>,
+            windows: Vec<W3>,
             allowed_lateness: Span,
             watermark: Millis,
             key_groups: Vec<KeyGroupState>,
             pane_files: Vec<String>,
         }
         let s = sample();
+        let w3 = |w: &WindowSpec| W3 {
+            name: w.name.clone(),
+            size: w.size,
+            slide: w.slide,
+            k: w.k,
+        };
         let v2 = V2 {
-            windows: s.windows.clone(),
+            windows: s.windows.iter().map(w3).collect(),
             allowed_lateness: s.allowed_lateness,
             watermark: s.watermark,
             key_groups: s.key_groups.clone(),
@@ -428,6 +531,45 @@ mod tests {
         let read = decode::<CounterSnapshot>(&with_version(encode(&v2), 2)).expect("format 2 reads");
         assert_eq!(read.sealed_until, Vec::<Millis>::new());
         assert_eq!(read.key_groups, s.key_groups);
+        assert_eq!(
+            read.windows, s.windows,
+            "format 2 windows are global windows counting events"
+        );
+        // format 3: windows without key shapes, merger states without groups
+        #[derive(Serialize)]
+        struct V3 {
+            windows: Vec<W3>,
+            allowed_lateness: Span,
+            watermark: Millis,
+            key_groups: Vec<KeyGroupState>,
+            pane_files: Vec<String>,
+            sealed_until: Vec<Millis>,
+        }
+        let v3 = V3 {
+            windows: s.windows.iter().map(w3).collect(),
+            allowed_lateness: s.allowed_lateness,
+            watermark: s.watermark,
+            key_groups: s.key_groups.clone(),
+            pane_files: s.pane_files.clone(),
+            sealed_until: vec![Millis(5)],
+        };
+        let read = decode::<CounterSnapshot>(&with_version(encode(&v3), 3)).expect("format 3 reads");
+        assert_eq!((read.windows, read.sealed_until), (s.windows.clone(), vec![Millis(5)]));
+        let instance = InstanceKey {
+            window: crate::window::WindowId(0),
+            start: Millis(0),
+        };
+        let merger3: Vec<(InstanceKey, u32, Option<(ListState, Vec<RankedItem>)>)> = vec![(instance, 2, None)];
+        let read = decode::<MergerSnapshot>(&with_version(encode(&merger3), 3)).expect("format 3 reads");
+        assert_eq!(
+            read.instances,
+            vec![PublishedState {
+                instance,
+                group: GroupKey::global(),
+                revision: 2,
+                published: None
+            }]
+        );
         let src = SourceSnapshot::default();
         assert_eq!(decode::<SourceSnapshot>(&with_version(encode(&src), 2)), Ok(src));
         assert_eq!(

@@ -219,6 +219,7 @@ fn valid_checksums_with_invalid_contents_are_unusable() {
     checkpoint(&dir, &counter());
     let bad = MergerSnapshot {
         instances: vec![PublishedState {
+            group: Default::default(),
             instance: InstanceKey {
                 window: WindowId(7),
                 start: Millis(0),

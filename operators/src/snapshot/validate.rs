@@ -16,8 +16,8 @@ use super::{
     CounterSnapshot, InstanceCounts, KeyGroupState, MergerSnapshot, PublishedState, SnapshotError, SourceSnapshot,
 };
 use crate::event::check_item_id;
-use crate::group::{check_counter_key, route_hash};
-use crate::hash::{item_hash, key_group, KEY_GROUPS};
+use crate::group::{check_counter_key, route_hash, GroupKey};
+use crate::hash::{key_group, KEY_GROUPS};
 use crate::record::{ItemId, RankedItem};
 use crate::time::{Millis, Span};
 use crate::topk::ranked_cmp;
@@ -86,12 +86,13 @@ impl MergerSnapshot {
     /// aligned, listed once; a revision exactly when something was published, with room for
     /// the next; published lists of valid items, ranked, at most K long.
     pub fn validate(&self, windows: &[WindowSpec]) -> Result<(), SnapshotError> {
-        distinct(self.instances.iter().map(|p| p.instance), |i| {
-            format!("instance {} is listed twice", instance_name(&i))
+        distinct(self.instances.iter().map(|p| (p.instance, &p.group)), |(i, g)| {
+            format!("instance {} group {:?} is listed twice", instance_name(&i), g.as_str())
         })
         .map_err(invalid)?;
         for p in &self.instances {
-            check_published(p, windows)
+            check_group(p, windows)
+                .and_then(|()| check_published(p, windows))
                 .map_err(|e| invalid(format!("instance {}: {e}", instance_name(&p.instance))))?;
         }
         Ok(())
@@ -116,6 +117,28 @@ impl SourceSnapshot {
             }
         }
         Ok(())
+    }
+}
+
+/// A published list's group: `""` for a global window, else a canonical key of the window's
+/// `by` dims or `(other)`.
+fn check_group(p: &PublishedState, windows: &[WindowSpec]) -> Result<(), Problem> {
+    let Some(w) = windows.get(p.instance.window.0 as usize) else {
+        return Ok(()); // check_published names the missing window
+    };
+    let dims = GroupKey::parse(p.group.as_str()).map_err(|e| format!("group: {e}"))?;
+    let fits = match dims {
+        None => !w.key.by.is_empty(),
+        Some(pairs) => pairs.iter().map(|(d, _)| d).eq(w.key.by.iter()),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "group {:?} is not one of window {:?}'s",
+            p.group.as_str(),
+            w.name
+        ))
     }
 }
 
@@ -296,6 +319,7 @@ fn instance_name(key: &InstanceKey) -> String {
 mod tests {
     use super::*;
     use crate::counter::WindowedCounter;
+    use crate::hash::item_hash;
     use crate::merge::ListMerger;
     use crate::record::{ListState, LocalList, PartitionId, PartitionStatus, TimedEvent};
     use crate::snapshot::{PaneCounts, PartitionState};
@@ -403,6 +427,7 @@ mod tests {
 
         let merger = MergerSnapshot {
             instances: vec![PublishedState {
+                group: Default::default(),
                 instance: InstanceKey {
                     window: WindowId(2),
                     start: Millis(0),
@@ -503,6 +528,7 @@ mod tests {
     fn merger_and_source_problems_are_named() {
         let published = |revision, items: &[(&str, u64)]| MergerSnapshot {
             instances: vec![PublishedState {
+                group: Default::default(),
                 instance: InstanceKey {
                     window: WindowId(0),
                     start: Millis(10),
