@@ -131,7 +131,12 @@ fn register_partition_gauges(registry: &Registry, stats: &JobStats) {
 fn register_job_scalars(registry: &Registry, stats: &JobStats) {
     let load = |a: &AtomicU64| a.load(Relaxed) as i64;
     let sum = |v: &[AtomicU64]| v.iter().map(|a| a.load(Relaxed)).sum::<u64>() as i64;
-    let scalars: [(&str, &str, i64); 12] = [
+    let scalars: [(&str, &str, i64); 13] = [
+        (
+            "hotlist_events_without_user_total",
+            "events a count = \"distinct_users\" window could not count: they have no user (other windows counted them)",
+            sum(&stats.without_user),
+        ),
         (
             "hotlist_sketch_instances",
             "window instances counting in a sketch (sketch, auto after folding, both)",
@@ -222,7 +227,7 @@ fn register_list_accuracy(registry: &Registry, stats: &JobStats) {
         "mode = both: the sketch's total over-count divided by K (latest list)",
     );
     if let Ok(latest) = stats.latest.lock() {
-        for (window, l) in latest.iter() {
+        for ((window, _), l) in latest.iter().filter(|((_, g), _)| g.is_global()) {
             exact.with_label_values(&[window]).set(if l.exact { 1.0 } else { 0.0 });
             bound.with_label_values(&[window]).set(l.error_bound as f64);
             if let Some(c) = &l.sketch_check {
@@ -232,7 +237,16 @@ fn register_list_accuracy(registry: &Registry, stats: &JobStats) {
             }
         }
     }
-    for g in [exact, bound, recall, max_over, mean_over] {
+    let overflow = vec(
+        "hotlist_overflow_groups",
+        "groups beyond the window's max_groups folded into (other), in its fullest live instance",
+    );
+    if let Ok(o) = stats.overflow_groups.lock() {
+        for (window, n) in o.iter() {
+            overflow.with_label_values(&[window]).set(*n as f64);
+        }
+    }
+    for g in [exact, bound, recall, max_over, mean_over, overflow] {
         register(registry, g);
     }
 }

@@ -1,6 +1,7 @@
 //! Shared job counters: written by operators (batched per activation, not per event) and the
 //! sink writer, read by the progress display and the run summary.
 
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
 use std::collections::BTreeMap;
@@ -46,8 +47,13 @@ pub struct JobStats {
     pub auto_folds: Vec<AtomicU64>,
     /// Peak of the sum of live counters.
     pub peak_counters: AtomicU64,
-    /// Latest committed list per window (the newest instance).
-    pub latest: Mutex<BTreeMap<String, PublishedList>>,
+    /// Latest committed list per window and group (the newest instance).
+    pub latest: Mutex<BTreeMap<(String, GroupKey), PublishedList>>,
+    /// Per per-group window, the most groups one of its live instances folded into `(other)`
+    /// (`max_groups`), as of the last merge (windows that never overflowed are absent).
+    pub overflow_groups: Mutex<BTreeMap<String, u64>>,
+    /// Events a `distinct_users` window could not count because they had no user, per worker.
+    pub without_user: Vec<AtomicU64>,
     /// Per input partition: records, events, bad, late, watermark (ms), lag, data loss.
     pub partitions: PartitionTable,
     /// Sink commit latency (seconds), and rows written.
@@ -200,6 +206,8 @@ impl JobStats {
             live_items: v(),
             sketch_instances: v(),
             auto_folds: v(),
+            without_user: v(),
+            overflow_groups: Mutex::new(BTreeMap::new()),
             peak_counters: AtomicU64::new(0),
             latest: Mutex::new(BTreeMap::new()),
             partitions: PartitionTable::new(partitions),
@@ -276,6 +284,13 @@ impl JobStats {
         self.peak_counters.fetch_max(self.total_counters(), Relaxed);
     }
 
+    /// Records how many events worker `w`'s `distinct_users` windows could not count (no user).
+    pub fn set_worker_without_user(&self, w: usize, n: u64) {
+        if let Some(a) = self.without_user.get(w) {
+            a.store(n, Relaxed);
+        }
+    }
+
     /// Records worker `w`'s sketch gauges: instances in a sketch, `auto` folds so far.
     pub fn set_worker_sketches(&self, w: usize, instances: usize, folds: u64) {
         if let (Some(i), Some(f)) = (self.sketch_instances.get(w), self.auto_folds.get(w)) {
@@ -287,11 +302,12 @@ impl JobStats {
     /// Records a committed list as the window's latest if it is the newest instance.
     pub fn note_committed(&self, list: &PublishedList) {
         if let Ok(mut latest) = self.latest.lock() {
+            let key = (list.window.clone(), list.group.clone());
             let newer = latest
-                .get(&list.window)
+                .get(&key)
                 .is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
             if newer {
-                latest.insert(list.window.clone(), list.clone());
+                latest.insert(key, list.clone());
             }
         }
     }

@@ -5,10 +5,12 @@
 //! name, so a typo fails at start-up with one clear line instead of running with a default.
 //!
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
-//! plan, a function per section (a window's counting mode and sketch: `counting`); `plan` the
+//! plan, a function per section (a window's counting mode and sketch: `counting`; its `by`, `max_groups` and
+//! `count`: `keys`); `plan` the
 //! validated [`JobPlan`] the rest of the job uses.
 
 mod counting;
+mod keys;
 mod plan;
 mod raw;
 #[cfg(test)]

@@ -200,6 +200,12 @@ pub struct RawWindow {
     pub max_items: Option<u64>,
     /// `[window.sketch]`: the sketch of a `sketch`, `auto` or `both` window.
     pub sketch: Option<RawSketch>,
+    /// Dims to keep one list per combination of values of (none: one global list).
+    pub by: Option<Vec<String>>,
+    /// Most groups per instance (default 10,000); further groups count in `(other)`.
+    pub max_groups: Option<u32>,
+    /// What an item's count is: `events` (default) or `distinct_users`.
+    pub count: Option<String>,
 }
 
 /// `[window.sketch]`.

@@ -262,7 +262,7 @@ fn validate_windows(raw: &[RawWindow]) -> Result<Vec<WindowSpec>> {
                     None => size,
                 };
                 Ok(WindowSpec {
-                    key: Default::default(),
+                    key: super::keys::key_shape(w)?,
                     name: w.name.clone(),
                     size,
                     slide,

@@ -334,6 +334,7 @@ impl WindowCountState {
             let (bytes, items) = (st.heap_bytes + sk.heap_bytes, st.live_items + sk.exact_items);
             self.stats.set_worker_state(self.worker, st.live_counters, bytes, items);
             self.stats.set_worker_sketches(self.worker, sk.sketches, sk.folds);
+            self.stats.set_worker_without_user(self.worker, st.without_user);
         }
     }
 }

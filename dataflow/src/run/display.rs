@@ -4,6 +4,7 @@
 
 use crate::config::JobPlan;
 use crate::stats::JobStats;
+use hotlist_operators::record::PublishedList;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -103,28 +104,43 @@ pub fn status_line(stats: &JobStats, rate: f64) -> String {
     )
 }
 
-/// The latest committed list of each window, top `n` rows.
+/// The latest committed list of each window (of a per-group window: its first groups), top
+/// `n` rows.
 pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
+    /// Groups shown per per-group window (`hotlist query --group` shows any).
+    const GROUPS_SHOWN: usize = 5;
     let latest = match stats.latest.lock() {
         Ok(l) => l.clone(),
         Err(_) => return String::new(),
     };
     let mut out = String::new();
     for w in windows {
-        match latest.get(w) {
-            None => out.push_str(&format!("\n{w}: no list yet\n")),
-            Some(l) => {
-                out.push_str(&format!(
-                    "\n{w} [{} .. {}) revision {} {}\n",
-                    l.start,
-                    l.end,
-                    l.revision,
-                    l.state.as_str()
-                ));
-                for (i, r) in l.items.iter().take(n).enumerate() {
-                    out.push_str(&format!("  {:>3}  {:<32} {:>12}\n", i + 1, r.item_id, r.count));
-                }
+        let lists: Vec<&PublishedList> = latest.iter().filter(|((lw, _), _)| lw == w).map(|(_, l)| l).collect();
+        if lists.is_empty() {
+            out.push_str(&format!("\n{w}: no list yet\n"));
+        }
+        for l in lists.iter().take(GROUPS_SHOWN) {
+            let group = if l.group.is_global() {
+                String::new()
+            } else {
+                format!(" group {}", l.group)
+            };
+            out.push_str(&format!(
+                "\n{w}{group} [{} .. {}) revision {} {}\n",
+                l.start,
+                l.end,
+                l.revision,
+                l.state.as_str()
+            ));
+            for (i, r) in l.items.iter().take(n).enumerate() {
+                out.push_str(&format!("  {:>3}  {:<32} {:>12}\n", i + 1, r.item_id, r.count));
             }
+        }
+        if lists.len() > GROUPS_SHOWN {
+            out.push_str(&format!(
+                "  … and {} more groups (hotlist query --window {w} --group dim=value)\n",
+                lists.len() - GROUPS_SHOWN
+            ));
         }
     }
     out
