@@ -85,6 +85,35 @@ pub fn random_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> {
         .collect()
 }
 
+/// [`random_partitions`] with dims and users: each event gets a `country` (one of a few, one
+/// of them needing percent-encoding; sometimes none), a `device` and a `user` (a few users per
+/// item, so that distinct users differ from events; sometimes none). Bad lines stay bad.
+pub fn random_grouped_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> {
+    const COUNTRIES: &[&str] = &["US", "DE", "São Paulo & co"];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6772_6f75_7073);
+    let mut parts = random_partitions(seed, shape);
+    for line in parts.iter_mut().flatten() {
+        let Ok(serde_json::Value::Object(mut obj)) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        if !obj.get("item_id").is_some_and(|i| i.is_string()) || !obj.get("dims").is_none_or(|d| d.is_null()) {
+            continue;
+        }
+        let mut dims = serde_json::Map::new();
+        if rng.random_bool(0.9) {
+            let c = COUNTRIES[rng.random_range(0..COUNTRIES.len())];
+            dims.insert("country".into(), c.into());
+        }
+        dims.insert("device".into(), if rng.random_bool(0.5) { "web" } else { "app" }.into());
+        obj.insert("dims".into(), serde_json::Value::Object(dims));
+        if rng.random_bool(0.95) {
+            obj.insert("user".into(), format!("u{}", rng.random_range(0..4)).into());
+        }
+        *line = serde_json::to_vec(&obj).expect("a JSON object");
+    }
+    parts
+}
+
 /// Writes partitions as `part-NNNN.jsonl` files into `dir`; returns their paths in order.
 pub fn write_partitions(dir: &Path, partitions: &[Vec<Vec<u8>>]) -> std::io::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();

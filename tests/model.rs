@@ -14,6 +14,10 @@ pub struct ModelWindow {
     pub slide: i64,
     /// K.
     pub k: usize,
+    /// Dims it keeps one list per combination of (empty: one global list).
+    pub by: Vec<String>,
+    /// Whether an item's count is its number of distinct users (the record's `user` field).
+    pub distinct_users: bool,
 }
 
 impl ModelWindow {
@@ -24,8 +28,65 @@ impl ModelWindow {
             size,
             slide,
             k,
+            by: Vec::new(),
+            distinct_users: false,
         }
     }
+
+    /// This window, keeping one list per combination of `dims`.
+    pub fn by(mut self, dims: &[&str]) -> ModelWindow {
+        self.by = dims.iter().map(|d| d.to_string()).collect();
+        self
+    }
+
+    /// This window, counting distinct users.
+    pub fn distinct_users(mut self) -> ModelWindow {
+        self.distinct_users = true;
+        self
+    }
+}
+
+/// Sealed lists per group: (window, start, end, group key) -> ranked (item, count).
+pub type GroupLists = BTreeMap<(String, i64, i64, String), Vec<(String, u64)>>;
+
+/// A group's key, written independently of the job: `dim=value` pairs by dim name, joined by
+/// `&`, every byte of a value outside `A-Z a-z 0-9 - . _ ~` written `%XX`.
+pub fn group_key(by: &[String], dims: &BTreeMap<String, String>) -> String {
+    let mut names: Vec<&String> = by.iter().collect();
+    names.sort();
+    names
+        .iter()
+        .map(|d| {
+            let value = dims.get(*d).map_or("", |v| v.as_str());
+            let enc: String = value
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                        (b as char).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect();
+            format!("{d}={enc}")
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The record's dims (an absent or null `dims`: none) and its `user` (a string, if any).
+fn extras(line: &[u8]) -> (BTreeMap<String, String>, Option<String>) {
+    let v: serde_json::Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(_) => return (BTreeMap::new(), None),
+    };
+    let dims = v
+        .get("dims")
+        .and_then(|d| d.as_object())
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    let user = v.get("user").and_then(|u| u.as_str()).map(str::to_string);
+    (dims, user)
 }
 
 /// One sealed list: (window, start, end) -> ranked (item, count).
@@ -72,7 +133,29 @@ pub fn parse(line: &[u8]) -> Option<(String, i64)> {
 
 /// Runs the model over partitions of lines.
 pub fn run(partitions: &[Vec<Vec<u8>>], windows: &[ModelWindow], ooo: i64, lateness: i64) -> (Lists, Dead) {
+    let (lists, dead) = run_grouped(partitions, windows, ooo, lateness);
+    (global(lists), dead)
+}
+
+/// Runs the model over partitions of lines, with per-group and distinct-user windows (a record
+/// without a user counts nowhere in a distinct-user window; when every window counts distinct
+/// users it is a bad record).
+pub fn run_grouped(
+    partitions: &[Vec<Vec<u8>>],
+    windows: &[ModelWindow],
+    ooo: i64,
+    lateness: i64,
+) -> (GroupLists, Dead) {
     run_sealing(partitions, windows, ooo, lateness, |_, _, _, _| false)
+}
+
+/// The global lists of `lists` (group `""`).
+fn global(lists: GroupLists) -> Lists {
+    lists
+        .into_iter()
+        .filter(|(k, _)| k.3.is_empty())
+        .map(|((w, s, e, _), v)| ((w, s, e), v))
+        .collect()
 }
 
 /// The model of a bounded run over `first` followed by a run that reads on (each partition's
@@ -105,9 +188,10 @@ pub fn run_after_end(
         .map(|(a, b)| [a.clone(), b.clone()].concat())
         .collect();
     let first_len: Vec<u64> = first.iter().map(|lines| lines.len() as u64).collect();
-    run_sealing(&both, windows, ooo, lateness, |p, pos, w, end| {
+    let (lists, dead) = run_sealing(&both, windows, ooo, lateness, |p, pos, w, end| {
         pos > first_len[p as usize] && end <= sealed_until[w]
-    })
+    });
+    (global(lists), dead)
 }
 
 /// [`run`], where `sealed(partition, position, window, end)` says the event at that position
@@ -118,8 +202,11 @@ fn run_sealing(
     ooo: i64,
     lateness: i64,
     sealed: impl Fn(u32, u64, usize, i64) -> bool,
-) -> (Lists, Dead) {
-    let mut counts: BTreeMap<(usize, i64), BTreeMap<String, u64>> = BTreeMap::new();
+) -> (GroupLists, Dead) {
+    // per (window, start, group), per item: its events and its users
+    type Tally = BTreeMap<String, (u64, std::collections::BTreeSet<String>)>;
+    let mut counts: BTreeMap<(usize, i64, String), Tally> = BTreeMap::new();
+    let every_window_needs_a_user = !windows.is_empty() && windows.iter().all(|w| w.distinct_users);
     let mut dead = Vec::new();
     for (p, lines) in partitions.iter().enumerate() {
         let mut max_ts: Option<i64> = None;
@@ -129,6 +216,11 @@ fn run_sealing(
                 dead.push((p as u32, pos, "bad".to_string()));
                 continue;
             };
+            let (dims, user) = extras(line);
+            if every_window_needs_a_user && user.is_none() {
+                dead.push((p as u32, pos, "bad".to_string()));
+                continue;
+            }
             let wm_before = max_ts.map(|m| m - ooo);
             let (mut late_any, mut sealed_any) = (false, false);
             for (w, spec) in windows.iter().enumerate() {
@@ -145,8 +237,11 @@ fn run_sealing(
                         late_any = true;
                     } else if sealed(p as u32, pos, w, end) {
                         sealed_any = true;
-                    } else {
-                        *counts.entry((w, start)).or_default().entry(item.clone()).or_insert(0) += 1;
+                    } else if !(spec.distinct_users && user.is_none()) {
+                        let group = group_key(&spec.by, &dims);
+                        let tally = counts.entry((w, start, group)).or_default().entry(item.clone()).or_default();
+                        tally.0 += 1;
+                        tally.1.extend(user.clone());
                     }
                 }
             }
@@ -159,13 +254,16 @@ fn run_sealing(
             max_ts = Some(max_ts.map_or(ts, |m| m.max(ts)));
         }
     }
-    let mut lists = Lists::new();
-    for ((w, start), items) in counts {
+    let mut lists = GroupLists::new();
+    for ((w, start, group), items) in counts {
         let spec = &windows[w];
-        let mut ranked: Vec<(String, u64)> = items.into_iter().collect();
+        let mut ranked: Vec<(String, u64)> = items
+            .into_iter()
+            .map(|(item, (events, users))| (item, if spec.distinct_users { users.len() as u64 } else { events }))
+            .collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
         ranked.truncate(spec.k);
-        lists.insert((spec.name.clone(), start, start + spec.size), ranked);
+        lists.insert((spec.name.clone(), start, start + spec.size, group), ranked);
     }
     dead.sort();
     (lists, dead)
