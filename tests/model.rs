@@ -83,7 +83,11 @@ fn extras(line: &[u8]) -> (BTreeMap<String, String>, Option<String>) {
     let dims = v
         .get("dims")
         .and_then(|d| d.as_object())
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
         .unwrap_or_default();
     let user = v.get("user").and_then(|u| u.as_str()).map(str::to_string);
     (dims, user)
@@ -239,7 +243,11 @@ fn run_sealing(
                         sealed_any = true;
                     } else if !(spec.distinct_users && user.is_none()) {
                         let group = group_key(&spec.by, &dims);
-                        let tally = counts.entry((w, start, group)).or_default().entry(item.clone()).or_default();
+                        let tally = counts
+                            .entry((w, start, group))
+                            .or_default()
+                            .entry(item.clone())
+                            .or_default();
                         tally.0 += 1;
                         tally.1.extend(user.clone());
                     }
@@ -259,7 +267,16 @@ fn run_sealing(
         let spec = &windows[w];
         let mut ranked: Vec<(String, u64)> = items
             .into_iter()
-            .map(|(item, (events, users))| (item, if spec.distinct_users { users.len() as u64 } else { events }))
+            .map(|(item, (events, users))| {
+                (
+                    item,
+                    if spec.distinct_users {
+                        users.len() as u64
+                    } else {
+                        events
+                    },
+                )
+            })
             .collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
         ranked.truncate(spec.k);

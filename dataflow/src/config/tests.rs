@@ -389,3 +389,45 @@ fn hot_keys_section() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+/// `by`, `max_groups` and `count`: parsed into the window's key shape (dims sorted), every bad
+/// value one line naming the window and the key.
+#[test]
+fn per_group_and_distinct_user_windows() {
+    let w = |extra: &str| format!("{GEN}[[window]]\nname = \"w\"\nsize = \"1m\"\n{extra}\n");
+    let p = plan(
+        &w("by = [\"device\", \"country\"]\nmax_groups = 50\ncount = \"distinct_users\""),
+        &[],
+    )
+    .unwrap();
+    let key = &p.windows[0].key;
+    assert_eq!(key.by, ["country", "device"]);
+    assert_eq!((key.max_groups, key.distinct_users), (50, true));
+    let p = plan(&w(""), &[]).unwrap();
+    assert!(p.windows[0].key.is_plain());
+    assert_eq!(
+        p.windows[0].key.max_groups,
+        hotlist_operators::group::DEFAULT_MAX_GROUPS
+    );
+    let cases: &[(&str, &str)] = &[
+        ("by = []", "window \"w\": by: empty"),
+        ("by = [\"a b\"]", "window \"w\": by: dim name \"a b\""),
+        ("by = [\"c\", \"c\"]", "listed twice"),
+        (
+            "max_groups = 5",
+            "window \"w\": max_groups: only for a window with `by`",
+        ),
+        ("by = [\"c\"]\nmax_groups = 0", "window \"w\": max_groups: must be 1"),
+        ("count = \"clicks\"", "window \"w\": count: unknown count \"clicks\""),
+        ("by = [\"c\"]\nmode = \"sketch\"", "for mode = \"exact\" windows"),
+        (
+            "count = \"distinct_users\"\nmode = \"auto\"",
+            "for mode = \"exact\" windows",
+        ),
+    ];
+    for (extra, want) in cases {
+        let err = format!("{:#}", plan(&w(extra), &[]).unwrap_err());
+        assert!(err.contains(want), "{extra}: {err:?} should mention {want:?}");
+        assert!(!err.contains('\n'), "one line: {err:?}");
+    }
+}
