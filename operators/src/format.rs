@@ -16,9 +16,9 @@
 //! Malformed JSON, trailing garbage, a line that is not one object, and a key that occurs twice
 //! on a pointer's path stay bad.
 
-mod walk;
 #[cfg(test)]
 mod tests;
+mod walk;
 
 use crate::event::{check_item_id, parse_event, BadRecord, ParsedEvent};
 use crate::time::Millis;
@@ -185,7 +185,12 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, 
         .zip(&format.dims)
         .map(|(cap, (name, p))| dim(name, p, cap))
         .collect::<Result<_, _>>()?;
-    Ok(ParsedEvent { item_id, ts, user, dims })
+    Ok(ParsedEvent {
+        item_id,
+        ts,
+        user,
+        dims,
+    })
 }
 
 /// A pointer as shown in details (`""`, the whole record, quoted).
@@ -252,6 +257,11 @@ fn dim<'a>(name: &str, p: &Pointer, cap: Cap<'a>) -> Result<Cow<'a, str>, BadRec
         Cap::Str(s) => Ok(s),
         Cap::Int(v) => Ok(Cow::Owned(v.to_string())),
         Cap::BigInt(v) => Ok(Cow::Owned(v.to_string())),
-        other => Err(wrong(&format!("dims.{name}"), p, found(&other), "a string or an integer")),
+        other => Err(wrong(
+            &format!("dims.{name}"),
+            p,
+            found(&other),
+            "a string or an integer",
+        )),
     }
 }

@@ -48,15 +48,39 @@ fn details_name_the_pointer() {
     let cases = [
         (r#"{"Person":{"id":1}}"#, "item_id: /Bid/auction finds nothing"),
         (r#"{"Bid":{"auction":1}}"#, "ts: /Bid/date_time finds nothing"),
-        (r#"{"Bid":{"auction":1.5,"date_time":0}}"#, "item_id: /Bid/auction is a float, not a string or an integer"),
-        (r#"{"Bid":{"auction":null,"date_time":0}}"#, "item_id: /Bid/auction is null, not a string or an integer"),
-        (r#"{"Bid":{"auction":1,"date_time":true}}"#, "ts: /Bid/date_time is a boolean, not an integer or an RFC 3339 string"),
-        (r#"{"Bid":{"auction":1,"date_time":"12"}}"#, r#"ts: /Bid/date_time is "12", not an RFC 3339 time with an offset"#),
-        (r#"{"Bid":{"auction":1,"date_time":0,"bidder":[]}}"#, "user: /Bid/bidder is an array, not a string or an integer"),
-        (r#"{"Bid":{"auction":1,"date_time":0,"bidder":""}}"#, "user: /Bid/bidder is empty"),
-        (r#"{"Bid":{"auction":1,"date_time":0,"channel":{}}}"#, "dims.channel: /Bid/channel is an object, not a string or an integer"),
+        (
+            r#"{"Bid":{"auction":1.5,"date_time":0}}"#,
+            "item_id: /Bid/auction is a float, not a string or an integer",
+        ),
+        (
+            r#"{"Bid":{"auction":null,"date_time":0}}"#,
+            "item_id: /Bid/auction is null, not a string or an integer",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":true}}"#,
+            "ts: /Bid/date_time is a boolean, not an integer or an RFC 3339 string",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":"12"}}"#,
+            r#"ts: /Bid/date_time is "12", not an RFC 3339 time with an offset"#,
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":0,"bidder":[]}}"#,
+            "user: /Bid/bidder is an array, not a string or an integer",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":0,"bidder":""}}"#,
+            "user: /Bid/bidder is empty",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":0,"channel":{}}}"#,
+            "dims.channel: /Bid/channel is an object, not a string or an integer",
+        ),
         (r#"{"Bid":{"auction":"","date_time":0}}"#, "item_id is empty"),
-        (r#"{"Bid":{"auction":1,"date_time":9000000000000000}}"#, "ts 9000000000000000 is outside years 0000-9999"),
+        (
+            r#"{"Bid":{"auction":1,"date_time":9000000000000000}}"#,
+            "ts 9000000000000000 is outside years 0000-9999",
+        ),
         (r#"{"Bid":5}"#, "item_id: /Bid/auction finds nothing"),
         ("[1]", "not a JSON object"),
         ("", "empty line"),
@@ -64,8 +88,14 @@ fn details_name_the_pointer() {
     for (line, want) in cases {
         assert_eq!(detail(line, &f), want, "{line}");
     }
-    let long_user = format!(r#"{{"Bid":{{"auction":1,"date_time":0,"bidder":"{}"}}}}"#, "u".repeat(257));
-    assert_eq!(detail(&long_user, &f), "user: /Bid/bidder is 257 bytes long (at most 256)");
+    let long_user = format!(
+        r#"{{"Bid":{{"auction":1,"date_time":0,"bidder":"{}"}}}}"#,
+        "u".repeat(257)
+    );
+    assert_eq!(
+        detail(&long_user, &f),
+        "user: /Bid/bidder is 257 bytes long (at most 256)"
+    );
 }
 
 #[test]
@@ -91,7 +121,10 @@ fn malformed_duplicates_and_garbage_stay_bad() {
 #[test]
 fn units_escapes_and_indices() {
     let at = |unit, v: &str| {
-        let f = Format { ts_unit: unit, ..bids() };
+        let f = Format {
+            ts_unit: unit,
+            ..bids()
+        };
         parse_with(format!(r#"{{"Bid":{{"auction":1,"date_time":{v}}}}}"#).as_bytes(), &f).map(|e| e.ts.0)
     };
     assert_eq!(at(TsUnit::Seconds, "1700000000"), Ok(1_700_000_000_000));
@@ -104,8 +137,15 @@ fn units_escapes_and_indices() {
         Err(BadRecord::TsOutOfRange("9223372036854775807".into())),
         "overflow"
     );
-    assert_eq!(at(TsUnit::Seconds, "253402300800"), Err(BadRecord::TsOutOfRange("253402300800".into())));
-    assert_eq!(at(TsUnit::Seconds, r#""1970-01-01T00:00:01Z""#), Ok(1000), "strings ignore the unit");
+    assert_eq!(
+        at(TsUnit::Seconds, "253402300800"),
+        Err(BadRecord::TsOutOfRange("253402300800".into()))
+    );
+    assert_eq!(
+        at(TsUnit::Seconds, r#""1970-01-01T00:00:01Z""#),
+        Ok(1000),
+        "strings ignore the unit"
+    );
     let f = Format {
         item_id: ptr("/a~1b/~0c"),
         ts: ptr("/t/1"),
@@ -118,9 +158,18 @@ fn units_escapes_and_indices() {
     assert_eq!(e.dims, vec!["x", "i"]);
     // a token that looks like an index also names an object's key (RFC 6901)
     let e = parse_with(br#"{"t":{"1":5},"a/b":{"~c":"i"}}"#, &f).expect("parsed");
-    assert_eq!((e.ts.0, e.user, e.dims), (5, None, vec![Cow::Borrowed(""), Cow::Borrowed("i")]));
-    let leading_zero = Format { ts: ptr("/t/01"), ..f.clone() };
-    assert_eq!(detail(r#"{"t":[0,1],"a/b":{"~c":"i"}}"#, &leading_zero), "ts: /t/01 finds nothing");
+    assert_eq!(
+        (e.ts.0, e.user, e.dims),
+        (5, None, vec![Cow::Borrowed(""), Cow::Borrowed("i")])
+    );
+    let leading_zero = Format {
+        ts: ptr("/t/01"),
+        ..f.clone()
+    };
+    assert_eq!(
+        detail(r#"{"t":[0,1],"a/b":{"~c":"i"}}"#, &leading_zero),
+        "ts: /t/01 finds nothing"
+    );
 }
 
 #[test]
@@ -157,7 +206,7 @@ fn model(line: &str, f: &Format) -> Result<(String, i64, Option<String>, Vec<Str
     let ts = v.pointer(&f.ts.text).ok_or("ts finds nothing")?;
     let ts = match ts {
         Value::Number(n) => match n.as_i64() {
-            Some(t) => f.ts_unit.to_millis(t),
+            Some(t) => model_millis(t, f.ts_unit),
             None if n.is_u64() => None,
             None => return Err("ts wrong type".into()),
         },
@@ -182,6 +231,18 @@ fn model(line: &str, f: &Format) -> Result<(String, i64, Option<String>, Vec<Str
     Ok((item, ts, user, dims))
 }
 
+/// Milliseconds of `t` in `unit`, floored, in i128 (independent of [`TsUnit::to_millis`]).
+fn model_millis(t: i64, unit: TsUnit) -> Option<i64> {
+    let t = i128::from(t);
+    let ms = match unit {
+        TsUnit::Seconds => t * 1000,
+        TsUnit::Millis => t,
+        TsUnit::Micros => (t - t.rem_euclid(1000)) / 1000,
+        TsUnit::Nanos => (t - t.rem_euclid(1_000_000)) / 1_000_000,
+    };
+    i64::try_from(ms).ok()
+}
+
 /// Keys and tokens from a small alphabet, so that pointers often find something.
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -195,8 +256,8 @@ fn key() -> impl Strategy<Value = String> {
     ]
 }
 
-fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         (-3i64..3).prop_map(Value::from),
@@ -211,12 +272,14 @@ fn json() -> impl Strategy<Value = Value> {
             "[a-z\"\\\\]{0,4}"
         ]
         .prop_map(Value::from),
-    ];
-    leaf.prop_recursive(4, 40, 4, |inner| {
+    ]
+}
+
+fn json() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 40, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-            prop::collection::btree_map(key(), inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(key(), inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -235,7 +298,12 @@ fn format() -> impl Strategy<Value = Format> {
     (
         pointer(),
         pointer(),
-        prop_oneof![Just(TsUnit::Seconds), Just(TsUnit::Millis), Just(TsUnit::Micros), Just(TsUnit::Nanos)],
+        prop_oneof![
+            Just(TsUnit::Seconds),
+            Just(TsUnit::Millis),
+            Just(TsUnit::Micros),
+            Just(TsUnit::Nanos)
+        ],
         prop::option::of(pointer()),
         prop::collection::vec(pointer(), 0..3),
     )
@@ -244,8 +312,37 @@ fn format() -> impl Strategy<Value = Format> {
             ts,
             ts_unit,
             user,
-            dims: dims.into_iter().enumerate().map(|(i, p)| (format!("d{i}"), p)).collect(),
+            dims: dims
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (format!("d{i}"), p))
+                .collect(),
         })
+}
+
+/// Puts `value` at `tokens` in `v`, making objects on the way (so that most records have most
+/// targets; an array keeps its shape where the token is one of its indices).
+fn plant(v: &mut Value, tokens: &[String], value: Value) {
+    let Some((first, rest)) = tokens.split_first() else {
+        *v = value;
+        return;
+    };
+    if let Value::Array(a) = v {
+        if let Some(slot) = first
+            .parse::<usize>()
+            .ok()
+            .filter(|_| !first.starts_with('0') || first == "0")
+            .and_then(|i| a.get_mut(i))
+        {
+            return plant(slot, rest, value);
+        }
+    }
+    if !v.is_object() {
+        *v = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(m) = v {
+        plant(m.entry(first.clone()).or_insert(Value::Null), rest, value);
+    }
 }
 
 proptest! {
@@ -253,7 +350,28 @@ proptest! {
 
     /// On random records and formats, the streaming walk agrees with the brute-force model.
     #[test]
-    fn walk_equals_the_model(record in json(), f in format(), garbage in prop::bool::weighted(0.05)) {
+    fn walk_equals_the_model(
+        mut record in json(),
+        f in format(),
+        planted in prop::collection::vec(prop::option::weighted(0.85, prop_oneof![
+            3 => (-5i64..5).prop_map(Value::from),
+            3 => "[a-z]{1,3}".prop_map(Value::from),
+            1 => leaf(),
+        ]), 6),
+        garbage in prop::bool::weighted(0.05),
+    ) {
+        let targets = [Some(&f.item_id), Some(&f.ts), f.user.as_ref()]
+            .into_iter()
+            .flatten()
+            .chain(f.dims.iter().map(|(_, p)| p));
+        for (p, value) in targets.zip(planted) {
+            if let Some(value) = value {
+                plant(&mut record, &p.tokens, value);
+            }
+        }
+        if !record.is_object() {
+            record = serde_json::json!({ "z": record });
+        }
         let mut line = serde_json::to_string(&record).expect("serializable");
         if garbage {
             line.push_str(" x");

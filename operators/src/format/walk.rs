@@ -122,7 +122,11 @@ impl<'a> Node<'_, '_, 'a> {
     /// The targets below here whose next token is array index `index`.
     fn index_mask(&self, index: usize) -> u64 {
         bits(self.mask)
-            .filter(|&i| tokens(self.format, i).get(self.depth).is_some_and(|t| is_index(t, index)))
+            .filter(|&i| {
+                tokens(self.format, i)
+                    .get(self.depth)
+                    .is_some_and(|t| is_index(t, index))
+            })
             .fold(0, |m, i| m | 1 << i)
     }
 
