@@ -5,10 +5,12 @@
 //! name, so a typo fails at start-up with one clear line instead of running with a default.
 //!
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
-//! plan, a function per section (a window's counting mode and sketch: `counting`); `plan` the
+//! plan, a function per section (a window's counting mode and sketch: `counting`; `[source.format]`:
+//! `format`); `plan` the
 //! validated [`JobPlan`] the rest of the job uses.
 
 mod counting;
+mod format;
 mod plan;
 mod raw;
 #[cfg(test)]
@@ -16,6 +18,7 @@ mod tests;
 mod validate;
 
 pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
+pub use format::{DimsAt, InputFormat};
 pub use plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
