@@ -342,4 +342,53 @@ mod tests {
         );
         assert_eq!((wm, bad), (Millis::MIN, 2));
     }
+
+    /// Under a field mapping the user and dims travel in `extra`; a record without a user is a
+    /// bad record only when every window needs one.
+    #[test]
+    fn mapped_records_carry_user_and_dims() {
+        use hotlist_operators::format::Pointer;
+        let p = |t: &str| Pointer::parse(t).expect("pointer");
+        let mut r = rules(1000);
+        r.format = Format {
+            item_id: p("/Bid/auction"),
+            ts: p("/Bid/date_time"),
+            ts_unit: hotlist_operators::format::TsUnit::Millis,
+            user: Some(p("/Bid/bidder")),
+            dims: vec![("channel".into(), p("/Bid/channel"))],
+        };
+        let with = br#"{"Bid":{"auction":7,"bidder":9,"date_time":5,"channel":"A"}}"#;
+        let without = br#"{"Bid":{"auction":7,"date_time":5}}"#;
+        let mut out = Batch {
+            events: vec![],
+            dead: vec![],
+        };
+        let mut tally = Tally::default();
+        let mut clock = PartitionClock::new(Span::ZERO);
+        for line in [&with[..], &without[..]] {
+            let at = Place {
+                partition: PartitionId(0),
+                position: 1,
+                out: &mut out,
+                tally: &mut tally,
+            };
+            accept(Record::Line(line), at, &mut clock, &r);
+        }
+        let extras: Vec<_> = out.events.iter().map(|e| e.extra.as_deref().cloned()).collect();
+        let user = |u: Option<&str>, d: &str| {
+            Some(EventExtra {
+                user: u.map(ItemId::from),
+                dims: vec![d.into()],
+            })
+        };
+        assert_eq!(extras, [user(Some("9"), "A"), user(None, "")]);
+        assert_eq!(out.events[0].item.to_string(), "7");
+        r.user_required = true;
+        let (dead, events, _, bad) = run(vec![Record::Line(without), Record::Line(with)], &r);
+        assert_eq!((events.len(), bad), (1, 1));
+        assert_eq!(
+            dead[0].1,
+            "user: /Bid/bidder finds nothing (every window counts distinct users)"
+        );
+    }
 }
