@@ -101,6 +101,7 @@ fn run_plan(
         job_id: "oracle".into(),
         source: SourcePlan::Files(paths),
         max_record_bytes: hotlist_dataflow::config::DEFAULT_MAX_RECORD_BYTES,
+        input: hotlist_dataflow::config::InputFormat::default(),
         windows: windows(c),
         counting,
         time: TimePlan {

@@ -178,6 +178,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         job_id: "bench".into(),
         source,
         max_record_bytes: crate::config::DEFAULT_MAX_RECORD_BYTES,
+        input: crate::config::InputFormat::default(),
         counting: vec![counting(args); windows.len()],
         windows,
         time: TimePlan {

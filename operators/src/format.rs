@@ -1,10 +1,30 @@
 //! Field mapping (`[source.format]`): where in a producer's JSON record the item id, the event
 //! time, the user and the dims are, as JSON Pointers (RFC 6901).
 //!
-//! INTERFACE STUB: the streaming parser for arbitrary pointers is being built; until then only
-//! the default contract parses (see [`parse_with`]).
+//! Under the default format (`/item_id`, `/ts` in ms, no user, no dims) a line is parsed by the
+//! event contract itself ([`parse_event`], its fast path and its exact rules and details).
+//! Any other format is parsed by a streaming walk (`walk.rs`) with the mapping rules:
+//!
+//! - item id and user: a string or an integer (written in decimal: `1000` and `"1000"` are the
+//!   same item), with the item-id rules ([`check_item_id`]); a missing user is `None`;
+//! - time: an integer in the format's unit (converted to ms, sub-ms truncated toward −∞) or an
+//!   RFC 3339 string; outside years 0000–9999 (also after conversion) it is out of range;
+//! - a dim: a string or an integer; missing or `null` is `""`;
+//! - a pointer finding nothing (item id, time) or a value of another type is a bad record whose
+//!   detail names the target and the pointer (`item_id: /Bid/auction finds nothing`).
+//!
+//! Malformed JSON, trailing garbage, a line that is not one object, and a key that occurs twice
+//! on a pointer's path stay bad.
 
-use crate::event::{parse_event, BadRecord, ParsedEvent};
+#[cfg(test)]
+mod tests;
+mod walk;
+
+use crate::event::{check_item_id, parse_event, BadRecord, ParsedEvent};
+use crate::time::Millis;
+use std::borrow::Cow;
+pub use walk::MAX_TARGETS;
+use walk::{Cap, Caps};
 
 /// A JSON Pointer (RFC 6901), split into its reference tokens (`~1` and `~0` decoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,10 +100,168 @@ impl Default for Format {
     }
 }
 
-/// Parses one line under `format`.
-pub fn parse_with<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, BadRecord> {
-    if *format != Format::default() {
-        return Err(BadRecord::Invalid("field mapping is not implemented yet".to_string()));
+impl Format {
+    /// Whether this is the event contract's format (parsed by [`parse_event`]). Cheap: no
+    /// allocation, a few comparisons.
+    pub fn is_contract(&self) -> bool {
+        let is = |p: &Pointer, name: &str| p.tokens.len() == 1 && p.tokens[0] == name;
+        self.ts_unit == TsUnit::Millis
+            && self.user.is_none()
+            && self.dims.is_empty()
+            && is(&self.item_id, "item_id")
+            && is(&self.ts, "ts")
     }
-    parse_event(line)
+}
+
+impl TsUnit {
+    /// Parses `s`, `ms`, `us` or `ns`.
+    pub fn parse(text: &str) -> Option<TsUnit> {
+        match text {
+            "s" => Some(TsUnit::Seconds),
+            "ms" => Some(TsUnit::Millis),
+            "us" => Some(TsUnit::Micros),
+            "ns" => Some(TsUnit::Nanos),
+            _ => None,
+        }
+    }
+
+    /// An integer time in this unit as milliseconds (sub-ms truncated toward −∞); `None` on
+    /// overflow.
+    pub fn to_millis(self, v: i64) -> Option<i64> {
+        match self {
+            TsUnit::Seconds => v.checked_mul(1000),
+            TsUnit::Millis => Some(v),
+            TsUnit::Micros => Some(v.div_euclid(1000)),
+            TsUnit::Nanos => Some(v.div_euclid(1_000_000)),
+        }
+    }
+}
+
+/// Parses one line under `format`.
+#[inline]
+pub fn parse_with<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, BadRecord> {
+    if format.is_contract() {
+        return parse_event(line);
+    }
+    parse_mapped(line, format)
+}
+
+/// The mapping rules (see the module doc).
+fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, BadRecord> {
+    let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
+    match text.bytes().find(|b| !b.is_ascii_whitespace()) {
+        None => return Err(BadRecord::Empty),
+        Some(b'{') => {}
+        Some(_) => return Err(BadRecord::NotObject),
+    }
+    let mut caps = Caps {
+        fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
+        dims: vec![Cap::Missing; format.dims.len()],
+    };
+    walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;
+    let [item, ts, user] = caps.fixed;
+    let Some(item_id) = id("item_id", &format.item_id, item)? else {
+        return Err(nothing("item_id", &format.item_id));
+    };
+    check_item_id(&item_id)?;
+    let ts = time(&format.ts, format.ts_unit, ts)?;
+    let user = match &format.user {
+        Some(p) => {
+            let user = id("user", p, user)?;
+            if let Some(u) = &user {
+                check_item_id(u).map_err(|bad| {
+                    let why = bad.to_string();
+                    let why = why.strip_prefix("item_id ").unwrap_or(&why);
+                    BadRecord::Invalid(format!("user: {} {why}", shown(&p.text)))
+                })?;
+            }
+            user
+        }
+        None => None,
+    };
+    let dims = caps
+        .dims
+        .into_iter()
+        .zip(&format.dims)
+        .map(|(cap, (name, p))| dim(name, p, cap))
+        .collect::<Result<_, _>>()?;
+    Ok(ParsedEvent {
+        item_id,
+        ts,
+        user,
+        dims,
+    })
+}
+
+/// A pointer as shown in details (`""`, the whole record, quoted).
+fn shown(text: &str) -> &str {
+    if text.is_empty() {
+        "\"\""
+    } else {
+        text
+    }
+}
+
+fn nothing(what: &str, p: &Pointer) -> BadRecord {
+    BadRecord::Invalid(format!("{what}: {} finds nothing", shown(&p.text)))
+}
+
+fn wrong(what: &str, p: &Pointer, found: &str, want: &str) -> BadRecord {
+    BadRecord::Invalid(format!("{what}: {} is {found}, not {want}", shown(&p.text)))
+}
+
+fn found(cap: &Cap<'_>) -> &'static str {
+    match cap {
+        Cap::Null => "null",
+        Cap::Other(what) => what,
+        _ => "a value",
+    }
+}
+
+/// An item id or user: a string or an integer in decimal; `None` when missing.
+fn id<'a>(what: &str, p: &Pointer, cap: Cap<'a>) -> Result<Option<Cow<'a, str>>, BadRecord> {
+    match cap {
+        Cap::Missing => Ok(None),
+        Cap::Str(s) => Ok(Some(s)),
+        Cap::Int(v) => Ok(Some(Cow::Owned(v.to_string()))),
+        Cap::BigInt(v) => Ok(Some(Cow::Owned(v.to_string()))),
+        other => Err(wrong(what, p, found(&other), "a string or an integer")),
+    }
+}
+
+/// The event time: an integer in `unit` or an RFC 3339 string, within years 0000–9999.
+fn time(p: &Pointer, unit: TsUnit, cap: Cap<'_>) -> Result<Millis, BadRecord> {
+    let in_range = |ms: Option<i64>, written: String| match ms.map(Millis) {
+        Some(ts) if ts.is_event_time() => Ok(ts),
+        _ => Err(BadRecord::TsOutOfRange(written)),
+    };
+    match cap {
+        Cap::Missing => Err(nothing("ts", p)),
+        Cap::Int(v) => in_range(unit.to_millis(v), v.to_string()),
+        Cap::BigInt(v) => Err(BadRecord::TsOutOfRange(v.to_string())),
+        Cap::Str(s) => match Millis::parse_rfc3339(&s) {
+            Some(ts) => in_range(Some(ts.0), format!("{s:?}")),
+            None => Err(BadRecord::Invalid(format!(
+                "ts: {} is {s:?}, not an RFC 3339 time with an offset",
+                shown(&p.text)
+            ))),
+        },
+        other => Err(wrong("ts", p, found(&other), "an integer or an RFC 3339 string")),
+    }
+}
+
+/// A dim's value: a string or an integer; missing or null is `""`.
+fn dim<'a>(name: &str, p: &Pointer, cap: Cap<'a>) -> Result<Cow<'a, str>, BadRecord> {
+    match cap {
+        Cap::Missing | Cap::Null => Ok(Cow::Borrowed("")),
+        Cap::Str(s) => Ok(s),
+        Cap::Int(v) => Ok(Cow::Owned(v.to_string())),
+        Cap::BigInt(v) => Ok(Cow::Owned(v.to_string())),
+        other => Err(wrong(
+            &format!("dims.{name}"),
+            p,
+            found(&other),
+            "a string or an integer",
+        )),
+    }
 }

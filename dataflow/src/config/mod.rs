@@ -5,11 +5,12 @@
 //! name, so a typo fails at start-up with one clear line instead of running with a default.
 //!
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
-//! plan, a function per section (a window's counting mode and sketch: `counting`; its `by`, `max_groups` and
-//! `count`: `keys`); `plan` the
-//! validated [`JobPlan`] the rest of the job uses.
+//! plan, a function per section (a window's counting mode and sketch: `counting`; its `by`,
+//! `max_groups` and `count`: `keys`; `[source.format]`: `format`); `plan` the validated
+//! [`JobPlan`] the rest of the job uses.
 
 mod counting;
+mod format;
 mod keys;
 mod plan;
 mod raw;
@@ -18,6 +19,7 @@ mod tests;
 mod validate;
 
 pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
+pub use format::{DimsAt, InputFormat};
 pub use plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,

@@ -27,6 +27,8 @@ pub struct JobPlan {
     /// Longest record a source takes, in bytes (a line of a file or stdin, a Kafka message): a
     /// longer one is a `too_large` dead letter. Between 1 and [`MAX_RECORD_BYTES_LIMIT`].
     pub max_record_bytes: usize,
+    /// `[source.format]`: where the fields are, the parser's format, whether a user is required.
+    pub input: super::format::InputFormat,
     /// Windows, in configured order.
     pub windows: Vec<WindowSpec>,
     /// How each window counts (same order as `windows`).

@@ -65,6 +65,8 @@ pub struct RawFileSource {
     pub bounded: Option<bool>,
     /// Longest line in bytes; a longer one is a `too_large` dead letter.
     pub max_record_bytes: Option<i64>,
+    /// `[source.format]`: where the fields are (JSON Pointers).
+    pub format: Option<super::format::RawFormat>,
 }
 
 /// `[source] kind = "generator"`.
@@ -127,9 +129,20 @@ pub struct RawKafkaSource {
     pub partition_discovery: Option<String>,
     /// Longest message in bytes; a longer one is a `too_large` dead letter.
     pub max_record_bytes: Option<i64>,
+    /// `[source.format]`: where the fields are (JSON Pointers).
+    pub format: Option<super::format::RawFormat>,
 }
 
 impl RawSource {
+    /// `[source.format]` (the generator writes the event contract and has none).
+    pub fn format(&self) -> Option<&super::format::RawFormat> {
+        match self {
+            RawSource::File(s) => s.format.as_ref(),
+            RawSource::Generator(_) => None,
+            RawSource::Kafka(s) => s.format.as_ref(),
+        }
+    }
+
     /// `source.max_record_bytes`, whatever the kind.
     pub fn max_record_bytes(&self) -> Option<i64> {
         match self {

@@ -431,3 +431,49 @@ fn per_group_and_distinct_user_windows() {
         assert!(!err.contains('\n'), "one line: {err:?}");
     }
 }
+
+/// `[source.format]`: the defaults are the contract, the Nexmark mapping compiles, every bad
+/// value is one line naming its key.
+#[test]
+fn source_format() {
+    let file = "[source]\nkind = \"file\"\npath = \"-\"\n";
+    let p = plan(file, &[]).expect("default");
+    assert!(p.input.format.is_contract());
+    assert!(!p.input.user_required);
+    let nexmark = format!(
+        "{file}[source.format]\nitem_id = \"/Bid/auction\"\nts = \"/Bid/date_time\"\nuser = \"/Bid/bidder\"\n\
+         dims = {{ channel = \"/Bid/channel\" }}\n"
+    );
+    let p = plan(&nexmark, &[]).expect("nexmark");
+    assert_eq!(p.input.format.item_id.text, "/Bid/auction");
+    assert_eq!(p.input.format.user, None, "no window needs a user yet");
+    let f = p.input.compile(&["channel".into()], true).expect("compiles");
+    assert_eq!(f.user.map(|u| u.text), Some("/Bid/bidder".into()));
+    assert_eq!(f.dims[0].1.text, "/Bid/channel");
+    let e = p.input.compile(&["country".into()], false).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("source.format.dims: no pointer for dim \"country\""),
+        "{e}"
+    );
+    // a dims object: dim `d` is at <object>/d, escaped
+    let p = plan(&format!("{file}[source.format]\ndims = \"/meta\"\n"), &[]).expect("dims object");
+    let f = p.input.compile(&["a/b".into()], false).expect("compiles");
+    assert_eq!(f.dims[0].1.tokens, vec!["meta", "a/b"]);
+    let user = plan(file, &[]).expect("default").input.compile(&[], true).unwrap_err();
+    assert!(user.to_string().starts_with("source.format.user:"), "{user}");
+    for (set, key) in [
+        ("source.format.item_id=\"Bid\"", "source.format.item_id"),
+        ("source.format.ts=\"\"", "source.format.ts"),
+        ("source.format.ts_unit=\"min\"", "source.format.ts_unit"),
+        ("source.format.user=\"x\"", "source.format.user"),
+        ("source.format.dims=3", "source.format.dims"),
+        ("source.format.dims.c=3", "source.format.dims.c"),
+        ("source.format.bogus=\"/x\"", "bogus"),
+    ] {
+        let err = format!("{:#}", plan(file, &[set]).unwrap_err());
+        assert!(err.contains(key) && !err.contains('\n'), "{set}: {err:?}");
+    }
+    let err = format!("{:#}", plan(GEN, &["source.format.item_id=\"/x\""]).unwrap_err());
+    assert!(err.contains("format"), "the generator has no format: {err}");
+}

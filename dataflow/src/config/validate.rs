@@ -30,6 +30,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     }
     let source = raw.source.ok_or_else(|| anyhow!("missing [source] section"))?;
     let max_record_bytes = validate_max_record_bytes(source.max_record_bytes())?;
+    let input = super::format::validate_format(source.format().unwrap_or(&Default::default()))?;
     let source = validate_source(source)?;
     let time = validate_time(&raw.time)?;
     let windows = validate_windows(&raw.window)?;
@@ -64,6 +65,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         job_id,
         source,
         max_record_bytes,
+        input,
         windows,
         counting,
         time,

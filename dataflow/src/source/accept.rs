@@ -13,10 +13,11 @@
 //! activation.
 
 use super::{InMessage, Record};
-use hotlist_operators::event::{check_event_time, parse_event};
+use hotlist_operators::event::check_event_time;
+use hotlist_operators::format::{parse_with, Format};
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, PartitionId, TimedEvent};
+use hotlist_operators::record::{DeadLetter, DeadReason, EventExtra, ItemId, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 
@@ -54,6 +55,10 @@ pub struct Rules {
     /// The wall clock when this batch was read: the reference time of records without a
     /// message timestamp (files, stdin, the generator).
     pub wall: Millis,
+    /// Where the fields are (`[source.format]`, compiled for the windows' needs).
+    pub format: Format,
+    /// Every window needs a user: a record without one is bad (else it goes on without).
+    pub user_required: bool,
 }
 
 /// Where one record goes: its partition and position, and the batch and tallies it lands in.
@@ -82,11 +87,23 @@ impl Place<'_> {
     }
 }
 
+/// The user and dims of a parsed event, when the format locates any (no allocation otherwise).
+#[inline]
+fn extra_of(ev: &hotlist_operators::event::ParsedEvent<'_>) -> Option<Box<EventExtra>> {
+    if ev.user.is_none() && ev.dims.is_empty() {
+        return None;
+    }
+    Some(Box::new(EventExtra {
+        user: ev.user.as_deref().map(ItemId::from),
+        dims: ev.dims.iter().map(|d| d.as_ref().into()).collect(),
+    }))
+}
+
 /// Checks (parsing if needed), stamps, judges and routes one record.
 #[inline]
 pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, rules: &Rules) {
     let message = rec.message();
-    let (item, ts, raw): (ItemId, Millis, Option<&[u8]>) = match rec {
+    let (item, ts, raw, extra): (ItemId, Millis, Option<&[u8]>, _) = match rec {
         Record::TooLarge { head, len, at: m } => {
             let what = if m.is_some() { "message" } else { "record" };
             let detail = format!(
@@ -96,12 +113,17 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
             );
             return at.reject(head.to_vec(), DeadReason::TooLarge, detail);
         }
-        Record::Line(line) | Record::LineAt(line, _) => match parse_event(line) {
-            Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line)),
+        Record::Line(line) | Record::LineAt(line, _) => match parse_with(line, &rules.format) {
+            Ok(ev) if ev.user.is_none() && rules.user_required => {
+                let pointer = rules.format.user.as_ref().map_or("", |p| p.text.as_str());
+                let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
+                return at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
+            }
+            Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line), extra_of(&ev)),
             Err(bad) => return at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message)),
         },
         Record::Event(item, ts) => match check_event_time(ts) {
-            Ok(ts) => (item.clone(), ts, None),
+            Ok(ts) => (item.clone(), ts, None, None),
             Err(bad) => return at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string()),
         },
     };
@@ -139,7 +161,7 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
     }
     let hash = item_hash(&item);
     at.out.events.push(TimedEvent {
-        extra: None,
+        extra,
         item,
         ts,
         wm_before,
@@ -186,6 +208,8 @@ mod tests {
             max_future: Span::from_millis(3_600_000),
             max_record_bytes: 100,
             wall: Millis(wall),
+            format: Format::default(),
+            user_required: false,
         }
     }
 
@@ -317,5 +341,54 @@ mod tests {
             ]
         );
         assert_eq!((wm, bad), (Millis::MIN, 2));
+    }
+
+    /// Under a field mapping the user and dims travel in `extra`; a record without a user is a
+    /// bad record only when every window needs one.
+    #[test]
+    fn mapped_records_carry_user_and_dims() {
+        use hotlist_operators::format::Pointer;
+        let p = |t: &str| Pointer::parse(t).expect("pointer");
+        let mut r = rules(1000);
+        r.format = Format {
+            item_id: p("/Bid/auction"),
+            ts: p("/Bid/date_time"),
+            ts_unit: hotlist_operators::format::TsUnit::Millis,
+            user: Some(p("/Bid/bidder")),
+            dims: vec![("channel".into(), p("/Bid/channel"))],
+        };
+        let with = br#"{"Bid":{"auction":7,"bidder":9,"date_time":5,"channel":"A"}}"#;
+        let without = br#"{"Bid":{"auction":7,"date_time":5}}"#;
+        let mut out = Batch {
+            events: vec![],
+            dead: vec![],
+        };
+        let mut tally = Tally::default();
+        let mut clock = PartitionClock::new(Span::ZERO);
+        for line in [&with[..], &without[..]] {
+            let at = Place {
+                partition: PartitionId(0),
+                position: 1,
+                out: &mut out,
+                tally: &mut tally,
+            };
+            accept(Record::Line(line), at, &mut clock, &r);
+        }
+        let extras: Vec<_> = out.events.iter().map(|e| e.extra.as_deref().cloned()).collect();
+        let user = |u: Option<&str>, d: &str| {
+            Some(EventExtra {
+                user: u.map(ItemId::from),
+                dims: vec![d.into()],
+            })
+        };
+        assert_eq!(extras, [user(Some("9"), "A"), user(None, "")]);
+        assert_eq!(out.events[0].item.to_string(), "7");
+        r.user_required = true;
+        let (dead, events, _, bad) = run(vec![Record::Line(without), Record::Line(with)], &r);
+        assert_eq!((events.len(), bad), (1, 1));
+        assert_eq!(
+            dead[0].1,
+            "user: /Bid/bidder finds nothing (every window counts distinct users)"
+        );
     }
 }

@@ -149,6 +149,8 @@ impl SourceState {
                 max_future: plan.time.max_future,
                 max_record_bytes: plan.max_record_bytes,
                 wall: Millis::now(),
+                format: plan.input.format.clone(),
+                user_required: plan.input.user_required,
             },
             out_of_orderness: plan.time.max_out_of_orderness,
             stats,

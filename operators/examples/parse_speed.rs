@@ -1,0 +1,66 @@
+//! Parse-path speed: lines/s of the event contract through `parse_event` (the code of main
+//! before the field mapping, unchanged) and through `parse_with(Format::default())` (what
+//! sources call now), interleaved rounds, best of each; with a file argument of Nexmark bid
+//! lines, also the mapped path on them.
+//!
+//!   cargo run --release -p hotlist-operators --example parse_speed [bids.jsonl]
+
+use hotlist_operators::event::parse_event;
+use hotlist_operators::format::{parse_with, Format, Pointer, TsUnit};
+use std::hint::black_box;
+use std::time::Instant;
+
+fn rate(lines: &[Vec<u8>], parse: &dyn Fn(&[u8]) -> bool) -> f64 {
+    let t = Instant::now();
+    let ok = lines.iter().filter(|l| parse(black_box(l))).count();
+    assert_eq!(ok, lines.len(), "every line parses");
+    lines.len() as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let lines: Vec<Vec<u8>> = (0..1_000_000u64)
+        .map(|i| {
+            let item = (i * 2_654_435_761) % 100_000;
+            format!(r#"{{"item_id":"item-{item}","ts":{}}}"#, 1_700_000_000_000 + i).into_bytes()
+        })
+        .collect();
+    let contract = Format::default();
+    let (mut before, mut after) = (0f64, 0f64);
+    for _ in 0..7 {
+        before = before.max(rate(&lines, &|l| parse_event(l).is_ok()));
+        after = after.max(rate(&lines, &|l| parse_with(l, &contract).is_ok()));
+    }
+    println!(
+        "contract: parse_event {before:.0} lines/s, parse_with(default) {after:.0} lines/s, ratio {:.3}",
+        after / before
+    );
+    if let Some(path) = std::env::args().nth(1) {
+        let text = std::fs::read(&path)?;
+        let bids: Vec<Vec<u8>> = text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        let p = |t: &str| Pointer::parse(t).map_err(|e| e.to_string());
+        let mut f = Format {
+            item_id: p("/Bid/auction")?,
+            ts: p("/Bid/date_time")?,
+            ts_unit: TsUnit::Millis,
+            user: None,
+            dims: Vec::new(),
+        };
+        let plain = (0..5)
+            .map(|_| rate(&bids, &|l| parse_with(l, &f).is_ok()))
+            .fold(0f64, f64::max);
+        f.user = Some(p("/Bid/bidder")?);
+        f.dims = vec![("channel".into(), p("/Bid/channel")?)];
+        let full = (0..5)
+            .map(|_| rate(&bids, &|l| parse_with(l, &f).is_ok()))
+            .fold(0f64, f64::max);
+        println!(
+            "nexmark bids ({} lines): item+ts {plain:.0} lines/s, item+ts+user+channel {full:.0} lines/s",
+            bids.len()
+        );
+    }
+    Ok(())
+}

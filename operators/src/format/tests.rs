@@ -1,0 +1,396 @@
+use super::*;
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn ptr(text: &str) -> Pointer {
+    Pointer::parse(text).expect("valid pointer")
+}
+
+/// The Nexmark bid mapping.
+fn bids() -> Format {
+    Format {
+        item_id: ptr("/Bid/auction"),
+        ts: ptr("/Bid/date_time"),
+        ts_unit: TsUnit::Millis,
+        user: Some(ptr("/Bid/bidder")),
+        dims: vec![("channel".to_string(), ptr("/Bid/channel"))],
+    }
+}
+
+fn detail(line: &str, format: &Format) -> String {
+    match parse_with(line.as_bytes(), format) {
+        Ok(e) => panic!("{line} parsed as {e:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn nexmark_bids() {
+    let line = r#"{"Bid":{"auction":1000,"bidder":1001,"price":1,"channel":"Google","url":"u","date_time":1796052641816,"extra":""}}"#;
+    let e = parse_with(line.as_bytes(), &bids()).expect("a bid");
+    assert_eq!(e.item_id, "1000");
+    assert_eq!(e.ts, Millis(1796052641816));
+    assert_eq!(e.user.as_deref(), Some("1001"));
+    assert_eq!(e.dims, vec!["Google"]);
+    // a string and an integer are the same item
+    let s = r#"{"Bid":{"auction":"1000","bidder":"1001","date_time":1796052641816}}"#;
+    let e = parse_with(s.as_bytes(), &bids()).expect("a bid");
+    assert_eq!((e.item_id.as_ref(), e.user.as_deref()), ("1000", Some("1001")));
+    assert_eq!(e.dims, vec![""], "a missing dim is empty");
+    let no_user = r#"{"Bid":{"auction":7,"date_time":0,"channel":null}}"#;
+    let e = parse_with(no_user.as_bytes(), &bids()).expect("a bid without a user");
+    assert_eq!((e.user, e.dims), (None, vec![Cow::Borrowed("")]));
+}
+
+#[test]
+fn details_name_the_pointer() {
+    let f = bids();
+    let cases = [
+        (r#"{"Person":{"id":1}}"#, "item_id: /Bid/auction finds nothing"),
+        (r#"{"Bid":{"auction":1}}"#, "ts: /Bid/date_time finds nothing"),
+        (
+            r#"{"Bid":{"auction":1.5,"date_time":0}}"#,
+            "item_id: /Bid/auction is a float, not a string or an integer",
+        ),
+        (
+            r#"{"Bid":{"auction":null,"date_time":0}}"#,
+            "item_id: /Bid/auction is null, not a string or an integer",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":true}}"#,
+            "ts: /Bid/date_time is a boolean, not an integer or an RFC 3339 string",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":"12"}}"#,
+            r#"ts: /Bid/date_time is "12", not an RFC 3339 time with an offset"#,
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":0,"bidder":[]}}"#,
+            "user: /Bid/bidder is an array, not a string or an integer",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":0,"bidder":""}}"#,
+            "user: /Bid/bidder is empty",
+        ),
+        (
+            r#"{"Bid":{"auction":1,"date_time":0,"channel":{}}}"#,
+            "dims.channel: /Bid/channel is an object, not a string or an integer",
+        ),
+        (r#"{"Bid":{"auction":"","date_time":0}}"#, "item_id is empty"),
+        (
+            r#"{"Bid":{"auction":1,"date_time":9000000000000000}}"#,
+            "ts 9000000000000000 is outside years 0000-9999",
+        ),
+        (r#"{"Bid":5}"#, "item_id: /Bid/auction finds nothing"),
+        ("[1]", "not a JSON object"),
+        ("", "empty line"),
+    ];
+    for (line, want) in cases {
+        assert_eq!(detail(line, &f), want, "{line}");
+    }
+    let long_user = format!(
+        r#"{{"Bid":{{"auction":1,"date_time":0,"bidder":"{}"}}}}"#,
+        "u".repeat(257)
+    );
+    assert_eq!(
+        detail(&long_user, &f),
+        "user: /Bid/bidder is 257 bytes long (at most 256)"
+    );
+}
+
+#[test]
+fn malformed_duplicates_and_garbage_stay_bad() {
+    let f = bids();
+    for line in [
+        r#"{"Bid":{"auction":1,"date_time":0}} x"#,
+        r#"{"Bid":{"auction":1,"date_time":0}}{"Bid":{}}"#,
+        r#"{"Bid":{"auction":1,"auction":2,"date_time":0}}"#,
+        r#"{"Bid":{"auction":1,"date_time":0},"Bid":{"auction":1,"date_time":0}}"#,
+        r#"{"Bid":{"auction":1,"date_time":0,"x":nope}}"#,
+        r#"{"Bid":{"auction":"\ud800","date_time":0}}"#,
+        r#"{"Bid":{"auction":1,"date_time":0}"#,
+    ] {
+        assert!(parse_with(line.as_bytes(), &f).is_err(), "{line}");
+    }
+    assert!(detail(r#"{"Bid":{"auction":1,"auction":2,"date_time":0}}"#, &f).starts_with("duplicate key \"auction\""));
+    // a duplicate key off every pointer's path is not looked at (like the contract's unknown fields)
+    let ok = r#"{"Bid":{"auction":1,"date_time":0,"extra":1,"extra":2}}"#;
+    assert!(parse_with(ok.as_bytes(), &f).is_ok());
+}
+
+#[test]
+fn units_escapes_and_indices() {
+    let at = |unit, v: &str| {
+        let f = Format {
+            ts_unit: unit,
+            ..bids()
+        };
+        parse_with(format!(r#"{{"Bid":{{"auction":1,"date_time":{v}}}}}"#).as_bytes(), &f).map(|e| e.ts.0)
+    };
+    assert_eq!(at(TsUnit::Seconds, "1700000000"), Ok(1_700_000_000_000));
+    assert_eq!(at(TsUnit::Micros, "1999"), Ok(1));
+    assert_eq!(at(TsUnit::Micros, "-1"), Ok(-1), "truncated toward -inf");
+    assert_eq!(at(TsUnit::Nanos, "-1000001"), Ok(-2));
+    assert_eq!(at(TsUnit::Nanos, "9223372036854775807"), Ok(9_223_372_036_854));
+    assert_eq!(
+        at(TsUnit::Seconds, "9223372036854775807"),
+        Err(BadRecord::TsOutOfRange("9223372036854775807".into())),
+        "overflow"
+    );
+    assert_eq!(
+        at(TsUnit::Seconds, "253402300800"),
+        Err(BadRecord::TsOutOfRange("253402300800".into()))
+    );
+    assert_eq!(
+        at(TsUnit::Seconds, r#""1970-01-01T00:00:01Z""#),
+        Ok(1000),
+        "strings ignore the unit"
+    );
+    let f = Format {
+        item_id: ptr("/a~1b/~0c"),
+        ts: ptr("/t/1"),
+        ts_unit: TsUnit::Millis,
+        user: Some(ptr("/u/0/id")),
+        dims: vec![("d".into(), ptr("/t/0")), ("e".into(), ptr("/a~1b/~0c"))],
+    };
+    let e = parse_with(br#"{"t":["x",5],"a/b":{"~c":"i"},"u":[{"id":-3}]}"#, &f).expect("parsed");
+    assert_eq!((e.item_id.as_ref(), e.ts.0, e.user.as_deref()), ("i", 5, Some("-3")));
+    assert_eq!(e.dims, vec!["x", "i"]);
+    // a token that looks like an index also names an object's key (RFC 6901)
+    let e = parse_with(br#"{"t":{"1":5},"a/b":{"~c":"i"}}"#, &f).expect("parsed");
+    assert_eq!(
+        (e.ts.0, e.user, e.dims),
+        (5, None, vec![Cow::Borrowed(""), Cow::Borrowed("i")])
+    );
+    let leading_zero = Format {
+        ts: ptr("/t/01"),
+        ..f.clone()
+    };
+    assert_eq!(
+        detail(r#"{"t":[0,1],"a/b":{"~c":"i"}}"#, &leading_zero),
+        "ts: /t/01 finds nothing"
+    );
+}
+
+#[test]
+fn the_default_format_is_the_contract() {
+    let f = Format::default();
+    assert!(f.is_contract());
+    assert!(!bids().is_contract());
+    for line in [
+        r#"{"item_id":"a","ts":5}"#,
+        r#"{"item_id":5,"ts":0}"#,
+        r#"{"ts":0}"#,
+        r#"{"item_id":"a","ts":0,"dims":{"c":1}}"#,
+        r#"{"item_id":"a","item_id":"b","ts":0}"#,
+    ] {
+        assert_eq!(parse_with(line.as_bytes(), &f), parse_event(line.as_bytes()), "{line}");
+    }
+}
+
+/// The brute-force model: the whole record as a `serde_json::Value`, each target by
+/// `Value::pointer`. Ok: (item, ts, user, dims); Err: the bad record's detail.
+fn model(line: &str, f: &Format) -> Result<(String, i64, Option<String>, Vec<String>), String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    if !v.is_object() {
+        return Err("not a JSON object".into());
+    }
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) if !n.is_f64() => Some(n.to_string()),
+        _ => None,
+    };
+    let item = v.pointer(&f.item_id.text).ok_or("item_id finds nothing")?;
+    let item = text(item).ok_or("item_id wrong type")?;
+    check_item_id(&item).map_err(|e| e.to_string())?;
+    let ts = v.pointer(&f.ts.text).ok_or("ts finds nothing")?;
+    let ts = match ts {
+        Value::Number(n) => match n.as_i64() {
+            Some(t) => model_millis(t, f.ts_unit),
+            None if n.is_u64() => None,
+            None => return Err("ts wrong type".into()),
+        },
+        Value::String(s) => Some(Millis::parse_rfc3339(s).ok_or("ts not rfc3339")?.0),
+        _ => return Err("ts wrong type".into()),
+    };
+    let ts = ts.filter(|&t| Millis(t).is_event_time()).ok_or("ts out of range")?;
+    let user = match f.user.as_ref().and_then(|p| v.pointer(&p.text)) {
+        None => None,
+        Some(u) => Some(text(u).ok_or("user wrong type")?),
+    };
+    if let Some(u) = &user {
+        check_item_id(u).map_err(|e| e.to_string())?;
+    }
+    let mut dims = Vec::new();
+    for (_, p) in &f.dims {
+        dims.push(match v.pointer(&p.text) {
+            None | Some(Value::Null) => String::new(),
+            Some(d) => text(d).ok_or("dim wrong type")?,
+        });
+    }
+    Ok((item, ts, user, dims))
+}
+
+/// Milliseconds of `t` in `unit`, floored, in i128 (independent of [`TsUnit::to_millis`]).
+fn model_millis(t: i64, unit: TsUnit) -> Option<i64> {
+    let t = i128::from(t);
+    let ms = match unit {
+        TsUnit::Seconds => t * 1000,
+        TsUnit::Millis => t,
+        TsUnit::Micros => (t - t.rem_euclid(1000)) / 1000,
+        TsUnit::Nanos => (t - t.rem_euclid(1_000_000)) / 1_000_000,
+    };
+    i64::try_from(ms).ok()
+}
+
+/// Keys and tokens from a small alphabet, so that pointers often find something.
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("a".to_string()),
+        Just("b".to_string()),
+        Just("0".to_string()),
+        Just("1".to_string()),
+        Just("a/b".to_string()),
+        Just("~".to_string()),
+        Just("é\n".to_string()),
+    ]
+}
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        (-3i64..3).prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-1e3f64..1e3).prop_map(Value::from),
+        prop_oneof![
+            Just("".to_string()),
+            Just("x".to_string()),
+            Just("1970-01-01T00:00:01Z".to_string()),
+            Just("\u{0}".to_string()),
+            "[a-z\"\\\\]{0,4}"
+        ]
+        .prop_map(Value::from),
+    ]
+}
+
+fn json() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 40, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map(key(), inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn pointer() -> impl Strategy<Value = Pointer> {
+    prop::collection::vec(key(), 1..4).prop_map(|tokens| {
+        let text: String = tokens
+            .iter()
+            .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
+            .collect();
+        Pointer::parse(&text).expect("valid")
+    })
+}
+
+fn format() -> impl Strategy<Value = Format> {
+    (
+        pointer(),
+        pointer(),
+        prop_oneof![
+            Just(TsUnit::Seconds),
+            Just(TsUnit::Millis),
+            Just(TsUnit::Micros),
+            Just(TsUnit::Nanos)
+        ],
+        prop::option::of(pointer()),
+        prop::collection::vec(pointer(), 0..3),
+    )
+        .prop_map(|(item_id, ts, ts_unit, user, dims)| Format {
+            item_id,
+            ts,
+            ts_unit,
+            user,
+            dims: dims
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (format!("d{i}"), p))
+                .collect(),
+        })
+}
+
+/// Puts `value` at `tokens` in `v`, making objects on the way (so that most records have most
+/// targets; an array keeps its shape where the token is one of its indices).
+fn plant(v: &mut Value, tokens: &[String], value: Value) {
+    let Some((first, rest)) = tokens.split_first() else {
+        *v = value;
+        return;
+    };
+    if let Value::Array(a) = v {
+        if let Some(slot) = first
+            .parse::<usize>()
+            .ok()
+            .filter(|_| !first.starts_with('0') || first == "0")
+            .and_then(|i| a.get_mut(i))
+        {
+            return plant(slot, rest, value);
+        }
+    }
+    if !v.is_object() {
+        *v = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(m) = v {
+        plant(m.entry(first.clone()).or_insert(Value::Null), rest, value);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// On random records and formats, the streaming walk agrees with the brute-force model.
+    #[test]
+    fn walk_equals_the_model(
+        mut record in json(),
+        f in format(),
+        planted in prop::collection::vec(prop::option::weighted(0.85, prop_oneof![
+            3 => (-5i64..5).prop_map(Value::from),
+            3 => "[a-z]{1,3}".prop_map(Value::from),
+            1 => leaf(),
+        ]), 6),
+        garbage in prop::bool::weighted(0.05),
+    ) {
+        let targets = [Some(&f.item_id), Some(&f.ts), f.user.as_ref()]
+            .into_iter()
+            .flatten()
+            .chain(f.dims.iter().map(|(_, p)| p));
+        for (p, value) in targets.zip(planted) {
+            if let Some(value) = value {
+                plant(&mut record, &p.tokens, value);
+            }
+        }
+        if !record.is_object() {
+            record = serde_json::json!({ "z": record });
+        }
+        let mut line = serde_json::to_string(&record).expect("serializable");
+        if garbage {
+            line.push_str(" x");
+        }
+        if f.is_contract() {
+            return Ok(());
+        }
+        let got = parse_with(line.as_bytes(), &f).map(|e| {
+            (
+                e.item_id.into_owned(),
+                e.ts.0,
+                e.user.map(Cow::into_owned),
+                e.dims.into_iter().map(Cow::into_owned).collect::<Vec<_>>(),
+            )
+        });
+        match (got, model(&line, &f)) {
+            (Ok(g), Ok(m)) => prop_assert_eq!(g, m, "{}", line),
+            (Err(_), Err(_)) => {}
+            (g, m) => prop_assert!(false, "{line}: walk {g:?}, model {m:?}"),
+        }
+    }
+}
