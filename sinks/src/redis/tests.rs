@@ -362,7 +362,8 @@ fn windows_documents_parse_strictly() {
             name: "aé😀\n\u{8}".into(),
             size: Span::from_millis(10),
             slide: Span::from_millis(5),
-            k: 2
+            k: 2,
+            by: Vec::new(),
         }]
     );
     assert!(parse_windows("[]").unwrap().is_empty());

@@ -40,6 +40,7 @@ use crate::file_lock::FileLock;
 use crate::ownership::Claims;
 use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use rusqlite::{Connection, ErrorCode};
@@ -79,11 +80,20 @@ impl StoreReader for SqliteStore {
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         SqliteStore::windows(self, job)
     }
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        SqliteStore::latest(self, job, window)
+    fn latest_of(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::latest_of(self, job, window, group)
     }
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        SqliteStore::instance(self, job, window, start)
+    fn instance_of(
+        &mut self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::instance_of(self, job, window, group, start)
+    }
+    fn groups(&mut self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
+        SqliteStore::groups(self, job, window)
     }
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
         SqliteStore::last_commit(self, job)
