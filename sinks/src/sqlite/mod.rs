@@ -14,7 +14,8 @@
 //! generation, `reset`), `read` (the read API); tests in `tests`, `migration_tests` (a
 //! version-1 database read and migrated) and `migration_v2_tests` (a version-2 database read
 //! and migrated; migrated tables equal new ones) and `migration_v3_tests` (a version-3 database
-//! read, then migrated: hot keys commit and read back).
+//! read, then migrated: hot keys commit and read back) and `migration_v4_tests` (a version-4
+//! database read, then migrated: per-group lists commit and read back).
 
 mod hot_keys;
 #[cfg(test)]
@@ -23,6 +24,8 @@ mod migration_tests;
 mod migration_v2_tests;
 #[cfg(test)]
 mod migration_v3_tests;
+#[cfg(test)]
+mod migration_v4_tests;
 mod open;
 mod ownership;
 mod read;

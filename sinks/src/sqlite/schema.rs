@@ -10,8 +10,8 @@
 //! `error_bound = 0`, no check); 3 → 4 only creates the two new tables; 5 per-group lists:
 //! `topk` and `topk_instances` gain `group_key` (`''` for a global list) as part of their
 //! primary keys, `hotlist_windows` gains `by_dims` (the window's `by` dims joined by `,`).
-//! 4 → 5 rebuilds the two list tables (SQLite cannot change a primary key); every existing
-//! list is a global one (`group_key = ''`).
+//! 4 → 5 rebuilds the three tables (SQLite cannot change a primary key); every existing
+//! list is a global one (`group_key = ''`), every window one without `by`.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
@@ -37,12 +37,13 @@ pub(super) const HOT_KEYS_VERSION: i64 = 4;
 /// lists (and windows without `by`).
 pub(super) const GROUPS_VERSION: i64 = 5;
 
-/// Version 4 → 5: the list tables are moved aside, created again by `SCHEMA` (with
-/// `group_key` in their primary keys), refilled and dropped (`FINISH_4_TO_5`).
+/// Version 4 → 5: the list tables and `hotlist_windows` are moved aside, created again by
+/// `SCHEMA` (with `group_key` in the lists' primary keys, `by_dims`), refilled and dropped
+/// (`FINISH_4_TO_5`), so a migrated table is the same as a new one.
 const MIGRATE_4_TO_5: &str = "
 ALTER TABLE topk RENAME TO topk_v4;
 ALTER TABLE topk_instances RENAME TO topk_instances_v4;
-ALTER TABLE hotlist_windows ADD COLUMN by_dims TEXT NOT NULL DEFAULT '';
+ALTER TABLE hotlist_windows RENAME TO hotlist_windows_v4;
 ";
 
 /// The second half of 4 → 5, after `SCHEMA` created the new list tables.
@@ -57,8 +58,11 @@ INSERT INTO topk_instances (job, window_name, group_key, window_start, window_en
     SELECT job, window_name, '', window_start, window_end, revision, state, final,
            watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of,
            sketch_max_overcount, sketch_total_overcount FROM topk_instances_v4;
+INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord, by_dims)
+    SELECT job, name, size_ms, slide_ms, k, ord, '' FROM hotlist_windows_v4;
 DROP TABLE topk_v4;
 DROP TABLE topk_instances_v4;
+DROP TABLE hotlist_windows_v4;
 ";
 
 /// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside).
