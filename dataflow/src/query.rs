@@ -146,19 +146,34 @@ fn parse_group(w: &StoredWindow, text: &str) -> Result<GroupKey> {
     let mut pairs: Vec<(&str, &str)> = Vec::new();
     for part in text.split(',') {
         let Some((dim, value)) = part.split_once('=') else {
-            bail!("--group {text:?}: expected dim=value pairs joined by ',', e.g. {}=…", w.by[0]);
+            bail!(
+                "--group {text:?}: expected dim=value pairs joined by ',', e.g. {}=…",
+                w.by[0]
+            );
         };
         if !w.by.iter().any(|d| d == dim) {
-            bail!("--group {text:?}: {dim:?} is not a dim of window {:?} (its dims: {})", w.name, w.by.join(", "));
+            bail!(
+                "--group {text:?}: {dim:?} is not a dim of window {:?} (its dims: {})",
+                w.name,
+                w.by.join(", ")
+            );
         }
         if pairs.iter().any(|(d, _)| *d == dim) {
             bail!("--group {text:?}: {dim} given twice");
         }
         pairs.push((dim, value));
     }
-    let missing: Vec<&str> = w.by.iter().map(String::as_str).filter(|d| !pairs.iter().any(|(p, _)| p == d)).collect();
+    let missing: Vec<&str> =
+        w.by.iter()
+            .map(String::as_str)
+            .filter(|d| !pairs.iter().any(|(p, _)| p == d))
+            .collect();
     if !missing.is_empty() {
-        bail!("--group {text:?}: window {:?} also needs {}", w.name, missing.join(", "));
+        bail!(
+            "--group {text:?}: window {:?} also needs {}",
+            w.name,
+            missing.join(", ")
+        );
     }
     Ok(GroupKey::from_pairs(pairs))
 }
@@ -261,7 +276,7 @@ fn accuracy_lines(l: &StoredList) -> String {
 mod tests {
     use super::*;
     use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
-use hotlist_operators::time::Millis;
+    use hotlist_operators::time::Millis;
 
     fn stored(exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> StoredList {
         StoredList {

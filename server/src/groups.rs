@@ -47,7 +47,12 @@ pub(crate) fn select_group(
     if spec.by.is_empty() {
         return Ok(GroupKey::global());
     }
-    let missing: Vec<&str> = spec.by.iter().map(String::as_str).filter(|d| !pairs.iter().any(|(n, _)| n == d)).collect();
+    let missing: Vec<&str> = spec
+        .by
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !pairs.iter().any(|(n, _)| n == d))
+        .collect();
     if !missing.is_empty() {
         return Err(ApiError::bad(
             "group",
@@ -55,7 +60,11 @@ pub(crate) fn select_group(
                 "window {:?} keeps one list per {}: give {} (see /v1/groups?window={})",
                 spec.name,
                 spec.by.join(", "),
-                missing.iter().map(|d| format!("{d}=…")).collect::<Vec<_>>().join(" and "),
+                missing
+                    .iter()
+                    .map(|d| format!("{d}=…"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
                 spec.name
             ),
         ));
@@ -67,7 +76,11 @@ pub(crate) fn select_group(
 fn not_a_dim(spec: &StoredWindow, name: &str) -> String {
     match spec.by.is_empty() {
         true => format!("window {:?} has no groups: {name} is not one of its dims", spec.name),
-        false => format!("{name} is not a dim of window {:?} (its dims: {})", spec.name, spec.by.join(", ")),
+        false => format!(
+            "{name} is not a dim of window {:?} (its dims: {})",
+            spec.name,
+            spec.by.join(", ")
+        ),
     }
 }
 
@@ -82,7 +95,11 @@ fn group_of_key(spec: &StoredWindow, key: &str) -> Result<GroupKey, ApiError> {
         if names != spec.by.iter().map(String::as_str).collect::<Vec<_>>() {
             return Err(ApiError::bad(
                 "group",
-                format!("group {key:?} does not name window {:?}'s dims ({})", spec.name, spec.by.join(", ")),
+                format!(
+                    "group {key:?} does not name window {:?}'s dims ({})",
+                    spec.name,
+                    spec.by.join(", ")
+                ),
             ));
         }
     }

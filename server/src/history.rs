@@ -111,11 +111,7 @@ impl HistoryWorker {
 }
 
 /// Answers one lookup, (re)opening the reader if needed.
-fn answer(
-    open: &ReaderFactory,
-    reader: &mut Option<Box<dyn StoreReader>>,
-    lookup: &Lookup,
-) -> Result<Found, String> {
+fn answer(open: &ReaderFactory, reader: &mut Option<Box<dyn StoreReader>>, lookup: &Lookup) -> Result<Found, String> {
     let attempt = crate::panics::contain(|| {
         let r = match reader {
             Some(r) => r,

@@ -24,9 +24,9 @@
 pub mod api;
 pub mod cache;
 mod connections;
-pub mod groups;
 #[cfg(test)]
 mod fake_store;
+pub mod groups;
 pub mod history;
 pub mod limits;
 mod listener;

@@ -54,7 +54,9 @@ async fn groups_are_served(kind: Kind) {
         }
     };
     assert!(bad("/v1/top?window=5m-hop").await.contains("country=…"));
-    assert!(bad("/v1/top?window=1m&country=US").await.contains("country is not one of its dims"));
+    assert!(bad("/v1/top?window=1m&country=US")
+        .await
+        .contains("country is not one of its dims"));
     assert!(bad("/v1/top?window=5m-hop&group=device=x").await.contains("country"));
     let r = h.get("/v1/top?window=5m-hop&country=FR").await;
     assert_eq!(r.status(), 404);
@@ -62,7 +64,12 @@ async fn groups_are_served(kind: Kind) {
     let v = h.json("/v1/groups?window=5m-hop").await;
     assert_eq!(v["by"], serde_json::json!(["country"]));
     assert_eq!(v["window_start"], 0);
-    let keys: Vec<&str> = v["groups"].as_array().expect("groups").iter().map(|g| g["key"].as_str().expect("key")).collect();
+    let keys: Vec<&str> = v["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| g["key"].as_str().expect("key"))
+        .collect();
     assert_eq!(keys, ["(other)", "country=DE", "country=US"]);
     assert_eq!(v["groups"][2]["dims"]["country"], "US");
     let v = h.json("/v1/windows").await;

@@ -908,7 +908,10 @@ pub(crate) fn groups_are_lists_of_their_own(s: Subject) {
     w.prepare(JOB, &specs).unwrap();
     assert_eq!(r.windows(JOB).unwrap()[1].by, vec!["country".to_string()]);
     assert_eq!(r.windows(JOB).unwrap()[0].by, Vec::<String>::new());
-    let (us, de) = (GroupKey::from_pairs([("country", "US")]), GroupKey::from_pairs([("country", "DE")]));
+    let (us, de) = (
+        GroupKey::from_pairs([("country", "US")]),
+        GroupKey::from_pairs([("country", "DE")]),
+    );
     assert_eq!(r.groups(JOB, "1m").unwrap(), None);
     let b = batch(
         1,
@@ -927,7 +930,10 @@ pub(crate) fn groups_are_lists_of_their_own(s: Subject) {
     assert_eq!(got, Some(StoredList::from(in_group(list(0, 2, 3), us.as_str()))));
     let got = r.instance_of(JOB, "1m", &de, Millis(0)).unwrap();
     assert_eq!(got, Some(StoredList::from(in_group(list(0, 1, 3), de.as_str()))));
-    assert_eq!(r.latest_of(JOB, "1m", &GroupKey::other()).unwrap().unwrap().items.len(), 1);
+    assert_eq!(
+        r.latest_of(JOB, "1m", &GroupKey::other()).unwrap().unwrap().items.len(),
+        1
+    );
     let fr = GroupKey::from_pairs([("country", "FR")]);
     assert_eq!(r.latest_of(JOB, "1m", &fr).unwrap(), None);
     let all = |g: &[&GroupKey]| g.iter().map(|g| (*g).clone()).collect::<Vec<_>>();
@@ -935,7 +941,13 @@ pub(crate) fn groups_are_lists_of_their_own(s: Subject) {
     assert_eq!(r.groups(JOB, "1m").unwrap(), Some((Millis(0), want)));
     // a later instance of one group: the groups listed are the latest instance's; a revision of
     // US replaces US's rows only
-    let b = batch(2, vec![in_group(list(30_000, 1, 2), us.as_str()), in_group(list(0, 3, 1), us.as_str())]);
+    let b = batch(
+        2,
+        vec![
+            in_group(list(30_000, 1, 2), us.as_str()),
+            in_group(list(0, 3, 1), us.as_str()),
+        ],
+    );
     assert!(w.commit(&b).unwrap());
     assert_eq!(r.groups(JOB, "1m").unwrap(), Some((Millis(30_000), vec![us.clone()])));
     assert_eq!(r.latest_of(JOB, "1m", &us).unwrap().unwrap().start, Millis(30_000));

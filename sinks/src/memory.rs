@@ -101,7 +101,9 @@ impl SinkStore for MemoryStore {
             return Ok(false);
         }
         for l in latest_revisions(&batch.lists) {
-            state.lists.insert((l.window.clone(), l.group.clone(), l.start), l.clone());
+            state
+                .lists
+                .insert((l.window.clone(), l.group.clone(), l.start), l.clone());
         }
         for w in &batch.hot_keys {
             state.hot_keys.insert(w.start, w.clone());
@@ -189,7 +191,10 @@ impl StoreReader for MemoryStore {
         let Some(latest) = of_window.iter().map(|(_, _, start)| *start).max() else {
             return Ok(None);
         };
-        let groups = of_window.iter().filter(|(_, _, s)| *s == latest).map(|(_, g, _)| g.clone());
+        let groups = of_window
+            .iter()
+            .filter(|(_, _, s)| *s == latest)
+            .map(|(_, g, _)| g.clone());
         Ok(Some((latest, groups.take(MAX_GROUPS_READ).collect())))
     }
 

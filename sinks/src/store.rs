@@ -8,8 +8,8 @@ use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 
-/// The most groups [`StoreReader::groups`] returns: a window's `max_groups` is at most this
-/// (the `(other)` group comes on top).
+/// The most groups [`StoreReader::groups`] returns (ten times the default `max_groups`, plus
+/// the `(other)` group): a listing is bounded whatever the store holds.
 pub const MAX_GROUPS_READ: usize = 100_001;
 
 /// A place the job commits its output to, one epoch range at a time.

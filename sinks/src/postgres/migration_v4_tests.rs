@@ -61,17 +61,28 @@ fn a_version_4_schema_is_migrated_on_connect() {
     let mut w = db.store();
     w.prepare(JOB, &windows()).unwrap();
     assert!(w.commit(&batch(1, vec![list(0, 1, 2), list(60_000, 1, 3)])).unwrap());
-    let new: Vec<_> = ["topk", "topk_instances", "hotlist_windows"].map(|t| shape(&db, t)).into();
+    let new: Vec<_> = ["topk", "topk_instances", "hotlist_windows"]
+        .map(|t| shape(&db, t))
+        .into();
     drop(w);
     downgrade_to_v4(&db, 4);
     assert_eq!(version(&db), 4);
     let mut w = db.store();
     assert_eq!(version(&db), super::SCHEMA_VERSION);
     assert_eq!(super::SCHEMA_VERSION, 5);
-    let migrated: Vec<_> = ["topk", "topk_instances", "hotlist_windows"].map(|t| shape(&db, t)).into();
+    let migrated: Vec<_> = ["topk", "topk_instances", "hotlist_windows"]
+        .map(|t| shape(&db, t))
+        .into();
     assert_eq!(migrated, new, "migrated tables have the new tables' columns and keys");
-    assert_eq!(w.latest(JOB, "1m").unwrap().map(|l| l.items.len()), Some(3), "the old rows stay");
-    assert_eq!(w.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.items.len()), Some(2));
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
+        Some(3),
+        "the old rows stay"
+    );
+    assert_eq!(
+        w.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.items.len()),
+        Some(2)
+    );
     assert!(w.windows(JOB).unwrap().iter().all(|w| w.by.is_empty()));
     let mut specs = windows();
     specs[1].key.by = vec!["country".into()];

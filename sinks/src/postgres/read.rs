@@ -144,8 +144,15 @@ impl PostgresStore {
         start: Option<Millis>,
     ) -> Result<Option<StoredList>, SinkError> {
         let op = || match start {
-            Some(s) => format!("reading job {job:?} window {window:?} group {:?} instance {}", group.as_str(), s.0),
-            None => format!("reading the latest list of job {job:?} window {window:?} group {:?}", group.as_str()),
+            Some(s) => format!(
+                "reading job {job:?} window {window:?} group {:?} instance {}",
+                group.as_str(),
+                s.0
+            ),
+            None => format!(
+                "reading the latest list of job {job:?} window {window:?} group {:?}",
+                group.as_str()
+            ),
         };
         let group_key = group.as_str();
         let start = match start {

@@ -6,10 +6,10 @@
 use super::keys::check_key_part;
 use super::RedisStore;
 use crate::error::SinkError;
-use hotlist_operators::group::GroupKey;
 use crate::ownership::{Claim, Owner};
 use crate::store::StoreReader;
 use ::redis::Script;
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::time::Millis;
 use std::sync::LazyLock;
 

@@ -81,7 +81,12 @@ impl StoreReader for RedisStore {
         let gkey = self.groups_key(job, window);
         let op = || format!("listing the groups of job {job:?} window {window:?}");
         let top: Vec<(String, f64)> = self.run(op, |c| {
-            ::redis::cmd("ZRANGE").arg(&gkey).arg(-1).arg(-1).arg("WITHSCORES").query(c)
+            ::redis::cmd("ZRANGE")
+                .arg(&gkey)
+                .arg(-1)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(c)
         })?;
         let Some((_, score)) = top.first() else {
             return Ok(None);
@@ -99,7 +104,10 @@ impl StoreReader for RedisStore {
                 .arg(MAX_GROUPS_READ)
                 .query(c)
         })?;
-        Ok(Some((Millis(*score as i64), groups.into_iter().map(GroupKey::from_stored).collect())))
+        Ok(Some((
+            Millis(*score as i64),
+            groups.into_iter().map(GroupKey::from_stored).collect(),
+        )))
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
@@ -197,7 +205,12 @@ impl RedisStore {
 
     /// One MULTI/EXEC: the windows document, the meta fields, the member count and at most
     /// `limit` members.
-    fn read_list_once(&mut self, job: &str, (window, group): (&str, &GroupKey), limit: usize) -> Result<ListRead, SinkError> {
+    fn read_list_once(
+        &mut self,
+        job: &str,
+        (window, group): (&str, &GroupKey),
+        limit: usize,
+    ) -> Result<ListRead, SinkError> {
         let (zkey, mkey, wkey) = (
             self.group_list_key(job, window, group),
             self.group_meta_key(job, window, group),

@@ -472,7 +472,11 @@ fn the_commit_script_refuses_impossible_accuracy() {
     ];
     for accuracy in cases {
         let mut call = super::write::COMMIT_SCRIPT.prepare_invoke();
-        call.key(&ckey).key(&okey).key(&zkey).key(&mkey).key(fx.key("1m:groups"));
+        call.key(&ckey)
+            .key(&okey)
+            .key(&zkey)
+            .key(&mkey)
+            .key(fx.key("1m:groups"));
         call.arg(1).arg(0).arg(0).arg(1).arg("");
         call.arg("1m")
             .arg(0)

@@ -108,7 +108,10 @@ fn a_version_4_database_is_read_as_it_is_then_migrated() {
 
     let mut r = SqliteStore::open_read_only(&path).unwrap();
     assert_eq!(r.latest(JOB, "1m").unwrap().map(|l| l.items.len()), Some(3));
-    assert_eq!(r.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.items.len()), Some(2));
+    assert_eq!(
+        r.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.items.len()),
+        Some(2)
+    );
     let us = GroupKey::from_pairs([("country", "US")]);
     assert_eq!(r.latest_of(JOB, "1m", &us).unwrap(), None);
     let groups = StoreReader::groups(&mut r, JOB, "1m").unwrap();
@@ -119,7 +122,11 @@ fn a_version_4_database_is_read_as_it_is_then_migrated() {
     let mut w = SqliteStore::open(&path).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(SCHEMA_VERSION, 5);
-    assert_eq!(w.latest(JOB, "1m").unwrap().map(|l| l.items.len()), Some(3), "the old rows stay");
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
+        Some(3),
+        "the old rows stay"
+    );
     assert_eq!(w.windows(JOB).unwrap().len(), 2, "the windows stay");
     let mut specs = windows();
     specs[1].key.by = vec!["country".into()];
@@ -127,7 +134,11 @@ fn a_version_4_database_is_read_as_it_is_then_migrated() {
     let mut grouped = list(60_000, 1, 1);
     grouped.group = us.clone();
     assert!(w.commit(&batch(2, vec![grouped])).unwrap());
-    assert_eq!(r.latest_of(JOB, "1m", &us).unwrap().map(|l| l.items.len()), Some(1), "the reader sees it");
+    assert_eq!(
+        r.latest_of(JOB, "1m", &us).unwrap().map(|l| l.items.len()),
+        Some(1),
+        "the reader sees it"
+    );
     assert_eq!(r.windows(JOB).unwrap()[1].by, vec!["country".to_string()]);
     let groups = StoreReader::groups(&mut r, JOB, "1m").unwrap();
     assert_eq!(groups, Some((Millis(60_000), vec![GroupKey::global(), us])));

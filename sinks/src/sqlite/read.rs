@@ -47,7 +47,11 @@ impl SqliteStore {
         let path = self.path.as_path();
         let raw = (|| -> rusqlite::Result<Vec<RawWindow>> {
             let tx = self.conn.unchecked_transaction()?;
-            let by = if self.version(&tx)? >= GROUPS_VERSION { "by_dims" } else { "''" };
+            let by = if self.version(&tx)? >= GROUPS_VERSION {
+                "by_dims"
+            } else {
+                "''"
+            };
             let mut stmt = tx.prepare_cached(&format!(
                 "SELECT name, size_ms, slide_ms, k, {by} FROM hotlist_windows WHERE job = ?1 ORDER BY ord LIMIT ?2"
             ))?;
@@ -95,7 +99,11 @@ impl SqliteStore {
         let path = self.path.as_path();
         let read = || -> rusqlite::Result<Option<(i64, Vec<String>)>> {
             let tx = self.conn.unchecked_transaction()?;
-            let group = if self.version(&tx)? >= GROUPS_VERSION { "group_key" } else { "''" };
+            let group = if self.version(&tx)? >= GROUPS_VERSION {
+                "group_key"
+            } else {
+                "''"
+            };
             let latest: Option<i64> = tx
                 .prepare_cached("SELECT MAX(window_start) FROM topk_instances WHERE job = ?1 AND window_name = ?2")?
                 .query_row(params![job, window], |r| r.get(0))?;
@@ -208,8 +216,15 @@ impl SqliteStore {
     ) -> Result<Option<StoredList>, SinkError> {
         let path = self.path.as_path();
         let op = || match start {
-            Some(s) => format!("reading job {job:?} window {window:?} group {:?} instance {}", group.as_str(), s.0),
-            None => format!("reading the latest list of job {job:?} window {window:?} group {:?}", group.as_str()),
+            Some(s) => format!(
+                "reading job {job:?} window {window:?} group {:?} instance {}",
+                group.as_str(),
+                s.0
+            ),
+            None => format!(
+                "reading the latest list of job {job:?} window {window:?} group {:?}",
+                group.as_str()
+            ),
         };
         let read = || -> rusqlite::Result<Option<RawList<i64>>> {
             let tx = self.conn.unchecked_transaction()?;
@@ -229,7 +244,13 @@ impl SqliteStore {
                 .query_row(params![job, window], |r| r.get(0))
                 .optional()?;
             let limit = sql_rows::row_limit(job, window, k);
-            let rows = read_rows(&tx, columns, (job, window, group_col, group.as_str()), header.start, limit)?;
+            let rows = read_rows(
+                &tx,
+                columns,
+                (job, window, group_col, group.as_str()),
+                header.start,
+                limit,
+            )?;
             tx.commit()?;
             Ok(Some(RawList { header, k, rows, limit }))
         };
