@@ -9,12 +9,18 @@
 //! any count may be high by, and a list a sketch was compared with (`mode = "both"`) shows the
 //! sketch's recall and over-counts; `--json` has `exact`, `error_bound` and `sketch_check` as
 //! the HTTP API does.
+//!
+//! A window with `by` dims keeps one list per group: `--group country=US` (every dim,
+//! `dim=value` pairs joined by `,`; `--group '(other)'` for the overflow group) picks one.
+//! Without `--group`, such a window's groups of the latest instance are printed with how to
+//! pick one.
 
 use crate::config;
 use anyhow::{anyhow, bail, Result};
+use hotlist_operators::group::{GroupKey, OTHER_GROUP};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
-use hotlist_sinks::{SqliteStore, StoreReader, StoredList};
+use hotlist_sinks::{SqliteStore, StoreReader, StoredList, StoredWindow};
 use std::path::PathBuf;
 
 /// Arguments of `hotlist query`.
@@ -44,6 +50,10 @@ pub struct QueryArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The group of a window with `by` dims: `dim=value` pairs joined by `,` (every dim), or
+    /// `(other)`.
+    #[arg(long, short)]
+    pub group: Option<String>,
 }
 
 /// Runs the query and prints the result.
@@ -85,15 +95,24 @@ fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result
     if args.k == Some(0) {
         bail!("--k must be at least 1");
     }
+    let group = match &args.group {
+        Some(text) => parse_group(w, text)?,
+        None if w.by.is_empty() => GroupKey::global(),
+        None => bail!("{}", pick_a_group(store, job, w)?),
+    };
     let at = match (&args.at, &args.date) {
         (Some(t), _) => Some(Millis::parse_user(t).ok_or_else(|| anyhow!("--at {t:?}: not RFC 3339 or milliseconds"))?),
         (None, Some(d)) => Some(Millis::parse_date(d).ok_or_else(|| anyhow!("--date {d:?}: expected YYYY-MM-DD"))?),
         (None, None) => None,
     };
+    let of_group = || match group.is_global() {
+        true => String::new(),
+        false => format!(" group {}", group.as_str()),
+    };
     match at {
         None => store
-            .latest(job, &w.name)?
-            .ok_or_else(|| anyhow!("window {:?} has no list yet", w.name)),
+            .latest_of(job, &w.name, &group)?
+            .ok_or_else(|| anyhow!("window {:?}{} has no list yet", w.name, of_group())),
         Some(t) => {
             let spec = WindowSpec {
                 key: Default::default(),
@@ -103,16 +122,86 @@ fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result
                 k: w.k,
             };
             let start = spec.start_for_query(t);
-            store.instance(job, &w.name, start)?.ok_or_else(|| {
+            store.instance_of(job, &w.name, &group, start)?.ok_or_else(|| {
                 anyhow!(
-                    "window {:?} has no list for the instance [{} .. {})",
+                    "window {:?}{} has no list for the instance [{} .. {})",
                     w.name,
+                    of_group(),
                     start,
                     spec.end_of(start)
                 )
             })
         }
     }
+}
+
+/// The group `--group TEXT` names for window `w`, checked against its dims.
+fn parse_group(w: &StoredWindow, text: &str) -> Result<GroupKey> {
+    if w.by.is_empty() {
+        bail!("--group {text:?}: window {:?} has no groups (no `by` dims)", w.name);
+    }
+    if text == OTHER_GROUP {
+        return Ok(GroupKey::other());
+    }
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for part in text.split(',') {
+        let Some((dim, value)) = part.split_once('=') else {
+            bail!(
+                "--group {text:?}: expected dim=value pairs joined by ',', e.g. {}=…",
+                w.by[0]
+            );
+        };
+        if !w.by.iter().any(|d| d == dim) {
+            bail!(
+                "--group {text:?}: {dim:?} is not a dim of window {:?} (its dims: {})",
+                w.name,
+                w.by.join(", ")
+            );
+        }
+        if pairs.iter().any(|(d, _)| *d == dim) {
+            bail!("--group {text:?}: {dim} given twice");
+        }
+        pairs.push((dim, value));
+    }
+    let missing: Vec<&str> =
+        w.by.iter()
+            .map(String::as_str)
+            .filter(|d| !pairs.iter().any(|(p, _)| p == d))
+            .collect();
+    if !missing.is_empty() {
+        bail!(
+            "--group {text:?}: window {:?} also needs {}",
+            w.name,
+            missing.join(", ")
+        );
+    }
+    Ok(GroupKey::from_pairs(pairs))
+}
+
+/// For a per-group window queried without `--group`: prints the groups of its latest instance
+/// (one per line) and returns the line saying how to pick one.
+fn pick_a_group(store: &mut dyn StoreReader, job: &str, w: &StoredWindow) -> Result<String> {
+    let example: Vec<String> = w.by.iter().map(|d| format!("{d}=VALUE")).collect();
+    let how = format!(
+        "window {:?} keeps one list per {}: pick one with --group {}",
+        w.name,
+        w.by.join(", "),
+        example.join(",")
+    );
+    let Some((start, groups)) = store.groups(job, &w.name)? else {
+        return Ok(format!("{how} (it has no list yet)"));
+    };
+    println!("groups of window {} instance starting {start}:", w.name);
+    for g in &groups {
+        match GroupKey::parse(g.as_str()) {
+            Ok(Some(pairs)) => {
+                let shown: Vec<String> = pairs.iter().map(|(d, v)| format!("{d}={v}")).collect();
+                println!("  {}", shown.join(","));
+            }
+            _ => println!("  {}", g.as_str()),
+        }
+    }
+    Ok(how)
 }
 
 /// The JSON shape shared with the HTTP API (plus `watermark`).
@@ -133,12 +222,19 @@ pub fn to_json(l: &StoredList, k: usize) -> serde_json::Value {
     if let Some(c) = &l.sketch_check {
         v["sketch_check"] = hotlist_server::api::sketch_check_json(c);
     }
+    if !l.group.is_global() {
+        v["group"] = hotlist_server::groups::group_json(&l.group);
+    }
     v
 }
 
 fn to_table(l: &StoredList, k: usize) -> String {
+    let group = match l.group.is_global() {
+        true => String::new(),
+        false => format!("  group {}", l.group.as_str()),
+    };
     let mut out = format!(
-        "window {} [{} .. {})  revision {}  {}  final={}  as_of {}\n",
+        "window {}{group} [{} .. {})  revision {}  {}  final={}  as_of {}\n",
         l.window,
         l.start,
         l.end,
@@ -184,6 +280,7 @@ mod tests {
 
     fn stored(exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> StoredList {
         StoredList {
+            group: Default::default(),
             window: "5m".into(),
             start: Millis(0),
             end: Millis(300_000),
@@ -239,5 +336,28 @@ mod tests {
             (Some(true), Some(0))
         );
         assert!(json.get("sketch_check").is_none(), "{json}");
+    }
+
+    /// `--group` names every dim of a per-group window (or `(other)`); anything else is one
+    /// clear line naming what is wrong.
+    #[test]
+    fn groups_are_parsed_against_the_windows_dims() {
+        let w = |by: &[&str]| StoredWindow {
+            name: "5m".into(),
+            size: hotlist_operators::time::Span::from_millis(300_000),
+            slide: hotlist_operators::time::Span::from_millis(300_000),
+            k: 3,
+            by: by.iter().map(|d| d.to_string()).collect(),
+        };
+        let both = w(&["country", "device"]);
+        let got = parse_group(&both, "device=mobile,country=US").unwrap();
+        assert_eq!(got, GroupKey::from_pairs([("country", "US"), ("device", "mobile")]));
+        assert_eq!(parse_group(&both, "(other)").unwrap(), GroupKey::other());
+        let err = |w: &StoredWindow, t: &str| parse_group(w, t).unwrap_err().to_string();
+        assert!(err(&both, "country=US").ends_with("also needs device"));
+        assert!(err(&both, "city=x,country=US").contains("\"city\" is not a dim"));
+        assert!(err(&both, "US").contains("expected dim=value"));
+        assert!(err(&w(&[]), "country=US").contains("has no groups"));
+        assert!(!err(&both, "country=US").contains('\n'));
     }
 }

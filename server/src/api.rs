@@ -1,5 +1,5 @@
 //! The API handlers: `/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`, and the 404
-//! fallback.
+//! fallback (`/v1/groups` and the group parameters of `/v1/top` are in `crate::groups`).
 //!
 //! Every user-input problem is a 4xx with a JSON body `{"error": "...", "parameter": "..."}`;
 //! store trouble on a history lookup is a 503; nothing a client sends can cause a 500.
@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{ListState, SketchCheck};
 use hotlist_operators::time::Millis;
@@ -46,14 +47,14 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn bad(parameter: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn bad(parameter: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
             parameter: Some(parameter),
         }
     }
-    fn not_found(parameter: Option<&'static str>, message: impl Into<String>) -> ApiError {
+    pub(crate) fn not_found(parameter: Option<&'static str>, message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::NOT_FOUND,
             message: message.into(),
@@ -89,6 +90,8 @@ struct TopParams {
     k: Option<String>,
     date: Option<String>,
     at: Option<String>,
+    /// The other parameters (a per-group window's dims among them).
+    extra: Vec<(String, String)>,
 }
 
 fn parse_top(raw: Option<&str>) -> Result<TopParams, ApiError> {
@@ -99,7 +102,12 @@ fn parse_top(raw: Option<&str>) -> Result<TopParams, ApiError> {
             "k" => (&mut p.k, "k"),
             "date" => (&mut p.date, "date"),
             "at" => (&mut p.at, "at"),
-            _ => continue, // unknown parameters are ignored (cache busters, tracking tags)
+            // dims select a group (`crate::groups`); other unknown parameters are ignored
+            // (cache busters, tracking tags)
+            _ => {
+                p.extra.push((key.into_owned(), value.into_owned()));
+                continue;
+            }
         };
         if slot.0.is_some() {
             return Err(ApiError::bad(slot.1, format!("{} given more than once", slot.1)));
@@ -124,20 +132,23 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
         .window
         .as_deref()
         .ok_or_else(|| ApiError::bad("window", "window is required, e.g. ?window=5m"))?;
-    let Some(spec) = snapshot.windows.iter().find(|w| w.name == window) else {
-        let names: Vec<&str> = snapshot.windows.iter().map(|w| w.name.as_str()).collect();
-        return Err(ApiError::not_found(
-            Some("window"),
-            format!("unknown window {window:?}; windows: {}", names.join(", ")),
-        ));
-    };
+    let spec = find_window(&snapshot, window)?;
+    let group = crate::groups::select_group(&snapshot.windows, spec, &p.extra)?;
     let k = parse_k(p.k.as_deref(), spec.k)?;
     let at = parse_at(p.date.as_deref(), p.at.as_deref())?;
-    let list = resolve_list(app, &snapshot, spec, at).await?;
+    let list = match group.is_global() {
+        true => resolve_list(app, &snapshot, spec, at).await?,
+        false => resolve_group_list(app, spec, &group, at).await?,
+    };
     // as_of tells apart equal revision numbers of different runs over the same store
     let etag = format!(
-        "\"{}-{}-{}-{}-{}\"",
-        list.window, list.start.0, list.revision, list.as_of.0, k
+        "\"{}-{}-{}-{}-{}-{}\"",
+        list.window,
+        list.group.as_str(),
+        list.start.0,
+        list.revision,
+        list.as_of.0,
+        k
     );
     // Only a URL naming an instance (at/date) may be cached forever once its list is final:
     // "latest" moves on to the next instance.
@@ -157,6 +168,53 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     set_cache_headers(&mut r, &etag, immutable, app.max_age);
     Ok(r)
+}
+
+/// The window named `window`, or a 404 listing the job's windows.
+pub(crate) fn find_window<'a>(snapshot: &'a Snapshot, window: &str) -> Result<&'a StoredWindow, ApiError> {
+    snapshot.windows.iter().find(|w| w.name == window).ok_or_else(|| {
+        let names: Vec<&str> = snapshot.windows.iter().map(|w| w.name.as_str()).collect();
+        ApiError::not_found(
+            Some("window"),
+            format!("unknown window {window:?}; windows: {}", names.join(", ")),
+        )
+    })
+}
+
+/// A group's list: its latest, or its instance for `at` (read from the store: the snapshot
+/// holds global lists only).
+async fn resolve_group_list(
+    app: &Arc<AppState>,
+    spec: &StoredWindow,
+    group: &GroupKey,
+    at: Option<Millis>,
+) -> Result<Arc<StoredList>, ApiError> {
+    let window = spec.name.as_str();
+    let found = match at {
+        None => app.history.latest_of(&app.job, window, group).await,
+        Some(t) => {
+            let start = window_spec(spec).start_for_query(t);
+            app.history.instance_of(&app.job, window, group, start).await
+        }
+    }
+    .map_err(ApiError::unavailable)?;
+    found.map(Arc::new).ok_or_else(|| {
+        ApiError::not_found(
+            Some("group"),
+            format!("window {window:?} has no list for group {:?}", group.as_str()),
+        )
+    })
+}
+
+/// The window as the operators' spec (for its instance arithmetic).
+fn window_spec(spec: &StoredWindow) -> WindowSpec {
+    WindowSpec {
+        key: Default::default(),
+        name: spec.name.clone(),
+        size: spec.size,
+        slide: spec.slide,
+        k: spec.k,
+    }
 }
 
 /// `k`: 1 to the window's K (the window's K when absent).
@@ -203,14 +261,7 @@ async fn resolve_list(
             .cloned()
             .ok_or_else(|| ApiError::not_found(None, format!("window {window:?} has no list yet")))?,
         Some(t) => {
-            let ws = WindowSpec {
-                key: Default::default(),
-                name: spec.name.clone(),
-                size: spec.size,
-                slide: spec.slide,
-                k: spec.k,
-            };
-            let start = ws.start_for_query(t);
+            let start = window_spec(spec).start_for_query(t);
             // The latest instance is in the snapshot: no database round trip for it either.
             match snapshot.latest.get(window).filter(|l| l.start == start) {
                 Some(l) => l.clone(),
@@ -263,6 +314,9 @@ pub fn list_json(l: &StoredList, k: usize) -> String {
     });
     if let Some(c) = &l.sketch_check {
         v["sketch_check"] = sketch_check_json(c);
+    }
+    if !l.group.is_global() {
+        v["group"] = crate::groups::group_json(&l.group);
     }
     v.to_string()
 }
@@ -323,7 +377,7 @@ pub async fn windows(State(app): State<Arc<AppState>>) -> Response {
                 json!({"window_start": l.start.0, "window_end": l.end.0, "revision": l.revision,
                        "state": l.state.as_str(), "as_of": l.as_of.to_rfc3339()})
             });
-            json!({"name": w.name, "size_ms": w.size.as_millis(), "slide_ms": w.slide.as_millis(), "k": w.k, "latest": latest})
+            json!({"name": w.name, "size_ms": w.size.as_millis(), "slide_ms": w.slide.as_millis(), "k": w.k, "by": w.by, "latest": latest})
         })
         .collect();
     let wm = s.watermark.map(|w| match w {

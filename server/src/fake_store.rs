@@ -2,6 +2,7 @@
 //! it serves one window whose list is the committed epoch, and it can be told to fail or to
 //! panic the way a reader meeting corrupt data does.
 
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ListState, RankedItem};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_sinks::{SinkError, StoreReader, StoredList, StoredWindow};
@@ -68,6 +69,7 @@ impl FakeReader {
         match behaviour {
             Behaviour::Good | Behaviour::Slow => Ok(Some(StoredList {
                 window: window.into(),
+                group: Default::default(),
                 start: Millis(0),
                 end: Millis(60_000),
                 revision: epoch as u32,
@@ -103,15 +105,26 @@ impl StoreReader for FakeReader {
             size: Span::from_millis(60_000),
             slide: Span::from_millis(60_000),
             k: 10,
+            by: Vec::new(),
         }])
     }
 
-    fn latest(&mut self, _job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+    fn latest_of(&mut self, _job: &str, window: &str, _group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
         self.list(window)
     }
 
-    fn instance(&mut self, _job: &str, window: &str, _start: Millis) -> Result<Option<StoredList>, SinkError> {
+    fn instance_of(
+        &mut self,
+        _job: &str,
+        window: &str,
+        _group: &GroupKey,
+        _start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
         self.list(window)
+    }
+
+    fn groups(&mut self, _job: &str, _window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
+        Ok(Some((Millis(0), vec![GroupKey::global()])))
     }
 
     fn last_commit(&mut self, _job: &str) -> Result<Option<(u64, Millis)>, SinkError> {

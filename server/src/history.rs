@@ -1,4 +1,4 @@
-//! History lookups (`/v1/top?…&date=` or `&at=`): one thread owns a store reader and answers
+//! History lookups (`/v1/top?…&date=` or `&at=`), per-group lists and `/v1/groups`: one thread owns a store reader and answers
 //! requests in turn, so blocking store clients (SQLite, the sync PostgreSQL client) never run
 //! on, or get dropped on, the async runtime's threads.
 //!
@@ -7,6 +7,7 @@
 //! next.
 
 use crate::cache::{discard, ReaderFactory};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{StoreReader, StoredList};
 use std::sync::Mutex;
@@ -15,8 +16,24 @@ use std::sync::Mutex;
 struct Lookup {
     job: String,
     window: String,
-    start: Millis,
-    reply: tokio::sync::oneshot::Sender<Result<Option<StoredList>, String>>,
+    what: What,
+    reply: tokio::sync::oneshot::Sender<Result<Found, String>>,
+}
+
+/// What a lookup reads.
+enum What {
+    /// The group's list of the instance starting there.
+    Instance(GroupKey, Millis),
+    /// The group's latest list.
+    Latest(GroupKey),
+    /// The groups of the latest instance.
+    Groups,
+}
+
+/// What a lookup found.
+enum Found {
+    List(Option<StoredList>),
+    Groups(Option<(Millis, Vec<GroupKey>)>),
 }
 
 /// The history thread's mailbox. The thread ends when this is dropped.
@@ -43,11 +60,45 @@ impl HistoryWorker {
 
     /// The instance of `window` starting at `start`, if stored; `Err` names what failed.
     pub async fn instance(&self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, String> {
+        self.instance_of(job, window, &GroupKey::global(), start).await
+    }
+
+    /// The list of `group` in the instance of `window` starting at `start`, if stored.
+    pub async fn instance_of(
+        &self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, String> {
+        match self.ask(job, window, What::Instance(group.clone(), start)).await? {
+            Found::List(l) => Ok(l),
+            Found::Groups(_) => Err("history lookup answered the wrong question".into()),
+        }
+    }
+
+    /// The latest list of `group` of `window`, if stored.
+    pub async fn latest_of(&self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, String> {
+        match self.ask(job, window, What::Latest(group.clone())).await? {
+            Found::List(l) => Ok(l),
+            Found::Groups(_) => Err("history lookup answered the wrong question".into()),
+        }
+    }
+
+    /// The groups of the latest instance of `window`, with its start.
+    pub async fn groups(&self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, String> {
+        match self.ask(job, window, What::Groups).await? {
+            Found::Groups(g) => Ok(g),
+            Found::List(_) => Err("history lookup answered the wrong question".into()),
+        }
+    }
+
+    async fn ask(&self, job: &str, window: &str, what: What) -> Result<Found, String> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let lookup = Lookup {
             job: job.to_string(),
             window: window.to_string(),
-            start,
+            what,
             reply,
         };
         self.tx
@@ -60,18 +111,19 @@ impl HistoryWorker {
 }
 
 /// Answers one lookup, (re)opening the reader if needed.
-fn answer(
-    open: &ReaderFactory,
-    reader: &mut Option<Box<dyn StoreReader>>,
-    lookup: &Lookup,
-) -> Result<Option<StoredList>, String> {
+fn answer(open: &ReaderFactory, reader: &mut Option<Box<dyn StoreReader>>, lookup: &Lookup) -> Result<Found, String> {
     let attempt = crate::panics::contain(|| {
         let r = match reader {
             Some(r) => r,
             None => reader.insert(open().map_err(|e| format!("store unavailable: {e}"))?),
         };
-        r.instance(&lookup.job, &lookup.window, lookup.start)
-            .map_err(|e| format!("store unavailable: {e}"))
+        let (job, window) = (&lookup.job, &lookup.window);
+        match &lookup.what {
+            What::Instance(g, start) => r.instance_of(job, window, g, *start).map(Found::List),
+            What::Latest(g) => r.latest_of(job, window, g).map(Found::List),
+            What::Groups => r.groups(job, window).map(Found::Groups),
+        }
+        .map_err(|e| format!("store unavailable: {e}"))
     });
     match attempt {
         Ok(Ok(list)) => Ok(list),

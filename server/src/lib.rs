@@ -6,6 +6,7 @@
 //!   a refresher that survives any failure of the store;
 //! - [`history`]: the thread that answers lookups of older instances from the store;
 //! - [`api`]: the API handlers (`/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`);
+//! - [`groups`]: per-group lists: the group a `/v1/top` request names, and `/v1/groups`;
 //! - [`page`]: the live page at `/` and its Content-Security-Policy;
 //! - [`middleware`]: what wraps every handler (latency metric, request timeout, `nosniff`);
 //! - [`limits`]: the connection limits and timeouts, and their defaults;
@@ -25,6 +26,7 @@ pub mod cache;
 mod connections;
 #[cfg(test)]
 mod fake_store;
+pub mod groups;
 pub mod history;
 pub mod limits;
 mod listener;
@@ -65,6 +67,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/top", get(api::top))
         .route("/v1/hot", get(api::hot))
         .route("/v1/windows", get(api::windows))
+        .route("/v1/groups", get(groups::groups))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .fallback(api::not_found)

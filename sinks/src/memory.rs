@@ -7,10 +7,11 @@
 use crate::error::SinkError;
 use crate::ownership::{Claim, Claims, Owner};
 use crate::read_checks;
-use crate::store::{SinkStore, StoreReader};
+use crate::store::{SinkStore, StoreReader, MAX_GROUPS_READ};
 use crate::types::{
     check_batch, check_job, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
 };
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
@@ -38,8 +39,8 @@ struct JobState {
     windows: Vec<StoredWindow>,
     epoch: Option<u64>,
     watermark: Option<Millis>,
-    /// The latest revision of each instance, keyed by (window name, start).
-    lists: BTreeMap<(String, Millis), PublishedList>,
+    /// The latest revision of each list, keyed by (window name, group, start).
+    lists: BTreeMap<(String, GroupKey, Millis), PublishedList>,
     /// The job's owner (see `crate::ownership`).
     owner: Option<Owner>,
     /// Closed hot-key windows by start.
@@ -58,8 +59,8 @@ impl MemoryStore {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The latest stored revision of every window instance of every job, ordered by job, window
-    /// name and start.
+    /// The latest stored revision of every list of every job, ordered by job, window name,
+    /// group and start.
     pub fn lists(&self) -> Vec<PublishedList> {
         let inner = self.data();
         inner.jobs.values().flat_map(|j| j.lists.values().cloned()).collect()
@@ -100,7 +101,9 @@ impl SinkStore for MemoryStore {
             return Ok(false);
         }
         for l in latest_revisions(&batch.lists) {
-            state.lists.insert((l.window.clone(), l.start), l.clone());
+            state
+                .lists
+                .insert((l.window.clone(), l.group.clone(), l.start), l.clone());
         }
         for w in &batch.hot_keys {
             state.hot_keys.insert(w.start, w.clone());
@@ -154,23 +157,45 @@ impl StoreReader for MemoryStore {
         Ok(MemoryStore::windows(self, job))
     }
 
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+    fn latest_of(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
         let inner = self.data();
         let Some(state) = inner.jobs.get(job) else {
             return Ok(None);
         };
-        let instances = (window.to_string(), Millis::MIN)..=(window.to_string(), Millis::MAX);
-        let list = state.lists.range(instances).next_back().map(|(_, l)| l);
+        let key = |at| (window.to_string(), group.clone(), at);
+        let list = state.lists.range(key(Millis::MIN)..=key(Millis::MAX)).next_back();
+        list.map(|(_, l)| checked(job, state, l)).transpose()
+    }
+
+    fn instance_of(
+        &mut self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
+        let inner = self.data();
+        let Some(state) = inner.jobs.get(job) else {
+            return Ok(None);
+        };
+        let list = state.lists.get(&(window.to_string(), group.clone(), start));
         list.map(|l| checked(job, state, l)).transpose()
     }
 
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+    fn groups(&mut self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
         let inner = self.data();
         let Some(state) = inner.jobs.get(job) else {
             return Ok(None);
         };
-        let list = state.lists.get(&(window.to_string(), start));
-        list.map(|l| checked(job, state, l)).transpose()
+        let of_window: Vec<&(String, GroupKey, Millis)> = state.lists.keys().filter(|(w, _, _)| w == window).collect();
+        let Some(latest) = of_window.iter().map(|(_, _, start)| *start).max() else {
+            return Ok(None);
+        };
+        let groups = of_window
+            .iter()
+            .filter(|(_, _, s)| *s == latest)
+            .map(|(_, g, _)| g.clone());
+        Ok(Some((latest, groups.take(MAX_GROUPS_READ).collect())))
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {

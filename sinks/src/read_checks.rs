@@ -527,6 +527,7 @@ mod tests {
             size: Span::from_millis(300_000),
             slide: Span::from_millis(300_000),
             k,
+            by: Vec::new(),
         };
         assert!(windows("j", vec![w(MAX_K)]).is_ok());
         let e = windows("j", vec![w(MAX_K + 1)]).err().unwrap();

@@ -15,13 +15,14 @@
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, ListState, PartitionId, RankedItem};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::MAX_WINDOWS;
 use std::path::Path;
 
-/// A `hotlist_windows` row: name, size_ms, slide_ms, k.
-pub(crate) type RawWindow = (String, i64, i64, i64);
+/// A `hotlist_windows` row: name, size_ms, slide_ms, k, by_dims (the `by` dims joined by `,`).
+pub(crate) type RawWindow = (String, i64, i64, i64, String);
 
 /// The most window rows a reader reads: one more than a job may have, so too many show.
 pub(crate) const WINDOW_ROW_LIMIT: usize = MAX_WINDOWS + 1;
@@ -111,7 +112,7 @@ pub(crate) fn parse_reason(s: &str) -> Option<DeadReason> {
 pub(crate) fn windows(location: &Path, job: &str, raw: Vec<RawWindow>) -> Result<Vec<StoredWindow>, SinkError> {
     let corrupt = |detail| SinkError::corrupt(location, detail);
     let mut windows = Vec::new();
-    for (name, size, slide, k) in raw {
+    for (name, size, slide, k, by) in raw {
         let what = |c: &str| format!("job {job:?} window {name:?} {c}");
         let size = non_negative(location, size, &what("size_ms"))?;
         let slide = non_negative(location, slide, &what("slide_ms"))?;
@@ -121,9 +122,20 @@ pub(crate) fn windows(location: &Path, job: &str, raw: Vec<RawWindow>) -> Result
             size: Span::from_millis(size),
             slide: Span::from_millis(slide),
             k,
+            by: split_dims(&by),
         });
     }
     read_checks::windows(job, windows).map_err(corrupt)
+}
+
+/// A window's `by` dims as `hotlist_windows.by_dims` holds them (dim names hold no `,`).
+pub(crate) fn join_dims(by: &[String]) -> String {
+    by.join(",")
+}
+
+/// The inverse of [`join_dims`].
+pub(crate) fn split_dims(text: &str) -> Vec<String> {
+    text.split(',').filter(|d| !d.is_empty()).map(str::to_string).collect()
 }
 
 /// The job's last commit row: epoch and watermark.
@@ -180,7 +192,7 @@ pub(crate) fn sql_limit(limit: usize) -> i64 {
 /// the header's revision, in ranking order); `millis` converts the store's instants.
 pub(crate) fn stored_list<T>(
     location: &Path,
-    (job, window): (&str, &str),
+    (job, window, group): (&str, &str, &GroupKey),
     list: RawList<T>,
     millis: impl Fn(T) -> Millis,
 ) -> Result<StoredList, SinkError> {
@@ -211,6 +223,7 @@ pub(crate) fn stored_list<T>(
     read_checks::ranked_items(&at, &items).map_err(corrupt)?;
     Ok(StoredList {
         window: window.to_string(),
+        group: group.clone(),
         start: h.start,
         end: h.end,
         revision: checked.revision,

@@ -3,9 +3,14 @@
 use crate::error::SinkError;
 use crate::ownership::Claim;
 use crate::types::{CommitBatch, StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
+
+/// The most groups [`StoreReader::groups`] returns (ten times the default `max_groups`, plus
+/// the `(other)` group): a listing is bounded whatever the store holds.
+pub const MAX_GROUPS_READ: usize = 100_001;
 
 /// A place the job commits its output to, one epoch range at a time.
 ///
@@ -71,11 +76,32 @@ pub trait StoreReader: Send {
     /// The job's windows, in configured order (empty if the job never ran).
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError>;
 
-    /// The latest instance (greatest start) of a window, if any.
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError>;
+    /// The global list (group `""`) of a window's latest instance (greatest start), if any.
+    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+        self.latest_of(job, window, &GroupKey::global())
+    }
 
-    /// The instance of a window starting at `start`, if any.
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError>;
+    /// The global list of the window's instance starting at `start`, if any.
+    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
+        self.instance_of(job, window, &GroupKey::global(), start)
+    }
+
+    /// The list of `group` in the latest instance (greatest start) that has one, if any.
+    fn latest_of(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError>;
+
+    /// The list of `group` in the window's instance starting at `start`, if any.
+    fn instance_of(
+        &mut self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError>;
+
+    /// The groups of the window's latest instance (greatest start of any of its lists), in key
+    /// order, with that start; `None` when the window has no list. At most
+    /// [`MAX_GROUPS_READ`] groups are read.
+    fn groups(&mut self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError>;
 
     /// The job's last commit: `(epoch, watermark)`. Cheap: readers poll it to see that
     /// something new was committed.

@@ -3,6 +3,7 @@
 
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
@@ -42,6 +43,9 @@ pub struct SourcedDeadLetter {
 pub struct StoredList {
     /// Window name.
     pub window: String,
+    /// The list's group (`""` for a window without `by`).
+    #[serde(default)]
+    pub group: GroupKey,
     /// Instance start (inclusive).
     pub start: Millis,
     /// Instance end (exclusive).
@@ -68,6 +72,7 @@ impl From<PublishedList> for StoredList {
     fn from(l: PublishedList) -> StoredList {
         StoredList {
             window: l.window,
+            group: l.group,
             start: l.start,
             end: l.end,
             revision: l.revision,
@@ -93,6 +98,9 @@ pub struct StoredWindow {
     pub slide: Span,
     /// List length.
     pub k: usize,
+    /// The `by` dims, sorted (empty: one global list per instance).
+    #[serde(default)]
+    pub by: Vec<String>,
 }
 
 impl From<&WindowSpec> for StoredWindow {
@@ -102,6 +110,7 @@ impl From<&WindowSpec> for StoredWindow {
             size: w.size,
             slide: w.slide,
             k: w.k,
+            by: w.key.by.clone(),
         }
     }
 }
@@ -144,6 +153,12 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
             ));
         }
         check_accuracy(job, l)?;
+        if let Err(e) = GroupKey::parse(l.group.as_str()) {
+            return Err(SinkError::invalid(
+                job,
+                format!("list {:?}@{}: group {:?}: {e}", l.window, l.start.0, l.group.as_str()),
+            ));
+        }
         if let Some(item) = l.items.iter().find(|i| i64::try_from(i.count).is_err()) {
             return Err(SinkError::invalid(
                 job,
@@ -187,20 +202,21 @@ fn check_accuracy(job: &str, l: &PublishedList) -> Result<(), SinkError> {
     Ok(())
 }
 
-/// The highest revision of every instance in `lists` (on a tie, the later one), in order of
-/// first appearance.
+/// The highest revision of every list in `lists` (one per window, group and instance; on a
+/// tie, the later one), in order of first appearance.
 pub(crate) fn latest_revisions(lists: &[PublishedList]) -> Vec<&PublishedList> {
-    let mut slot: HashMap<(&str, Millis), usize> = HashMap::with_capacity(lists.len());
+    let mut slot: HashMap<(&str, &str, Millis), usize> = HashMap::with_capacity(lists.len());
     let mut out: Vec<&PublishedList> = Vec::with_capacity(lists.len());
     for l in lists {
-        match slot.get(&(l.window.as_str(), l.start)) {
+        let key = (l.window.as_str(), l.group.as_str(), l.start);
+        match slot.get(&key) {
             Some(&i) => {
                 if l.revision >= out[i].revision {
                     out[i] = l;
                 }
             }
             None => {
-                slot.insert((l.window.as_str(), l.start), out.len());
+                slot.insert(key, out.len());
                 out.push(l);
             }
         }

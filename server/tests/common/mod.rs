@@ -213,6 +213,13 @@ impl Harness {
         assert!(ok.expect("commit"), "epoch {epoch} committed");
     }
 
+    /// Records `windows` as the job's windows (replacing the harness's).
+    pub fn prepare(&mut self, windows: &[WindowSpec]) {
+        let writer = self.writer.as_mut().expect("writer");
+        let ok = std::thread::scope(|s| s.spawn(|| writer.prepare(JOB, windows)).join()).expect("prepare thread");
+        ok.expect("prepare");
+    }
+
     /// Commits hot-key windows (no lists) at `epoch`.
     pub fn commit_hot(&mut self, epoch: u64, hot_keys: Vec<HotWindow>) {
         let batch = CommitBatch {

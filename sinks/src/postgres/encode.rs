@@ -138,6 +138,7 @@ pub(super) struct Columns<'a> {
 #[derive(Default)]
 pub(super) struct Headers<'a> {
     pub window: Vec<&'a str>,
+    pub group: Vec<&'a str>,
     pub start: Vec<PgTime>,
     pub end: Vec<PgTime>,
     pub revision: Vec<i64>,
@@ -156,6 +157,7 @@ pub(super) struct Headers<'a> {
 #[derive(Default)]
 pub(super) struct Rows<'a> {
     pub window: Vec<&'a str>,
+    pub group: Vec<&'a str>,
     pub start: Vec<PgTime>,
     pub end: Vec<PgTime>,
     pub revision: Vec<i64>,
@@ -223,6 +225,7 @@ impl<'a> Columns<'a> {
         });
         let h = &mut self.headers;
         h.window.push(&l.window);
+        h.group.push(l.group.as_str());
         h.start.push(start);
         h.end.push(end);
         h.revision.push(revision);
@@ -240,6 +243,7 @@ impl<'a> Columns<'a> {
         for (i, item) in l.items.iter().enumerate() {
             pg_text(job, &item.item_id, || format!("{}: item id", at()))?;
             r.window.push(&l.window);
+            r.group.push(l.group.as_str());
             r.start.push(start);
             r.end.push(end);
             r.revision.push(revision);

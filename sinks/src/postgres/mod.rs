@@ -45,7 +45,8 @@
 //! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
 //! API); tests in `tests`, `migration_tests` (a version-1 schema migrated) and
 //! `migration_v2_tests` (a version-2 schema migrated; migrated tables equal new ones) and
-//! `migration_v3_tests` (a version-3 schema migrated: hot keys commit and read back).
+//! `migration_v3_tests` (a version-3 schema migrated: hot keys commit and read back) and
+//! `migration_v4_tests` (a version-4 schema migrated: per-group lists commit and read back).
 
 mod conn;
 mod encode;
@@ -57,6 +58,8 @@ mod migration_tests;
 mod migration_v2_tests;
 #[cfg(test)]
 mod migration_v3_tests;
+#[cfg(test)]
+mod migration_v4_tests;
 mod ownership;
 mod read;
 mod schema;

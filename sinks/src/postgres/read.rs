@@ -9,8 +9,9 @@ use super::PostgresStore;
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
 use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow, WINDOW_ROW_LIMIT};
-use crate::store::StoreReader;
+use crate::store::{StoreReader, MAX_GROUPS_READ};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
 use postgres::types::FromSql;
@@ -29,12 +30,42 @@ impl StoreReader for PostgresStore {
         sql_rows::windows(self.loc(), job, raw)
     }
 
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        self.read_list(job, window, None)
+    fn latest_of(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, (window, group), None)
     }
 
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        self.read_list(job, window, Some(start))
+    fn instance_of(
+        &mut self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, (window, group), Some(start))
+    }
+
+    fn groups(&mut self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
+        let limit = sql_rows::sql_limit(MAX_GROUPS_READ);
+        let found: Option<(PgTime, Vec<String>)> = self.run(
+            || format!("listing the groups of job {job:?} window {window:?}"),
+            |c, s| {
+                let mut tx = c
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()?;
+                let latest: Option<PgTime> = tx.query_one(&s.select_latest_start, &[&job, &window])?.try_get(0)?;
+                let Some(latest) = latest else {
+                    tx.commit()?;
+                    return Ok(None);
+                };
+                let rows = tx.query(&s.select_groups, &[&job, &window, &latest, &limit])?;
+                tx.commit()?;
+                let groups = rows.iter().map(|r| r.try_get(0)).collect::<Result<Vec<String>, _>>()?;
+                Ok(Some((latest, groups)))
+            },
+        )?;
+        Ok(found.map(|(start, groups)| (from_pg(start), groups.into_iter().map(GroupKey::from_stored).collect())))
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
@@ -106,11 +137,24 @@ impl PostgresStore {
 
     /// Reads one instance's header, its window's `k` and at most `k + 1` rows in one read-only
     /// REPEATABLE READ transaction, and checks they agree.
-    fn read_list(&mut self, job: &str, window: &str, start: Option<Millis>) -> Result<Option<StoredList>, SinkError> {
+    fn read_list(
+        &mut self,
+        job: &str,
+        (window, group): (&str, &GroupKey),
+        start: Option<Millis>,
+    ) -> Result<Option<StoredList>, SinkError> {
         let op = || match start {
-            Some(s) => format!("reading job {job:?} window {window:?} instance {}", s.0),
-            None => format!("reading the latest list of job {job:?} window {window:?}"),
+            Some(s) => format!(
+                "reading job {job:?} window {window:?} group {:?} instance {}",
+                group.as_str(),
+                s.0
+            ),
+            None => format!(
+                "reading the latest list of job {job:?} window {window:?} group {:?}",
+                group.as_str()
+            ),
         };
+        let group_key = group.as_str();
         let start = match start {
             // An instant PostgreSQL cannot hold is never stored.
             Some(s) => match to_pg(s) {
@@ -126,8 +170,8 @@ impl PostgresStore {
                 .read_only(true)
                 .start()?;
             let header = match &start {
-                Some(t) => tx.query_opt(&s.select_header_at, &[&job, &window, t])?,
-                None => tx.query_opt(&s.select_latest_header, &[&job, &window])?,
+                Some(t) => tx.query_opt(&s.select_header_at, &[&job, &window, t, &group_key])?,
+                None => tx.query_opt(&s.select_latest_header, &[&job, &window, &group_key])?,
             };
             let Some(header) = header else {
                 tx.commit()?;
@@ -141,7 +185,7 @@ impl PostgresStore {
             let limit = sql_rows::row_limit(job, window, k);
             let found = tx.query(
                 &s.select_rows,
-                &[&job, &window, &header.start, &sql_rows::sql_limit(limit)],
+                &[&job, &window, &header.start, &sql_rows::sql_limit(limit), &group_key],
             )?;
             tx.commit()?;
             let mut rows = Vec::with_capacity(found.len());
@@ -162,7 +206,7 @@ impl PostgresStore {
         let Some(list) = list else {
             return Ok(None);
         };
-        sql_rows::stored_list(self.loc(), (job, window), list, from_pg).map(Some)
+        sql_rows::stored_list(self.loc(), (job, window, group), list, from_pg).map(Some)
     }
 }
 
@@ -195,6 +239,7 @@ macro_rules! tuple_from_columns {
 tuple_from_columns!(A 0, B 1);
 tuple_from_columns!(A 0, B 1, C 2);
 tuple_from_columns!(A 0, B 1, C 2, D 3);
+tuple_from_columns!(A 0, B 1, C 2, D 3, E 4);
 tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5);
 tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 

@@ -8,7 +8,9 @@
 //! `sketch_total_overcount`, all NULL when there is none); 4 the hot-key detector's tables
 //! `hot_key_windows` and `hot_keys`. A version 1 schema migrates through 2 and 3 to 4; migrated
 //! rows are exact (`exact = TRUE`, `error_bound = 0`, no check); 3 → 4 only creates the two
-//! new tables.
+//! new tables; 5 per-group lists: `topk` and `topk_instances` gain `group_key` (`''` for a
+//! global list) in their primary keys, `hotlist_windows` gains `by_dims` (the `by` dims joined
+//! by `,`); 4 → 5 adds the columns (existing lists are global) and rebuilds the primary keys.
 
 use super::conn::redact;
 use super::error::pg_err;
@@ -17,7 +19,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -38,7 +40,8 @@ CREATE TABLE IF NOT EXISTS topk (
     as_of        TIMESTAMPTZ NOT NULL,
     exact        BOOLEAN     NOT NULL DEFAULT TRUE,
     error_bound  BIGINT      NOT NULL DEFAULT 0 CONSTRAINT topk_error_bound_check CHECK (error_bound >= 0),
-    PRIMARY KEY (job, window_name, window_start, rank),
+    group_key    TEXT        NOT NULL DEFAULT '',
+    CONSTRAINT topk_pkey PRIMARY KEY (job, window_name, group_key, window_start, rank),
     CONSTRAINT topk_exact_check CHECK (NOT exact OR error_bound = 0)
 );
 CREATE TABLE IF NOT EXISTS topk_instances (
@@ -58,7 +61,8 @@ CREATE TABLE IF NOT EXISTS topk_instances (
     sketch_of              BIGINT,
     sketch_max_overcount   BIGINT,
     sketch_total_overcount BIGINT,
-    PRIMARY KEY (job, window_name, window_start),
+    group_key    TEXT        NOT NULL DEFAULT '',
+    CONSTRAINT topk_instances_pkey PRIMARY KEY (job, window_name, group_key, window_start),
     CONSTRAINT topk_instances_exact_check CHECK (NOT exact OR error_bound = 0),
     CONSTRAINT topk_instances_sketch_check CHECK (
         num_nulls(sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount) IN (0, 4)
@@ -105,6 +109,7 @@ CREATE TABLE IF NOT EXISTS hotlist_windows (
     slide_ms BIGINT NOT NULL,
     k        BIGINT NOT NULL,
     ord      BIGINT NOT NULL,
+    by_dims  TEXT   NOT NULL DEFAULT '',
     PRIMARY KEY (job, name)
 );
 CREATE TABLE IF NOT EXISTS hotlist_commits (
@@ -160,6 +165,19 @@ ALTER TABLE topk_instances
         num_nulls(sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount) IN (0, 4)
         AND sketch_found >= 0 AND sketch_of >= sketch_found AND sketch_max_overcount >= 0
         AND sketch_total_overcount >= 0);
+";
+
+/// Version 4 → 5: `group_key` (existing lists are global) joins the list tables' primary keys,
+/// under the names PostgreSQL gives a table's primary key (as the version-5 tables are
+/// created); `by_dims` (no window had `by`). Run under the migration lock.
+const MIGRATE_4_TO_5: &str = "
+ALTER TABLE topk ADD COLUMN group_key TEXT NOT NULL DEFAULT '',
+    DROP CONSTRAINT topk_pkey,
+    ADD CONSTRAINT topk_pkey PRIMARY KEY (job, window_name, group_key, window_start, rank);
+ALTER TABLE topk_instances ADD COLUMN group_key TEXT NOT NULL DEFAULT '',
+    DROP CONSTRAINT topk_instances_pkey,
+    ADD CONSTRAINT topk_instances_pkey PRIMARY KEY (job, window_name, group_key, window_start);
+ALTER TABLE hotlist_windows ADD COLUMN by_dims TEXT NOT NULL DEFAULT '';
 ";
 
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
@@ -224,6 +242,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
     if matches!(version, Some(1 | 2)) {
         tx.batch_execute(MIGRATE_2_TO_3)
             .map_err(pg_err(location, "migrating the schema from version 2 to 3"))?;
+    }
+    if matches!(version, Some(1..=4)) {
+        tx.batch_execute(MIGRATE_4_TO_5)
+            .map_err(pg_err(location, "migrating the schema from version 4 to 5"))?;
     }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {

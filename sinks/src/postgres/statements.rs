@@ -10,20 +10,22 @@ const SELECT_EPOCH: &str = "SELECT epoch FROM hotlist_commits WHERE job = $1";
 
 const SELECT_EPOCH_FOR_UPDATE: &str = "SELECT epoch FROM hotlist_commits WHERE job = $1 FOR UPDATE";
 
-/// Deletes the rows of every instance given as (window_name, window_start) arrays.
+/// Deletes the rows of every list given as (window_name, window_start, group_key) arrays.
 const DELETE_ROWS: &str = "
 DELETE FROM topk t
-USING unnest($2::text[], $3::timestamptz[]) AS d(window_name, window_start)
-WHERE t.job = $1::text AND t.window_name = d.window_name AND t.window_start = d.window_start";
+USING unnest($2::text[], $3::timestamptz[], $4::text[]) AS d(window_name, window_start, group_key)
+WHERE t.job = $1::text AND t.window_name = d.window_name AND t.window_start = d.window_start
+  AND t.group_key = d.group_key";
 
 const UPSERT_INSTANCES: &str = "
 INSERT INTO topk_instances
     (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count,
-     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount)
+     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, group_key)
 SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::text[],
                                $7::bool[], $8::timestamptz[], $9::timestamptz[], $10::int8[],
-                               $11::bool[], $12::int8[], $13::int8[], $14::int8[], $15::int8[], $16::int8[])
-ON CONFLICT (job, window_name, window_start) DO UPDATE SET
+                               $11::bool[], $12::int8[], $13::int8[], $14::int8[], $15::int8[], $16::int8[],
+                               $17::text[])
+ON CONFLICT (job, window_name, group_key, window_start) DO UPDATE SET
     window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
     final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
     item_count = excluded.item_count, exact = excluded.exact, error_bound = excluded.error_bound,
@@ -33,10 +35,10 @@ ON CONFLICT (job, window_name, window_start) DO UPDATE SET
 const INSERT_ROWS: &str = "
 INSERT INTO topk
     (job, window_name, window_start, window_end, revision, final, state, as_of, exact, error_bound,
-     rank, item_id, count)
+     rank, item_id, count, group_key)
 SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::bool[],
                                $7::text[], $8::timestamptz[], $9::bool[], $10::int8[], $11::int8[],
-                               $12::text[], $13::int8[])";
+                               $12::text[], $13::int8[], $14::text[])";
 
 /// Appends dead letters in array order (ids are assigned in that order).
 const INSERT_DEAD_LETTERS: &str = "
@@ -54,34 +56,43 @@ ON CONFLICT (job) DO UPDATE SET
 const DELETE_WINDOWS: &str = "DELETE FROM hotlist_windows WHERE job = $1";
 
 const INSERT_WINDOW: &str =
-    "INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord) VALUES ($1, $2, $3, $4, $5, $6)";
+    "INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord, by_dims) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 /// At most `$2` window rows (one more than a job may have).
 const SELECT_WINDOWS: &str =
-    "SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = $1 ORDER BY ord LIMIT $2";
+    "SELECT name, size_ms, slide_ms, k, by_dims FROM hotlist_windows WHERE job = $1 ORDER BY ord LIMIT $2";
 
 /// The `k` of one window.
 const SELECT_WINDOW_K: &str = "SELECT k FROM hotlist_windows WHERE job = $1 AND name = $2";
 
-/// The header of the window's instance with the greatest start: one backward scan of the
+/// The header of group `$3`'s list with the greatest start: one backward scan of the
 /// `topk_instances` primary key.
 pub(super) const SELECT_LATEST_HEADER: &str = "
 SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
        exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
 FROM topk_instances
-WHERE job = $1 AND window_name = $2 ORDER BY window_start DESC LIMIT 1";
+WHERE job = $1 AND window_name = $2 AND group_key = $3 ORDER BY window_start DESC LIMIT 1";
 
-/// The header of the instance starting at `$3`: one lookup in the `topk_instances` primary key.
+/// The header of group `$4`'s list starting at `$3`: one lookup in the `topk_instances`
+/// primary key.
 pub(super) const SELECT_HEADER_AT: &str = "
 SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
        exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
 FROM topk_instances
-WHERE job = $1 AND window_name = $2 AND window_start = $3";
+WHERE job = $1 AND window_name = $2 AND window_start = $3 AND group_key = $4";
 
-/// At most `$4` of an instance's rows: one range scan of the `topk` primary key.
+/// At most `$4` of a list's rows (group `$5`): one range scan of the `topk` primary key.
 pub(super) const SELECT_ROWS: &str = "
 SELECT rank, item_id, count, revision, exact, error_bound FROM topk
-WHERE job = $1 AND window_name = $2 AND window_start = $3 ORDER BY rank LIMIT $4";
+WHERE job = $1 AND window_name = $2 AND group_key = $5 AND window_start = $3 ORDER BY rank LIMIT $4";
+
+/// The greatest start of the window's lists.
+const SELECT_LATEST_START: &str = "SELECT MAX(window_start) FROM topk_instances WHERE job = $1 AND window_name = $2";
+
+/// At most `$4` groups of the window's instance starting at `$3`, in key order.
+const SELECT_GROUPS: &str = "
+SELECT group_key FROM topk_instances
+WHERE job = $1 AND window_name = $2 AND window_start = $3 ORDER BY group_key LIMIT $4";
 
 const SELECT_INSTANCES: &str = "
 SELECT window_start, revision, state FROM topk_instances
@@ -113,6 +124,8 @@ pub(super) struct Statements {
     pub(super) select_latest_header: Statement,
     pub(super) select_header_at: Statement,
     pub(super) select_rows: Statement,
+    pub(super) select_latest_start: Statement,
+    pub(super) select_groups: Statement,
     pub(super) select_instances: Statement,
     pub(super) select_dead_letters: Statement,
     pub(super) select_dead_letter_counts: Statement,
@@ -139,6 +152,8 @@ impl Statements {
             select_latest_header: p(SELECT_LATEST_HEADER)?,
             select_header_at: p(SELECT_HEADER_AT)?,
             select_rows: p(SELECT_ROWS)?,
+            select_latest_start: p(SELECT_LATEST_START)?,
+            select_groups: p(SELECT_GROUPS)?,
             select_instances: p(SELECT_INSTANCES)?,
             select_dead_letters: p(SELECT_DEAD_LETTERS)?,
             select_dead_letter_counts: p(SELECT_DEAD_LETTER_COUNTS)?,

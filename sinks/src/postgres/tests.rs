@@ -378,14 +378,18 @@ fn list_reads_use_the_primary_keys() {
     let at = "'1970-01-01T01:00:00Z'::timestamptz";
     for (sql, index) in [
         (
-            SELECT_LATEST_HEADER.replace("$1", "'hotlist'").replace("$2", "'1m'"),
+            SELECT_LATEST_HEADER
+                .replace("$1", "'hotlist'")
+                .replace("$2", "'1m'")
+                .replace("$3", "''"),
             "topk_instances_pkey",
         ),
         (
             SELECT_HEADER_AT
                 .replace("$1", "'hotlist'")
                 .replace("$2", "'1m'")
-                .replace("$3", at),
+                .replace("$3", at)
+                .replace("$4", "''"),
             "topk_instances_pkey",
         ),
         (
@@ -393,7 +397,8 @@ fn list_reads_use_the_primary_keys() {
                 .replace("$1", "'hotlist'")
                 .replace("$2", "'1m'")
                 .replace("$3", at)
-                .replace("$4", "101"),
+                .replace("$4", "101")
+                .replace("$5", "''"),
             "topk_pkey",
         ),
     ] {

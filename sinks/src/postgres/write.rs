@@ -39,13 +39,15 @@ impl SinkStore for PostgresStore {
                 tx.execute(&s.delete_windows, &[&job])?;
                 for (ord, w) in windows.iter().enumerate() {
                     // `check_prepare` has verified k fits; spans are at most i64::MAX.
-                    let params: [&(dyn ToSql + Sync); 6] = [
+                    let by = crate::sql_rows::join_dims(&w.key.by);
+                    let params: [&(dyn ToSql + Sync); 7] = [
                         &job,
                         &w.name,
                         &w.size.as_i64(),
                         &w.slide.as_i64(),
                         &(w.k as i64),
                         &(ord as i64),
+                        &by,
                     ];
                     tx.execute(&s.insert_window, &params)?;
                 }
@@ -135,8 +137,8 @@ fn write_batch(
     let epoch = batch.epoch as i64;
     let (h, r, d) = (&cols.headers, &cols.rows, &cols.letters);
     if !h.window.is_empty() {
-        tx.execute(&stmts.delete_rows, &[&job, &h.window, &h.start])?;
-        let headers: [&(dyn ToSql + Sync); 16] = [
+        tx.execute(&stmts.delete_rows, &[&job, &h.window, &h.start, &h.group])?;
+        let headers: [&(dyn ToSql + Sync); 17] = [
             &job,
             &h.window,
             &h.start,
@@ -153,11 +155,12 @@ fn write_batch(
             &h.sketch[1],
             &h.sketch[2],
             &h.sketch[3],
+            &h.group,
         ];
         tx.execute(&stmts.upsert_instances, &headers)?;
     }
     if !r.item.is_empty() {
-        let rows: [&(dyn ToSql + Sync); 13] = [
+        let rows: [&(dyn ToSql + Sync); 14] = [
             &job,
             &r.window,
             &r.start,
@@ -171,6 +174,7 @@ fn write_batch(
             &r.rank,
             &r.item,
             &r.count,
+            &r.group,
         ];
         tx.execute(&stmts.insert_rows, &rows)?;
     }

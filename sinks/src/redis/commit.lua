@@ -1,13 +1,13 @@
 -- The Redis store's commit: one script, so atomic. See the module documentation of
 -- sinks/src/redis/mod.rs for what it does.
 --
--- KEYS[1] is the job's commit hash, KEYS[2] its owner hash; KEYS[2i+1] and KEYS[2i+2] are list
--- i's sorted set and meta hash. ARGV[1..5] are epoch, watermark, committed_at, the number of
+-- KEYS[1] is the job's commit hash, KEYS[2] its owner hash; KEYS[3i], KEYS[3i+1] and KEYS[3i+2]
+-- are list i's sorted set, meta hash and its window's groups sorted set. ARGV[1..5] are epoch, watermark, committed_at, the number of
 -- lists and the committing handle's generation ('' when it never claimed the job); then, per
 -- list: window, window_start, window_end, revision, state, final, as_of, watermark, exact,
 -- error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (the
--- four '' when the list has no sketch check), item_count, followed by item_count (score,
--- member) pairs. KEYS[2n+3] is the job's hot-key hash; after the lists' arguments come the
+-- four '' when the list has no sketch check), item_count, group ('' for a global list),
+-- followed by item_count (score, member) pairs. KEYS[3n+3] is the job's hot-key hash; after the lists' arguments come the
 -- batch's latest hot-key window: window_start, window_end, watermark, as_of, key_count, keys
 -- (JSON), or a single '' when the batch has none. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
 -- error reply with the code HOTLIST_CORRUPT; a generation that is no longer the job's as
@@ -82,8 +82,8 @@ local n = tonumber(ARGV[4])
 local writes = {}
 local p = 6
 for i = 1, n do
-  local zkey, mkey = KEYS[2 * i + 1], KEYS[2 * i + 2]
-  err = bad_type(zkey, 'zset') or bad_type(mkey, 'hash')
+  local zkey, mkey, gkey = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
+  err = bad_type(zkey, 'zset') or bad_type(mkey, 'hash') or bad_type(gkey, 'zset')
   if err then return corrupt(err) end
   local old = redis.call('HGET', mkey, 'window_start')
   local newer = true
@@ -94,10 +94,10 @@ for i = 1, n do
   local bad = bad_accuracy(p)
   if bad then return invalid(ARGV[p] .. ': ' .. bad) end
   if newer then writes[#writes + 1] = {i, p} end
-  p = p + 15 + 2 * tonumber(ARGV[p + 14])
+  p = p + 16 + 2 * tonumber(ARGV[p + 14])
 end
 -- the hot-key window: written if it starts at or after the stored one
-local hkey = KEYS[2 * n + 3]
+local hkey = KEYS[3 * n + 3]
 local hot = nil
 if ARGV[p] ~= '' then
   err = bad_type(hkey, 'hash')
@@ -113,10 +113,11 @@ end
 -- Phase 2: writes.
 for _, w in ipairs(writes) do
   local i, q = w[1], w[2]
-  local zkey, mkey = KEYS[2 * i + 1], KEYS[2 * i + 2]
+  local zkey, mkey, gkey = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
   redis.call('DEL', zkey, mkey)
   local count = tonumber(ARGV[q + 14])
-  local first = q + 15
+  local first = q + 16
+  redis.call('ZADD', gkey, ARGV[q + 1], ARGV[q + 15])
   local j = 0
   while j < count do
     local m = math.min(count - j, 1000)
@@ -132,7 +133,7 @@ for _, w in ipairs(writes) do
     'window_end', ARGV[q + 2], 'revision', ARGV[q + 3], 'state', ARGV[q + 4],
     'final', ARGV[q + 5], 'as_of', ARGV[q + 6], 'watermark', ARGV[q + 7],
     'exact', ARGV[q + 8], 'error_bound', ARGV[q + 9],
-    'item_count', ARGV[q + 14], 'epoch', ARGV[1])
+    'item_count', ARGV[q + 14], 'epoch', ARGV[1], 'group', ARGV[q + 15])
   if ARGV[q + 10] ~= '' then
     redis.call('HSET', mkey, SKETCH[1], ARGV[q + 10], SKETCH[2], ARGV[q + 11],
       SKETCH[3], ARGV[q + 12], SKETCH[4], ARGV[q + 13])

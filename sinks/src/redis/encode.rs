@@ -20,6 +20,9 @@ struct WindowDoc {
     size_ms: u64,
     slide_ms: u64,
     k: usize,
+    /// The `by` dims (left out for a window without them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    by: Vec<String>,
 }
 
 /// The `windows` document for `windows`.
@@ -31,6 +34,7 @@ pub(super) fn windows_json(windows: &[WindowSpec]) -> String {
             size_ms: w.size.as_millis(),
             slide_ms: w.slide.as_millis(),
             k: w.k,
+            by: w.key.by.clone(),
         })
         .collect();
     // Strings and integers only: serializing them cannot fail.
@@ -50,6 +54,7 @@ pub(super) fn parse_windows(text: &str) -> Result<Vec<StoredWindow>, String> {
                 size: ms(d.size_ms, "size_ms")?,
                 slide: ms(d.slide_ms, "slide_ms")?,
                 k: d.k,
+                by: d.by,
                 name: d.name,
             })
         })
@@ -60,6 +65,7 @@ pub(super) fn parse_windows(text: &str) -> Result<Vec<StoredWindow>, String> {
 /// a list holds no item twice (a sorted set would merge them).
 pub(super) fn check_list(job: &str, l: &PublishedList) -> Result<(), SinkError> {
     check_key_part(job, "window name", &l.window)?;
+    check_key_part(job, "group", l.group.as_str())?;
     let mut seen = HashSet::with_capacity(l.items.len());
     for item in &l.items {
         if item.count > MAX_EXACT_COUNT {

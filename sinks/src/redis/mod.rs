@@ -11,8 +11,14 @@
 //!   epoch, exact (0|1), error_bound (0 when exact), and for a list with a sketch check
 //!   sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (all four or none).
 //!   A meta hash without `exact` (written before lists said what they are) is an exact list;
+//! - `{prefix}:{job}:{window}:group:{group}:latest` and `…:latest:meta` — the same for the
+//!   latest list of a group of a window with `by` (`group` its canonical key; the meta hash
+//!   also has `group`); the global list (group `""`) keeps the keys above;
+//! - `{prefix}:{job}:{window}:groups` — sorted set: member = group key (`""` for the global
+//!   list), score = the start of its latest list; the groups of the latest instance are the
+//!   members with the greatest score;
 //! - `{prefix}:{job}:windows` — a string holding JSON `[{"name","size_ms","slide_ms","k"}…]` in
-//!   configured order (written by `prepare`);
+//!   configured order (written by `prepare`), with `"by"` for a window with `by` dims;
 //! - `{prefix}:{job}:commit` — hash: epoch, watermark (ms), committed_at (ms);
 //! - `{prefix}:{job}:hot` — hash: the latest closed hot-key window (`[hot_keys]`):
 //!   window_start, window_end, watermark, as_of (ms), key_count, epoch and keys (JSON

@@ -9,6 +9,7 @@ use crate::error::SinkError;
 use crate::ownership::{Claim, Owner};
 use crate::store::StoreReader;
 use ::redis::Script;
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::time::Millis;
 use std::sync::LazyLock;
 
@@ -68,6 +69,16 @@ impl RedisStore {
         for w in StoreReader::windows(self, job)? {
             keys.push(self.list_key(job, &w.name));
             keys.push(self.meta_key(job, &w.name));
+            let gkey = self.groups_key(job, &w.name);
+            let groups: Vec<String> = self.run(
+                || format!("listing the groups of job {job:?} window {:?}", w.name),
+                |c| ::redis::cmd("ZRANGE").arg(&gkey).arg(0).arg(-1).query(c),
+            )?;
+            for g in groups.into_iter().map(GroupKey::from_stored) {
+                keys.push(self.group_list_key(job, &w.name, &g));
+                keys.push(self.group_meta_key(job, &w.name, &g));
+            }
+            keys.push(gkey);
         }
         self.run(
             || format!("resetting job {job:?}"),

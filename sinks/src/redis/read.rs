@@ -12,8 +12,9 @@ use super::keys::check_key_part;
 use super::{RedisStore, MAX_EXACT_COUNT};
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy, SKETCH_FIELDS};
-use crate::store::StoreReader;
+use crate::store::{StoreReader, MAX_GROUPS_READ};
 use crate::types::{StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ItemId, ListState, RankedItem};
 use hotlist_operators::time::Millis;
 
@@ -55,16 +56,58 @@ impl StoreReader for RedisStore {
         self.parse_windows_doc(job, &key, &doc)
     }
 
-    /// The window's latest list, read atomically (meta and members of one revision).
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        self.read_latest(job, window)
+    /// The group's latest list, read atomically (meta and members of one revision).
+    fn latest_of(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
+        self.read_latest(job, window, group)
     }
 
-    /// The list of the instance starting at `start`, if it is the latest one: Redis holds only
-    /// the latest instance of each window, so an older instance is `None` even if the primary
-    /// store has it.
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        Ok(self.read_latest(job, window)?.filter(|l| l.start == start))
+    /// The group's list of the instance starting at `start`, if it is the latest one: Redis
+    /// holds only the latest instance of each window and group, so an older instance is `None`
+    /// even if the primary store has it.
+    fn instance_of(
+        &mut self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
+        Ok(self.read_latest(job, window, group)?.filter(|l| l.start == start))
+    }
+
+    /// The groups whose latest list starts at the greatest start, from the window's groups set.
+    fn groups(&mut self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
+        check_key_part(job, "job id", job)?;
+        check_key_part(job, "window name", window)?;
+        let gkey = self.groups_key(job, window);
+        let op = || format!("listing the groups of job {job:?} window {window:?}");
+        let top: Vec<(String, f64)> = self.run(op, |c| {
+            ::redis::cmd("ZRANGE")
+                .arg(&gkey)
+                .arg(-1)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(c)
+        })?;
+        let Some((_, score)) = top.first() else {
+            return Ok(None);
+        };
+        if score.fract() != 0.0 || score.abs() > MAX_EXACT_COUNT as f64 {
+            return Err(self.corrupt(format!("{gkey} has score {score}, not an instance start")));
+        }
+        let groups: Vec<String> = self.run(op, |c| {
+            ::redis::cmd("ZRANGEBYSCORE")
+                .arg(&gkey)
+                .arg(*score)
+                .arg(*score)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(MAX_GROUPS_READ)
+                .query(c)
+        })?;
+        Ok(Some((
+            Millis(*score as i64),
+            groups.into_iter().map(GroupKey::from_stored).collect(),
+        )))
     }
 
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
@@ -141,30 +184,36 @@ impl RedisStore {
     /// Reads the latest list of a window: the window's `k` first, then the list in one
     /// transaction bounded by it; read once more if the `k` grew in between and the read was
     /// cut short.
-    fn read_latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
+    fn read_latest(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
         check_key_part(job, "job id", job)?;
         check_key_part(job, "window name", window)?;
+        check_key_part(job, "group", group.as_str())?;
         let key = self.windows_key(job);
         let doc: Vec<u8> = self.run(
             || format!("reading the latest list of job {job:?} window {window:?}"),
             |c| windows_doc_cmd(&key).query(c),
         )?;
         let k = self.k_in(job, window, &doc)?;
-        let mut read = self.read_list_once(job, window, read_checks::row_limit(k))?;
+        let mut read = self.read_list_once(job, (window, group), read_checks::row_limit(k))?;
         let k_now = self.k_in(job, window, &read.doc)?;
         if k_now != k && read.members.len() >= read.limit {
-            read = self.read_list_once(job, window, read_checks::row_limit(k_now))?;
+            read = self.read_list_once(job, (window, group), read_checks::row_limit(k_now))?;
         }
         let k = self.k_in(job, window, &read.doc)?;
-        self.checked_list(job, window, read, k)
+        self.checked_list(job, (window, group), read, k)
     }
 
     /// One MULTI/EXEC: the windows document, the meta fields, the member count and at most
     /// `limit` members.
-    fn read_list_once(&mut self, job: &str, window: &str, limit: usize) -> Result<ListRead, SinkError> {
+    fn read_list_once(
+        &mut self,
+        job: &str,
+        (window, group): (&str, &GroupKey),
+        limit: usize,
+    ) -> Result<ListRead, SinkError> {
         let (zkey, mkey, wkey) = (
-            self.list_key(job, window),
-            self.meta_key(job, window),
+            self.group_list_key(job, window, group),
+            self.group_meta_key(job, window, group),
             self.windows_key(job),
         );
         type Reply = (Vec<u8>, Vec<Option<String>>, u64, Vec<(Vec<u8>, f64)>);
@@ -200,11 +249,14 @@ impl RedisStore {
     fn checked_list(
         &self,
         job: &str,
-        window: &str,
+        (window, group): (&str, &GroupKey),
         read: ListRead,
         k: Option<usize>,
     ) -> Result<Option<StoredList>, SinkError> {
-        let (zkey, mkey) = (self.list_key(job, window), self.meta_key(job, window));
+        let (zkey, mkey) = (
+            self.group_list_key(job, window, group),
+            self.group_meta_key(job, window, group),
+        );
         if read.meta.iter().all(Option::is_none) {
             if read.card == 0 {
                 return Ok(None);
@@ -258,6 +310,7 @@ impl RedisStore {
         read_checks::ranked_items(&at, &items).map_err(|d| self.corrupt(format!("{zkey}: {d}")))?;
         Ok(Some(StoredList {
             window: window.to_string(),
+            group: group.clone(),
             start: h.start,
             end: h.end,
             revision: checked.revision,

@@ -221,6 +221,7 @@ fn latest_list_round_trips_with_ties_in_the_ranking() {
         ("epoch", "1"),
         ("exact", "1"),
         ("error_bound", "0"),
+        ("group", ""),
     ]
     .iter()
     .map(|&(k, v)| (k.to_string(), v.to_string()))
@@ -233,7 +234,12 @@ fn latest_list_round_trips_with_ties_in_the_ranking() {
         .unwrap();
     assert_eq!(score, 9.0);
     let keys = fx.keys();
-    let want = vec![fx.key("1m:latest"), fx.key("1m:latest:meta"), fx.key("commit")];
+    let want = vec![
+        fx.key("1m:groups"),
+        fx.key("1m:latest"),
+        fx.key("1m:latest:meta"),
+        fx.key("commit"),
+    ];
     assert_eq!(keys, want);
 }
 
@@ -362,7 +368,8 @@ fn windows_documents_parse_strictly() {
             name: "aé😀\n\u{8}".into(),
             size: Span::from_millis(10),
             slide: Span::from_millis(5),
-            k: 2
+            k: 2,
+            by: Vec::new(),
         }]
     );
     assert!(parse_windows("[]").unwrap().is_empty());
@@ -465,7 +472,11 @@ fn the_commit_script_refuses_impossible_accuracy() {
     ];
     for accuracy in cases {
         let mut call = super::write::COMMIT_SCRIPT.prepare_invoke();
-        call.key(&ckey).key(&okey).key(&zkey).key(&mkey);
+        call.key(&ckey)
+            .key(&okey)
+            .key(&zkey)
+            .key(&mkey)
+            .key(fx.key("1m:groups"));
         call.arg(1).arg(0).arg(0).arg(1).arg("");
         call.arg("1m")
             .arg(0)
@@ -478,7 +489,7 @@ fn the_commit_script_refuses_impossible_accuracy() {
         for a in accuracy {
             call.arg(a);
         }
-        call.arg(0);
+        call.arg(0).arg("");
         let err = call.invoke::<i64>(&mut fx.raw).unwrap_err();
         assert_eq!(err.code(), Some("HOTLIST_INVALID"), "{accuracy:?}: {err}");
         assert!(fx.keys().is_empty(), "{accuracy:?}: nothing written");

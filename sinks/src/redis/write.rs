@@ -55,8 +55,9 @@ impl SinkStore for RedisStore {
             .arg(chosen.len() as u64)
             .arg(ours.map(|g| g.to_string()).unwrap_or_default());
         for l in &chosen {
-            call.key(self.list_key(job, &l.window))
-                .key(self.meta_key(job, &l.window))
+            call.key(self.group_list_key(job, &l.window, &l.group))
+                .key(self.group_meta_key(job, &l.window, &l.group))
+                .key(self.groups_key(job, &l.window))
                 .arg(l.window.as_str())
                 .arg(l.start.0)
                 .arg(l.end.0)
@@ -71,7 +72,7 @@ impl SinkStore for RedisStore {
                 Some(c) => call.arg(c.found).arg(c.of).arg(c.max_overcount).arg(c.total_overcount),
                 None => call.arg("").arg("").arg("").arg(""),
             };
-            call.arg(l.items.len() as u64);
+            call.arg(l.items.len() as u64).arg(l.group.as_str());
             for item in &l.items {
                 call.arg(item.count).arg(item.item_id.as_str());
             }
@@ -123,20 +124,20 @@ impl SinkStore for RedisStore {
     }
 }
 
-/// Per window, the highest revision of the instance with the greatest start (in order of the
-/// windows' first appearance): the lists the commit may write.
+/// Per window and group, the highest revision of the instance with the greatest start (in
+/// order of first appearance): the lists the commit may write.
 fn latest_per_window(lists: &[PublishedList]) -> Vec<&PublishedList> {
     let mut chosen: Vec<&PublishedList> = Vec::new();
-    let mut slot: HashMap<&str, usize> = HashMap::new();
+    let mut slot: HashMap<(&str, &str), usize> = HashMap::new();
     for l in latest_revisions(lists) {
-        match slot.get(l.window.as_str()) {
+        match slot.get(&(l.window.as_str(), l.group.as_str())) {
             Some(&i) => {
                 if l.start > chosen[i].start {
                     chosen[i] = l;
                 }
             }
             None => {
-                slot.insert(l.window.as_str(), chosen.len());
+                slot.insert((l.window.as_str(), l.group.as_str()), chosen.len());
                 chosen.push(l);
             }
         }

@@ -1,5 +1,6 @@
 //! A version-3 database: version 4 only adds the hot-key tables (`hot_key_windows`,
-//! `hot_keys`), so a version-3 database is a version-4 one without them, stamped 3. A reader
+//! `hot_keys`), so a version-3 database is a version-4 one (`migration_v4_tests`) without them,
+//! stamped 3. A reader
 //! reads it as it is (no hot keys, its lists as before) without changing it; the job's `open`
 //! migrates it to version 4, after which hot-key windows commit and read back, also through a
 //! reader opened before the migration.
@@ -15,6 +16,7 @@ fn v3_database(dir: &Path) -> PathBuf {
     let mut w = SqliteStore::open(&path).unwrap();
     assert!(w.commit(&batch(1, vec![list(0, 1, 2)])).unwrap());
     drop(w);
+    super::migration_v4_tests::downgrade_to_v4(&path, 4);
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch("DROP TABLE hot_keys; DROP TABLE hot_key_windows; PRAGMA user_version = 3;")
         .unwrap();
@@ -37,7 +39,7 @@ fn a_version_3_database_is_read_as_it_is_then_migrated() {
 
     let mut w = SqliteStore::open(&path).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
     assert_eq!(
         w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
         Some(2),

@@ -14,7 +14,8 @@
 //! generation, `reset`), `read` (the read API); tests in `tests`, `migration_tests` (a
 //! version-1 database read and migrated) and `migration_v2_tests` (a version-2 database read
 //! and migrated; migrated tables equal new ones) and `migration_v3_tests` (a version-3 database
-//! read, then migrated: hot keys commit and read back).
+//! read, then migrated: hot keys commit and read back) and `migration_v4_tests` (a version-4
+//! database read, then migrated: per-group lists commit and read back).
 
 mod hot_keys;
 #[cfg(test)]
@@ -23,6 +24,8 @@ mod migration_tests;
 mod migration_v2_tests;
 #[cfg(test)]
 mod migration_v3_tests;
+#[cfg(test)]
+mod migration_v4_tests;
 mod open;
 mod ownership;
 mod read;
@@ -40,6 +43,7 @@ use crate::file_lock::FileLock;
 use crate::ownership::Claims;
 use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use rusqlite::{Connection, ErrorCode};
@@ -79,11 +83,20 @@ impl StoreReader for SqliteStore {
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         SqliteStore::windows(self, job)
     }
-    fn latest(&mut self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        SqliteStore::latest(self, job, window)
+    fn latest_of(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::latest_of(self, job, window, group)
     }
-    fn instance(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        SqliteStore::instance(self, job, window, start)
+    fn instance_of(
+        &mut self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
+        SqliteStore::instance_of(self, job, window, group, start)
+    }
+    fn groups(&mut self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
+        SqliteStore::groups(self, job, window)
     }
     fn last_commit(&mut self, job: &str) -> Result<Option<(u64, Millis)>, SinkError> {
         SqliteStore::last_commit(self, job)

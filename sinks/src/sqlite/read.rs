@@ -6,12 +6,14 @@
 //! lists are read as exact (the statements select constants in their place). The version is
 //! read in each list's transaction, so a reader sees a migration that happened after it opened.
 
-use super::schema::ACCURACY_VERSION;
+use super::schema::{ACCURACY_VERSION, GROUPS_VERSION};
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
 use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawRow, RawWindow, WINDOW_ROW_LIMIT};
+use crate::store::MAX_GROUPS_READ;
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
+use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
 use rusqlite::{params, OptionalExtension};
@@ -44,27 +46,90 @@ impl SqliteStore {
     pub fn windows(&self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         let path = self.path.as_path();
         let raw = (|| -> rusqlite::Result<Vec<RawWindow>> {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT name, size_ms, slide_ms, k FROM hotlist_windows WHERE job = ?1 ORDER BY ord LIMIT ?2",
-            )?;
+            let tx = self.conn.unchecked_transaction()?;
+            let by = if self.version(&tx)? >= GROUPS_VERSION {
+                "by_dims"
+            } else {
+                "''"
+            };
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT name, size_ms, slide_ms, k, {by} FROM hotlist_windows WHERE job = ?1 ORDER BY ord LIMIT ?2"
+            ))?;
             let limit = sql_rows::sql_limit(WINDOW_ROW_LIMIT);
             let rows = stmt.query_map(params![job, limit], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })?;
-            rows.collect()
+            let rows = rows.collect();
+            drop(stmt);
+            tx.commit()?;
+            rows
         })()
         .map_err(sql_err(path, format!("reading the windows of job {job:?}")))?;
         sql_rows::windows(path, job, raw)
     }
 
-    /// The stored list of the window's instance with the greatest start, if any.
+    /// The stored global list of the window's instance with the greatest start, if any.
     pub fn latest(&self, job: &str, window: &str) -> Result<Option<StoredList>, SinkError> {
-        self.read_list(job, window, None)
+        self.read_list(job, (window, &GroupKey::global()), None)
     }
 
-    /// The stored list of the window's instance starting at `start`, if any.
+    /// The stored global list of the window's instance starting at `start`, if any.
     pub fn instance(&self, job: &str, window: &str, start: Millis) -> Result<Option<StoredList>, SinkError> {
-        self.read_list(job, window, Some(start))
+        self.read_list(job, (window, &GroupKey::global()), Some(start))
+    }
+
+    /// The stored list of `group` in the latest instance that has one, if any.
+    pub fn latest_of(&self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, (window, group), None)
+    }
+
+    /// The stored list of `group` in the window's instance starting at `start`, if any.
+    pub fn instance_of(
+        &self,
+        job: &str,
+        window: &str,
+        group: &GroupKey,
+        start: Millis,
+    ) -> Result<Option<StoredList>, SinkError> {
+        self.read_list(job, (window, group), Some(start))
+    }
+
+    /// The groups of the window's latest instance, in key order, with its start.
+    pub fn groups(&self, job: &str, window: &str) -> Result<Option<(Millis, Vec<GroupKey>)>, SinkError> {
+        let path = self.path.as_path();
+        let read = || -> rusqlite::Result<Option<(i64, Vec<String>)>> {
+            let tx = self.conn.unchecked_transaction()?;
+            let group = if self.version(&tx)? >= GROUPS_VERSION {
+                "group_key"
+            } else {
+                "''"
+            };
+            let latest: Option<i64> = tx
+                .prepare_cached("SELECT MAX(window_start) FROM topk_instances WHERE job = ?1 AND window_name = ?2")?
+                .query_row(params![job, window], |r| r.get(0))?;
+            let Some(latest) = latest else {
+                return Ok(None);
+            };
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT {group} FROM topk_instances WHERE job = ?1 AND window_name = ?2 AND window_start = ?3
+                 ORDER BY 1 LIMIT ?4"
+            ))?;
+            let limit = sql_rows::sql_limit(MAX_GROUPS_READ);
+            let groups = stmt
+                .query_map(params![job, window, latest, limit], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            drop(stmt);
+            tx.commit()?;
+            Ok(Some((latest, groups)))
+        };
+        let op = || format!("listing the groups of job {job:?} window {window:?}");
+        let found = read().map_err(sql_err(path, op()))?;
+        Ok(found.map(|(start, groups)| (Millis(start), groups.into_iter().map(GroupKey::from_stored).collect())))
+    }
+
+    /// The schema version, read inside `tx` (a reader sees a migration made after it opened).
+    fn version(&self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<i64> {
+        tx.pragma_query_value(None, "user_version", |r| r.get(0))
     }
 
     /// Every stored instance of the window as (start, revision, state), earliest first.
@@ -143,21 +208,35 @@ impl SqliteStore {
 
     /// Reads one instance's header, its window's `k` and at most `k + 1` rows in one read
     /// transaction, and checks they agree.
-    fn read_list(&self, job: &str, window: &str, start: Option<Millis>) -> Result<Option<StoredList>, SinkError> {
+    fn read_list(
+        &self,
+        job: &str,
+        (window, group): (&str, &GroupKey),
+        start: Option<Millis>,
+    ) -> Result<Option<StoredList>, SinkError> {
         let path = self.path.as_path();
         let op = || match start {
-            Some(s) => format!("reading job {job:?} window {window:?} instance {}", s.0),
-            None => format!("reading the latest list of job {job:?} window {window:?}"),
+            Some(s) => format!(
+                "reading job {job:?} window {window:?} group {:?} instance {}",
+                group.as_str(),
+                s.0
+            ),
+            None => format!(
+                "reading the latest list of job {job:?} window {window:?} group {:?}",
+                group.as_str()
+            ),
         };
         let read = || -> rusqlite::Result<Option<RawList<i64>>> {
             let tx = self.conn.unchecked_transaction()?;
-            let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let version = self.version(&tx)?;
             let columns = if version >= ACCURACY_VERSION {
                 &COLUMNS
             } else {
                 &COLUMNS_BEFORE_ACCURACY
             };
-            let Some(header) = read_header(&tx, columns, (job, window), start)? else {
+            // before version 5 every list is global: the literal stands in for the column
+            let group_col = if version >= GROUPS_VERSION { "group_key" } else { "''" };
+            let Some(header) = read_header(&tx, columns, (job, window, group_col, group.as_str()), start)? else {
                 return Ok(None);
             };
             let k: Option<i64> = tx
@@ -165,14 +244,20 @@ impl SqliteStore {
                 .query_row(params![job, window], |r| r.get(0))
                 .optional()?;
             let limit = sql_rows::row_limit(job, window, k);
-            let rows = read_rows(&tx, columns, (job, window, header.start), limit)?;
+            let rows = read_rows(
+                &tx,
+                columns,
+                (job, window, group_col, group.as_str()),
+                header.start,
+                limit,
+            )?;
             tx.commit()?;
             Ok(Some(RawList { header, k, rows, limit }))
         };
         let Some(list) = read().map_err(sql_err(path, op()))? else {
             return Ok(None);
         };
-        sql_rows::stored_list(path, (job, window), list, Millis).map(Some)
+        sql_rows::stored_list(path, (job, window, group), list, Millis).map(Some)
     }
 }
 
@@ -180,15 +265,16 @@ impl SqliteStore {
 fn read_rows(
     tx: &rusqlite::Transaction<'_>,
     columns: &ListColumns,
-    (job, window, start): (&str, &str, i64),
+    (job, window, group_col, group): (&str, &str, &str, &str),
+    start: i64,
     limit: usize,
 ) -> rusqlite::Result<Vec<RawRow>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT rank, item_id, count, revision, {} FROM topk
-         WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 ORDER BY rank LIMIT ?4",
+         WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 AND {group_col} = ?5 ORDER BY rank LIMIT ?4",
         columns.row_accuracy
     ))?;
-    let mut q = stmt.query(params![job, window, start, sql_rows::sql_limit(limit)])?;
+    let mut q = stmt.query(params![job, window, start, sql_rows::sql_limit(limit), group])?;
     let mut rows = Vec::new();
     while let Some(r) = q.next()? {
         let item = r
@@ -211,7 +297,7 @@ fn read_rows(
 fn read_header(
     tx: &rusqlite::Transaction<'_>,
     columns: &ListColumns,
-    (job, window): (&str, &str),
+    (job, window, group_col, group): (&str, &str, &str, &str),
     start: Option<Millis>,
 ) -> rusqlite::Result<Option<RawHeader<i64>>> {
     let header_of = |r: &rusqlite::Row<'_>| {
@@ -226,16 +312,16 @@ fn read_header(
     match start {
         Some(s) => tx
             .prepare_cached(&format!(
-                "{header_columns} WHERE job = ?1 AND window_name = ?2 AND window_start = ?3"
+                "{header_columns} WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 AND {group_col} = ?4"
             ))?
-            .query_row(params![job, window, s.0], header_of)
+            .query_row(params![job, window, s.0, group], header_of)
             .optional(),
         None => tx
             .prepare_cached(&format!(
-                "{header_columns} WHERE job = ?1 AND window_name = ?2
+                "{header_columns} WHERE job = ?1 AND window_name = ?2 AND {group_col} = ?3
                  ORDER BY window_start DESC LIMIT 1"
             ))?
-            .query_row(params![job, window], header_of)
+            .query_row(params![job, window, group], header_of)
             .optional(),
     }
 }

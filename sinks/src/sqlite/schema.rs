@@ -7,14 +7,18 @@
 //! `sketch_total_overcount`, all NULL when there is none); 4 the hot-key detector's tables
 //! `hot_key_windows` (one header per closed window) and `hot_keys` (one row per reported key).
 //! A version 1 database migrates through 2 and 3 to 4; migrated rows are exact (`exact = 1`,
-//! `error_bound = 0`, no check); 3 → 4 only creates the two new tables.
+//! `error_bound = 0`, no check); 3 → 4 only creates the two new tables; 5 per-group lists:
+//! `topk` and `topk_instances` gain `group_key` (`''` for a global list) as part of their
+//! primary keys, `hotlist_windows` gains `by_dims` (the window's `by` dims joined by `,`).
+//! 4 → 5 rebuilds the three tables (SQLite cannot change a primary key); every existing
+//! list is a global one (`group_key = ''`), every window one without `by`.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -28,6 +32,38 @@ pub(super) const ACCURACY_VERSION: i64 = 3;
 
 /// The first version with the hot-key tables: a reader of an older database reads no hot keys.
 pub(super) const HOT_KEYS_VERSION: i64 = 4;
+
+/// The first version with per-group lists: a reader of an older database reads only global
+/// lists (and windows without `by`).
+pub(super) const GROUPS_VERSION: i64 = 5;
+
+/// Version 4 → 5: the list tables and `hotlist_windows` are moved aside, created again by
+/// `SCHEMA` (with `group_key` in the lists' primary keys, `by_dims`), refilled and dropped
+/// (`FINISH_4_TO_5`), so a migrated table is the same as a new one.
+const MIGRATE_4_TO_5: &str = "
+ALTER TABLE topk RENAME TO topk_v4;
+ALTER TABLE topk_instances RENAME TO topk_instances_v4;
+ALTER TABLE hotlist_windows RENAME TO hotlist_windows_v4;
+";
+
+/// The second half of 4 → 5, after `SCHEMA` created the new list tables.
+const FINISH_4_TO_5: &str = "
+INSERT INTO topk (job, window_name, group_key, window_start, window_end, rank, item_id, count, revision,
+                  final, state, as_of, exact, error_bound)
+    SELECT job, window_name, '', window_start, window_end, rank, item_id, count, revision,
+           final, state, as_of, exact, error_bound FROM topk_v4;
+INSERT INTO topk_instances (job, window_name, group_key, window_start, window_end, revision, state, final,
+                            watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of,
+                            sketch_max_overcount, sketch_total_overcount)
+    SELECT job, window_name, '', window_start, window_end, revision, state, final,
+           watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of,
+           sketch_max_overcount, sketch_total_overcount FROM topk_instances_v4;
+INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord, by_dims)
+    SELECT job, name, size_ms, slide_ms, k, ord, '' FROM hotlist_windows_v4;
+DROP TABLE topk_v4;
+DROP TABLE topk_instances_v4;
+DROP TABLE hotlist_windows_v4;
+";
 
 /// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside).
 /// The reasons are `DeadReason::as_str`'s (a test keeps them equal).
@@ -84,6 +120,7 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS topk (
     job          TEXT    NOT NULL,
     window_name  TEXT    NOT NULL,
+    group_key    TEXT    NOT NULL DEFAULT '',
     window_start INTEGER NOT NULL,
     window_end   INTEGER NOT NULL,
     rank         INTEGER NOT NULL CHECK (rank >= 1),
@@ -96,11 +133,12 @@ CREATE TABLE IF NOT EXISTS topk (
     exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
     error_bound  INTEGER NOT NULL DEFAULT 0
                  CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
-    PRIMARY KEY (job, window_name, window_start, rank)
+    PRIMARY KEY (job, window_name, group_key, window_start, rank)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS topk_instances (
     job          TEXT    NOT NULL,
     window_name  TEXT    NOT NULL,
+    group_key    TEXT    NOT NULL DEFAULT '',
     window_start INTEGER NOT NULL,
     window_end   INTEGER NOT NULL,
     revision     INTEGER NOT NULL,
@@ -119,7 +157,7 @@ CREATE TABLE IF NOT EXISTS topk_instances (
         CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
                AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
                AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
-    PRIMARY KEY (job, window_name, window_start)
+    PRIMARY KEY (job, window_name, group_key, window_start)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hot_key_windows (
     job          TEXT    NOT NULL,
@@ -147,6 +185,7 @@ CREATE TABLE IF NOT EXISTS hotlist_windows (
     slide_ms INTEGER NOT NULL,
     k        INTEGER NOT NULL,
     ord      INTEGER NOT NULL,
+    by_dims  TEXT    NOT NULL DEFAULT '',
     PRIMARY KEY (job, name)
 );
 CREATE TABLE IF NOT EXISTS hotlist_commits (
@@ -189,9 +228,18 @@ impl SqliteStore {
             tx.execute_batch(MIGRATE_2_TO_3)
                 .map_err(sql_err(path, "migrating the schema from version 2 to 3"))?;
         }
+        let regroup = (1..GROUPS_VERSION).contains(&version);
+        if regroup {
+            tx.execute_batch(MIGRATE_4_TO_5)
+                .map_err(sql_err(path, "migrating the schema to version 5"))?;
+        }
         let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
         tx.execute_batch(&format!("{SCHEMA}{dead_letters}{DEAD_LETTERS_INDEX}"))
             .map_err(sql_err(path, "creating the tables"))?;
+        if regroup {
+            tx.execute_batch(FINISH_4_TO_5)
+                .map_err(sql_err(path, "migrating the lists to version 5"))?;
+        }
         if version < SCHEMA_VERSION {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(sql_err(path, "setting the schema version"))?;

@@ -159,7 +159,7 @@ fn rows_past_k_are_reported_without_reading_them_all() {
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
         "WITH RECURSIVE n(r) AS (SELECT 4 UNION ALL SELECT r + 1 FROM n WHERE r < 100000)
-         INSERT INTO topk SELECT job, window_name, window_start, window_end, r, 'x' || r, 0, revision,
+         INSERT INTO topk SELECT job, window_name, group_key, window_start, window_end, r, 'x' || r, 0, revision,
                                  final, state, as_of, exact, error_bound FROM n, topk WHERE rank = 1",
     )
     .unwrap();

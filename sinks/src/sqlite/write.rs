@@ -17,9 +17,9 @@ use std::sync::LazyLock;
 const UPSERT_INSTANCE: &str = "
 INSERT INTO topk_instances
     (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count,
-     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-ON CONFLICT (job, window_name, window_start) DO UPDATE SET
+     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, group_key)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+ON CONFLICT (job, window_name, group_key, window_start) DO UPDATE SET
     window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
     final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
     item_count = excluded.item_count, exact = excluded.exact, error_bound = excluded.error_bound,
@@ -30,16 +30,16 @@ ON CONFLICT (job, window_name, window_start) DO UPDATE SET
 /// one statement per chunk roughly doubles the write rate for large lists.
 const ROWS_PER_INSERT: usize = 64;
 
-/// The instance's columns every row of an `INSERT INTO topk` binds first, as ?1..?10.
-const ROW_INSTANCE_COLUMNS: usize = 10;
+/// The list's columns every row of an `INSERT INTO topk` binds first, as ?1..?11.
+const ROW_INSTANCE_COLUMNS: usize = 11;
 
-/// `INSERT INTO topk` of `n` ranks of one instance: ?1..?10 are the instance's columns, then
+/// `INSERT INTO topk` of `n` ranks of one list: ?1..?11 are the list's columns, then
 /// (rank, item_id, count) per row.
 fn insert_rows_sql(n: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO topk (job, window_name, window_start, window_end, revision, final, state,
-                           as_of, exact, error_bound, rank, item_id, count)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, column1, column2, column3 FROM (VALUES ",
+                           as_of, exact, error_bound, group_key, rank, item_id, count)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, column1, column2, column3 FROM (VALUES ",
     );
     for i in 0..n {
         let b = ROW_INSTANCE_COLUMNS + 1 + 3 * i;
@@ -57,7 +57,8 @@ const CHUNKS: [usize; 3] = [ROWS_PER_INSERT, 8, 1];
 
 static INSERT_ROWS_SQL: LazyLock<[String; 3]> = LazyLock::new(|| CHUNKS.map(insert_rows_sql));
 
-const DELETE_ROWS: &str = "DELETE FROM topk WHERE job = ?1 AND window_name = ?2 AND window_start = ?3";
+const DELETE_ROWS: &str =
+    "DELETE FROM topk WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 AND group_key = ?4";
 
 const INSERT_DEAD_LETTER: &str = "
 INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at)
@@ -132,10 +133,11 @@ fn write_list(tx: &Connection, job: &str, l: &PublishedList) -> rusqlite::Result
         check.map(|c| c.found),
         check.map(|c| c.of),
         check.map(|c| c.max_overcount as i64),
-        check.map(|c| c.total_overcount as i64)
+        check.map(|c| c.total_overcount as i64),
+        l.group.as_str()
     ])?;
     tx.prepare_cached(DELETE_ROWS)?
-        .execute(params![job, l.window, l.start.0])?;
+        .execute(params![job, l.window, l.start.0, l.group.as_str()])?;
     let mut rest = l.items.as_slice();
     let mut rank = 0i64;
     for (size, sql) in CHUNKS.iter().zip(INSERT_ROWS_SQL.iter()) {
@@ -153,6 +155,7 @@ fn write_list(tx: &Connection, job: &str, l: &PublishedList) -> rusqlite::Result
         stmt.raw_bind_parameter(8, l.as_of.0)?;
         stmt.raw_bind_parameter(9, exact)?;
         stmt.raw_bind_parameter(10, error_bound)?;
+        stmt.raw_bind_parameter(11, l.group.as_str())?;
         while rest.len() >= *size {
             let (chunk, tail) = rest.split_at(*size);
             for (i, item) in chunk.iter().enumerate() {
@@ -181,8 +184,8 @@ impl SinkStore for SqliteStore {
             tx.prepare_cached("DELETE FROM hotlist_windows WHERE job = ?1")?
                 .execute(params![job])?;
             let mut insert = tx.prepare_cached(
-                "INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO hotlist_windows (job, name, size_ms, slide_ms, k, ord, by_dims)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
             for (ord, w) in windows.iter().enumerate() {
                 // `check_prepare` has verified k fits; spans are at most i64::MAX.
@@ -192,7 +195,8 @@ impl SinkStore for SqliteStore {
                     w.size.as_i64(),
                     w.slide.as_i64(),
                     w.k as i64,
-                    ord as i64
+                    ord as i64,
+                    crate::sql_rows::join_dims(&w.key.by)
                 ])?;
             }
             Ok(())
