@@ -726,6 +726,7 @@ fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
         });
     }
     let (mem, stats) = measure_with_stats("memory", &mem_plan, 0)?;
+    report_emits(&stats, &mem);
     if args.checkpoint {
         report_checkpoints(&mem_plan, ckpt_dir.path(), &stats)?;
     }
@@ -733,6 +734,28 @@ fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
         report_sketches(&mem_plan, &mem);
     }
     Ok(mem)
+}
+
+/// The exact counter's emitting `advance`s (`hotlist_emit_seconds`): how many, mean, p50 and
+/// max per emit, and their share of the run's wall time.
+fn report_emits(stats: &JobStats, run: &BenchResult) {
+    let mut samples = stats.emit_samples.lock().map(|s| s.clone()).unwrap_or_default();
+    if samples.is_empty() {
+        return;
+    }
+    samples.sort_by(f64::total_cmp);
+    let total: f64 = samples.iter().sum();
+    let ms = |s: f64| s * 1000.0;
+    println!(
+        "emits (exact counter, per worker and emitting advance): {} of them, mean {:.2} ms, p50 {:.2} ms, \
+         max {:.2} ms; {:.2} s in all, {:.0}% of the run's wall time",
+        samples.len(),
+        ms(total / samples.len() as f64),
+        ms(samples[samples.len() / 2]),
+        ms(samples[samples.len() - 1]),
+        total,
+        total * 100.0 / run.seconds / run.workers as f64,
+    );
 }
 
 /// What the sketch windows' final lists say (`--mode sketch`, `auto`, `both`): the counting
