@@ -26,6 +26,9 @@ pub struct Inline {
     pub pane: i32,
     /// The count.
     pub count: u32,
+    /// The emit generation in which this count last went into its pane's change log (the
+    /// counter logs an item once per pane and generation; see `counter`).
+    pub logged: u32,
 }
 
 impl Inline {
@@ -33,6 +36,7 @@ impl Inline {
     pub const EMPTY: Inline = Inline {
         pane: i32::MIN,
         count: 0,
+        logged: 0,
     };
 }
 
