@@ -22,7 +22,7 @@ use hotlist_operators::hot_keys::HotKeySpec;
 use hotlist_operators::sketch::CmsShape;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -746,15 +746,18 @@ fn report_emits(stats: &JobStats, run: &BenchResult) {
     samples.sort_by(f64::total_cmp);
     let total: f64 = samples.iter().sum();
     let ms = |s: f64| s * 1000.0;
+    let sum = |f: fn(&(AtomicU64, AtomicU64)) -> &AtomicU64| stats.emits.iter().map(|e| f(e).load(Relaxed)).sum::<u64>();
     println!(
         "emits (exact counter, per worker and emitting advance): {} of them, mean {:.2} ms, p50 {:.2} ms, \
-         max {:.2} ms; {:.2} s in all, {:.0}% of the run's wall time",
+         max {:.2} ms; {:.2} s in all, {:.0}% of the run's wall time; lists {} incremental, {} recounted",
         samples.len(),
         ms(total / samples.len() as f64),
         ms(samples[samples.len() / 2]),
         ms(samples[samples.len() - 1]),
         total,
         total * 100.0 / run.seconds / run.workers as f64,
+        sum(|e| &e.0),
+        sum(|e| &e.1),
     );
 }
 

@@ -68,6 +68,8 @@ pub struct JobStats {
     pub emit_seconds: prometheus::Histogram,
     /// The same durations, the first [`EMIT_SAMPLES`] of the run (for the bench's quantiles).
     pub emit_samples: Mutex<Vec<f64>>,
+    /// Per worker, the exact counter's lists emitted incrementally and recounted in full.
+    pub emits: Vec<(AtomicU64, AtomicU64)>,
     /// Size of each worker's last counter snapshot (bytes).
     pub checkpoint_bytes: Vec<AtomicU64>,
     /// The largest checkpoint seen: (bytes over all workers, live counters then).
@@ -244,6 +246,7 @@ impl JobStats {
             )
             .expect("valid histogram"),
             emit_samples: Mutex::new(Vec::new()),
+            emits: (0..workers).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect(),
             checkpoint_bytes: v(),
             largest_checkpoint: Mutex::new((0, 0)),
             checkpoint_written_bytes: AtomicU64::new(0),
@@ -317,6 +320,14 @@ impl JobStats {
     pub fn set_worker_without_user(&self, w: usize, n: u64) {
         if let Some(a) = self.without_user.get(w) {
             a.store(n, Relaxed);
+        }
+    }
+
+    /// Records worker `w`'s emitted lists so far: (incremental, recounted in full).
+    pub fn set_worker_emits(&self, w: usize, (incremental, full): (u64, u64)) {
+        if let Some((i, f)) = self.emits.get(w) {
+            i.store(incremental, Relaxed);
+            f.store(full, Relaxed);
         }
     }
 

@@ -18,6 +18,7 @@
 //! window, at or before its [`sealed_until`](WindowedCounter::sealed_until) — what an earlier
 //! end of input sealed when the input goes on after it (a Kafka topic after a bounded run).
 
+mod dense;
 mod emit;
 #[cfg(test)]
 mod emit_tests;
@@ -132,7 +133,8 @@ pub struct WindowedCounter {
     instances: BTreeMap<InstanceKey, Instance>,
     global_wm: Millis,
     seq: u64,
-    scratch: FxMap<ItemIdx, u64>,
+    /// Per-item sums for building lists.
+    sums: dense::DenseSums,
     /// Set by `restore`: the next `advance` emits every instance (the merger's per-worker lists
     /// are not in snapshots, so it needs all of them once).
     force_emit: bool,
@@ -229,7 +231,7 @@ impl WindowedCounter {
             instances: BTreeMap::new(),
             global_wm: Millis::MIN,
             seq: 1,
-            scratch: FxMap::default(),
+            sums: dense::DenseSums::default(),
             force_emit: false,
             sealed_until: Vec::new(),
             shapes,
@@ -950,23 +952,21 @@ impl WindowedCounter {
         match single {
             Some(c) => c,
             None => {
-                let mut sum = std::mem::take(&mut self.scratch);
-                sum.clear();
+                let mut sums = std::mem::take(&mut self.sums);
                 {
                     let (_, panes) = self.panes_of(key);
                     for p in panes.flatten() {
-                        self.pane_counts(g_of, p, |i, c| *sum.entry(i).or_insert(0) += c);
+                        self.pane_counts(g_of, p, |i, c| sums.add(i, c));
                     }
                 }
                 if let Some(inst) = self.instances.get(&key) {
                     for (i, c) in &inst.exclusions {
-                        if let Some(v) = sum.get_mut(i) {
-                            *v = v.saturating_sub(*c);
-                        }
+                        sums.sub(*i, *c);
                     }
                 }
-                let c = sum.iter().filter(|(_, c)| **c > 0).map(|(i, c)| (*c, *i)).collect();
-                self.scratch = sum;
+                let mut c = Vec::with_capacity(sums.items().len());
+                sums.drain(|count, i| c.push((count, i)));
+                self.sums = sums;
                 c
             }
         }
@@ -981,7 +981,7 @@ impl WindowedCounter {
             emits: self.emits,
             ..Default::default()
         };
-        let mut heap = self.interner.heap_bytes();
+        let mut heap = self.interner.heap_bytes() + self.sums.heap_bytes();
         for g in &self.groups {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {

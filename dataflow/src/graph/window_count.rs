@@ -339,6 +339,7 @@ impl WindowCountState {
             self.stats.set_worker_state(self.worker, st.live_counters, bytes, items);
             self.stats.set_worker_sketches(self.worker, sk.sketches, sk.folds);
             self.stats.set_worker_without_user(self.worker, st.without_user);
+            self.stats.set_worker_emits(self.worker, st.emits);
         }
     }
 }

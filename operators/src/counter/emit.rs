@@ -20,6 +20,7 @@
 //! than its counters (the plain scan is cheaper then), and per-group and distinct-user windows
 //! (their lists aggregate counter keys per group and are always recounted).
 
+use super::dense::DenseSums;
 use super::{ItemIdx, Pane, WindowedCounter};
 use crate::window::InstanceKey;
 
@@ -66,9 +67,10 @@ impl WindowedCounter {
     /// among: its last list and the items changed since, at their current counts. `None` when
     /// it must (no last list, a cut log) or had better (many changes) be recounted in full.
     pub(super) fn incremental_candidates(&mut self, key: InstanceKey, g: usize) -> Option<Vec<(u64, ItemIdx)>> {
-        let mut set = std::mem::take(&mut self.scratch);
-        let candidates = self.changed_candidates(key, g, &mut set);
-        self.scratch = set;
+        let mut sums = std::mem::take(&mut self.sums);
+        let candidates = self.changed_candidates(key, g, &mut sums);
+        sums.clear();
+        self.sums = sums;
         candidates
     }
 
@@ -77,12 +79,13 @@ impl WindowedCounter {
         &self,
         key: InstanceKey,
         g: usize,
-        set: &mut super::FxMap<ItemIdx, u64>,
+        set: &mut DenseSums,
     ) -> Option<Vec<(u64, ItemIdx)>> {
         let inst = self.instances.get(&key)?;
         let last = inst.last.as_ref()?;
-        let (n, panes) = self.panes_of(key);
+        let (_, panes) = self.panes_of(key);
         let panes: Vec<Option<&Pane>> = panes.collect();
+        let live = panes.iter().flatten().count();
         let mut counters = 0usize;
         let mut changes = 0usize;
         for (p, cursor) in panes.iter().zip(&last.cursors) {
@@ -94,20 +97,24 @@ impl WindowedCounter {
             changes += (p.log_end() - cursor) as usize;
         }
         // Each candidate costs a look-up per pane; the recount, about one step per counter.
-        if !self.checked && (changes + last.items.len()) * (n + 1) >= counters {
+        if !self.checked && (changes + last.items.len()) * (live + 1) >= counters {
             return None;
         }
-        set.clear();
-        set.extend(last.items.iter().map(|i| (*i, 0)));
+        // (a sum of 1 marks a candidate: the set dedups them)
+        for i in &last.items {
+            set.add(*i, 1);
+        }
         for (p, cursor) in panes.iter().zip(&last.cursors) {
             if let Some(p) = p {
                 let from = (cursor - p.log_start) as usize;
-                set.extend(p.log[from..].iter().map(|i| (*i, 0)));
+                for i in &p.log[from..] {
+                    set.add(*i, 1);
+                }
             }
         }
         let exclusions = &inst.exclusions;
-        let mut candidates = Vec::with_capacity(set.len());
-        for &i in set.keys() {
+        let mut candidates = Vec::with_capacity(set.items().len());
+        for &i in set.items() {
             let counted: u64 = panes.iter().flatten().map(|p| self.count_in(g, p, i)).sum();
             let count = counted.saturating_sub(exclusions.get(&i).copied().unwrap_or(0));
             if count > 0 {
