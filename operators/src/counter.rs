@@ -36,7 +36,7 @@ use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
 use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneKey, PaneSegment, SnapshotError};
 use crate::time::{Millis, Span};
-use crate::topk::{rank_cmp, select_top_by};
+use crate::topk::{rank_cmp, select_top_by, select_top_counted};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
 use hashbrown::hash_map::Entry;
 use rustc_hash::FxBuildHasher;
@@ -912,16 +912,12 @@ impl WindowedCounter {
             let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
             return group_lists(keys, self.shapes.distinct_users(shape), k);
         }
-        select_top_by(&mut candidates, k, |a, b| {
-            rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
-        });
+        select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
             full.retain(|(_, i)| interner.shape(*i) == 0);
-            select_top_by(&mut full, k, |a, b| {
-                rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
-            });
+            select_top_by(&mut full, k, |a, b| rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1)));
             assert_eq!(candidates, full, "incremental list of {key:?} differs from the recount");
         }
         let interner = &self.interner;
