@@ -751,7 +751,8 @@ fn report_emits(stats: &JobStats, run: &BenchResult) {
     samples.sort_by(f64::total_cmp);
     let total: f64 = samples.iter().sum();
     let ms = |s: f64| s * 1000.0;
-    let sum = |f: fn(&(AtomicU64, AtomicU64)) -> &AtomicU64| stats.emits.iter().map(|e| f(e).load(Relaxed)).sum::<u64>();
+    let sum =
+        |f: fn(&(AtomicU64, AtomicU64)) -> &AtomicU64| stats.emits.iter().map(|e| f(e).load(Relaxed)).sum::<u64>();
     println!(
         "emits (exact counter, per worker and emitting advance): {} of them, mean {:.2} ms, p50 {:.2} ms, \
          max {:.2} ms; {:.2} s in all, {:.0}% of the run's wall time; lists {} incremental, {} recounted",

@@ -46,7 +46,7 @@ type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
 
 /// Largest inline count; beyond it the count moves to the pane map. Tiny in unit tests so
 /// that path is exercised.
-const INLINE_MAX: u32 = if cfg!(test) { 3 } else { u32::MAX };
+const INLINE_MAX: u32 = if cfg!(test) { 3 } else { Inline::MAX_COUNT };
 
 /// Counts for one pane of one pane group.
 ///
@@ -149,8 +149,8 @@ pub struct WindowedCounter {
     key_buf: (String, String),
     /// Events a distinct-user window could not count because they had no user.
     without_user: u64,
-    /// The emit generation: goes up after each `advance` that emitted (see `emit`).
-    gen: u32,
+    /// The emit generation (1..=255): goes up after each `advance` that emitted (see `emit`).
+    gen: u8,
     /// `stats().emits`.
     emits: (u64, u64),
     /// Tests: emit incrementally whenever possible, and check each such list against the
@@ -634,7 +634,7 @@ impl WindowedCounter {
             for &i in &pane.members {
                 let inl = self.interner.inline(i, g);
                 if inl.pane == rel {
-                    f(i, inl.count as u64);
+                    f(i, inl.count() as u64);
                 }
             }
         }
@@ -654,18 +654,18 @@ impl WindowedCounter {
         };
         let inl = self.interner.inline(idx, g);
         if inl.pane == rel {
-            if inl.count < INLINE_MAX {
+            if inl.count() < INLINE_MAX {
                 let inl = self.interner.inline_mut(idx, g);
-                inl.count += 1;
-                if inl.logged != gen {
-                    inl.logged = gen;
+                inl.increment();
+                if inl.logged() != gen {
+                    inl.set_logged(gen);
                     pane.log.push(idx);
                 }
             } else {
                 // An inline count is 32 bits: move it to the map and count there from now on.
                 *self.interner.inline_mut(idx, g) = Inline::EMPTY;
                 pane.inline_live -= 1;
-                pane.counts.insert(idx, inl.count as u64 + 1);
+                pane.counts.insert(idx, inl.count() as u64 + 1);
                 pane.log.push(idx);
             }
             return;
@@ -685,17 +685,13 @@ impl WindowedCounter {
         pane.members.push(idx);
         pane.inline_live += 1;
         self.interner.retain(idx);
-        *self.interner.inline_mut(idx, g) = Inline {
-            pane: rel,
-            count: 1,
-            logged: gen,
-        };
+        *self.interner.inline_mut(idx, g) = Inline::new(rel, 1, gen);
         if inl.pane != Inline::EMPTY.pane {
             let base = group.base.expect("inline panes imply a base");
             let old_no = base + inl.pane as i64;
             let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
             let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
-            old.counts.insert(idx, inl.count as u64);
+            old.counts.insert(idx, inl.count() as u64);
             old.inline_live -= 1;
         }
     }
@@ -849,7 +845,7 @@ impl WindowedCounter {
         }
         self.trim_logs(emitted);
         if emitted {
-            self.gen = self.gen.wrapping_add(1).max(1);
+            self.next_gen();
         }
         self.seq += 1;
         out
@@ -917,7 +913,9 @@ impl WindowedCounter {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
             full.retain(|(_, i)| interner.shape(*i) == 0);
-            select_top_by(&mut full, k, |a, b| rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1)));
+            select_top_by(&mut full, k, |a, b| {
+                rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
+            });
             assert_eq!(candidates, full, "incremental list of {key:?} differs from the recount");
         }
         let interner = &self.interner;

@@ -9,7 +9,7 @@
 //!
 //! `D` comes from per-pane change logs: `count` appends an item to its pane's log the first
 //! time its count there changes in an emit generation (the inline counter remembers the
-//! generation; map counts, which are rare, are logged at every change). Each instance keeps,
+//! generation in 8 bits of its word; map counts, which are rare, are logged at every change). Each instance keeps,
 //! per pane, a cursor into the log. After an emitting `advance` a log is trimmed to the oldest
 //! cursor of the instances covering its pane, and after any `advance` a log longer than a cap
 //! (twice the pane's counters, plus a margin) is cut: the instances behind the cut recount in
@@ -57,10 +57,23 @@ impl WindowedCounter {
         if let Some(rel) = p.rel {
             let inl = self.interner.inline(i, g);
             if inl.pane == rel {
-                return inl.count as u64;
+                return inl.count() as u64;
             }
         }
         p.counts.get(&i).copied().unwrap_or(0)
+    }
+
+    /// Moves to the next emit generation. Generations are 8 bits (they share the inline
+    /// counter's word): when they wrap, every inline counter's is reset to 0, which no
+    /// generation is, so no change can go unlogged.
+    pub(super) fn next_gen(&mut self) {
+        self.gen = match self.gen.checked_add(1) {
+            Some(g) => g,
+            None => {
+                self.interner.clear_logged();
+                1
+            }
+        };
     }
 
     /// The (count, item) pairs the new top-K of plain instance `key` (of pane group `g`) is
@@ -75,12 +88,7 @@ impl WindowedCounter {
     }
 
     /// `incremental_candidates` with `set` as scratch.
-    fn changed_candidates(
-        &self,
-        key: InstanceKey,
-        g: usize,
-        set: &mut DenseSums,
-    ) -> Option<Vec<(u64, ItemIdx)>> {
+    fn changed_candidates(&self, key: InstanceKey, g: usize, set: &mut DenseSums) -> Option<Vec<(u64, ItemIdx)>> {
         let inst = self.instances.get(&key)?;
         let last = inst.last.as_ref()?;
         let (_, panes) = self.panes_of(key);
