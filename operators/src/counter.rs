@@ -10,6 +10,8 @@
 //! order: counting commutes, and every decision reads only the event's own stamp and the global
 //! watermark fixed at the previous epoch), then [`WindowedCounter::advance`] with the new
 //! global watermark. `advance` returns the local top-K lists to publish and frees sealed state.
+//! A list is built from the instance's previous list and the items changed since (per-pane
+//! change logs, see `emit`), or recounted from its panes when that is cheaper or necessary.
 //!
 //! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
 //! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
