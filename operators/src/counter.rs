@@ -848,6 +848,8 @@ impl WindowedCounter {
         self.trim_logs(emitted);
         if emitted {
             self.next_gen();
+            // (8 bytes per item index: given back between emissions, a fresh one is cheap)
+            self.sums = dense::DenseSums::default();
         }
         self.seq += 1;
         out
