@@ -25,6 +25,7 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
     register_partition_gauges(&registry, stats);
     register_job_scalars(&registry, stats);
     register_checkpoint_series(&registry, stats);
+    register(&registry, stats.emit_seconds.clone());
     register_list_accuracy(&registry, stats);
     register_fanout_series(&registry, stats);
     register_hot_key_series(&registry, stats);

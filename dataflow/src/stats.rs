@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 
+/// Emit durations kept for the bench's quantiles (bounded: a long run keeps the first ones).
+pub const EMIT_SAMPLES: usize = 100_000;
+
 /// Counters of a running job.
 #[derive(Debug)]
 pub struct JobStats {
@@ -60,6 +63,13 @@ pub struct JobStats {
     pub commit_seconds: prometheus::Histogram,
     /// Time to snapshot and write one worker's counter state at a checkpoint (seconds).
     pub checkpoint_seconds: prometheus::Histogram,
+    /// Time a worker's exact counter spent in an `advance` that emitted (an emit tick, or
+    /// instances closing or sealing), in seconds.
+    pub emit_seconds: prometheus::Histogram,
+    /// The same durations, the first [`EMIT_SAMPLES`] of the run (for the bench's quantiles).
+    pub emit_samples: Mutex<Vec<f64>>,
+    /// Per worker, the exact counter's lists emitted incrementally and recounted in full.
+    pub emits: Vec<(AtomicU64, AtomicU64)>,
     /// Size of each worker's last counter snapshot (bytes).
     pub checkpoint_bytes: Vec<AtomicU64>,
     /// The largest checkpoint seen: (bytes over all workers, live counters then).
@@ -225,12 +235,34 @@ impl JobStats {
                 .buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
             )
             .expect("valid histogram"),
+            emit_seconds: prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new(
+                    "hotlist_emit_seconds",
+                    "time a worker's exact counter spent in an advance that emitted lists",
+                )
+                .buckets(vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                ]),
+            )
+            .expect("valid histogram"),
+            emit_samples: Mutex::new(Vec::new()),
+            emits: (0..workers).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect(),
             checkpoint_bytes: v(),
             largest_checkpoint: Mutex::new((0, 0)),
             checkpoint_written_bytes: AtomicU64::new(0),
             checkpoint_total_bytes: AtomicU64::new(0),
             fanout: FanoutStats::default(),
             hot_keys: HotKeyStats::default(),
+        }
+    }
+
+    /// Records the time of an emitting `advance` of the exact counter.
+    pub fn note_emit(&self, took: std::time::Duration) {
+        self.emit_seconds.observe(took.as_secs_f64());
+        if let Ok(mut s) = self.emit_samples.lock() {
+            if s.len() < EMIT_SAMPLES {
+                s.push(took.as_secs_f64());
+            }
         }
     }
 
@@ -288,6 +320,14 @@ impl JobStats {
     pub fn set_worker_without_user(&self, w: usize, n: u64) {
         if let Some(a) = self.without_user.get(w) {
             a.store(n, Relaxed);
+        }
+    }
+
+    /// Records worker `w`'s emitted lists so far: (incremental, recounted in full).
+    pub fn set_worker_emits(&self, w: usize, (incremental, full): (u64, u64)) {
+        if let Some((i, f)) = self.emits.get(w) {
+            i.store(incremental, Relaxed);
+            f.store(full, Relaxed);
         }
     }
 

@@ -10,6 +10,8 @@
 //! order: counting commutes, and every decision reads only the event's own stamp and the global
 //! watermark fixed at the previous epoch), then [`WindowedCounter::advance`] with the new
 //! global watermark. `advance` returns the local top-K lists to publish and frees sealed state.
+//! A list is built from the instance's previous list and the items changed since (per-pane
+//! change logs, see `emit`), or recounted from its panes when that is cheaper or necessary.
 //!
 //! Promises: the lists of a sealed instance are exact over the events its partitions' lateness
 //! rule accepted, independent of epoch boundaries. Open-window lists are provisional.
@@ -18,6 +20,10 @@
 //! window, at or before its [`sealed_until`](WindowedCounter::sealed_until) — what an earlier
 //! end of input sealed when the input goes on after it (a Kafka topic after a bounded run).
 
+mod dense;
+mod emit;
+#[cfg(test)]
+mod emit_tests;
 #[cfg(test)]
 mod shaped_tests;
 mod shapes;
@@ -32,7 +38,7 @@ use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
 use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneKey, PaneSegment, SnapshotError};
 use crate::time::{Millis, Span};
-use crate::topk::{rank_cmp, select_top_by};
+use crate::topk::{rank_cmp, select_top_by, select_top_counted};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
 use hashbrown::hash_map::Entry;
 use rustc_hash::FxBuildHasher;
@@ -42,7 +48,7 @@ type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
 
 /// Largest inline count; beyond it the count moves to the pane map. Tiny in unit tests so
 /// that path is exercised.
-const INLINE_MAX: u32 = if cfg!(test) { 3 } else { u32::MAX };
+const INLINE_MAX: u32 = if cfg!(test) { 3 } else { Inline::MAX_COUNT };
 
 /// Counts for one pane of one pane group.
 ///
@@ -66,6 +72,11 @@ struct Pane {
     /// End of the instance containing this pane that ends first (all covering instances of
     /// an event in this pane end at or after it).
     first_end: Millis,
+    /// Change log: items whose count here changed, once per emit generation for inline counts
+    /// (see `emit`); `log[0]` is entry number `log_start` of the pane's life.
+    log: Vec<ItemIdx>,
+    /// The number of the first entry still in `log`.
+    log_start: u64,
 }
 
 /// The panes of windows sharing one pane width.
@@ -91,6 +102,8 @@ struct Instance {
     exclusions: FxMap<ItemIdx, u64>,
     touched: u64,
     emitted: u64,
+    /// What it emitted last, for an incremental emission (`None`: recount in full).
+    last: Option<emit::Emitted>,
 }
 
 /// Counters for the state gauges.
@@ -108,6 +121,8 @@ pub struct CounterStats {
     pub heap_bytes: usize,
     /// Events a distinct-user window could not count because they had no user (so far).
     pub without_user: u64,
+    /// Lists emitted from the last list and the changes (see `emit`), and recounted in full.
+    pub emits: (u64, u64),
 }
 
 /// The exact windowed counter of one worker.
@@ -120,7 +135,8 @@ pub struct WindowedCounter {
     instances: BTreeMap<InstanceKey, Instance>,
     global_wm: Millis,
     seq: u64,
-    scratch: FxMap<ItemIdx, u64>,
+    /// Per-item sums for building lists.
+    sums: dense::DenseSums,
     /// Set by `restore`: the next `advance` emits every instance (the merger's per-worker lists
     /// are not in snapshots, so it needs all of them once).
     force_emit: bool,
@@ -135,6 +151,13 @@ pub struct WindowedCounter {
     key_buf: (String, String),
     /// Events a distinct-user window could not count because they had no user.
     without_user: u64,
+    /// The emit generation (1..=255): goes up after each `advance` that emitted (see `emit`).
+    gen: u8,
+    /// `stats().emits`.
+    emits: (u64, u64),
+    /// Tests: emit incrementally whenever possible, and check each such list against the
+    /// recount (panics on a difference).
+    checked: bool,
 }
 
 /// What an end of input sealed, per window, when the input goes on after it: every instance
@@ -210,13 +233,16 @@ impl WindowedCounter {
             instances: BTreeMap::new(),
             global_wm: Millis::MIN,
             seq: 1,
-            scratch: FxMap::default(),
+            sums: dense::DenseSums::default(),
             force_emit: false,
             sealed_until: Vec::new(),
             shapes,
             shape_keys: Vec::new(),
             key_buf: (String::new(), String::new()),
             without_user: 0,
+            gen: 1,
+            emits: (0, 0),
+            checked: cfg!(test),
         }
     }
 
@@ -610,7 +636,7 @@ impl WindowedCounter {
             for &i in &pane.members {
                 let inl = self.interner.inline(i, g);
                 if inl.pane == rel {
-                    f(i, inl.count as u64);
+                    f(i, inl.count() as u64);
                 }
             }
         }
@@ -619,26 +645,34 @@ impl WindowedCounter {
     /// Counts one event of item `idx` in the pane at `slot` of group `g`.
     #[inline]
     fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) {
-        let seq = self.seq;
+        let (seq, gen) = (self.seq, self.gen);
         let group = &mut self.groups[g];
         let pane = group.slots[slot].as_mut().expect("live slot");
         pane.touched = seq;
         let Some(rel) = pane.rel else {
             map_increment(pane, idx, &mut self.interner);
+            pane.log.push(idx); // (map counts are logged at every change: they are rare)
             return;
         };
         let inl = self.interner.inline(idx, g);
         if inl.pane == rel {
-            if inl.count < INLINE_MAX {
-                self.interner.inline_mut(idx, g).count += 1;
+            if inl.count() < INLINE_MAX {
+                let inl = self.interner.inline_mut(idx, g);
+                inl.increment();
+                if inl.logged() != gen {
+                    inl.set_logged(gen);
+                    pane.log.push(idx);
+                }
             } else {
                 // An inline count is 32 bits: move it to the map and count there from now on.
                 *self.interner.inline_mut(idx, g) = Inline::EMPTY;
                 pane.inline_live -= 1;
-                pane.counts.insert(idx, inl.count as u64 + 1);
+                pane.counts.insert(idx, inl.count() as u64 + 1);
+                pane.log.push(idx);
             }
             return;
         }
+        pane.log.push(idx);
         if inl.pane != Inline::EMPTY.pane && rel < inl.pane {
             // An older pane than the inline one (out of order): its count lives in the map.
             map_increment(pane, idx, &mut self.interner);
@@ -653,13 +687,13 @@ impl WindowedCounter {
         pane.members.push(idx);
         pane.inline_live += 1;
         self.interner.retain(idx);
-        *self.interner.inline_mut(idx, g) = Inline { pane: rel, count: 1 };
+        *self.interner.inline_mut(idx, g) = Inline::new(rel, 1, gen);
         if inl.pane != Inline::EMPTY.pane {
             let base = group.base.expect("inline panes imply a base");
             let old_no = base + inl.pane as i64;
             let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
             let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
-            old.counts.insert(idx, inl.count as u64);
+            old.counts.insert(idx, inl.count() as u64);
             old.inline_live -= 1;
         }
     }
@@ -732,6 +766,8 @@ impl WindowedCounter {
             touched: 0,
             last_end,
             first_end,
+            log: Vec::new(),
+            log_start: 0,
         };
         let slot = match group.free_slots.pop() {
             Some(s) => {
@@ -757,13 +793,15 @@ impl WindowedCounter {
         let sealed_h = wm.minus(self.allowed_lateness);
         let mut out = Vec::new();
         let force = std::mem::take(&mut self.force_emit);
+        let mut emitted = false;
         let keys: Vec<InstanceKey> = self.instances.keys().copied().collect();
         for key in keys {
             let end = self.windows[key.window.0 as usize].end_of(key.start);
             let open = end > wm;
             let sealed = end <= horizon(sealed_h, &self.sealed_until, key.window);
             if force || ((tick || !open) && self.is_dirty(key)) {
-                for (group, items) in self.instance_top_k(key) {
+                emitted = true;
+                for (group, items) in self.instance_top_k(key, force) {
                     out.push(LocalList {
                         instance: key,
                         group,
@@ -807,6 +845,12 @@ impl WindowedCounter {
                 group.cached = None;
             }
         }
+        self.trim_logs(emitted);
+        if emitted {
+            self.next_gen();
+            // (8 bytes per item index: given back between emissions, a fresh one is cheap)
+            self.sums = dense::DenseSums::default();
+        }
         self.seq += 1;
         out
     }
@@ -841,10 +885,58 @@ impl WindowedCounter {
 
     /// This worker's exact top-K lists for an instance: one global list, or one per group
     /// (per-group windows).
-    fn instance_top_k(&mut self, key: InstanceKey) -> Vec<(GroupKey, Vec<RankedItem>)> {
+    /// (`force`: recount in full.)
+    fn instance_top_k(&mut self, key: InstanceKey, force: bool) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
-        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
         let g_of = self.group_of(key.window);
+        let shape = self.shapes.of_window(key.window.0 as usize);
+        let incremental = (shape == 0 && !force)
+            .then(|| self.incremental_candidates(key, g_of))
+            .flatten();
+        let checking = self.checked && incremental.is_some();
+        let mut candidates = match incremental {
+            Some(c) => {
+                self.emits.0 += 1;
+                c
+            }
+            None => {
+                self.emits.1 += 1;
+                self.full_candidates(key, g_of)
+            }
+        };
+        let interner = &self.interner;
+        if self.groups[g_of].shapes.len() > 1 {
+            candidates.retain(|(_, i)| interner.shape(*i) == shape);
+        }
+        if shape != 0 {
+            let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
+            return group_lists(keys, self.shapes.distinct_users(shape), k);
+        }
+        select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
+        if checking {
+            let mut full = self.full_candidates(key, g_of);
+            let interner = &self.interner;
+            full.retain(|(_, i)| interner.shape(*i) == 0);
+            select_top_by(&mut full, k, |a, b| {
+                rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
+            });
+            assert_eq!(candidates, full, "incremental list of {key:?} differs from the recount");
+        }
+        let interner = &self.interner;
+        let list = candidates
+            .iter()
+            .map(|(count, i)| RankedItem {
+                item_id: interner.id(*i).clone(),
+                count: *count,
+            })
+            .collect();
+        self.remember(key, candidates.into_iter().map(|(_, i)| i).collect());
+        vec![(GroupKey::global(), list)]
+    }
+
+    /// Every (count, item) of an instance with a positive count, recounted from its panes.
+    fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, ItemIdx)> {
+        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
         let single: Option<Vec<(u64, ItemIdx)>> = {
             let (n, mut panes) = self.panes_of(key);
             (n == 1 && no_exclusions).then(|| {
@@ -855,49 +947,27 @@ impl WindowedCounter {
                 v
             })
         };
-        let mut candidates = match single {
+        match single {
             Some(c) => c,
             None => {
-                let mut sum = std::mem::take(&mut self.scratch);
-                sum.clear();
+                let mut sums = std::mem::take(&mut self.sums);
                 {
                     let (_, panes) = self.panes_of(key);
                     for p in panes.flatten() {
-                        self.pane_counts(g_of, p, |i, c| *sum.entry(i).or_insert(0) += c);
+                        self.pane_counts(g_of, p, |i, c| sums.add(i, c));
                     }
                 }
                 if let Some(inst) = self.instances.get(&key) {
                     for (i, c) in &inst.exclusions {
-                        if let Some(v) = sum.get_mut(i) {
-                            *v = v.saturating_sub(*c);
-                        }
+                        sums.sub(*i, *c);
                     }
                 }
-                let c = sum.iter().filter(|(_, c)| **c > 0).map(|(i, c)| (*c, *i)).collect();
-                self.scratch = sum;
+                let mut c = Vec::with_capacity(sums.items().len());
+                sums.drain(|count, i| c.push((count, i)));
+                self.sums = sums;
                 c
             }
-        };
-        let interner = &self.interner;
-        let shape = self.shapes.of_window(key.window.0 as usize);
-        if self.groups[g_of].shapes.len() > 1 {
-            candidates.retain(|(_, i)| interner.shape(*i) == shape);
         }
-        if shape != 0 {
-            let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
-            return group_lists(keys, self.shapes.distinct_users(shape), k);
-        }
-        select_top_by(&mut candidates, k, |a, b| {
-            rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
-        });
-        let list = candidates
-            .into_iter()
-            .map(|(count, i)| RankedItem {
-                item_id: interner.id(i).clone(),
-                count,
-            })
-            .collect();
-        vec![(GroupKey::global(), list)]
     }
 
     /// State gauges (walks the panes: call it at most once per reporting interval).
@@ -906,19 +976,21 @@ impl WindowedCounter {
             live_items: self.interner.len(),
             live_instances: self.instances.len(),
             without_user: self.without_user,
+            emits: self.emits,
             ..Default::default()
         };
-        let mut heap = self.interner.heap_bytes();
+        let mut heap = self.interner.heap_bytes() + self.sums.heap_bytes();
         for g in &self.groups {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
                 s.live_counters += p.counts.len() + p.inline_live;
-                heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1) + p.members.capacity() * 4;
+                heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1)
+                    + (p.members.capacity() + p.log.capacity()) * 4;
             }
         }
         for inst in self.instances.values() {
-            heap += inst.exclusions.capacity() * 13;
+            heap += inst.exclusions.capacity() * 13 + inst.last.as_ref().map_or(0, emit::Emitted::heap_bytes);
         }
         s.heap_bytes = heap;
         s

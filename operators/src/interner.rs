@@ -19,21 +19,61 @@ pub struct ItemIdx(pub u32);
 pub const INLINE_GROUPS: usize = 4;
 
 /// An inline counter: the count of one (item, pane), where `pane` is relative to its group's
-/// base pane; `Inline::EMPTY` holds nothing.
+/// base pane, and the emit generation in which that count last went into its pane's change log
+/// (the counter logs an item once per pane and generation: see `counter::emit`). Both share
+/// 32 bits (24 for the count) so that a record keeps its size; `Inline::EMPTY` holds nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Inline {
     /// Pane number relative to the group's base (`i32::MIN` = empty).
     pub pane: i32,
-    /// The count.
-    pub count: u32,
+    /// Count (low 24 bits) and logged generation (high 8).
+    bits: u32,
 }
 
 impl Inline {
     /// Nothing inline.
     pub const EMPTY: Inline = Inline {
         pane: i32::MIN,
-        count: 0,
+        bits: 0,
     };
+
+    /// The largest count an inline counter holds.
+    pub const MAX_COUNT: u32 = (1 << 24) - 1;
+
+    /// A counter of `count` (at most `MAX_COUNT`) for `pane`, logged in generation `logged`.
+    #[inline]
+    pub fn new(pane: i32, count: u32, logged: u8) -> Inline {
+        debug_assert!(count <= Self::MAX_COUNT);
+        Inline {
+            pane,
+            bits: count | (logged as u32) << 24,
+        }
+    }
+
+    /// The count.
+    #[inline]
+    pub fn count(self) -> u32 {
+        self.bits & Self::MAX_COUNT
+    }
+
+    /// The generation in which the count was last logged (0: none).
+    #[inline]
+    pub fn logged(self) -> u8 {
+        (self.bits >> 24) as u8
+    }
+
+    /// Adds one to a count below `MAX_COUNT`.
+    #[inline]
+    pub fn increment(&mut self) {
+        debug_assert!(self.count() < Self::MAX_COUNT);
+        self.bits += 1;
+    }
+
+    /// Records that the count was logged in generation `g`.
+    #[inline]
+    pub fn set_logged(&mut self, g: u8) {
+        self.bits = (self.bits & Self::MAX_COUNT) | (g as u32) << 24;
+    }
 }
 
 struct Record {
@@ -147,6 +187,15 @@ impl Interner {
         &mut self.records[idx.0 as usize].inline[g]
     }
 
+    /// Resets every inline counter's logged generation to 0 (none), when generations wrap.
+    pub fn clear_logged(&mut self) {
+        for r in &mut self.records {
+            for inl in &mut r.inline {
+                inl.set_logged(0);
+            }
+        }
+    }
+
     /// Adds a reference (a new live counter uses this item).
     #[inline]
     pub fn retain(&mut self, idx: ItemIdx) {
@@ -218,7 +267,13 @@ mod tests {
         i.retain(a);
         i.retain(a);
         i.retain(b);
-        i.inline_mut(a, 1).count = 7;
+        *i.inline_mut(a, 1) = Inline::new(0, 7, 3);
+        assert_eq!((i.inline(a, 1).count(), i.inline(a, 1).logged()), (7, 3));
+        i.inline_mut(a, 1).increment();
+        i.inline_mut(a, 1).set_logged(9);
+        assert_eq!((i.inline(a, 1).count(), i.inline(a, 1).logged()), (8, 9));
+        i.clear_logged();
+        assert_eq!((i.inline(a, 1).count(), i.inline(a, 1).logged()), (8, 0));
         i.release(a);
         assert_eq!(i.len(), 2);
         i.release(a);

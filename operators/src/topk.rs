@@ -39,6 +39,28 @@ pub fn select_top_by<T>(items: &mut Vec<T>, k: usize, mut cmp: impl FnMut(&T, &T
     items.sort_unstable_by(cmp);
 }
 
+/// [`select_top_by`] for (count, key) pairs in the ranking order, the id of a key read by `id`:
+/// it compares ids only among the pairs tied at the K-th count. (Reading an id is a cache miss
+/// per pair, and a long tail is mostly ties: comparing counts first, and selecting the K-th
+/// count on counts alone, is what makes a list over many items cheap.)
+pub fn select_top_counted<'a, T: Copy>(items: &mut Vec<(u64, T)>, k: usize, id: impl Fn(T) -> &'a str) {
+    let cmp = |a: &(u64, T), b: &(u64, T)| b.0.cmp(&a.0).then_with(|| id(a.1).as_bytes().cmp(id(b.1).as_bytes()));
+    if k == 0 {
+        items.clear();
+        return;
+    }
+    if items.len() > k {
+        items.select_nth_unstable_by(k - 1, |a, b| b.0.cmp(&a.0));
+        let kth = items[k - 1].0;
+        items.retain(|x| x.0 >= kth);
+        if items.len() > k {
+            items.select_nth_unstable_by(k - 1, cmp);
+            items.truncate(k);
+        }
+    }
+    items.sort_unstable_by(cmp);
+}
+
 /// Merges per-worker top-K lists of disjoint item sets into the global top-K.
 pub fn merge_top_k<'a>(lists: impl IntoIterator<Item = &'a [RankedItem]>, k: usize) -> Vec<RankedItem> {
     let all: Vec<RankedItem> = lists.into_iter().flat_map(|l| l.iter().cloned()).collect();
@@ -74,6 +96,20 @@ mod tests {
             full.sort_by(ranked_cmp);
             full.truncate(k);
             prop_assert_eq!(top_k(items, k), full);
+        }
+
+        /// select_top_counted equals select_top_by in the ranking order.
+        #[test]
+        fn select_top_counted_equals_select_top_by(counts in proptest::collection::vec((0u8..40, 0u64..4), 0..80), k in 0usize..12) {
+            let mut seen = std::collections::BTreeMap::new();
+            for (id, c) in counts { seen.insert(format!("i{id}"), c); }
+            let ids: Vec<String> = seen.keys().cloned().collect();
+            let pairs: Vec<(u64, usize)> = seen.values().enumerate().map(|(n, c)| (*c, n)).collect();
+            let mut by = pairs.clone();
+            select_top_by(&mut by, k, |a, b| rank_cmp(a.0, &ids[a.1], b.0, &ids[b.1]));
+            let mut counted = pairs;
+            select_top_counted(&mut counted, k, |n| ids[n].as_str());
+            prop_assert_eq!(counted, by);
         }
 
         /// Merging the per-part top-Ks of a partition of the items equals the top-K of all items.

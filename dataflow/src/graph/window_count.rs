@@ -191,7 +191,11 @@ impl WindowCountState {
         let requested = controls.contains(&Control::Checkpoint);
         let tick = self.read_controls(controls);
         let wm = self.global.advance();
+        let started = Instant::now();
         let mut lists = self.counter.advance(wm, tick);
+        if self.any_exact && (tick || !lists.is_empty()) {
+            self.stats.note_emit(started.elapsed());
+        }
         lists.extend(self.sketches.advance(wm, tick));
         if self.ctx.is_checkpoint(t, wm, requested) {
             self.snapshot(t, hold);
@@ -335,6 +339,7 @@ impl WindowCountState {
             self.stats.set_worker_state(self.worker, st.live_counters, bytes, items);
             self.stats.set_worker_sketches(self.worker, sk.sketches, sk.folds);
             self.stats.set_worker_without_user(self.worker, st.without_user);
+            self.stats.set_worker_emits(self.worker, st.emits);
         }
     }
 }

@@ -1,0 +1,196 @@
+//! Incremental emission: an instance's new top-K from its last list and what changed since.
+//!
+//! Within an instance an item's count never decreases (a late event excluded from an instance
+//! is excluded by the same `apply` that counts it in the pane). So with the instance's last
+//! emitted top-K `L` and the set `D` of items whose count in one of its panes changed since,
+//! the new top-K is the top-K of `L ∪ D` at their current counts: any other item ranked below
+//! the old K-th and did not change (and when `L` was shorter than K, it held every item with a
+//! positive count). The cost of an emission follows `|L| + |D|`, not the instance's items.
+//!
+//! `D` comes from per-pane change logs: `count` appends an item to its pane's log the first
+//! time its count there changes in an emit generation (the inline counter remembers the
+//! generation in 8 bits of its word; map counts, which are rare, are logged at every change). Each instance keeps,
+//! per pane, a cursor into the log. After an emitting `advance` a log is trimmed to the oldest
+//! cursor of the instances covering its pane, and after any `advance` a log longer than a cap
+//! (twice the pane's counters, plus a margin) is cut: the instances behind the cut recount in
+//! full, so a log never outgrows its pane.
+//!
+//! The full recount stays for: an instance's first emission, every instance after a restore
+//! (`force_emit`), an instance behind a cut log, an instance whose changes are not much fewer
+//! than its counters (the plain scan is cheaper then), and per-group and distinct-user windows
+//! (their lists aggregate counter keys per group and are always recounted).
+
+use super::dense::DenseSums;
+use super::{ItemIdx, Pane, WindowedCounter};
+use crate::window::InstanceKey;
+
+/// Log entries a pane may hold beyond twice its counters before its log is cut.
+/// Tiny in unit tests so that cut logs are exercised.
+const LOG_MARGIN: usize = if cfg!(test) { 2 } else { 4096 };
+
+/// What an instance emitted last, for its next incremental emission.
+pub(super) struct Emitted {
+    /// The items of its last list, best first.
+    items: Vec<ItemIdx>,
+    /// Per pane of the instance, in time order: the log entry number read up to.
+    cursors: Vec<u64>,
+}
+
+impl Emitted {
+    /// Approximate heap bytes.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.items.capacity() * 4 + self.cursors.capacity() * 8
+    }
+}
+
+impl Pane {
+    /// The number of the entry after the log's last.
+    fn log_end(&self) -> u64 {
+        self.log_start + self.log.len() as u64
+    }
+}
+
+impl WindowedCounter {
+    /// The count of item `i` in pane `p` of group `g` (inline or in the map).
+    #[inline]
+    fn count_in(&self, g: usize, p: &Pane, i: ItemIdx) -> u64 {
+        if let Some(rel) = p.rel {
+            let inl = self.interner.inline(i, g);
+            if inl.pane == rel {
+                return inl.count() as u64;
+            }
+        }
+        p.counts.get(&i).copied().unwrap_or(0)
+    }
+
+    /// Moves to the next emit generation. Generations are 8 bits (they share the inline
+    /// counter's word): when they wrap, every inline counter's is reset to 0, which no
+    /// generation is, so no change can go unlogged.
+    pub(super) fn next_gen(&mut self) {
+        self.gen = match self.gen.checked_add(1) {
+            Some(g) => g,
+            None => {
+                self.interner.clear_logged();
+                1
+            }
+        };
+    }
+
+    /// The (count, item) pairs the new top-K of plain instance `key` (of pane group `g`) is
+    /// among: its last list and the items changed since, at their current counts. `None` when
+    /// it must (no last list, a cut log) or had better (many changes) be recounted in full.
+    pub(super) fn incremental_candidates(&mut self, key: InstanceKey, g: usize) -> Option<Vec<(u64, ItemIdx)>> {
+        let mut sums = std::mem::take(&mut self.sums);
+        let candidates = self.changed_candidates(key, g, &mut sums);
+        sums.clear();
+        self.sums = sums;
+        candidates
+    }
+
+    /// `incremental_candidates` with `set` as scratch.
+    fn changed_candidates(&self, key: InstanceKey, g: usize, set: &mut DenseSums) -> Option<Vec<(u64, ItemIdx)>> {
+        let inst = self.instances.get(&key)?;
+        let last = inst.last.as_ref()?;
+        let (_, panes) = self.panes_of(key);
+        let panes: Vec<Option<&Pane>> = panes.collect();
+        let live = panes.iter().flatten().count();
+        let mut counters = 0usize;
+        let mut changes = 0usize;
+        for (p, cursor) in panes.iter().zip(&last.cursors) {
+            let Some(p) = p else { continue };
+            if *cursor < p.log_start {
+                return None; // the log was cut past this instance's cursor
+            }
+            counters += p.counts.len() + p.inline_live;
+            changes += (p.log_end() - cursor) as usize;
+        }
+        // Each candidate costs a look-up per pane; the recount, about one step per counter.
+        if !self.checked && (changes + last.items.len()) * (live + 1) >= counters {
+            return None;
+        }
+        // (a sum of 1 marks a candidate: the set dedups them)
+        for i in &last.items {
+            set.add(*i, 1);
+        }
+        for (p, cursor) in panes.iter().zip(&last.cursors) {
+            if let Some(p) = p {
+                let from = (cursor - p.log_start) as usize;
+                for i in &p.log[from..] {
+                    set.add(*i, 1);
+                }
+            }
+        }
+        let exclusions = &inst.exclusions;
+        let mut candidates = Vec::with_capacity(set.items().len());
+        for &i in set.items() {
+            let counted: u64 = panes.iter().flatten().map(|p| self.count_in(g, p, i)).sum();
+            let count = counted.saturating_sub(exclusions.get(&i).copied().unwrap_or(0));
+            if count > 0 {
+                candidates.push((count, i));
+            }
+        }
+        Some(candidates)
+    }
+
+    /// Records what plain instance `key` just emitted (`items`, best first) and reads its panes'
+    /// logs up to their ends.
+    pub(super) fn remember(&mut self, key: InstanceKey, items: Vec<ItemIdx>) {
+        let (_, panes) = self.panes_of(key);
+        // (a pane not created yet will log from entry 0)
+        let cursors = panes.map(|p| p.map_or(0, Pane::log_end)).collect();
+        if let Some(inst) = self.instances.get_mut(&key) {
+            inst.last = Some(Emitted { items, cursors });
+        }
+    }
+
+    /// Trims the panes' change logs: after an emitting `advance` (`emitted`), to the oldest
+    /// cursor of the instances covering each pane; always, a log past its cap is cut.
+    pub(super) fn trim_logs(&mut self, emitted: bool) {
+        for g in 0..self.groups.len() {
+            for slot in 0..self.groups[g].slots.len() {
+                let keep_from = match &self.groups[g].slots[slot] {
+                    Some(p) if !p.log.is_empty() => match emitted {
+                        true => self.oldest_cursor(g, p),
+                        false => p.log_start,
+                    },
+                    _ => continue,
+                };
+                let Some(p) = self.groups[g].slots[slot].as_mut() else {
+                    continue;
+                };
+                let keep_from = keep_from.clamp(p.log_start, p.log_end());
+                p.log.drain(..(keep_from - p.log_start) as usize);
+                p.log_start = keep_from;
+                if p.log.len() > 2 * (p.counts.len() + p.inline_live) + LOG_MARGIN {
+                    p.log_start = p.log_end();
+                    p.log.clear();
+                }
+                if p.log.capacity() > 4 * p.log.len() + LOG_MARGIN {
+                    p.log.shrink_to(2 * p.log.len());
+                }
+            }
+        }
+    }
+
+    /// The oldest cursor into pane `p` (of group `g`) of the instances covering it that emitted
+    /// incrementally (its log end when there is none: nothing needs the log).
+    fn oldest_cursor(&self, g: usize, p: &Pane) -> u64 {
+        let group = &self.groups[g];
+        let width = group.width.as_i64();
+        let pane_no = p.start.0.div_euclid(width);
+        let mut oldest = p.log_end();
+        for &window in &group.windows {
+            for start in self.windows[window.0 as usize].starts_covering(p.start) {
+                let last = self
+                    .instances
+                    .get(&InstanceKey { window, start })
+                    .and_then(|i| i.last.as_ref());
+                let nth = (pane_no - start.0.div_euclid(width)) as usize;
+                if let Some(c) = last.and_then(|l| l.cursors.get(nth)) {
+                    oldest = oldest.min(*c);
+                }
+            }
+        }
+        oldest
+    }
+}
