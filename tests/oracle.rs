@@ -96,13 +96,33 @@ fn run_plan(
     workers: usize,
     counting: Vec<Counting>,
 ) -> Result<(Vec<PublishedList>, model::Dead), TestCaseError> {
+    run_windows(c, windows(c), paths, workers, counting)
+}
+
+/// [`run_plan`] with the given windows (per-group and distinct-user ones read `/dims` and
+/// `/user`).
+fn run_windows(
+    c: &Case,
+    windows: Vec<WindowSpec>,
+    paths: Vec<std::path::PathBuf>,
+    workers: usize,
+    counting: Vec<Counting>,
+) -> Result<(Vec<PublishedList>, model::Dead), TestCaseError> {
     let store = MemoryStore::new();
+    let mut input = hotlist_dataflow::config::InputFormat::default();
+    input.user = Some(hotlist_operators::format::Pointer::parse("/user").map_err(TestCaseError::fail)?);
+    let dims = hotlist_operators::counter::job_dims(&windows);
+    let needs_user = hotlist_operators::counter::needs_user(&windows);
+    input.format = input
+        .compile(&dims, needs_user)
+        .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
+    input.user_required = windows.iter().all(|w| w.key.distinct_users);
     let plan = JobPlan {
         job_id: "oracle".into(),
         source: SourcePlan::Files(paths),
         max_record_bytes: hotlist_dataflow::config::DEFAULT_MAX_RECORD_BYTES,
-        input: hotlist_dataflow::config::InputFormat::default(),
-        windows: windows(c),
+        input,
+        windows,
         counting,
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(c.ooo),
@@ -178,6 +198,63 @@ proptest! {
             let got = run_job(&c, paths.clone(), workers)?;
             prop_assert_eq!(&got.0, &want.0, "lists with {} workers", workers);
             prop_assert_eq!(&got.1, &want.1, "dead letters with {} workers", workers);
+        }
+    }
+}
+
+/// Per-group and distinct-user windows: random key shapes over the pool's windows.
+fn grouped_windows(c: &Case, shapes: &[u8]) -> Vec<WindowSpec> {
+    windows(c)
+        .into_iter()
+        .zip(shapes)
+        .map(|(mut w, shape)| {
+            let by = |d: &[&str]| d.iter().map(|s| s.to_string()).collect();
+            match shape {
+                0 => {}
+                1 => w.key.by = by(&["country"]),
+                2 => w.key.by = by(&["country", "device"]),
+                3 => w.key.distinct_users = true,
+                _ => {
+                    w.key.by = by(&["device"]);
+                    w.key.distinct_users = true;
+                }
+            }
+            w
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Per group, the sealed lists equal the model (events or distinct users), and so do the
+    /// dead letters, for 1, 2 and 4 workers.
+    #[test]
+    fn sealed_group_lists_equal_the_model(c in case(), shapes in proptest::collection::vec(0u8..5, 3)) {
+        let parts = hotlist_tests::inputs::random_grouped_partitions(c.seed, &c.shape);
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let paths = write_partitions(dir.path(), &parts).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let ws = grouped_windows(&c, &shapes);
+        let mw: Vec<ModelWindow> = ws
+            .iter()
+            .map(|w| {
+                let mut m = ModelWindow::new(&w.name, w.size.as_i64(), w.slide.as_i64(), w.k);
+                m.by = w.key.by.clone();
+                m.distinct_users = w.key.distinct_users;
+                m
+            })
+            .collect();
+        let want = model::run_grouped(&parts, &mw, c.ooo as i64, c.lateness as i64);
+        for workers in [1, 2, 4] {
+            let exact = vec![Counting::Exact; ws.len()];
+            let (published, dead) = run_windows(&c, ws.clone(), paths.clone(), workers, exact)?;
+            let mut lists = model::GroupLists::new();
+            for l in published {
+                let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+                lists.insert((l.window.clone(), l.start.0, l.end.0, l.group.to_string()), items);
+            }
+            prop_assert_eq!(&lists, &want.0, "lists with {} workers", workers);
+            prop_assert_eq!(&dead, &want.1, "dead letters with {} workers", workers);
         }
     }
 }

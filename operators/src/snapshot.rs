@@ -559,7 +559,8 @@ mod tests {
             window: crate::window::WindowId(0),
             start: Millis(0),
         };
-        let merger3: Vec<(InstanceKey, u32, Option<(ListState, Vec<RankedItem>)>)> = vec![(instance, 2, None)];
+        type StateV3 = (InstanceKey, u32, Option<(ListState, Vec<RankedItem>)>);
+        let merger3: Vec<StateV3> = vec![(instance, 2, None)];
         let read = decode::<MergerSnapshot>(&with_version(encode(&merger3), 3)).expect("format 3 reads");
         assert_eq!(
             read.instances,

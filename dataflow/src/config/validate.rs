@@ -15,6 +15,7 @@ use super::raw::{
 use super::Overrides;
 use crate::generator::GeneratorSpec;
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::counter::{job_dims, needs_user};
 use hotlist_operators::hot_keys::{HotKeySpec, MAX_SAMPLE};
 use hotlist_operators::sketch::{CmsShape, MAX_CANDIDATES};
 use hotlist_operators::time::{Millis, Span};
@@ -30,10 +31,13 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     }
     let source = raw.source.ok_or_else(|| anyhow!("missing [source] section"))?;
     let max_record_bytes = validate_max_record_bytes(source.max_record_bytes())?;
-    let input = super::format::validate_format(source.format().unwrap_or(&Default::default()))?;
+    let mut input = super::format::validate_format(source.format().unwrap_or(&Default::default()))?;
     let source = validate_source(source)?;
     let time = validate_time(&raw.time)?;
     let windows = validate_windows(&raw.window)?;
+    // what the windows need of each record: their `by` dims and, for distinct users, a user
+    input.format = input.compile(&job_dims(&windows), needs_user(&windows))?;
+    input.user_required = windows.iter().all(|w| w.key.distinct_users);
     let counting = super::counting::validate_counting(&raw.window, &windows)?;
     let (sink, fanout) = validate_sink(&raw.sink)?;
     let workers = overrides.workers.or(raw.run.workers).unwrap_or(1);

@@ -10,6 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// (window, start, group) → its list.
 type Lists = BTreeMap<(u16, i64, String), Vec<(String, u64)>>;
+/// (window, start, group) → per worker, its latest list.
+type PerWorker = BTreeMap<(u16, i64, String), BTreeMap<u32, Vec<(String, u64)>>>;
+/// (window, start, group) → per item, who counted (users, or event numbers).
+type Who = BTreeMap<(u16, i64, String), BTreeMap<String, BTreeSet<Option<String>>>>;
 
 fn shape(kind: u8) -> KeyShape {
     let by = |d: &[&str]| d.iter().map(|s| s.to_string()).collect();
@@ -73,7 +77,7 @@ fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
 
 /// The model: per (window, instance, group), per item, its events or its distinct users.
 fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> Lists {
-    let mut counts: BTreeMap<(u16, i64, String), BTreeMap<String, BTreeSet<Option<String>>>> = BTreeMap::new();
+    let mut counts: Who = BTreeMap::new();
     let mut events: BTreeMap<(u16, i64, String, String), u64> = BTreeMap::new();
     for (n, e) in evs.iter().enumerate() {
         let t = timed(e, dims);
@@ -122,7 +126,7 @@ fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> 
         .collect()
 }
 
-fn collect(lists: Vec<LocalList>, into: &mut BTreeMap<(u16, i64, String), BTreeMap<u32, Vec<(String, u64)>>>) {
+fn collect(lists: Vec<LocalList>, into: &mut PerWorker) {
     for l in lists {
         let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
         into.entry((l.instance.window.0, l.instance.start.0, l.group.to_string()))
