@@ -109,8 +109,10 @@ fn run_windows(
     counting: Vec<Counting>,
 ) -> Result<(Vec<PublishedList>, model::Dead), TestCaseError> {
     let store = MemoryStore::new();
-    let mut input = hotlist_dataflow::config::InputFormat::default();
-    input.user = Some(hotlist_operators::format::Pointer::parse("/user").map_err(TestCaseError::fail)?);
+    let mut input = hotlist_dataflow::config::InputFormat {
+        user: Some(hotlist_operators::format::Pointer::parse("/user").map_err(TestCaseError::fail)?),
+        ..Default::default()
+    };
     let dims = hotlist_operators::counter::job_dims(&windows);
     let needs_user = hotlist_operators::counter::needs_user(&windows);
     input.format = input
