@@ -524,7 +524,10 @@ impl WindowedCounter {
         let (mut group_buf, mut key_buf) = std::mem::take(&mut self.key_buf);
         let mut missing_user = false;
         for s in 0..self.shapes.len() as u8 {
-            keys.push(if s == 0 {
+            let used = self.groups.iter().any(|g| g.shapes.contains(&s));
+            keys.push(if !used {
+                None // no counted window has this shape (a window of another counter)
+            } else if s == 0 {
                 Some(self.interner.intern(&ev.item, ev.hash))
             } else if self.shapes.key(s, ev, &mut group_buf, &mut key_buf) {
                 Some(self.interner.intern_shaped(&key_buf, ev.hash, s))

@@ -153,18 +153,30 @@ pub fn group_lists<'a>(
     distinct_users: bool,
     k: usize,
 ) -> Vec<(GroupKey, Vec<RankedItem>)> {
-    let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
-    for (key, count) in keys {
-        if count == 0 {
-            continue;
+    // per group, (count, item): a key of an events window is already one (group, item); a
+    // distinct-user window's keys are summed per (group, item) first
+    let mut groups: FxHashMap<&'a str, Vec<(u64, &'a str)>> = FxHashMap::default();
+    if distinct_users {
+        let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
+        for (key, count) in keys {
+            if count > 0 {
+                let (group, item, _) = split_key(key);
+                *per.entry((group, item)).or_insert(0) += 1;
+            }
         }
-        let (group, item, _) = split_key(key);
-        *per.entry((group, item)).or_insert(0) += if distinct_users { 1 } else { count };
+        for ((group, item), count) in per {
+            groups.entry(group).or_default().push((count, item));
+        }
+    } else {
+        for (key, count) in keys {
+            if count > 0 {
+                let (group, item, _) = split_key(key);
+                groups.entry(group).or_default().push((count, item));
+            }
+        }
     }
-    let mut groups: std::collections::BTreeMap<&str, Vec<(u64, &str)>> = std::collections::BTreeMap::new();
-    for ((group, item), count) in per {
-        groups.entry(group).or_default().push((count, item));
-    }
+    let mut groups: Vec<(&str, Vec<(u64, &str)>)> = groups.into_iter().collect();
+    groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
     groups
         .into_iter()
         .map(|(group, mut items)| {
