@@ -151,6 +151,8 @@ pub struct WindowedCounter {
     key_buf: (String, String),
     /// Events a distinct-user window could not count because they had no user.
     without_user: u64,
+    /// Per shape, whether a window this counter counts has it (derived once, read per event).
+    shape_counted: Vec<bool>,
     /// The emit generation (1..=255): goes up after each `advance` that emitted (see `emit`).
     gen: u8,
     /// `stats().emits`.
@@ -224,6 +226,9 @@ impl WindowedCounter {
                 }
             }
         }
+        let shape_counted = (0..shapes.len() as u8)
+            .map(|s| groups.iter().any(|g| g.shapes.contains(&s)))
+            .collect();
         WindowedCounter {
             windows,
             allowed_lateness,
@@ -237,6 +242,7 @@ impl WindowedCounter {
             force_emit: false,
             sealed_until: Vec::new(),
             shapes,
+            shape_counted,
             shape_keys: Vec::new(),
             key_buf: (String::new(), String::new()),
             without_user: 0,
@@ -524,8 +530,7 @@ impl WindowedCounter {
         let (mut group_buf, mut key_buf) = std::mem::take(&mut self.key_buf);
         let mut missing_user = false;
         for s in 0..self.shapes.len() as u8 {
-            let used = self.groups.iter().any(|g| g.shapes.contains(&s));
-            keys.push(if !used {
+            keys.push(if !self.shape_counted[s as usize] {
                 None // no counted window has this shape (a window of another counter)
             } else if s == 0 {
                 Some(self.interner.intern(&ev.item, ev.hash))
