@@ -91,6 +91,66 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
     assert_eq!(got.1, want.1, "dead letters exactly once after {kills} kills\n{logs}");
 }
 
+/// Per-group windows with a small `max_groups` (so which groups keep a list — a choice every
+/// worker must make alike, from announcements the checkpoints carry, among groups mostly seen
+/// once — and the exact `(other)` matter), killed at random moments and restored onto 1, 2 and 3 workers in turn: per group,
+/// the sealed lists equal the model, and so do the dead letters.
+#[test]
+fn sigkill_with_per_group_windows_keeps_every_group_exact() {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(33, &checkpointed_job_shape(6000));
+    let config = job_config()
+        .replace(
+            "[[window]]\nname = \"10s\"",
+            "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
+        )
+        .replace("k = 5\n", "k = 5\nby = [\"page\"]\nmax_groups = 3\n")
+        .replace(
+            "k = 4\n",
+            "k = 4\nby = [\"device\"]\ncount = \"distinct_users\"\nmax_groups = 2\n",
+        );
+    assert!(
+        config.contains("max_groups = 2") && config.contains("user = "),
+        "{config}"
+    );
+    let mut windows = model::crash_windows();
+    windows[0].by = vec!["page".into()];
+    windows[0].max_groups = 3;
+    windows[1].by = vec!["device".into()];
+    windows[1].distinct_users = true;
+    windows[1].max_groups = 2;
+    let (want, want_dead) = model::run_grouped(&parts, &windows, 2_000, 30_000);
+    assert!(want.keys().any(|k| k.3 == "(other)"), "the input overflows max_groups");
+    let dir = setup(&parts);
+    std::fs::write(dir.path().join("hotlist.toml"), &config).expect("config");
+    let plan = KillPlan {
+        attempts: 10,
+        kills: 4,
+        // spread over the run, so that restores land inside instances holding many groups
+        commits_before_kill: (15, 15),
+        jitter_ms: 15,
+        seed: 7,
+    };
+    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let KillReport { kills, restored, logs } = kill_and_restart(
+        &plan,
+        |attempt| spawn(dir.path(), workers(attempt)),
+        || committed(dir.path()),
+    );
+    assert!(kills >= 3, "killed only {kills} times:\n{logs}");
+    assert!(restored >= 1, "no restart restored a checkpoint:\n{logs}");
+    let db = dir.path().join("out.db");
+    assert_eq!(
+        hotlist_tests::sqlite_sealed_group_lists(&db, "crash"),
+        want,
+        "sealed lists per group after {kills} kills\n{logs}"
+    );
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, "crash").0,
+        want_dead,
+        "dead letters exactly once after {kills} kills\n{logs}"
+    );
+}
+
 /// Runs the job on 2 workers until at least two checkpoints are committed, kills it, damages
 /// the newest committed checkpoint with `damage` (which returns the text the problem must be
 /// named by), and checks: `hotlist checkpoints verify` fails naming it; the restart (on 1

@@ -124,3 +124,50 @@ fn one_bot_counts_once_and_groups_keep_their_own_lists() {
         "{text}"
     );
 }
+
+/// When every window counts distinct users, a record without a user could count nowhere: it is
+/// a `bad` dead letter whose detail names the pointer, and the other records count as usual.
+#[test]
+fn a_record_without_a_user_is_bad_when_every_window_needs_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = CONFIG
+        .replace("[[window]]\nname = \"events\"\nsize = \"1m\"\nk = 3\n", "")
+        .replace("id = \"bots\"", "id = \"users-only\"");
+    assert!(!config.contains("name = \"events\""), "{config}");
+    let input = [
+        r#"{"item_id":"a","ts":1000,"user":"u1","dims":{"country":"US"}}"#,
+        r#"{"item_id":"anon","ts":1001}"#,
+        r#"{"item_id":"a","ts":1002,"user":"u2"}"#,
+    ]
+    .join("\n");
+    std::fs::write(dir.path().join("events.jsonl"), input + "\n").expect("write");
+    std::fs::write(dir.path().join("job.toml"), config).expect("write");
+    let out = run_hotlist(dir.path(), &["run", "--config", "job.toml"], true);
+    assert!(out.status.success());
+    let db = dir.path().join("out.db");
+    let (dead, raw) = hotlist_tests::sqlite_dead_letters(&db, "users-only");
+    assert_eq!(dead, vec![(0, 2, "bad".to_string())]);
+    assert_eq!(raw[&(0, 2)], br#"{"item_id":"anon","ts":1001}"#.to_vec());
+    let conn = rusqlite::Connection::open(&db).expect("open");
+    let detail: String = conn
+        .query_row("SELECT detail FROM dead_letters WHERE job = 'users-only'", [], |r| {
+            r.get(0)
+        })
+        .expect("detail");
+    assert!(detail.contains("/user"), "{detail}");
+    let counts: Vec<(String, String, i64)> = conn
+        .prepare("SELECT window_name, group_key, count FROM topk WHERE job = 'users-only' AND item_id = 'a' ORDER BY window_name, group_key")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            ("by-country".to_string(), "country=".to_string(), 1),
+            ("by-country".to_string(), "country=US".to_string(), 1),
+            ("people".to_string(), String::new(), 2),
+        ]
+    );
+}

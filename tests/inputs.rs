@@ -86,7 +86,8 @@ pub fn random_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// [`random_partitions`] with dims and users: each event gets a `country` (one of a few, one
-/// of them needing percent-encoding; sometimes none), a `device` and a `user` (a few users per
+/// of them needing percent-encoding; sometimes none), a `device`, a `page` (one of 5,000) and a
+/// `user` (a few users per
 /// item, so that distinct users differ from events; sometimes none). Bad lines stay bad.
 pub fn random_grouped_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> {
     const COUNTRIES: &[&str] = &["US", "DE", "São Paulo & co"];
@@ -111,6 +112,8 @@ pub fn random_grouped_partitions(seed: u64, shape: &Shape) -> Vec<Vec<Vec<u8>>> 
             dims.insert("country".into(), c.into());
         }
         dims.insert("device".into(), if rng.random_bool(0.5) { "web" } else { "app" }.into());
+        // many values: groups seen once or twice per instance
+        dims.insert("page".into(), format!("p{}", rng.random_range(0..5000)).into());
         obj.insert("dims".into(), serde_json::Value::Object(dims));
         if rng.random_bool(0.95) {
             obj.insert("user".into(), format!("u{}", rng.random_range(0..4)).into());

@@ -92,6 +92,43 @@ pub fn sqlite_sealed_lists(db: &std::path::Path, job: &str) -> model::Lists {
     lists
 }
 
+/// The sealed lists per group a job stored in SQLite (every list of a bounded run is final; a
+/// group withdrawn to `(other)` has no rows).
+pub fn sqlite_sealed_group_lists(db: &std::path::Path, job: &str) -> model::GroupLists {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare(
+            "SELECT window_name, window_start, window_end, group_key, rank, item_id, count, state FROM topk \
+             WHERE job = ?1 ORDER BY window_name, window_start, group_key, rank",
+        )
+        .expect("prepare");
+    let rows = stmt
+        .query_map([job], |r| {
+            Ok((
+                (
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ),
+                r.get::<_, i64>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, String>(7)?,
+            ))
+        })
+        .expect("query");
+    let mut lists = model::GroupLists::new();
+    for row in rows {
+        let (key, rank, item, count, state) = row.expect("row");
+        assert_eq!(state, "final", "every list of a bounded run is sealed: {key:?}");
+        let list = lists.entry(key).or_default();
+        assert_eq!(rank as usize, list.len() + 1, "ranks are dense from 1");
+        list.push((item, count as u64));
+    }
+    lists
+}
+
 /// The dead letters a job stored in SQLite, sorted, and the raw bytes of the `bad` ones by
 /// (partition, position).
 pub fn sqlite_dead_letters(

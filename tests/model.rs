@@ -18,6 +18,9 @@ pub struct ModelWindow {
     pub by: Vec<String>,
     /// Whether an item's count is its number of distinct users (the record's `user` field).
     pub distinct_users: bool,
+    /// With `by`: most groups per instance; the others (the highest hashes of their keys)
+    /// count together in the group `(other)`.
+    pub max_groups: usize,
 }
 
 impl ModelWindow {
@@ -30,6 +33,7 @@ impl ModelWindow {
             k,
             by: Vec::new(),
             distinct_users: false,
+            max_groups: 10_000,
         }
     }
 
@@ -262,8 +266,32 @@ fn run_sealing(
             max_ts = Some(max_ts.map_or(ts, |m| m.max(ts)));
         }
     }
-    let mut lists = GroupLists::new();
+    // per instance of a window with `by`, the groups beyond `max_groups` (highest key
+    // hashes) count in `(other)`: their events summed, their users joined
+    let mut instance_groups: BTreeMap<(usize, i64), Vec<String>> = BTreeMap::new();
+    for (w, start, group) in counts.keys() {
+        instance_groups.entry((*w, *start)).or_default().push(group.clone());
+    }
+    let mut folded: BTreeMap<(usize, i64, String), Tally> = BTreeMap::new();
     for ((w, start, group), items) in counts {
+        let spec = &windows[w];
+        let mut groups = instance_groups[&(w, start)].clone();
+        groups.sort_by_key(|g| hotlist_operators::hash::item_hash(g));
+        let rank = groups.iter().position(|g| *g == group).unwrap_or(0);
+        let group = if spec.by.is_empty() || rank < spec.max_groups {
+            group
+        } else {
+            "(other)".to_string()
+        };
+        let into = folded.entry((w, start, group)).or_default();
+        for (item, (events, users)) in items {
+            let t = into.entry(item).or_default();
+            t.0 += events;
+            t.1.extend(users);
+        }
+    }
+    let mut lists = GroupLists::new();
+    for ((w, start, group), items) in folded {
         let spec = &windows[w];
         let mut ranked: Vec<(String, u64)> = items
             .into_iter()

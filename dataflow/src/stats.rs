@@ -53,7 +53,7 @@ pub struct JobStats {
     /// Latest committed list per window and group (the newest instance).
     pub latest: Mutex<BTreeMap<(String, GroupKey), PublishedList>>,
     /// Per per-group window, the most groups one of its live instances folded into `(other)`
-    /// (`max_groups`), as of the last merge (windows that never overflowed are absent).
+    /// (`max_groups`), as worker 0 last reported it (windows that never overflowed are absent).
     pub overflow_groups: Mutex<BTreeMap<String, u64>>,
     /// Events a `distinct_users` window could not count because they had no user, per worker.
     pub without_user: Vec<AtomicU64>,

@@ -32,7 +32,8 @@ pub use shapes::{group_lists, job_dims, needs_user, Shapes};
 
 use crate::event::{check_event_time, BadRecord};
 use crate::group::route_hash;
-use crate::group::GroupKey;
+use crate::group::{Admitted, GroupKey, GroupNote, InstanceGroups};
+use crate::hash::item_hash;
 use crate::hash::key_group;
 use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
 use crate::record::{DeadLetter, DeadReason, ItemId, ListSource, LocalList, RankedItem, TimedEvent};
@@ -104,6 +105,9 @@ struct Instance {
     emitted: u64,
     /// What it emitted last, for an incremental emission (`None`: recount in full).
     last: Option<emit::Emitted>,
+    /// Per-group windows: the groups of its last emission (a group gone to `(other)` since is
+    /// withdrawn with an empty list).
+    groups: Vec<GroupKey>,
 }
 
 /// Counters for the state gauges.
@@ -157,6 +161,8 @@ pub struct WindowedCounter {
     gen: u8,
     /// `stats().emits`.
     emits: (u64, u64),
+    /// Per instance of a window with `by`: the groups announced to it (see `group::admission`).
+    admission: BTreeMap<InstanceKey, InstanceGroups>,
     /// Tests: emit incrementally whenever possible, and check each such list against the
     /// recount (panics on a difference).
     checked: bool,
@@ -248,6 +254,7 @@ impl WindowedCounter {
             without_user: 0,
             gen: 1,
             emits: (0, 0),
+            admission: BTreeMap::new(),
             checked: cfg!(test),
         }
     }
@@ -314,6 +321,12 @@ impl WindowedCounter {
             key_groups: groups.into_values().collect(),
             pane_files: Vec::new(),
             sealed_until: self.sealed_until.clone(),
+            // the same on every worker: worker 0 writes them
+            groups_seen: if self.worker == 0 {
+                self.admission.iter().map(|(k, g)| (*k, g.hashes())).collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -415,6 +428,12 @@ impl WindowedCounter {
                 c.restore_key_group(kg);
             }
         }
+        for s in snapshots {
+            for (key, hashes) in &s.groups_seen {
+                let notes: Vec<GroupNote> = hashes.iter().map(|&hash| GroupNote { instance: *key, hash }).collect();
+                c.note_groups(&notes);
+            }
+        }
         c.force_emit = true;
         Ok(c)
     }
@@ -466,6 +485,50 @@ impl WindowedCounter {
                 *excluded = excluded.saturating_add(*count);
             }
         }
+    }
+
+    /// Takes the group announcements of an epoch (from every worker; after its events, before
+    /// its `advance`). Announcements for sealed instances, or for windows this counter does not
+    /// count by groups, are ignored.
+    pub fn note_groups(&mut self, notes: &[GroupNote]) {
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        for note in notes {
+            let key = note.instance;
+            let Some(spec) = self.windows.get(key.window.0 as usize) else {
+                continue;
+            };
+            if spec.key.by.is_empty()
+                || !self.groups.iter().any(|g| g.windows.contains(&key.window))
+                || spec.end_of(key.start) <= horizon(sealed_h, &self.sealed_until, key.window)
+            {
+                continue;
+            }
+            let max_groups = spec.key.max_groups;
+            let groups = self
+                .admission
+                .entry(key)
+                .or_insert_with(|| InstanceGroups::new(max_groups));
+            if groups.insert(note.hash) == Admitted::Displaced {
+                // a group this worker may have listed now counts in (other)
+                if let Some(inst) = self.instances.get_mut(&key) {
+                    inst.touched = self.seq;
+                }
+            }
+        }
+    }
+
+    /// Per window with `by` dims, the most groups counted in `(other)` in one live instance
+    /// (windows without such an instance are absent).
+    pub fn overflow_groups(&self) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for (key, groups) in &self.admission {
+            let n = groups.folded() as u64;
+            if n > 0 {
+                let e = out.entry(self.windows[key.window.0 as usize].name.clone()).or_default();
+                *e = (*e).max(n);
+            }
+        }
+        out
     }
 
     /// The global watermark as of the last `advance`.
@@ -826,6 +889,10 @@ impl WindowedCounter {
                 self.instances.remove(&key);
             }
         }
+        let (windows, sealed_until) = (&self.windows, &self.sealed_until);
+        self.admission.retain(|key, _| {
+            windows[key.window.0 as usize].end_of(key.start) > horizon(sealed_h, sealed_until, key.window)
+        });
         for (groups_index, group) in self.groups.iter_mut().enumerate() {
             let mut freed = false;
             for slot in 0..group.slots.len() {
@@ -918,7 +985,21 @@ impl WindowedCounter {
         }
         if shape != 0 {
             let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
-            return group_lists(keys, self.shapes.distinct_users(shape), k);
+            let admission = self.admission.get(&key);
+            let mut lists = group_lists(keys, self.shapes.distinct_users(shape), k, |group| {
+                admission.is_none_or(|a| a.admits(item_hash(group)))
+            });
+            // groups emitted before that now count in (other): withdrawn
+            let now: Vec<GroupKey> = lists.iter().map(|(g, _)| g.clone()).collect();
+            if let Some(inst) = self.instances.get_mut(&key) {
+                let before = std::mem::replace(&mut inst.groups, now);
+                let withdrawn: Vec<GroupKey> = before
+                    .into_iter()
+                    .filter(|g| lists.binary_search_by(|(x, _)| x.cmp(g)).is_err())
+                    .collect();
+                lists.extend(withdrawn.into_iter().map(|g| (g, Vec::new())));
+            }
+            return lists;
         }
         select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
         if checking {

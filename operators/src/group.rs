@@ -13,6 +13,12 @@
 //! Keys are routed and checkpointed by the hash of their item id, like bare ids: each worker
 //! still owns whole items, so merging per-worker lists stays exact per group.
 
+mod admission;
+mod notes;
+
+pub use admission::{Admitted, GroupNote, InstanceGroups};
+pub use notes::GroupNoter;
+
 use crate::hash::item_hash;
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -15,14 +15,8 @@ use crate::topk::merge_top_k;
 use crate::window::{list_state, InstanceKey, WindowSpec};
 use std::collections::BTreeMap;
 
-mod overflow;
-
 #[derive(Default)]
 struct Merging {
-    /// A group beyond its window's `max_groups`: folded into `(other)`, not published.
-    overflow: bool,
-    /// For the `(other)` group: the fold of the overflow groups (list, error bound).
-    folded: Option<(Vec<RankedItem>, u64)>,
     /// Each worker's latest list from its exact pane counter.
     locals: BTreeMap<u32, Vec<RankedItem>>,
     /// Each worker's latest list from its sketch counter, with its events and exactness.
@@ -85,30 +79,23 @@ impl ListMerger {
 
     /// Ends an epoch at global watermark `wm`: publishes what changed, forgets sealed instances.
     pub fn advance(&mut self, wm: Millis, as_of: Millis) -> Vec<PublishedList> {
-        self.fold_overflow();
         let mut out = Vec::new();
         self.instances.retain(|(key, group), m| {
             let spec = &self.windows[key.window.0 as usize];
             let end = spec.end_of(key.start);
             let state = list_state(end, wm, self.allowed_lateness);
             let state_changed = m.published.as_ref().map(|p| p.0) != Some(state);
-            if (m.changed || state_changed) && !m.overflow {
+            if m.changed || state_changed {
                 m.changed = false;
                 let Merged {
                     items,
                     exact,
                     error_bound,
                     sketch_check,
-                } = match &m.folded {
-                    Some((items, bound)) => Merged {
-                        items: items.clone(),
-                        exact: false,
-                        error_bound: *bound,
-                        sketch_check: None,
-                    },
-                    None => merged(m, &self.counting[key.window.0 as usize], spec.k),
-                };
-                // An instance whose every event was excluded as late has no list at all.
+                } = merged(m, &self.counting[key.window.0 as usize], spec.k);
+                // An instance whose every event was excluded as late has no list at all. A
+                // group that went to `(other)` after it was published (its workers withdrew it
+                // with empty lists; see `group::admission`) is published empty, and sealed so.
                 let never_counted = items.is_empty() && m.published.is_none();
                 let turned_approximate = !exact && !m.published_approximate;
                 let differs =
@@ -136,57 +123,6 @@ impl ListMerger {
             }
             state != ListState::Final
         });
-        out
-    }
-
-    /// Folds the groups beyond each per-group instance's `max_groups` into its `(other)` group
-    /// (see `merge/overflow.rs`), when any of them changed.
-    fn fold_overflow(&mut self) {
-        let mut per_instance: BTreeMap<InstanceKey, Vec<&GroupKey>> = BTreeMap::new();
-        for (key, group) in self.instances.keys() {
-            if !group.is_global() && group.as_str() != crate::group::OTHER_GROUP {
-                per_instance.entry(*key).or_default().push(group);
-            }
-        }
-        let mut folds: Vec<(InstanceKey, Vec<GroupKey>)> = Vec::new();
-        for (key, groups) in per_instance {
-            let max = self.windows[key.window.0 as usize].key.max_groups as usize;
-            let over = overflow::overflowing(&groups, max);
-            if !over.is_empty() {
-                folds.push((key, over));
-            }
-        }
-        for (key, over) in folds {
-            let k = self.windows[key.window.0 as usize].k;
-            let mut changed = false;
-            let mut lists = Vec::with_capacity(over.len());
-            for g in &over {
-                if let Some(m) = self.instances.get_mut(&(key, g.clone())) {
-                    changed |= m.changed || !m.overflow;
-                    m.overflow = true;
-                    m.changed = false;
-                    lists.push(merge_top_k(m.locals.values().map(|v| v.as_slice()), k));
-                }
-            }
-            let other = self.instances.entry((key, GroupKey::other())).or_default();
-            if changed || other.folded.is_none() {
-                other.folded = Some(overflow::fold(&lists, k));
-                other.changed = true;
-            }
-        }
-    }
-
-    /// Per window, the most groups folded into `(other)` in one live instance.
-    pub fn overflow_groups(&self) -> BTreeMap<String, u64> {
-        let mut per: BTreeMap<InstanceKey, u64> = BTreeMap::new();
-        for ((key, _), m) in &self.instances {
-            *per.entry(*key).or_default() += u64::from(m.overflow);
-        }
-        let mut out: BTreeMap<String, u64> = BTreeMap::new();
-        for (key, n) in per {
-            let e = out.entry(self.windows[key.window.0 as usize].name.clone()).or_default();
-            *e = (*e).max(n);
-        }
         out
     }
 
@@ -230,8 +166,6 @@ impl ListMerger {
             m.instances.insert(
                 (p.instance, p.group.clone()),
                 Merging {
-                    overflow: false,
-                    folded: None,
                     locals: BTreeMap::new(),
                     sketch_locals: BTreeMap::new(),
                     published_approximate: false,
@@ -335,46 +269,33 @@ mod tests {
         }
     }
 
-    /// Groups beyond `max_groups` are folded into `(other)`: approximate, with its bound; the
-    /// kept groups are the lowest hashes whatever order the lists came in.
+    /// A group its workers withdrew (empty lists: it went to `(other)`) is published empty,
+    /// and final so when its instance seals.
     #[test]
-    fn overflow_groups_fold_into_other() {
+    fn withdrawn_groups_are_published_empty() {
         let mut w = WindowSpec::tumbling("t", Span::from_millis(10), 2);
         w.key.by = vec!["c".to_string()];
-        w.key.max_groups = 2;
-        let groups: Vec<GroupKey> = ["x", "y", "z"]
-            .iter()
-            .map(|v| GroupKey::from_pairs([("c", *v)]))
-            .collect();
-        let publish = |order: &[usize]| {
-            let mut m = ListMerger::new(vec![w.clone()], Span::ZERO);
-            for &g in order {
-                let mut l = local(g as u32 % 2, 0, &[("a", 3 + g as u64), ("b", 2), ("c", 1)]);
-                l.group = groups[g].clone();
-                m.receive(l);
-            }
-            let out = m.advance(Millis(5), Millis(0));
-            (out, m.overflow_groups())
-        };
-        let (out, overflow) = publish(&[0, 1, 2]);
-        assert_eq!(publish(&[2, 0, 1]).0, out);
-        assert_eq!(overflow.get("t"), Some(&1));
-        let published: Vec<&str> = out.iter().map(|l| l.group.as_str()).collect();
-        assert_eq!(published.len(), 3, "{published:?}");
-        let other = out
-            .iter()
-            .find(|l| l.group == GroupKey::other())
-            .expect("an (other) list");
-        // one group folded: its own top-2 exactly, bound = its 2nd count
+        let x = GroupKey::from_pairs([("c", "x")]);
+        let mut m = ListMerger::new(vec![w], Span::ZERO);
+        let mut l = local(0, 0, &[("a", 3)]);
+        l.group = x.clone();
+        m.receive(l);
+        let out = m.advance(Millis(5), Millis(0));
+        assert_eq!(out.len(), 1, "published while open");
+        let mut gone = local(0, 0, &[]);
+        gone.group = x.clone();
+        m.receive(gone);
+        let mut other = local(0, 0, &[("a", 3)]);
+        other.group = GroupKey::other();
+        m.receive(other);
+        let out = m.advance(Millis(20), Millis(0));
+        let groups: Vec<(&str, ListState, usize)> =
+            out.iter().map(|l| (l.group.as_str(), l.state, l.items.len())).collect();
         assert_eq!(
-            (other.exact, other.error_bound, other.state),
-            (false, 2, ListState::Open)
+            groups,
+            vec![("(other)", ListState::Final, 1), ("c=x", ListState::Final, 0)]
         );
-        assert_eq!(other.items.len(), 2);
-        assert!(out
-            .iter()
-            .filter(|l| !l.group.is_global() && l.group != GroupKey::other())
-            .all(|l| l.exact));
+        assert_eq!(m.live_instances(), 0, "both forgotten once final");
     }
 
     #[test]

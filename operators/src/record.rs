@@ -76,6 +76,9 @@ pub enum Control {
     EmitTick,
     /// Make this epoch a checkpoint (a source is stopping: finish, checkpoint, commit).
     Checkpoint,
+    /// The groups this epoch's events count in, per instance of a window with `by` dims (see
+    /// `group::admission`).
+    Groups(Vec<crate::group::GroupNote>),
 }
 
 /// A ranked entry of a top-K list.

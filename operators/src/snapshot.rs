@@ -31,8 +31,8 @@ use std::collections::btree_map::{BTreeMap, Entry};
 
 /// The current snapshot format version. 3 added [`CounterSnapshot::sealed_until`]; 4 added
 /// the windows' key shapes (`WindowSpec::key`: per-group and distinct-user windows) and
-/// [`PublishedState::group`].
-pub const FORMAT_VERSION: u16 = 4;
+/// [`PublishedState::group`]; 5 added [`CounterSnapshot::groups_seen`].
+pub const FORMAT_VERSION: u16 = 5;
 /// The oldest format version this build reads (see [`Snapshot::from_payload`]).
 pub const OLDEST_FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";
@@ -103,6 +103,35 @@ pub struct CounterSnapshot {
     /// watermark — the input had ended once (a bounded Kafka run) and they were published final
     /// then (see `WindowedCounter::sealed_until`). Empty: none (format 2 had no such field).
     pub sealed_until: Vec<Millis>,
+    /// Per live instance of a window with `by` dims: the hashes of the groups announced to it
+    /// (see `group::admission`), ascending; the same on every worker, so only worker 0's
+    /// snapshot holds them. Empty before format 5.
+    pub groups_seen: Vec<(InstanceKey, Vec<u64>)>,
+}
+
+/// [`CounterSnapshot`] as format 4 wrote it (before `groups_seen`).
+#[derive(Deserialize)]
+struct CounterSnapshotV4 {
+    windows: Vec<WindowSpec>,
+    allowed_lateness: Span,
+    watermark: Millis,
+    key_groups: Vec<KeyGroupState>,
+    pane_files: Vec<String>,
+    sealed_until: Vec<Millis>,
+}
+
+impl From<CounterSnapshotV4> for CounterSnapshot {
+    fn from(v4: CounterSnapshotV4) -> CounterSnapshot {
+        CounterSnapshot {
+            windows: v4.windows,
+            allowed_lateness: v4.allowed_lateness,
+            watermark: v4.watermark,
+            key_groups: v4.key_groups,
+            pane_files: v4.pane_files,
+            sealed_until: v4.sealed_until,
+            groups_seen: Vec::new(),
+        }
+    }
 }
 
 /// A [`WindowSpec`] as formats 2 and 3 wrote it (before key shapes: a global window counting
@@ -147,6 +176,7 @@ impl From<CounterSnapshotV3> for CounterSnapshot {
             key_groups: v3.key_groups,
             pane_files: v3.pane_files,
             sealed_until: v3.sealed_until,
+            groups_seen: Vec::new(),
         }
     }
 }
@@ -199,6 +229,7 @@ impl From<CounterSnapshotV2> for CounterSnapshot {
             key_groups: v2.key_groups,
             pane_files: v2.pane_files,
             sealed_until: Vec::new(),
+            groups_seen: Vec::new(),
         }
     }
 }
@@ -419,6 +450,8 @@ impl Snapshot for CounterSnapshot {
             deserialize::<CounterSnapshotV2>(payload).map(CounterSnapshot::from)
         } else if version < 4 {
             deserialize::<CounterSnapshotV3>(payload).map(CounterSnapshot::from)
+        } else if version < 5 {
+            deserialize::<CounterSnapshotV4>(payload).map(CounterSnapshot::from)
         } else {
             deserialize(payload)
         }
@@ -480,6 +513,7 @@ mod tests {
             }],
             pane_files: vec!["pane-0000-60000--60000.snap".into()],
             sealed_until: vec![Millis(60_000), Millis::MIN, Millis::MIN, Millis::MIN],
+            groups_seen: Vec::new(),
         }
     }
 
@@ -555,6 +589,32 @@ mod tests {
         };
         let read = decode::<CounterSnapshot>(&with_version(encode(&v3), 3)).expect("format 3 reads");
         assert_eq!((read.windows, read.sealed_until), (s.windows.clone(), vec![Millis(5)]));
+        // format 4: no groups_seen
+        #[derive(Serialize)]
+        struct V4 {
+            windows: Vec<WindowSpec>,
+            allowed_lateness: Span,
+            watermark: Millis,
+            key_groups: Vec<KeyGroupState>,
+            pane_files: Vec<String>,
+            sealed_until: Vec<Millis>,
+        }
+        let v4 = V4 {
+            windows: s.windows.clone(),
+            allowed_lateness: s.allowed_lateness,
+            watermark: s.watermark,
+            key_groups: s.key_groups.clone(),
+            pane_files: s.pane_files.clone(),
+            sealed_until: s.sealed_until.clone(),
+        };
+        let read = decode::<CounterSnapshot>(&with_version(encode(&v4), 4)).expect("format 4 reads");
+        assert_eq!(
+            read,
+            CounterSnapshot {
+                groups_seen: Vec::new(),
+                ..s.clone()
+            }
+        );
         let instance = InstanceKey {
             window: crate::window::WindowId(0),
             start: Millis(0),

@@ -189,11 +189,6 @@ impl MergeState {
             }
         }
         stats.revisions.fetch_add(published.len() as u64, Relaxed);
-        if let Ok(mut o) = stats.overflow_groups.lock() {
-            for (window, n) in self.merger.overflow_groups() {
-                o.insert(window, n);
-            }
-        }
         for p in published {
             match p.state {
                 ListState::Closed => stats.windows_closed.fetch_add(1, Relaxed),

@@ -10,7 +10,9 @@
 //! ```
 //!
 //! `HotKeys` exists only with `[hot_keys]`; its windows travel to the sink with the dead
-//! letters (`sink::SinkInput`).
+//! letters (`sink::SinkInput`). With per-group windows the control records also carry the
+//! groups each epoch's events count in (`Control::Groups`), so that every worker's
+//! `WindowCount` picks the same `max_groups` groups per instance (`group::admission`).
 
 pub mod epoch_stash;
 pub mod hot_keys;

@@ -265,6 +265,7 @@ impl WindowCountState {
                 } => self.global.update(partition, watermark, status),
                 Control::EmitTick => tick = true,
                 Control::Checkpoint => {}
+                Control::Groups(notes) => self.counter.note_groups(&notes),
             }
         }
         tick
@@ -340,6 +341,12 @@ impl WindowCountState {
             self.stats.set_worker_sketches(self.worker, sk.sketches, sk.folds);
             self.stats.set_worker_without_user(self.worker, st.without_user);
             self.stats.set_worker_emits(self.worker, st.emits);
+            if self.worker == 0 {
+                // every worker knows every instance's groups alike
+                if let Ok(mut o) = self.stats.overflow_groups.lock() {
+                    o.extend(self.counter.overflow_groups());
+                }
+            }
         }
     }
 }

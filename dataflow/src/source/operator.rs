@@ -1,12 +1,14 @@
 //! `Source`: the timely operator around [`SourceState`]. Each activation reads a batch, hands
-//! it to the outputs, flushes the tallies and, when the epoch is over, sends the control records
-//! and downgrades the capabilities (or drops them after the last epoch).
+//! it to the outputs (with the announcements of the groups its events count in, for per-group
+//! windows), flushes the tallies and, when the epoch is over, sends the control records and
+//! downgrades the capabilities (or drops them after the last epoch).
 
 use super::state::{EpochEnd, SourceState};
 use super::{Reader, SourceStreams};
 use crate::config::JobPlan;
 use crate::graph::RunCtx;
 use crate::stats::JobStats;
+use hotlist_operators::group::{GroupNote, GroupNoter};
 use hotlist_operators::hot_keys::Sampler;
 use hotlist_operators::record::{Control, DeadLetter, PartitionId, TimedEvent};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -42,6 +44,10 @@ pub fn source<'scope>(
         OutputBuilder::from(out_sampled);
     // with [hot_keys]: copies of the 1 in N events the detector counts (the rest is not copied)
     let sampler = plan.hot_keys.map(|h| Sampler::new(h.sample));
+    // with per-group windows: the groups the events count in, for every worker's counter
+    // (`group::admission`), sent with the control records of the events' epoch
+    let mut noter = GroupNoter::new(&plan.windows, plan.time.allowed_lateness);
+    let mut notes: Vec<GroupNote> = Vec::new();
     let mut picked: Vec<TimedEvent> = Vec::new();
     let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);
 
@@ -63,6 +69,15 @@ pub fn source<'scope>(
                 picked.extend(chosen.cloned());
                 if !picked.is_empty() {
                     out_sampled.activate().session(&c[3]).give_container(&mut picked);
+                }
+            }
+            if let Some(n) = noter.as_mut() {
+                for e in &batch.events {
+                    n.note(e, &mut notes);
+                }
+                if !notes.is_empty() {
+                    let mut control = vec![Control::Groups(std::mem::take(&mut notes))];
+                    out_control.activate().session(&c[1]).give_container(&mut control);
                 }
             }
             if !batch.events.is_empty() {

@@ -137,6 +137,7 @@ mod tests {
                 key_groups: Vec::new(),
                 pane_files: Vec::new(),
                 sealed_until: Vec::new(),
+                groups_seen: Vec::new(),
             }],
             sketches: Vec::new(),
             merger: MergerSnapshot::default(),

@@ -15,7 +15,14 @@ type PerWorker = BTreeMap<(u16, i64, String), BTreeMap<u32, Vec<(String, u64)>>>
 /// (window, start, group) → per item, who counted (users, or event numbers).
 type Who = BTreeMap<(u16, i64, String), BTreeMap<String, BTreeSet<Option<String>>>>;
 
-fn shape(kind: u8) -> KeyShape {
+fn shape(kind: u8, max_groups: u32) -> KeyShape {
+    KeyShape {
+        max_groups,
+        ..shape_of(kind)
+    }
+}
+
+fn shape_of(kind: u8) -> KeyShape {
     let by = |d: &[&str]| d.iter().map(|s| s.to_string()).collect();
     match kind {
         0 => KeyShape::default(),
@@ -115,7 +122,25 @@ fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> 
             }
         }
     }
-    counts
+    // per instance, the groups beyond max_groups (the highest key hashes) count in (other)
+    let mut instance_groups: BTreeMap<(u16, i64), Vec<String>> = BTreeMap::new();
+    for (w, start, group) in counts.keys() {
+        instance_groups.entry((*w, *start)).or_default().push(group.clone());
+    }
+    let mut folded: Who = BTreeMap::new();
+    for ((w, start, group), items) in counts {
+        let spec = &windows[w as usize];
+        let mut groups = instance_groups[&(w, start)].clone();
+        groups.sort_by_key(|g| crate::hash::item_hash(g));
+        let kept =
+            spec.key.by.is_empty() || groups.iter().position(|g| *g == group).unwrap() < spec.key.max_groups as usize;
+        let group = if kept { group } else { "(other)".to_string() };
+        let into = folded.entry((w, start, group)).or_default();
+        for (item, who) in items {
+            into.entry(item).or_default().extend(who);
+        }
+    }
+    folded
         .into_iter()
         .map(|(key, items)| {
             let mut v: Vec<(String, u64)> = items.into_iter().map(|(i, who)| (i, who.len() as u64)).collect();
@@ -141,19 +166,20 @@ proptest! {
     #[test]
     fn shaped_lists_equal_the_model(
         raw in proptest::collection::vec((0u8..6, proptest::option::weighted(0.9, 0u8..4), proptest::option::weighted(0.8, 0u8..3), 0u8..2, 0i64..5, 0i64..20, proptest::bool::weighted(0.05)), 0..250),
-        kinds in proptest::collection::vec((0u8..5, 0usize..3), 1..5),
+        kinds in proptest::collection::vec((0u8..5, 0usize..3, 1u32..5), 1..5),
         ooo in 0i64..6,
         lateness in 0i64..12,
         cut in 0usize..250,
         workers in 1usize..4,
+        every in 1usize..40,
     ) {
         let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size))| WindowSpec {
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec {
             name: format!("w{i}"),
             size: Span::from_millis(sizes[*size].0),
             slide: Span::from_millis(sizes[*size].1),
             k: 3,
-            key: shape(*kind),
+            key: shape(*kind, *max_groups),
         }).collect();
         let dims = job_dims(&windows);
         let mut evs = Vec::new();
@@ -167,13 +193,26 @@ proptest! {
         }
         let span = Span::from_millis(lateness as u64);
         let mut c = WindowedCounter::new(windows.clone(), span, 0);
+        // group announcements, made before routing (as the dataflow does), given to every worker
+        let mut noter = crate::group::GroupNoter::new(&windows, span);
+        let mut note = |ev: &TimedEvent| {
+            let mut notes = Vec::new();
+            if let Some(n) = noter.as_mut() {
+                n.note(ev, &mut notes);
+            }
+            notes
+        };
         let mut got = BTreeMap::new();
         let cut = cut.min(evs.len());
         let mut max_seen = i64::MIN;
+        let mut notes = Vec::new();
         for e in &evs[..cut] {
-            prop_assert!(c.apply(&timed(e, &dims)).is_none());
+            let t = timed(e, &dims);
+            prop_assert!(c.apply(&t).is_none());
+            notes.extend(note(&t));
             max_seen = max_seen.max(e.ts);
         }
+        c.note_groups(&notes);
         let wm = if max_seen == i64::MIN { Millis::MIN } else { Millis(max_seen - ooo) };
         collect(c.advance(wm, true), &mut got);
         // restore onto `workers` workers, route the rest by item, finish
@@ -182,13 +221,26 @@ proptest! {
             .map(|w| WindowedCounter::restore(windows.clone(), span, w as u32, workers, std::slice::from_ref(&snap)).unwrap())
             .collect();
         // the merger starts afresh from a restore: lists of instances sealed before it stay
-        let before = std::mem::take(&mut got);
-        for e in &evs[cut..] {
+        let mut before = std::mem::take(&mut got);
+        before.retain(|(w, start, _), _| windows[*w as usize].end_of(Millis(*start)) <= wm.minus(span));
+        // epochs of `every` events, each ending with its announcements and a tick
+        let mut notes = Vec::new();
+        for (n, e) in evs[cut..].iter().enumerate() {
             let t = timed(e, &dims);
             let w = crate::hash::key_group(t.hash) as usize % workers;
             prop_assert!(cs[w].apply(&t).is_none());
+            notes.extend(note(&t));
+            max_seen = max_seen.max(e.ts);
+            if n % every == every - 1 {
+                for c in cs.iter_mut() {
+                    c.note_groups(&notes);
+                    collect(c.advance(Millis(max_seen - ooo), true), &mut got);
+                }
+                notes.clear();
+            }
         }
         for c in cs.iter_mut() {
+            c.note_groups(&notes);
             collect(c.advance(Millis::MAX, false), &mut got);
         }
         for (key, lists) in before {

@@ -7,11 +7,11 @@
 //! different shapes still share panes when their pane widths are equal: a pane simply holds
 //! keys of several shapes, and each window reads only its own shape's keys.
 
-use crate::group::{compose_key, encode_value, split_key, GroupKey, KeyShape};
+use crate::group::{compose_key, encode_value, split_key, GroupKey, KeyShape, OTHER_GROUP};
 use crate::record::{RankedItem, TimedEvent};
 use crate::topk::{rank_cmp, select_top_by};
 use crate::window::WindowSpec;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The shapes of a job's windows.
 #[derive(Clone, Debug)]
@@ -101,13 +101,27 @@ impl Shapes {
     /// Writes the key `ev` is counted under in shape `s` (> 0) into `out`; false when the shape
     /// counts distinct users and the event has none (it is not counted in such windows).
     pub fn key(&self, s: u8, ev: &TimedEvent, group: &mut String, out: &mut String) -> bool {
+        if !self.group(s, ev, group) {
+            return false;
+        }
+        let user = ev.extra.as_deref().and_then(|x| x.user.as_deref());
+        compose_key(
+            group,
+            &ev.item,
+            user.filter(|_| self.shapes[s as usize].distinct_users),
+            out,
+        );
+        true
+    }
+
+    /// Writes the key of the group `ev` counts in under shape `s` (> 0) into `group`; false
+    /// when the shape counts distinct users and the event has none.
+    pub fn group(&self, s: u8, ev: &TimedEvent, group: &mut String) -> bool {
         let shape = &self.shapes[s as usize];
         let extra = ev.extra.as_deref();
-        let user = match (shape.distinct_users, extra.and_then(|x| x.user.as_deref())) {
-            (true, None) => return false,
-            (true, Some(u)) => Some(u),
-            (false, _) => None,
-        };
+        if shape.distinct_users && extra.and_then(|x| x.user.as_deref()).is_none() {
+            return false;
+        }
         group.clear();
         for (n, &p) in self.by_pos[s as usize].iter().enumerate() {
             if n > 0 {
@@ -118,7 +132,6 @@ impl Shapes {
             let value = extra.and_then(|x| x.dims.get(p)).map_or("", |v| v.as_str());
             encode_value(value, group);
         }
-        compose_key(group, &ev.item, user, out);
         true
     }
 
@@ -147,33 +160,40 @@ impl Shapes {
 
 /// The per-group top-`k` lists of counter keys of one shape and their counts in an instance:
 /// per (group, item), the sum of the counts (events) or the number of keys with a positive
-/// count (distinct users). Groups are returned in key order, each list best first.
+/// count (distinct users). A group `admits` refuses counts in `(other)` instead: the sum of its
+/// counts over those groups, or its number of distinct users over them. Groups are returned in
+/// key order, each list best first.
 pub fn group_lists<'a>(
     keys: impl Iterator<Item = (&'a str, u64)>,
     distinct_users: bool,
     k: usize,
+    mut admits: impl FnMut(&str) -> bool,
 ) -> Vec<(GroupKey, Vec<RankedItem>)> {
-    // per group, (count, item): a key of an events window is already one (group, item); a
-    // distinct-user window's keys are summed per (group, item) first
+    // whether each group keeps its own list, decided once per group
+    let mut own: FxHashMap<&'a str, bool> = FxHashMap::default();
+    let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
+    // distinct users of (other): (item, user) pairs over the folded groups
+    let mut other_users: FxHashSet<(&'a str, &'a str)> = FxHashSet::default();
+    for (key, count) in keys {
+        if count == 0 {
+            continue;
+        }
+        let (group, item, user) = split_key(key);
+        let kept = *own.entry(group).or_insert_with(|| admits(group));
+        let add = if distinct_users { 1 } else { count };
+        match (kept, user) {
+            (true, _) => *per.entry((group, item)).or_insert(0) += add,
+            (false, Some(user)) if distinct_users => {
+                if other_users.insert((item, user)) {
+                    *per.entry((OTHER_GROUP, item)).or_insert(0) += 1;
+                }
+            }
+            (false, _) => *per.entry((OTHER_GROUP, item)).or_insert(0) += add,
+        }
+    }
     let mut groups: FxHashMap<&'a str, Vec<(u64, &'a str)>> = FxHashMap::default();
-    if distinct_users {
-        let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
-        for (key, count) in keys {
-            if count > 0 {
-                let (group, item, _) = split_key(key);
-                *per.entry((group, item)).or_insert(0) += 1;
-            }
-        }
-        for ((group, item), count) in per {
-            groups.entry(group).or_default().push((count, item));
-        }
-    } else {
-        for (key, count) in keys {
-            if count > 0 {
-                let (group, item, _) = split_key(key);
-                groups.entry(group).or_default().push((count, item));
-            }
-        }
+    for ((group, item), count) in per {
+        groups.entry(group).or_default().push((count, item));
     }
     let mut groups: Vec<(&str, Vec<(u64, &str)>)> = groups.into_iter().collect();
     groups.sort_unstable_by(|a, b| a.0.cmp(b.0));

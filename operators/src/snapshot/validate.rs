@@ -47,6 +47,7 @@ impl CounterSnapshot {
             check_pane_file_name(name).map_err(invalid)?;
         }
         check_sealed_until(&self.sealed_until, windows).map_err(invalid)?;
+        check_groups_seen(&self.groups_seen, windows).map_err(invalid)?;
         distinct(self.key_groups.iter().map(|k| k.key_group), |kg| {
             format!("key group {kg} is listed twice")
         })
@@ -140,6 +141,24 @@ fn check_group(p: &PublishedState, windows: &[WindowSpec]) -> Result<(), Problem
             w.name
         ))
     }
+}
+
+/// `groups_seen`: instances of windows with `by` dims, each once, hashes ascending and distinct.
+fn check_groups_seen(seen: &[(InstanceKey, Vec<u64>)], windows: &[WindowSpec]) -> Result<(), Problem> {
+    distinct(seen.iter().map(|(k, _)| *k), |k| {
+        format!("groups of instance {} are listed twice", instance_name(&k))
+    })?;
+    for (key, hashes) in seen {
+        let at = || format!("groups of instance {}", instance_name(key));
+        check_instance(*key, windows).map_err(|p| format!("{}: {p}", at()))?;
+        if windows[key.window.0 as usize].key.by.is_empty() {
+            return Err(format!("{}: the window has no by dims", at()));
+        }
+        if !hashes.windows(2).all(|w| w[0] < w[1]) {
+            return Err(format!("{}: hashes not ascending and distinct", at()));
+        }
+    }
+    Ok(())
 }
 
 /// `sealed_until`: none, or one per window, each `Millis::MIN` (nothing) or an instance end of
@@ -376,6 +395,13 @@ mod tests {
         s
     }
 
+    fn instance(window: u16, start: i64) -> InstanceKey {
+        InstanceKey {
+            window: WindowId(window),
+            start: Millis(start),
+        }
+    }
+
     fn a_group(s: &mut CounterSnapshot) -> &mut KeyGroupState {
         s.key_groups
             .iter_mut()
@@ -511,6 +537,14 @@ mod tests {
             (
                 |s| s.sealed_until = vec![Millis(i64::MAX), Millis::MIN],
                 "sealed_until of window 0: the instance ending at 9223372036854775807",
+            ),
+            (
+                |s| s.groups_seen = vec![(instance(0, 10), vec![1, 2])],
+                "groups of instance window id 0 at 10: the window has no by dims",
+            ),
+            (
+                |s| s.groups_seen = vec![(instance(2, 10), vec![1])],
+                "groups of instance window id 2 at 10: ",
             ),
         ];
         for (mutate, want) in cases {
