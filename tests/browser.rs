@@ -517,3 +517,122 @@ fn live_page_shows_and_follows_the_lists() {
         shot_updated.display()
     );
 }
+
+const GROUPS_CONFIG: &str = r#"
+[job]
+id = "browser-groups"
+
+[source]
+kind = "file"
+path = "events.jsonl"
+
+[[window]]
+name = "by-country"
+size = "1m"
+k = 5
+by = ["country"]
+
+[sink]
+kind = "sqlite"
+path = "hotlist.db"
+"#;
+
+/// `[[item, count], …]` from the group picker script.
+fn rows(v: &Value) -> Vec<(String, u64)> {
+    v.as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| (r[0].as_str().expect("item").to_string(), r[1].as_u64().expect("count")))
+        .collect()
+}
+
+/// A per-group window on the live page: a picker lists the latest instance's groups (as
+/// `/v1/groups` does), the page shows the first group's list, and picking another group in the
+/// browser shows that group's list — each exactly as `/v1/top?window=W&country=…` returns it.
+#[test]
+fn live_page_group_picker_switches_lists() {
+    let chromium = chromium_path();
+    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    ensure_node_modules(&script_dir);
+    let artifacts = hotlist_bin()
+        .parent()
+        .and_then(|profile| profile.parent())
+        .expect("target dir")
+        .join("test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    let shot = artifacts.join("live-page-groups.png");
+    let _ = std::fs::remove_file(&shot);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut events = String::new();
+    for (country, item, n) in [
+        ("DE", "bratwurst", 3),
+        ("DE", "pretzel", 1),
+        ("US", "burger", 4),
+        ("US", "pie", 2),
+    ] {
+        for i in 0..n {
+            events.push_str(&format!(
+                "{{\"item_id\":\"{item}\",\"ts\":{},\"dims\":{{\"country\":\"{country}\"}}}}\n",
+                1000 + i
+            ));
+        }
+    }
+    std::fs::write(dir.path().join("events.jsonl"), events).expect("write events");
+    std::fs::write(dir.path().join("hotlist.toml"), GROUPS_CONFIG).expect("write config");
+    run_job(dir.path(), &[]);
+
+    let port = free_port();
+    let _server = start_server(dir.path(), port);
+    let groups = get_json(port, "/v1/groups?window=by-country");
+    let keys: Vec<&str> = groups["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| g["key"].as_str().expect("key"))
+        .collect();
+    assert_eq!(keys, ["country=DE", "country=US"], "{groups}");
+    let api = |country: &str| {
+        let top = get_json(port, &format!("/v1/top?window=by-country&country={country}"));
+        rows(&Value::Array(
+            top["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|it| serde_json::json!([it["item_id"], it["count"]]))
+                .collect(),
+        ))
+    };
+    assert_eq!(api("US"), [("burger".to_string(), 4), ("pie".to_string(), 2)]);
+
+    let out = Command::new("node")
+        .arg(script_dir.join("group_picker.mjs"))
+        .args([
+            &format!("http://127.0.0.1:{port}/"),
+            "by-country",
+            &shot.display().to_string(),
+        ])
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("run group_picker.mjs");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("group_picker.mjs printed {l:?}: {e}")))
+        .collect();
+    assert!(
+        out.status.success() && lines.len() == 2,
+        "group_picker.mjs failed ({}): {lines:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines[0]["options"],
+        serde_json::json!(keys),
+        "the picker offers /v1/groups's groups"
+    );
+    assert_eq!(lines[0]["group"], "country=DE");
+    assert_eq!(rows(&lines[0]["list"]), api("DE"), "the first group's list");
+    assert_eq!(lines[1]["group"], "country=US");
+    assert_eq!(rows(&lines[1]["list"]), api("US"), "the picked group's list");
+    assert_screenshot(&shot);
+}
