@@ -158,6 +158,9 @@ impl Shapes {
     }
 }
 
+/// (count, item) pairs of one group.
+type Counted<'a> = Vec<(u64, &'a str)>;
+
 /// The per-group top-`k` lists of counter keys of one shape and their counts in an instance:
 /// per (group, item), the sum of the counts (events) or the number of keys with a positive
 /// count (distinct users). A group `admits` refuses counts in `(other)` instead: the sum of its
@@ -169,8 +172,10 @@ pub fn group_lists<'a>(
     k: usize,
     mut admits: impl FnMut(&str) -> bool,
 ) -> Vec<(GroupKey, Vec<RankedItem>)> {
-    // whether each group keeps its own list, decided once per group
-    let mut own: FxHashMap<&'a str, bool> = FxHashMap::default();
+    // per group: whether it keeps its own list (decided once per group) and its (count, item)
+    // pairs. A key of an admitted group of an events window is already one (group, item);
+    // distinct-user windows and (other) sum per (group, item) first.
+    let mut groups: FxHashMap<&'a str, (bool, Counted<'a>)> = FxHashMap::default();
     let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
     // distinct users of (other): (item, user) pairs over the folded groups
     let mut other_users: FxHashSet<(&'a str, &'a str)> = FxHashSet::default();
@@ -179,23 +184,26 @@ pub fn group_lists<'a>(
             continue;
         }
         let (group, item, user) = split_key(key);
-        let kept = *own.entry(group).or_insert_with(|| admits(group));
-        let add = if distinct_users { 1 } else { count };
-        match (kept, user) {
-            (true, _) => *per.entry((group, item)).or_insert(0) += add,
-            (false, Some(user)) if distinct_users => {
+        let (kept, items) = groups.entry(group).or_insert_with(|| (admits(group), Vec::new()));
+        match (*kept, distinct_users, user) {
+            (true, false, _) => items.push((count, item)),
+            (true, true, _) => *per.entry((group, item)).or_insert(0) += 1,
+            (false, true, Some(user)) => {
                 if other_users.insert((item, user)) {
                     *per.entry((OTHER_GROUP, item)).or_insert(0) += 1;
                 }
             }
-            (false, _) => *per.entry((OTHER_GROUP, item)).or_insert(0) += add,
+            (false, _, _) => *per.entry((OTHER_GROUP, item)).or_insert(0) += count,
         }
     }
-    let mut groups: FxHashMap<&'a str, Vec<(u64, &'a str)>> = FxHashMap::default();
     for ((group, item), count) in per {
-        groups.entry(group).or_default().push((count, item));
+        groups.entry(group).or_insert((true, Vec::new())).1.push((count, item));
     }
-    let mut groups: Vec<(&str, Vec<(u64, &str)>)> = groups.into_iter().collect();
+    let mut groups: Vec<(&str, Vec<(u64, &str)>)> = groups
+        .into_iter()
+        .filter(|(_, (_, items))| !items.is_empty())
+        .map(|(group, (_, items))| (group, items))
+        .collect();
     groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
     groups
         .into_iter()
