@@ -31,6 +31,7 @@
 // No product function over 80 lines (the threshold is in clippy.toml); tests may be longer.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod certify;
 pub mod counter;
 pub mod counting;
 pub mod event;
