@@ -262,3 +262,41 @@ proptest! {
         }
     }
 }
+
+/// The groups in `(other)` are reported per window while the instance lives: three groups with
+/// `max_groups = 2` make one, and `(other)` holds its event.
+#[test]
+fn folded_groups_are_reported() {
+    let windows = vec![WindowSpec {
+        name: "by".into(),
+        size: Span::from_millis(10),
+        slide: Span::from_millis(10),
+        k: 3,
+        key: shape(1, 2),
+    }];
+    let dims = job_dims(&windows);
+    let mut c = WindowedCounter::new(windows.clone(), Span::ZERO, 0);
+    let mut noter = crate::group::GroupNoter::new(&windows, Span::ZERO).expect("a by window");
+    let mut notes = Vec::new();
+    for country in 0..3 {
+        let e = Ev {
+            item: country,
+            user: None,
+            country: Some(country),
+            device: 0,
+            ts: 1,
+            wm_before: i64::MIN,
+        };
+        let t = timed(&e, &dims);
+        assert!(c.apply(&t).is_none());
+        noter.note(&t, &mut notes);
+    }
+    assert_eq!(notes.len(), 3, "one announcement per group");
+    c.note_groups(&notes);
+    assert_eq!(c.overflow_groups(), BTreeMap::from([("by".to_string(), 1)]));
+    let lists = c.advance(Millis::MAX, false);
+    let groups: Vec<(String, usize)> = lists.iter().map(|l| (l.group.to_string(), l.items.len())).collect();
+    assert_eq!(groups.len(), 3, "two groups and (other): {groups:?}");
+    assert!(groups.contains(&("(other)".to_string(), 1)), "{groups:?}");
+    assert!(c.overflow_groups().is_empty(), "a sealed instance is forgotten");
+}
