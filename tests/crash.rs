@@ -7,6 +7,7 @@ use hotlist_tests::kills::{kill_and_restart, KillPlan, KillReport};
 use hotlist_tests::model;
 use rand::{Rng, SeedableRng};
 use rusqlite::Connection;
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -701,4 +702,88 @@ fn replay_from_an_older_checkpoint_is_exact() {
     let bad = hotlist_tests::run_hotlist(dir.path(), &args, false);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("never committed"));
+}
+
+/// Two consecutive free loopback ports (the cluster script gives process i port BASE + i).
+fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let base = hotlist_tests::free_loopback_ports(1)[0];
+        if base < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", base + 1)).is_ok() {
+            return base;
+        }
+    }
+    panic!("no two consecutive free loopback ports");
+}
+
+/// `scripts/cluster` supervises a 2-process cluster as a group: one process SIGKILLed after a
+/// commit brings the other down (fate-sharing), the script starts both again, they restore the
+/// committed checkpoint together, and the bounded run ends (exit 0) with the model's sealed
+/// lists and every dead letter once.
+#[test]
+fn the_cluster_script_restarts_the_group_after_a_kill() {
+    let parts = random_partitions(35, &shape());
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
+    let dir = setup(&parts);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .args(["2", "hotlist.toml", "--set", "run.connect_timeout=\"30s\""])
+        .env("HOTLIST_BIN", hotlist_tests::hotlist_bin())
+        .env("HOTLIST_CLUSTER_PORT", free_port_pair().to_string())
+        .env("HOTLIST_CLUSTER_DIR", "cluster")
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run scripts/cluster");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed(dir.path()).is_none() {
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the cluster ended before its first commit"
+        );
+        assert!(Instant::now() < deadline, "no commit within 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = std::fs::read_to_string(dir.path().join("cluster/pid-1")).expect("pid of process 1");
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", pid.trim()])
+            .status()
+            .expect("kill")
+            .success(),
+        "process 1 was still running"
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the cluster did not finish within 180 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read stderr");
+    let logs =
+        |i: usize| std::fs::read_to_string(dir.path().join(format!("cluster/process-{i}.log"))).unwrap_or_default();
+    assert!(
+        status.success(),
+        "scripts/cluster: {status}\n{err}\n{}\n{}",
+        logs(0),
+        logs(1)
+    );
+    assert!(err.contains("restarting the group"), "{err}");
+    assert!(
+        logs(0).contains("restoring checkpoint"),
+        "the group restored: {}",
+        logs(0)
+    );
+    let got = results(&dir.path().join("out.db"));
+    assert_eq!(got.0, want.0, "sealed lists after a group restart");
+    assert_eq!(got.1, want.1, "dead letters exactly once after a group restart");
 }
