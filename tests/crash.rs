@@ -787,3 +787,58 @@ fn the_cluster_script_restarts_the_group_after_a_kill() {
     assert_eq!(got.0, want.0, "sealed lists after a group restart");
     assert_eq!(got.1, want.1, "dead letters exactly once after a group restart");
 }
+
+/// Rescaling: a 3-process cluster (under `scripts/cluster`) stopped with SIGTERM after a
+/// commit, then started again as 2 processes from the same checkpoints, ends with the model's
+/// sealed lists and every dead letter once.
+#[test]
+fn a_cluster_stopped_as_three_processes_finishes_as_two() {
+    let parts = random_partitions(36, &shape());
+    let want = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
+    let dir = setup(&parts);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
+    let cluster = |n: usize, port: u16| {
+        Command::new("bash")
+            .arg(&script)
+            .args([&n.to_string(), "hotlist.toml", "--set", "run.connect_timeout=\"30s\""])
+            .env("HOTLIST_BIN", hotlist_tests::hotlist_bin())
+            .env("HOTLIST_CLUSTER_PORT", port.to_string())
+            .env("HOTLIST_CLUSTER_DIR", format!("cluster-{n}"))
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run scripts/cluster")
+    };
+    let base = loop {
+        let b = free_port_pair();
+        if b < u16::MAX - 1 && std::net::TcpListener::bind(("127.0.0.1", b + 2)).is_ok() {
+            break b;
+        }
+    };
+    let mut three = cluster(3, base);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed(dir.path()).is_none() {
+        assert!(three.try_wait().expect("try_wait").is_none(), "ended before a commit");
+        assert!(Instant::now() < deadline, "no commit within 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(Command::new("kill")
+        .args(["-TERM", &three.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let out = three.wait_with_output().expect("wait");
+    let stopped_at = committed(dir.path());
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let two = cluster(2, base).wait_with_output().expect("run as 2");
+    let log = std::fs::read_to_string(dir.path().join("cluster-2/process-0.log")).unwrap_or_default();
+    assert!(two.status.success(), "{}\n{log}", String::from_utf8_lossy(&two.stderr));
+    assert!(
+        log.contains(&format!("restoring checkpoint {}", stopped_at.expect("a commit"))),
+        "the 2-process run restored the 3-process run's last checkpoint: {log}"
+    );
+    let got = results(&dir.path().join("out.db"));
+    assert_eq!(got.0, want.0, "sealed lists after rescaling 3 → 2");
+    assert_eq!(got.1, want.1, "dead letters exactly once after rescaling 3 → 2");
+}
