@@ -1081,6 +1081,7 @@ impl WindowedCounter {
         for inst in self.instances.values() {
             heap += inst.exclusions.capacity() * 13 + inst.last.as_ref().map_or(0, emit::Emitted::heap_bytes);
         }
+        heap += self.admission.values().map(InstanceGroups::heap_bytes).sum::<usize>();
         s.heap_bytes = heap;
         s
     }
