@@ -9,8 +9,8 @@
 //!   sketch per tumbling window, hot/cooling with hysteresis);
 //! - [`event`]: the event contract: parse one JSON line into an event or a typed bad-record reason;
 //! - [`format`]: field mapping: where a producer's record keeps the item, time, user and dims;
-//! - [`group`]: per-dimension lists: group keys and the counter keys of per-group and
-//!   distinct-user windows;
+//! - [`group`]: per-dimension lists: group keys, the counter keys of per-group and
+//!   distinct-user windows, and which groups of an instance keep a list (`max_groups`);
 //! - [`watermark`]: per-partition clocks and the global watermark over partitions;
 //! - [`lateness`]: the per-partition lateness rule sources apply to each event;
 //! - [`interner`]: item ids interned once per worker, reference counted by live counters;
@@ -19,6 +19,8 @@
 //! - [`sketch_counter`]: the sketch counter of one worker (sketch windows, `auto` folding);
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
+//! - [`certify`]: the threshold and the check that make a sketch window's sealed list provably
+//!   exact after a sketch-guided replay (the replay itself is not built yet);
 //! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
 //!   candidate list and HeavyKeeper, behind one `TopKSketch` trait, and their snapshots;
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
