@@ -342,26 +342,47 @@ fn a_damaged_shared_pane_file_falls_back_to_a_checkpoint_without_it() {
     let config = job_config().replace("interval = \"10ms\"", "interval = \"2ms\"");
     assert_ne!(config, job_config());
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
-    // run until well past the first 3 checkpoints (the retained number), then kill
+    // run until well past the first 3 checkpoints (the retained number), then kill it at a
+    // moment its latest committed checkpoint shares a pane file: frozen (SIGSTOP) while we
+    // look, so that no newer checkpoint commits meanwhile; thawed to go on when none does (a
+    // loaded machine can make consecutive checkpoints touch every pane)
     let mut child = spawn(dir.path(), 1);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while committed(dir.path()) < Some(40) {
-        assert!(Instant::now() < deadline, "checkpoint 40 never committed");
+    let pid = child.id().to_string();
+    let signal = |sig: &str| {
+        Command::new("kill")
+            .args([sig, pid.as_str()])
+            .status()
+            .expect("kill")
+            .success()
+    };
+    let most_shared_pane = |checkpoint: &Path| {
+        std::fs::read_dir(checkpoint)
+            .expect("read checkpoint")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("pane-"))
+            .filter_map(|e| Some((e.metadata().ok()?.nlink(), e.path())))
+            .max()
+            .filter(|(links, _)| *links >= 2)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (links, file) = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no committed checkpoint after 40 shared a pane file"
+        );
         assert!(child.try_wait().expect("try_wait").is_none(), "the run ended too soon");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+        if committed(dir.path()) >= Some(40) {
+            assert!(signal("-STOP"), "freeze the run");
+            let latest = committed_checkpoints(dir.path()).pop().expect("a committed checkpoint");
+            if let Some(found) = most_shared_pane(&latest) {
+                break found;
+            }
+            assert!(signal("-CONT"), "thaw the run");
+        }
+        std::thread::sleep(Duration::from_millis(2)); // polling the commits
+    };
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    let latest = committed_checkpoints(dir.path()).pop().expect("a committed checkpoint");
-    let shared = std::fs::read_dir(&latest)
-        .expect("read checkpoint")
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("pane-"))
-        .filter_map(|e| Some((e.metadata().ok()?.nlink(), e.path())))
-        .max();
-    let Some((links, file)) = shared.filter(|(links, _)| *links >= 2) else {
-        panic!("no pane file of {} is shared with another checkpoint", latest.display());
-    };
     assert_eq!(
         links,
         2,
