@@ -280,6 +280,7 @@ fn commit_lists_that_say_what_they_are(dir: &Path) -> u64 {
             exact,
             error_bound,
             sketch_check,
+            certificate: None,
         });
     }
     let batch = CommitBatch {

@@ -44,6 +44,7 @@ fn list(window: &str, exact: bool, error_bound: u64, sketch_check: Option<Sketch
         exact,
         error_bound,
         sketch_check,
+        certificate: None,
     }
 }
 

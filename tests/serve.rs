@@ -112,6 +112,7 @@ fn list(window: &str, revision: u32, items: &[(&str, u64)]) -> PublishedList {
         exact: true,
         error_bound: 0,
         sketch_check: None,
+        certificate: None,
     }
 }
 

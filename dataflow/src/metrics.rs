@@ -368,6 +368,7 @@ mod tests {
             exact,
             error_bound,
             sketch_check,
+            certificate: None,
         }
     }
 

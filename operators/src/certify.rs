@@ -19,7 +19,7 @@ use crate::topk::top_k;
 
 /// What proves a sealed list exact: the threshold of the pass that passed, how many items that
 /// pass counted exactly, and how many passes it took.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Certificate {
     /// Every item with an estimate of at least this was counted exactly.
     pub threshold: u64,

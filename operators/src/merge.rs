@@ -116,6 +116,7 @@ impl ListMerger {
                         exact,
                         error_bound,
                         sketch_check,
+                        certificate: None,
                     });
                     m.published = Some((state, items));
                     m.published_approximate = !exact;

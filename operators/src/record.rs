@@ -180,6 +180,9 @@ pub struct PublishedList {
     /// For a window that runs exact and sketch counting side by side (`mode = "both"`): how the
     /// sketch's list compared with this exact one.
     pub sketch_check: Option<SketchCheck>,
+    /// For a sketch window with `exact_at_seal`: the final revision a sketch-guided replay made
+    /// exact, and what proves it (`exact` is then true and `error_bound` 0).
+    pub certificate: Option<crate::certify::Certificate>,
 }
 
 /// How a sketch's top-K list compared with the exact one for the same instance.

@@ -47,6 +47,7 @@ pub(crate) fn list_with(start: i64, revision: u32, items: Vec<RankedItem>) -> Pu
         exact: true,
         error_bound: 0,
         sketch_check: None,
+        certificate: None,
     }
 }
 
@@ -65,6 +66,7 @@ pub(crate) fn approximate(l: PublishedList, error_bound: u64, check: Option<Sket
         exact: false,
         error_bound,
         sketch_check: check,
+        certificate: None,
         ..l
     }
 }

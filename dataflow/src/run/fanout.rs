@@ -385,6 +385,7 @@ mod tests {
             exact: true,
             error_bound: 0,
             sketch_check: None,
+            certificate: None,
         }
     }
 

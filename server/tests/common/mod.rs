@@ -118,6 +118,7 @@ pub fn list(window: &str, start: i64, revision: u32, state: ListState, items: &[
         exact: true,
         error_bound: 0,
         sketch_check: None,
+        certificate: None,
     }
 }
 
