@@ -289,6 +289,7 @@ fn sketch_counting(mode: u8, epsilon: f64, k: usize, spare: usize, max_items: u6
         delta: 0.1,
         candidates: k + spare,
         conservative: false,
+        exact_at_seal: false,
     };
     match mode {
         0 => Counting::Sketch(sketch),

@@ -215,6 +215,7 @@ fn counting(args: &BenchArgs) -> Counting {
         delta: crate::config::DEFAULT_DELTA,
         candidates: args.k.saturating_mul(4),
         conservative: false,
+        exact_at_seal: false,
     };
     match args.mode.as_str() {
         "sketch" => Counting::Sketch(sketch),

@@ -1,6 +1,6 @@
 //! Exact sealed lists of sketch windows: the threshold a sketch-guided replay counts from, and
-//! the check that makes its list provably exact (issue 12's `exact_at_seal`; the replay itself
-//! is not built yet — this is the engine-free part it will call).
+//! the check that makes its list provably exact (`exact_at_seal`; the ranges and passes are in
+//! `replay.rs`, the reading in `dataflow/src/replay.rs`).
 //!
 //! Why a list so built is exact, not merely likely:
 //! - A count-min sketch never under-counts: `est(x) ≥ c(x)` for every item `x`.

@@ -879,6 +879,7 @@ impl WindowedCounter {
                         worker: self.worker,
                         items,
                         source: ListSource::PaneCounter,
+                        share: None,
                     });
                 }
                 if let Some(inst) = self.instances.get_mut(&key) {

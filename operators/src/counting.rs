@@ -42,6 +42,10 @@ pub struct SketchSpec {
     pub candidates: usize,
     /// Count-min conservative update (smaller over-counts; order-dependent cells).
     pub conservative: bool,
+    /// `sketch` and `auto` count-min windows: make each sealed list exact by a sketch-guided
+    /// replay of the instance's input (`certify.rs`, `replay.rs`).
+    #[serde(default)]
+    pub exact_at_seal: bool,
 }
 
 /// The two sketches behind [`crate::sketch::TopKSketch`].
@@ -65,6 +69,11 @@ impl Counting {
             Counting::Exact => None,
             Counting::Sketch(s) | Counting::Both(s) | Counting::Auto { sketch: s, .. } => Some(s),
         }
+    }
+
+    /// Whether sealed lists are made exact by a replay (`exact_at_seal`).
+    pub fn exact_at_seal(&self) -> bool {
+        self.publishes_sketch() && self.sketch().is_some_and(|s| s.exact_at_seal)
     }
 
     /// Whether the published list comes from the sketch counter (`sketch` and `auto`).
@@ -153,6 +162,7 @@ mod tests {
             delta: 0.01,
             candidates: 8,
             conservative: false,
+            exact_at_seal: false,
         }
     }
 

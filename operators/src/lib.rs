@@ -20,7 +20,9 @@
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
 //! - [`certify`]: the threshold and the check that make a sketch window's sealed list provably
-//!   exact after a sketch-guided replay (the replay itself is not built yet);
+//!   exact after a sketch-guided replay;
+//! - [`replay`]: that replay minus the reading: the sources' notes of where an instance's
+//!   events lie per partition, the ranges and job of a sealed instance, one counting pass;
 //! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
 //!   candidate list and HeavyKeeper, behind one `TopKSketch` trait, and their snapshots;
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
@@ -46,6 +48,7 @@ pub mod lateness;
 pub mod merge;
 pub mod pane_sharing;
 pub mod record;
+pub mod replay;
 pub mod sketch;
 pub mod sketch_counter;
 pub mod snapshot;

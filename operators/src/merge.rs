@@ -6,9 +6,11 @@
 //! workers) and publishes a new revision when the list or the instance's state changed.
 //! Sealed instances are published with state `Final` once and then forgotten.
 
+use crate::certify::first_threshold;
 use crate::counting::Counting;
 use crate::group::GroupKey;
 use crate::record::{ListSource, ListState, LocalList, PublishedList, RankedItem, SketchCheck};
+use crate::sketch::CountMinSketch;
 use crate::snapshot::{MergerSnapshot, PublishedState, SnapshotError};
 use crate::time::{Millis, Span};
 use crate::topk::merge_top_k;
@@ -26,6 +28,8 @@ struct Merging {
     /// Whether the last published list was approximate (not in snapshots; see `with_counting`).
     published_approximate: bool,
     revision: u32,
+    /// `exact_at_seal`: the workers' shares of the instance's table, summed as they arrive.
+    share: Option<CountMinSketch>,
 }
 
 /// The merger.
@@ -36,6 +40,32 @@ pub struct ListMerger {
     allowed_lateness: Span,
     /// Per instance and group (global lists: group `""`).
     instances: BTreeMap<(InstanceKey, GroupKey), Merging>,
+    /// Instances of `exact_at_seal` windows sealed with an approximate list, until taken.
+    sealed: Vec<SealedSketch>,
+}
+
+/// A sealed instance of an `exact_at_seal` window whose final list is approximate: where its
+/// replay starts from (`replay.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedSketch {
+    /// The instance.
+    pub instance: InstanceKey,
+    /// Its window's name.
+    pub window: String,
+    /// Instance start and end.
+    pub start: Millis,
+    /// Instance end.
+    pub end: Millis,
+    /// The list length.
+    pub k: usize,
+    /// The approximate final list's revision.
+    pub revision: u32,
+    /// The global watermark it sealed at.
+    pub watermark: Millis,
+    /// The first pass's threshold: the final list's K-th count minus its error bound.
+    pub threshold: u64,
+    /// The sum of the workers' shares (`None`: none arrived, so no replay can be guided).
+    pub sketch: Option<CountMinSketch>,
 }
 
 impl ListMerger {
@@ -46,6 +76,7 @@ impl ListMerger {
             windows,
             allowed_lateness,
             instances: BTreeMap::new(),
+            sealed: Vec::new(),
         }
     }
 
@@ -66,6 +97,17 @@ impl ListMerger {
     /// Takes a worker's latest list for an instance.
     pub fn receive(&mut self, list: LocalList) {
         let m = self.instances.entry((list.instance, list.group)).or_default();
+        if let Some(share) = list.share {
+            match &mut m.share {
+                None => m.share = Some(*share),
+                // shapes are the window's on every worker; a mismatch keeps the larger counts
+                Some(sum) => {
+                    if sum.merge(&share).is_err() && share.total() > sum.total() {
+                        *sum = *share;
+                    }
+                }
+            }
+        }
         match list.source {
             ListSource::PaneCounter => {
                 m.locals.insert(list.worker, list.items);
@@ -122,9 +164,33 @@ impl ListMerger {
                     m.published_approximate = !exact;
                 }
             }
+            let counting = &self.counting[key.window.0 as usize];
+            if state == ListState::Final && counting.exact_at_seal() && m.published_approximate {
+                let items = m.published.as_ref().map_or(&[][..], |p| p.1.as_slice());
+                let counts: Vec<u64> = items.iter().map(|r| r.count).collect();
+                let events = m.sketch_locals.values().map(|v| v.1).fold(0, u64::saturating_add);
+                let bound = counting.sketch().map_or(0, |s| s.error_bound(events));
+                self.sealed.push(SealedSketch {
+                    instance: *key,
+                    window: spec.name.clone(),
+                    start: key.start,
+                    end,
+                    k: spec.k,
+                    revision: m.revision,
+                    watermark: wm,
+                    threshold: first_threshold(&counts, spec.k, bound),
+                    sketch: m.share.take(),
+                });
+            }
             state != ListState::Final
         });
         out
+    }
+
+    /// The instances of `exact_at_seal` windows sealed since the last call whose final list is
+    /// approximate: each is replayed to publish it exact.
+    pub fn take_sealed(&mut self) -> Vec<SealedSketch> {
+        std::mem::take(&mut self.sealed)
     }
 
     /// What was published per live instance (call between epochs).
@@ -173,10 +239,18 @@ impl ListMerger {
                     changed: false,
                     published: p.published.clone(),
                     revision: p.revision,
+                    share: None,
                 },
             );
         }
         m
+    }
+
+    /// The earliest event time an instance that is not sealed at global watermark `wm` can
+    /// hold: every instance covering an earlier time has sealed.
+    pub fn all_sealed_before(&self, wm: Millis) -> Millis {
+        let longest = self.windows.iter().map(|w| w.size).max().unwrap_or(Span::ZERO);
+        wm.minus(self.allowed_lateness).minus(longest)
     }
 
     /// Instances being merged (not yet sealed).
@@ -267,6 +341,7 @@ mod tests {
                 })
                 .collect(),
             source: ListSource::PaneCounter,
+            share: None,
         }
     }
 

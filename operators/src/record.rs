@@ -79,6 +79,9 @@ pub enum Control {
     /// The groups this epoch's events count in, per instance of a window with `by` dims (see
     /// `group::admission`).
     Groups(Vec<crate::group::GroupNote>),
+    /// Where this epoch's events of `exact_at_seal` instances begin per partition, and the
+    /// records a replay must skip (see `replay`); read by the merger only.
+    Replay(Vec<crate::replay::ReplayNote>),
 }
 
 /// A ranked entry of a top-K list.
@@ -103,6 +106,10 @@ pub struct LocalList {
     pub items: Vec<RankedItem>,
     /// Which counter computed it, and for the sketch counter, over how many events.
     pub source: ListSource,
+    /// Sent once when an instance of an `exact_at_seal` window seals: this worker's share of
+    /// the instance's count-min table (the shares add up to a table of all its events), which
+    /// guides the replay (`replay.rs`).
+    pub share: Option<Box<crate::sketch::CountMinSketch>>,
 }
 
 /// Which of a worker's counters computed a [`LocalList`] (a `both` window gets one of each).

@@ -324,7 +324,11 @@ impl SketchCounter {
             let end = spec.end_of(key.start);
             let open = end > wm;
             let dirty = inst.touched > inst.emitted;
-            if force || ((tick || !open) && dirty) {
+            let live = end > horizon(sealed_h, &self.sealed_until, key.window);
+            let counting = &self.counting[key.window.0 as usize];
+            // an `exact_at_seal` instance sends its share of the table as it seals
+            let share = (!live && counting.exact_at_seal()).then(|| Box::new(share_of(inst, counting, self.worker)));
+            if force || ((tick || !open) && dirty) || share.is_some() {
                 out.push(LocalList {
                     instance: *key,
                     group: GroupKey::global(),
@@ -334,10 +338,11 @@ impl SketchCounter {
                         events: inst.events,
                         exact: matches!(inst.counts, Counts::Exact(_)),
                     },
+                    share,
                 });
                 inst.emitted = seq;
             }
-            end > horizon(sealed_h, &self.sealed_until, key.window)
+            live
         });
         self.seq += 1;
         out
@@ -406,6 +411,44 @@ impl SketchCounter {
             },
         }
     }
+}
+
+/// A worker's share of a sealing instance's count-min table (see [`SketchCountsSnapshot`]):
+/// what it added since its restore (worker 0: and the restored table); exact counts (an `auto`
+/// instance that did not fold here) added into an empty table. Summed over workers, it never
+/// under-counts any item of the instance.
+fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> CountMinSketch {
+    match &inst.counts {
+        Counts::Sketch(s) => match (s.as_ref(), &inst.base) {
+            (AnySketch::Cms(cms), Some(base)) if worker != 0 => {
+                cms.sketch().minus(base).unwrap_or_else(|_| cms.sketch().clone())
+            }
+            (AnySketch::Cms(cms), _) => cms.sketch().clone(),
+            // (config: exact_at_seal needs count-min) an empty share: the replay's first
+            // threshold then counts nothing and lowers it to 1, which counts every item
+            (AnySketch::Hk(_), _) => CountMinSketch::new(shape_of(counting)),
+        },
+        Counts::Exact(map) => {
+            let mut table = CountMinSketch::new(shape_of(counting));
+            for (item, c) in map {
+                let mut left = *c;
+                while left > 0 {
+                    let n = left.min(u64::from(u32::MAX));
+                    table.add(item_hash(item), n as u32);
+                    left -= n;
+                }
+            }
+            table
+        }
+    }
+}
+
+/// The count-min shape of a window's sketch (validated when the job was planned).
+fn shape_of(counting: &Counting) -> crate::sketch::CmsShape {
+    counting
+        .sketch()
+        .and_then(|s| s.cms_shape().ok())
+        .expect("sketch windows have a valid sketch spec (config validation)")
 }
 
 /// A new sketch for a window with a sketch (validated when the job was planned).

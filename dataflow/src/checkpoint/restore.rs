@@ -13,6 +13,7 @@ use super::{checkpoint_dir, list, JobLayout};
 use anyhow::{anyhow, bail, Context, Result};
 use hotlist_operators::hot_keys::HotKeysSnapshot;
 use hotlist_operators::record::PartitionId;
+use hotlist_operators::replay::ReplaySnapshot;
 use hotlist_operators::sketch_counter::SketchCounterSnapshot;
 use hotlist_operators::snapshot::{
     self, validate_counters, CounterSnapshot, MergerSnapshot, PaneSegment, SnapshotError, SourceSnapshot,
@@ -36,6 +37,9 @@ pub struct Restored {
     pub sources: SourceSnapshot,
     /// The hot-key detector's state (`hotkeys.snap`), if the checkpoint has one.
     pub hot_keys: Option<HotKeysSnapshot>,
+    /// `exact_at_seal` replays (`replay.snap`: the sources' notes and the pending replays), if
+    /// the checkpoint has them.
+    pub replay: Option<ReplaySnapshot>,
     /// After a fallback past newer committed checkpoints (or `--from-checkpoint`): the dead
     /// letters the store has already, which the sink does not store again.
     pub stored_dead_letters: StoredDeadLetters,
@@ -151,6 +155,14 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
         true => Some(decode_file::<HotKeysSnapshot>(dir, "hotkeys.snap")?),
         false => None,
     };
+    let replay = match manifest.lists("replay.snap") {
+        true => {
+            let r: ReplaySnapshot = decode_file(dir, "replay.snap")?;
+            r.validate(&layout.windows).map_err(|e| anyhow!("replay.snap: {e}"))?;
+            Some(r)
+        }
+        false => None,
+    };
     Ok(Restored {
         epoch,
         counters,
@@ -158,6 +170,7 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
         merger,
         sources,
         hot_keys,
+        replay,
         stored_dead_letters: StoredDeadLetters::default(),
     })
 }

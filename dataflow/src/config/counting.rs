@@ -30,6 +30,13 @@ fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
             at("max_items")
         );
     }
+    let exact_at_seal = raw.exact_at_seal.unwrap_or(false);
+    if exact_at_seal && !matches!(mode, "sketch" | "auto") {
+        bail!(
+            "{}: only for mode = \"sketch\" or \"auto\" (this window's mode is {mode:?}; an exact list needs no replay)",
+            at("exact_at_seal")
+        );
+    }
     if mode == "exact" {
         if raw.sketch.is_some() {
             bail!(
@@ -39,7 +46,14 @@ fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
         }
         return Ok(Counting::Exact);
     }
-    let spec = sketch_spec(raw.sketch.as_ref().unwrap_or(&RawSketch::default()), w, &at)?;
+    let mut spec = sketch_spec(raw.sketch.as_ref().unwrap_or(&RawSketch::default()), w, &at)?;
+    if exact_at_seal && spec.algorithm != Algorithm::Cms {
+        bail!(
+            "{}: needs algorithm = \"cms\" (HeavyKeeper may under-count, so its estimates cannot bound a replay)",
+            at("exact_at_seal")
+        );
+    }
+    spec.exact_at_seal = exact_at_seal;
     Ok(match mode {
         "sketch" => Counting::Sketch(spec),
         "both" => Counting::Both(spec),
@@ -90,6 +104,7 @@ fn sketch_spec(raw: &RawSketch, w: &WindowSpec, at: &dyn Fn(&str) -> String) -> 
         delta: raw.delta.unwrap_or(DEFAULT_DELTA),
         candidates,
         conservative,
+        exact_at_seal: false,
     };
     spec.new_sketch().map_err(|e| anyhow!("{}: {e}", at("sketch")))?;
     Ok(spec)

@@ -213,6 +213,9 @@ pub struct RawWindow {
     pub max_items: Option<u64>,
     /// `[window.sketch]`: the sketch of a `sketch`, `auto` or `both` window.
     pub sketch: Option<RawSketch>,
+    /// `sketch` / `auto` count-min windows: replay each sealed instance's input to publish its
+    /// final list exact, with a certificate (default false).
+    pub exact_at_seal: Option<bool>,
     /// Dims to keep one list per combination of values of (none: one global list).
     pub by: Option<Vec<String>>,
     /// Most groups per instance (default 10,000); further groups count in `(other)`.

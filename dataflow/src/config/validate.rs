@@ -39,6 +39,14 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     input.format = input.compile(&job_dims(&windows), needs_user(&windows))?;
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
     let counting = super::counting::validate_counting(&raw.window, &windows)?;
+    if let Some(w) = counting.iter().position(|c| c.exact_at_seal()) {
+        if matches!(source, SourcePlan::Stdin) {
+            bail!(
+                "window {:?}: exact_at_seal replays each sealed instance's input, and standard input cannot be replayed (read a file, the generator or Kafka)",
+                windows[w].name
+            );
+        }
+    }
     let (sink, fanout) = validate_sink(&raw.sink)?;
     let workers = overrides.workers.or(raw.run.workers).unwrap_or(1);
     if workers == 0 || workers > 256 {

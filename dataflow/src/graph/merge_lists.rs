@@ -5,9 +5,10 @@
 //! `hotlist_operators::merge::ListMerger` decide what to publish.
 
 use super::epoch_stash::{Epoch, EpochStash};
+use super::replays::Replays;
 use super::RunCtx;
 use crate::checkpoint;
-use crate::config::TimePlan;
+use crate::config::{JobPlan, TimePlan};
 use crate::stats::JobStats;
 use hotlist_operators::counting::Counting;
 use hotlist_operators::merge::ListMerger;
@@ -22,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Duration;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::Stream;
@@ -31,20 +33,32 @@ use timely::dataflow::Stream;
 pub fn merge_lists<'scope>(
     lists: Stream<'scope, u64, Vec<LocalList>>,
     control: Stream<'scope, u64, Vec<Control>>,
-    windows: (Vec<WindowSpec>, Vec<Counting>),
-    time: TimePlan,
+    plan: &JobPlan,
     stats: Arc<JobStats>,
     ctx: RunCtx,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
 ) -> Stream<'scope, u64, Vec<PublishedList>> {
     let leader = lists.scope().index() == 0;
+    let windows = (plan.windows.clone(), plan.counting.clone());
+    let time = plan.time;
+    // `exact_at_seal` windows: worker 0 replays their sealed instances
+    let replay_plan = (leader && plan.counting.iter().any(|c| c.exact_at_seal())).then(|| Arc::new(plan.clone()));
+    let scope = lists.scope();
     lists.binary_frontier(
         control,
         Exchange::new(|_: &LocalList| 0u64),
         Pipeline,
         "MergeLists",
-        move |_cap, _info| {
+        move |cap, info| {
+            let activator = scope.activator_for(info.address);
             let mut state = MergeState::new(windows, time, leader, stats, ctx, checkpoints);
+            state.replays = replay_plan.map(|p| {
+                let restored = state.ctx.restore.as_ref().and_then(|r| r.replay.clone());
+                Replays::start(p, restored)
+            });
+            // held while replays are pending, at the earliest epoch still to come: their exact
+            // revisions go out at it
+            let mut held = state.replays.as_ref().is_some_and(Replays::busy).then_some(cap);
             let mut stash: EpochStash<LocalList, Control> = EpochStash::new(&[0]);
             move |(in_lists, f1), (in_control, f2), output| {
                 in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
@@ -60,6 +74,27 @@ pub fn merge_lists<'scope>(
                     if !published.is_empty() {
                         output.session(&caps[0]).give_container(&mut published);
                     }
+                    if held.is_none() && state.replays.as_ref().is_some_and(Replays::busy) {
+                        held = Some(caps[0].clone());
+                    }
+                }
+                let Some(replays) = state.replays.as_mut() else { return };
+                let frontier = f1.frontier().iter().chain(f2.frontier().iter()).min().copied();
+                if let (Some(h), Some(f)) = (held.as_mut(), frontier) {
+                    if *h.time() < f {
+                        h.downgrade(&f);
+                    }
+                }
+                let mut exact = replays.finished(Millis::now(), false);
+                if let Some(h) = held.as_ref() {
+                    if !exact.is_empty() {
+                        output.session(h).give_container(&mut exact);
+                    }
+                }
+                if replays.busy() {
+                    activator.activate_after(Duration::from_millis(5));
+                } else {
+                    held = None;
                 }
             }
         },
@@ -79,6 +114,8 @@ struct MergeState {
     ctx: RunCtx,
     /// Checkpoint epochs whose files are written, for the sink.
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// Worker 0 of a job with `exact_at_seal` windows: the replays of their sealed instances.
+    replays: Option<Replays>,
 }
 
 impl MergeState {
@@ -113,6 +150,7 @@ impl MergeState {
             stats,
             ctx,
             checkpoints,
+            replays: None,
         }
     }
 
@@ -125,9 +163,22 @@ impl MergeState {
         let requested = controls.contains(&Control::Checkpoint);
         self.read_controls(controls);
         let wm = self.global.advance();
-        let published = self.merger.advance(wm, Millis::now());
+        let mut published = self.merger.advance(wm, Millis::now());
+        if let Some(r) = self.replays.as_mut() {
+            let positions = self.partitions.iter().map(|(p, s)| (*p, s.position)).collect();
+            r.sealed(self.merger.take_sealed(), &positions);
+            r.forget_before(self.merger.all_sealed_before(wm));
+            // the end of the input: nothing else runs, the last commit waits for every replay
+            published.extend(r.finished(Millis::now(), wm == Millis::MAX));
+        }
         if self.leader && self.ctx.is_checkpoint(t, wm, requested) {
             self.snapshot(t);
+            if requested {
+                // stopping: what is pending is in this checkpoint; the next run replays it
+                if let Some(r) = self.replays.as_mut() {
+                    r.abandon();
+                }
+            }
         }
         if self.leader {
             self.report(wm, &published);
@@ -139,6 +190,13 @@ impl MergeState {
     /// partition's state for the next checkpoint.
     fn read_controls(&mut self, controls: Vec<Control>) {
         for c in controls {
+            let c = match (c, self.replays.as_mut()) {
+                (Control::Replay(notes), Some(r)) => {
+                    r.note(notes);
+                    continue;
+                }
+                (c, _) => c,
+            };
             if let Control::Partition {
                 partition,
                 watermark,
@@ -169,6 +227,10 @@ impl MergeState {
         };
         let written = checkpoint::write_snapshot(&dir, "merger.snap", &self.merger.snapshot())
             .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
+            .and_then(|_| match &self.replays {
+                Some(r) => checkpoint::write_snapshot(&dir, "replay.snap", &r.snapshot()),
+                None => Ok(0),
+            })
             .map(|_| ());
         match written {
             Ok(()) => {

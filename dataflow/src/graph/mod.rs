@@ -17,6 +17,7 @@
 pub mod epoch_stash;
 pub mod hot_keys;
 pub mod merge_lists;
+pub mod replays;
 pub mod sink;
 pub mod window_count;
 
@@ -122,15 +123,7 @@ pub fn build<'scope>(
     );
     // checkpoint epochs the merger (worker 0) decided, for the sink on the same worker thread
     let checkpoints: Rc<RefCell<BTreeSet<u64>>> = Rc::new(RefCell::new(BTreeSet::new()));
-    let published = merge_lists::merge_lists(
-        lists,
-        control,
-        (plan.windows.clone(), plan.counting.clone()),
-        plan.time,
-        stats,
-        ctx.clone(),
-        checkpoints.clone(),
-    );
+    let published = merge_lists::merge_lists(lists, control, plan, stats, ctx.clone(), checkpoints.clone());
     let mut dead = src.dead.concat(sealed).map(sink::SinkInput::Dead);
     if let Some(hot) = hot {
         dead = dead.concat(hot.map(sink::SinkInput::Hot));

@@ -264,7 +264,7 @@ impl WindowCountState {
                     ..
                 } => self.global.update(partition, watermark, status),
                 Control::EmitTick => tick = true,
-                Control::Checkpoint => {}
+                Control::Checkpoint | Control::Replay(_) => {}
                 Control::Groups(notes) => self.counter.note_groups(&notes),
             }
         }

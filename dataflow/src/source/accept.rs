@@ -99,9 +99,10 @@ fn extra_of(ev: &hotlist_operators::event::ParsedEvent<'_>) -> Option<Box<EventE
     }))
 }
 
-/// Checks (parsing if needed), stamps, judges and routes one record.
+/// Checks (parsing if needed), stamps, judges and routes one record. Returns the event time of
+/// an event rejected as `future` against the wall clock (a verdict a replay cannot re-derive).
 #[inline]
-pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, rules: &Rules) {
+pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, rules: &Rules) -> Option<Millis> {
     let message = rec.message();
     let (item, ts, raw, extra): (ItemId, Millis, Option<&[u8]>, _) = match rec {
         Record::TooLarge { head, len, at: m } => {
@@ -111,20 +112,28 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
                 rules.max_record_bytes,
                 head.len()
             );
-            return at.reject(head.to_vec(), DeadReason::TooLarge, detail);
+            at.reject(head.to_vec(), DeadReason::TooLarge, detail);
+            return None;
         }
         Record::Line(line) | Record::LineAt(line, _) => match parse_with(line, &rules.format) {
             Ok(ev) if ev.user.is_none() && rules.user_required => {
                 let pointer = rules.format.user.as_ref().map_or("", |p| p.text.as_str());
                 let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
-                return at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
+                at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
+                return None;
             }
             Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line), extra_of(&ev)),
-            Err(bad) => return at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message)),
+            Err(bad) => {
+                at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message));
+                return None;
+            }
         },
         Record::Event(item, ts) => match check_event_time(ts) {
             Ok(ts) => (item.clone(), ts, None, None),
-            Err(bad) => return at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string()),
+            Err(bad) => {
+                at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string());
+                return None;
+            }
         },
     };
     let (reference, of) = reference_time(message, rules.wall);
@@ -134,7 +143,9 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
             "ts {ts} is more than time.max_future ({}) ahead of {of} ({reference})",
             rules.max_future
         );
-        return at.reject(raw, DeadReason::Future, in_message(detail, message));
+        at.reject(raw, DeadReason::Future, in_message(detail, message));
+        let by_wall = !matches!(message, Some(InMessage { timestamp: Some(_), .. }));
+        return by_wall.then_some(ts);
     }
     at.tally.events += 1;
     let wm_before = clock.observe(ts);
@@ -156,7 +167,7 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
             detail: in_message(detail, message),
         });
         if verdict.fully_late {
-            return;
+            return None;
         }
     }
     let hash = item_hash(&item);
@@ -169,6 +180,7 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
         partition: at.partition,
         position: at.position,
     });
+    None
 }
 
 /// The reference time of the `max_future` rule and what it is: the message's timestamp, else

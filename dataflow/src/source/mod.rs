@@ -13,7 +13,8 @@
 //! Files: `operator` the timely operator; `state` its partitions and epoch clock (restore
 //! included); `resume` how a checkpoint's partitions go on in a new run (a Kafka partition a
 //! bounded run finished reads on); `accept` the per-record path (parsing, the event time rules,
-//! lateness); `file`, `generator`, `kafka` the readers (`kafka/data_loss.rs`: messages lost
+//! lateness); `replay_notes` what `exact_at_seal` replays need to know of the partitions;
+//! `file`, `generator`, `kafka` the readers (`kafka/data_loss.rs`: messages lost
 //! before they were read); `lines` splitting files and stdin into lines of bounded size;
 //! `discovery` partitions added to a Kafka topic while the job runs.
 
@@ -24,6 +25,8 @@ pub mod generator;
 pub mod kafka;
 pub mod lines;
 mod operator;
+pub mod replay;
+mod replay_notes;
 pub mod resume;
 mod state;
 #[cfg(test)]

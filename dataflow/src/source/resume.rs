@@ -143,6 +143,7 @@ mod tests {
             merger: MergerSnapshot::default(),
             sources: SourceSnapshot { partitions },
             hot_keys: None,
+            replay: None,
             stored_dead_letters: Default::default(),
         }
     }

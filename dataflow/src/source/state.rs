@@ -6,6 +6,7 @@
 
 use super::accept::{accept, Batch, Place, Rules, Tally};
 use super::discovery::Growth;
+use super::replay_notes::{PartitionMarks, ReplayNoter};
 use super::{ReadStatus, Reader};
 use crate::config::{JobPlan, SourcePlan};
 use crate::graph::RunCtx;
@@ -15,6 +16,7 @@ use hotlist_operators::record::{Control, PartitionId, PartitionStatus};
 use hotlist_operators::snapshot::PartitionState;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
+use hotlist_operators::window::{WindowId, WindowSpec};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +38,8 @@ pub(super) struct Partition {
     stats: Arc<PartitionStats>,
     /// Its reader failed (the run is failing): it is not read again, and it never ends.
     failed: bool,
+    /// `exact_at_seal` bookkeeping (see `replay_notes`).
+    marks: PartitionMarks,
 }
 
 impl Partition {
@@ -63,6 +67,7 @@ impl Partition {
                 status = PartitionStatus::Finished;
             }
         }
+        let marks = PartitionMarks::starting_at(position, clock.max_ts());
         Ok(Partition {
             id,
             reader,
@@ -73,6 +78,7 @@ impl Partition {
             tally: Tally::default(),
             stats,
             failed: false,
+            marks,
         })
     }
 
@@ -84,6 +90,14 @@ impl Partition {
     fn readable(&self) -> bool {
         self.live() && !self.failed
     }
+}
+
+/// The job's `exact_at_seal` windows.
+fn replay_windows(plan: &JobPlan) -> Vec<(WindowId, WindowSpec)> {
+    (plan.windows.iter().zip(&plan.counting).enumerate())
+        .filter(|(_, (_, c))| c.exact_at_seal())
+        .map(|(i, (w, _))| (WindowId(i as u16), w.clone()))
+        .collect()
 }
 
 /// Why an epoch closes now.
@@ -118,6 +132,8 @@ pub(super) struct SourceState {
     ctx: RunCtx,
     /// A live Kafka run: partitions added to the topic while it runs.
     growth: Option<Growth>,
+    /// A job with `exact_at_seal` windows: what the merger needs to replay their instances.
+    replay: Option<ReplayNoter>,
 }
 
 impl SourceState {
@@ -164,6 +180,7 @@ impl SourceState {
             last_tick: now,
             ctx: ctx.clone(),
             growth,
+            replay: ReplayNoter::new(replay_windows(plan), plan.time.allowed_lateness),
         };
         state.add_partitions(readers);
         state
@@ -245,6 +262,7 @@ impl SourceState {
             batch,
             idle_timeout,
             ctx,
+            replay,
             ..
         } = self;
         rules.wall = Millis::now();
@@ -259,8 +277,10 @@ impl SourceState {
                 clock,
                 position,
                 tally,
+                marks,
                 ..
             } = part;
+            let first_new = out.events.len();
             let status = reader.read(share, &mut |rec| {
                 // files and generators count records; Kafka records carry their offset
                 let at = match rec.message() {
@@ -271,14 +291,20 @@ impl SourceState {
                     }
                 };
                 tally.records += 1;
+                let line = rec.message().map_or(0, |m| m.line);
                 let place = Place {
                     partition: *id,
                     position: at,
                     out: &mut *out,
                     tally: &mut *tally,
                 };
-                accept(rec, place, clock, rules);
+                if let (Some(ts), Some(n)) = (accept(rec, place, clock, rules), replay.as_mut()) {
+                    n.skip(*id, at, line, ts);
+                }
             });
+            if let Some(n) = replay.as_mut() {
+                n.events(*id, marks, &out.events[first_new..]);
+            }
             part.after_kafka_read(ctx);
             produced |= part.note_read(status, now, *idle_timeout, ctx);
         }
@@ -334,6 +360,15 @@ impl SourceState {
                 max_ts: p.clock.max_ts(),
             })
             .collect();
+        if let Some(n) = self.replay.as_mut() {
+            for p in self.partitions.iter_mut() {
+                n.epoch_closed(&mut p.marks, p.position, p.clock.max_ts(), p.clock.watermark());
+            }
+            let notes = n.take();
+            if !notes.is_empty() {
+                controls.push(Control::Replay(notes));
+            }
+        }
         if end == EpochEnd::Last || self.last_tick.elapsed() >= self.emit_interval {
             controls.push(Control::EmitTick);
             self.last_tick = Instant::now();

@@ -40,6 +40,7 @@ fn restoring(position: u64) -> RunCtx {
                 partitions: vec![at(position)],
             },
             hot_keys: None,
+            replay: None,
             stored_dead_letters: Default::default(),
         })),
         checkpoint: None,

@@ -246,8 +246,9 @@ fn add_all<A: Cell, B: Cell>(into: &mut [A], from: &[B]) {
     }
 }
 
-/// A count-min sketch (see the module doc for its contract).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A count-min sketch (see the module doc for its contract). Serializable for a replay job
+/// (`replay.rs`), which checks it with [`CountMinSketch::is_consistent`] when restored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountMinSketch {
     shape: CmsShape,
     total: u64,
@@ -271,6 +272,11 @@ impl CountMinSketch {
             s.widen();
         }
         s
+    }
+
+    /// Whether its cells fit its shape (a deserialized sketch may not).
+    pub fn is_consistent(&self) -> bool {
+        self.cells.len() == self.shape.cells() && self.shape.width() > 0 && self.shape.depth() > 0
     }
 
     /// Counts `n` events of the item with pinned hash `hash`; returns its new estimate.

@@ -15,6 +15,7 @@ fn spec(algorithm: Algorithm, candidates: usize) -> SketchSpec {
         delta: 0.05,
         candidates,
         conservative: false,
+        exact_at_seal: false,
     }
 }
 
@@ -190,6 +191,7 @@ fn both_windows_publish_the_exact_list_with_a_check() {
         worker: 0,
         items: exact.clone(),
         source: ListSource::PaneCounter,
+        share: None,
     });
     let out = merger.advance(Millis(0), Millis(0));
     assert_eq!(out[0].items, exact);

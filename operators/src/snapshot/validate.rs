@@ -435,6 +435,7 @@ mod tests {
                 count: 2,
             }],
             source: crate::record::ListSource::PaneCounter,
+            share: None,
         });
         let _ = m.advance(Millis(0), Millis(0));
         assert_eq!(m.snapshot().validate(&windows()), Ok(()));

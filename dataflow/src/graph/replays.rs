@@ -1,0 +1,203 @@
+//! The replays of `exact_at_seal` instances, on their own thread beside the live job (worker 0,
+//! owned by `MergeLists`). The merger hands over each sealed instance whose final list is
+//! approximate; the thread reads its ranges again (`source::replay`) and sends back the exact
+//! list with its certificate, which the merger publishes as the instance's next revision.
+//!
+//! Until then the job is pending: it is in every checkpoint (`replay.snap`, with the sources'
+//! notes), so a crash or a stop replays it again after the restore; its exact revision is a
+//! function of the input only, so publishing it twice is harmless (the same revision number
+//! and list).
+
+use crate::config::JobPlan;
+use crate::source::replay::replay;
+use hotlist_operators::certify::Certificate;
+use hotlist_operators::merge::SealedSketch;
+use hotlist_operators::record::{ListState, PartitionId, PublishedList, RankedItem};
+use hotlist_operators::replay::{ReplayJob, ReplayNote, ReplayRanges, ReplaySnapshot};
+use hotlist_operators::time::Millis;
+use hotlist_operators::window::InstanceKey;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+type Outcome = (ReplayJob, Result<(Vec<RankedItem>, Certificate), String>);
+
+/// The replays of one run.
+pub struct Replays {
+    ranges: ReplayRanges,
+    pending: BTreeMap<InstanceKey, ReplayJob>,
+    jobs: Option<Sender<ReplayJob>>,
+    results: Receiver<Outcome>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// Instances whose list stayed approximate, with the reason (for the log and metrics).
+    pub failed: u64,
+}
+
+impl Replays {
+    /// The replays of a job, continuing the restored checkpoint's (`restored`).
+    pub fn start(plan: Arc<JobPlan>, restored: Option<ReplaySnapshot>) -> Replays {
+        let (jobs, inbox) = channel::<ReplayJob>();
+        let (outbox, results) = channel::<Outcome>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("hotlist-replay".into())
+                .spawn(move || {
+                    for job in inbox {
+                        let outcome = replay(&plan, &job, &stop);
+                        if outbox.send((job, outcome)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .ok()
+        };
+        let restored = restored.unwrap_or_default();
+        let mut me = Replays {
+            ranges: restored.ranges,
+            pending: BTreeMap::new(),
+            jobs: Some(jobs),
+            results,
+            stop,
+            thread,
+            failed: 0,
+        };
+        for job in restored.pending {
+            me.submit(job);
+        }
+        me
+    }
+
+    /// A source's notes.
+    pub fn note(&mut self, notes: Vec<ReplayNote>) {
+        for n in notes {
+            self.ranges.note(n);
+        }
+    }
+
+    /// Starts the replays of instances the merger sealed approximate, given every partition's
+    /// position in the sealing epoch.
+    pub fn sealed(&mut self, sealed: Vec<SealedSketch>, positions: &BTreeMap<PartitionId, u64>) {
+        for s in sealed {
+            let ranges = self.ranges.ranges(s.instance, (s.start, s.end), positions);
+            let job = match (ranges, s.sketch) {
+                (Ok(ranges), Some(sketch)) => ReplayJob {
+                    instance: s.instance,
+                    window: s.window,
+                    start: s.start,
+                    end: s.end,
+                    k: s.k,
+                    revision: s.revision.saturating_add(1),
+                    watermark: s.watermark,
+                    threshold: s.threshold,
+                    sketch,
+                    ranges,
+                },
+                (Err(why), _) => {
+                    self.give_up(&s.window, s.start, &why);
+                    continue;
+                }
+                (_, None) => {
+                    self.give_up(&s.window, s.start, "no worker sent its share of the sketch");
+                    continue;
+                }
+            };
+            self.submit(job);
+        }
+    }
+
+    /// Forgets the `future` rejections before `ts`: every instance that could hold them sealed.
+    pub fn forget_before(&mut self, ts: Millis) {
+        self.ranges.forget_skips_before(ts);
+    }
+
+    fn submit(&mut self, job: ReplayJob) {
+        self.pending.insert(job.instance, job.clone());
+        if let Some(tx) = &self.jobs {
+            if tx.send(job).is_err() {
+                self.jobs = None;
+            }
+        }
+    }
+
+    fn give_up(&mut self, window: &str, start: Millis, why: &str) {
+        self.failed += 1;
+        tracing::warn!("window {window} instance {start}: the sealed list stays approximate: {why}");
+    }
+
+    /// Whether replays are pending.
+    pub fn busy(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The exact revisions of the replays finished since the last call (`wait`: block until
+    /// every pending one is finished — the end of the input, when nothing else runs).
+    pub fn finished(&mut self, as_of: Millis, wait: bool) -> Vec<PublishedList> {
+        let mut out = Vec::new();
+        while self.busy() {
+            let next = if wait {
+                self.results.recv().ok()
+            } else {
+                self.results.try_recv().ok()
+            };
+            let Some((job, outcome)) = next else { break };
+            if self.pending.remove(&job.instance).is_none() {
+                continue;
+            }
+            match outcome {
+                Ok((items, certificate)) => out.push(PublishedList {
+                    window: job.window,
+                    start: job.start,
+                    end: job.end,
+                    group: Default::default(),
+                    revision: job.revision,
+                    state: ListState::Final,
+                    watermark: job.watermark,
+                    as_of,
+                    items,
+                    exact: true,
+                    error_bound: 0,
+                    sketch_check: None,
+                    certificate: Some(certificate),
+                }),
+                Err(why) => self.give_up(&job.window, job.start, &why),
+            }
+        }
+        if wait && self.busy() {
+            // the thread is gone: what is left stays approximate
+            for job in std::mem::take(&mut self.pending).into_values() {
+                self.give_up(&job.window, job.start, "the replay thread stopped");
+            }
+        }
+        out
+    }
+
+    /// What a checkpoint keeps.
+    pub fn snapshot(&self) -> ReplaySnapshot {
+        ReplaySnapshot {
+            ranges: self.ranges.clone(),
+            pending: self.pending.values().cloned().collect(),
+        }
+    }
+
+    /// Stops the thread (the job is stopping: what is pending is in its checkpoint).
+    pub fn abandon(&mut self) {
+        self.stop.store(true, Relaxed);
+        self.pending.clear();
+        self.jobs = None;
+    }
+}
+
+impl Drop for Replays {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! What a source tells the merger for `exact_at_seal` windows (`hotlist_operators::replay`):
+//! per partition, the epoch in which it accepted its first event of each instance (noted with
+//! the partition's resume point at that epoch's start), and every record it rejected as
+//! `future` against the wall clock (a replay cannot re-judge those).
+
+use hotlist_operators::record::{PartitionId, TimedEvent};
+use hotlist_operators::replay::{counts_in, ReplayNote};
+use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::window::{InstanceKey, WindowId, WindowSpec};
+use std::collections::HashSet;
+
+/// A partition's replay bookkeeping.
+#[derive(Default)]
+pub(super) struct PartitionMarks {
+    /// The resume point of the current epoch: position and the clock's largest event time.
+    epoch_start: (u64, Millis),
+    /// Instances whose start was noted (until the partition's watermark passes their end +
+    /// allowed lateness: it accepts no more of their events).
+    noted: HashSet<InstanceKey>,
+}
+
+impl PartitionMarks {
+    /// Marks for a partition that (re)starts at `position` with its clock at `max_ts`.
+    pub(super) fn starting_at(position: u64, max_ts: Millis) -> PartitionMarks {
+        PartitionMarks {
+            epoch_start: (position, max_ts),
+            noted: HashSet::new(),
+        }
+    }
+}
+
+/// The source's notes for the job's `exact_at_seal` windows.
+pub(super) struct ReplayNoter {
+    windows: Vec<(WindowId, WindowSpec)>,
+    lateness: Span,
+    notes: Vec<ReplayNote>,
+}
+
+impl ReplayNoter {
+    /// A noter for the windows with `exact_at_seal` (`None` when there are none).
+    pub(super) fn new(windows: Vec<(WindowId, WindowSpec)>, lateness: Span) -> Option<ReplayNoter> {
+        (!windows.is_empty()).then_some(ReplayNoter {
+            windows,
+            lateness,
+            notes: Vec::new(),
+        })
+    }
+
+    /// Notes the instances `events` (accepted from `partition` this epoch) are the first of.
+    pub(super) fn events(&mut self, partition: PartitionId, marks: &mut PartitionMarks, events: &[TimedEvent]) {
+        for e in events {
+            for (id, w) in &self.windows {
+                for start in w.starts_covering(e.ts) {
+                    let instance = InstanceKey { window: *id, start };
+                    if counts_in(w, start, self.lateness, e.ts, e.wm_before) && marks.noted.insert(instance) {
+                        let (position, max_ts) = marks.epoch_start;
+                        self.notes.push(ReplayNote::Start {
+                            instance,
+                            partition,
+                            position,
+                            max_ts,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// A record rejected as `future` against the wall clock.
+    pub(super) fn skip(&mut self, partition: PartitionId, position: u64, line: u32, ts: Millis) {
+        self.notes.push(ReplayNote::Skip {
+            partition,
+            position,
+            line,
+            ts,
+        });
+    }
+
+    /// The epoch closes with the partition at `position`, its clock at `max_ts` and `watermark`:
+    /// the next epoch's resume point; instances the partition can no longer count are dropped.
+    pub(super) fn epoch_closed(&self, marks: &mut PartitionMarks, position: u64, max_ts: Millis, watermark: Millis) {
+        marks.epoch_start = (position, max_ts);
+        let horizon = watermark.minus(self.lateness);
+        let windows = &self.windows;
+        marks.noted.retain(|k| {
+            windows
+                .iter()
+                .find(|(id, _)| *id == k.window)
+                .is_some_and(|(_, w)| w.end_of(k.start) > horizon)
+        });
+    }
+
+    /// The notes since the last call.
+    pub(super) fn take(&mut self) -> Vec<ReplayNote> {
+        std::mem::take(&mut self.notes)
+    }
+}

@@ -1,0 +1,403 @@
+//! The sketch-guided replay of a sealed sketch instance (`exact_at_seal`), minus the reading:
+//! where each partition's share of an instance begins and ends, what a pass counts, and the
+//! job a sealed instance hands to the replay thread (`dataflow/src/replay.rs` reads; the proof
+//! that the result is exact is in `certify.rs`).
+//!
+//! **Ranges.** A source notes, per partition, the first epoch in which it accepted an event of
+//! an instance ([`ReplayNote::Start`]: the partition's position and clock at that epoch's
+//! start, exactly what a checkpoint would resume it from). The instance's share of the
+//! partition ends at the partition's position in the epoch that sealed it: every event the
+//! counters took for the instance lies in between, and re-reading from that resume point
+//! re-derives the same watermark before every record, hence the same lateness verdicts.
+//!
+//! **What cannot be re-derived**: the `time.max_future` verdict of a record without a message
+//! timestamp, which compares with the wall clock at read time. A source reports every such
+//! rejection ([`ReplayNote::Skip`]) and the replay skips those records; if more than
+//! [`MAX_SKIPS`] are outstanding, instances they may touch stay approximate (with the reason).
+
+use crate::hash::item_hash;
+use crate::record::{ItemId, PartitionId};
+use crate::sketch::CountMinSketch;
+use crate::time::{Millis, Span};
+use crate::window::{InstanceKey, WindowSpec};
+use rustc_hash::FxBuildHasher;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+
+/// Most `future` rejections the merger keeps for replays (beyond: the instances they may
+/// touch are not replayed).
+pub const MAX_SKIPS: usize = 100_000;
+
+/// What a source tells the merger about replay ranges, with the control records of an epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReplayNote {
+    /// The partition accepted its first event of the instance in this epoch, which began at
+    /// `position` with the partition clock's largest event time `max_ts`.
+    Start {
+        /// The instance (of an `exact_at_seal` window).
+        instance: InstanceKey,
+        /// The partition.
+        partition: PartitionId,
+        /// The partition's position at the epoch's start (records read; Kafka: next offset).
+        position: u64,
+        /// Its clock's largest event time then (`Millis::MIN`: none yet).
+        max_ts: Millis,
+    },
+    /// A record rejected as `future` against the wall clock (the replay cannot re-judge it).
+    Skip {
+        /// The partition.
+        partition: PartitionId,
+        /// The record's position (Kafka: its message's offset).
+        position: u64,
+        /// Its line in the message (Kafka), else 0.
+        line: u32,
+        /// Its event time.
+        ts: Millis,
+    },
+}
+
+/// One partition's share of an instance: re-read from `from` (clock at `max_ts`) until the
+/// position reaches `to`, skipping `skips`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRange {
+    /// The partition.
+    pub partition: PartitionId,
+    /// Where reading starts (a resume position).
+    pub from: u64,
+    /// The partition clock's largest event time at `from`.
+    pub max_ts: Millis,
+    /// Where reading stops: the partition's position in the epoch that sealed the instance.
+    pub to: u64,
+    /// Records in the range the source rejected as `future` against the wall clock:
+    /// (position, line), sorted.
+    pub skips: Vec<(u64, u32)>,
+}
+
+/// Everything the replay of one sealed instance needs; kept in checkpoints until its exact
+/// revision is published.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayJob {
+    /// The instance.
+    pub instance: InstanceKey,
+    /// Its window's name, start and end, and k.
+    pub window: String,
+    /// Instance start.
+    pub start: Millis,
+    /// Instance end.
+    pub end: Millis,
+    /// The list length.
+    pub k: usize,
+    /// The revision the exact list is published as (the approximate final one's + 1).
+    pub revision: u32,
+    /// The global watermark the instance sealed at.
+    pub watermark: Millis,
+    /// The first pass's threshold (`certify::first_threshold`).
+    pub threshold: u64,
+    /// The sum of every worker's share of the instance's count-min table: never below any
+    /// item's true count.
+    pub sketch: CountMinSketch,
+    /// Every partition's share of the instance.
+    pub ranges: Vec<PartitionRange>,
+}
+
+/// What a checkpoint keeps of the replays (`replay.snap`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaySnapshot {
+    /// The sources' notes of instances not sealed yet.
+    pub ranges: ReplayRanges,
+    /// Sealed instances whose exact revision is not published yet.
+    pub pending: Vec<ReplayJob>,
+}
+
+impl crate::snapshot::Snapshot for ReplaySnapshot {}
+
+impl ReplaySnapshot {
+    /// Checks it against the job's windows: every pending job names one of them (with its k and
+    /// instance bounds), its sketch fits its shape, its ranges run forwards.
+    pub fn validate(&self, windows: &[WindowSpec]) -> Result<(), String> {
+        for j in &self.pending {
+            let at = format!("pending replay of {:?}@{}", j.window, j.start.0);
+            let w = windows
+                .get(j.instance.window.0 as usize)
+                .filter(|w| w.name == j.window)
+                .ok_or_else(|| format!("{at}: the job has no such window"))?;
+            if j.k != w.k || j.start != j.instance.start || w.end_of(j.start) != j.end {
+                return Err(format!("{at}: k or bounds differ from the window's"));
+            }
+            if !j.sketch.is_consistent() {
+                return Err(format!("{at}: its sketch does not fit its shape"));
+            }
+            if j.ranges.iter().any(|r| r.from > r.to) {
+                return Err(format!("{at}: a range ends before it starts"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an event at `ts`, read when its partition's watermark was `wm_before`, counts in
+/// the instance starting at `start` of window `w` (the counters' rule: in the instance and not
+/// late for it).
+pub fn counts_in(w: &WindowSpec, start: Millis, lateness: Span, ts: Millis, wm_before: Millis) -> bool {
+    let end = w.end_of(start);
+    ts >= start && ts < end && end > wm_before.minus(lateness)
+}
+
+/// One replay pass: exact counts of the items whose estimate is at least the threshold.
+pub struct ReplayPass<'a> {
+    sketch: &'a CountMinSketch,
+    threshold: u64,
+    counts: FxMap<ItemId, u64>,
+    /// Events of the instance seen (counted or not).
+    pub events: u64,
+}
+
+impl<'a> ReplayPass<'a> {
+    /// A pass from `threshold` guided by `sketch`.
+    pub fn new(sketch: &'a CountMinSketch, threshold: u64) -> ReplayPass<'a> {
+        ReplayPass {
+            sketch,
+            threshold,
+            counts: FxMap::default(),
+            events: 0,
+        }
+    }
+
+    /// One event of the instance.
+    #[inline]
+    pub fn observe(&mut self, item: &ItemId, hash: u64) {
+        self.events += 1;
+        if let Some(c) = self.counts.get_mut(item) {
+            *c += 1;
+        } else if self.sketch.estimate(hash) >= self.threshold {
+            self.counts.insert(item.clone(), 1);
+        }
+    }
+
+    /// One event by id (hashes it).
+    pub fn observe_id(&mut self, item: &str) {
+        self.observe(&ItemId::from(item), item_hash(item));
+    }
+
+    /// Items counted so far.
+    pub fn counted(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The exact counts.
+    pub fn into_counts(self) -> Vec<(ItemId, u64)> {
+        self.counts.into_iter().collect()
+    }
+}
+
+/// Where the merger keeps the sources' notes until instances seal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayRanges {
+    /// Per instance and partition: the resume point of its first epoch (the earliest noted).
+    starts: BTreeMap<InstanceKey, BTreeMap<PartitionId, (u64, Millis)>>,
+    /// Per partition: wall-clock `future` rejections (position, line, ts).
+    skips: BTreeMap<PartitionId, Vec<(u64, u32, Millis)>>,
+    /// Event times of rejections dropped past [`MAX_SKIPS`] (smallest, largest).
+    dropped: Option<(Millis, Millis)>,
+}
+
+impl ReplayRanges {
+    /// Takes a source's note.
+    pub fn note(&mut self, n: ReplayNote) {
+        match n {
+            ReplayNote::Start {
+                instance,
+                partition,
+                position,
+                max_ts,
+            } => {
+                let at = self
+                    .starts
+                    .entry(instance)
+                    .or_default()
+                    .entry(partition)
+                    .or_insert((position, max_ts));
+                if position < at.0 {
+                    *at = (position, max_ts);
+                }
+            }
+            ReplayNote::Skip {
+                partition,
+                position,
+                line,
+                ts,
+            } => {
+                if self.skips.values().map(Vec::len).sum::<usize>() >= MAX_SKIPS {
+                    let d = self.dropped.get_or_insert((ts, ts));
+                    *d = (d.0.min(ts), d.1.max(ts));
+                    return;
+                }
+                self.skips.entry(partition).or_default().push((position, line, ts));
+            }
+        }
+    }
+
+    /// The ranges of a sealed instance, given every partition's position in the sealing epoch;
+    /// forgets its starts. `Err` says why it cannot be replayed.
+    pub fn ranges(
+        &mut self,
+        instance: InstanceKey,
+        (start, end): (Millis, Millis),
+        positions: &BTreeMap<PartitionId, u64>,
+    ) -> Result<Vec<PartitionRange>, String> {
+        let starts = self.starts.remove(&instance).unwrap_or_default();
+        if let Some((lo, hi)) = self.dropped {
+            if lo < end && hi >= start {
+                return Err(format!(
+                    "more than {MAX_SKIPS} records rejected as future against the wall clock are outstanding"
+                ));
+            }
+        }
+        let mut out = Vec::with_capacity(starts.len());
+        for (partition, (from, max_ts)) in starts {
+            let to = positions
+                .get(&partition)
+                .copied()
+                .ok_or_else(|| format!("partition {} reported no position in the sealing epoch", partition.0))?;
+            let mut skips: Vec<(u64, u32)> = self
+                .skips
+                .get(&partition)
+                .into_iter()
+                .flatten()
+                .filter(|(p, _, ts)| *p >= from && *p <= to && *ts >= start && *ts < end)
+                .map(|(p, l, _)| (*p, *l))
+                .collect();
+            skips.sort_unstable();
+            out.push(PartitionRange {
+                partition,
+                from,
+                max_ts,
+                to: to.max(from),
+                skips,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Forgets the wall-clock rejections no live instance can contain: those before `before`
+    /// (the earliest start of any instance that is not sealed yet).
+    pub fn forget_skips_before(&mut self, before: Millis) {
+        for v in self.skips.values_mut() {
+            v.retain(|(_, _, ts)| *ts >= before);
+        }
+        self.skips.retain(|_, v| !v.is_empty());
+        if self.dropped.is_some_and(|(_, hi)| hi < before) {
+            self.dropped = None;
+        }
+    }
+
+    /// Instances with noted starts.
+    pub fn instances(&self) -> usize {
+        self.starts.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowId;
+
+    fn key(start: i64) -> InstanceKey {
+        InstanceKey {
+            window: WindowId(0),
+            start: Millis(start),
+        }
+    }
+
+    #[test]
+    fn the_earliest_start_wins_and_skips_are_kept_per_range() {
+        let mut r = ReplayRanges::default();
+        let p = PartitionId(0);
+        for (position, max_ts) in [(50, 9), (20, 5), (70, 11)] {
+            r.note(ReplayNote::Start {
+                instance: key(0),
+                partition: p,
+                position,
+                max_ts: Millis(max_ts),
+            });
+        }
+        for (position, ts) in [(10, 5), (30, 5), (40, 500), (90, 6)] {
+            r.note(ReplayNote::Skip {
+                partition: p,
+                position,
+                line: 0,
+                ts: Millis(ts),
+            });
+        }
+        let positions = BTreeMap::from([(p, 80u64)]);
+        let ranges = r
+            .ranges(key(0), (Millis(0), Millis(100)), &positions)
+            .expect("replayable");
+        assert_eq!(
+            ranges,
+            vec![PartitionRange {
+                partition: p,
+                from: 20,
+                max_ts: Millis(5),
+                to: 80,
+                skips: vec![(30, 0)],
+            }]
+        );
+        assert_eq!(r.instances(), 0, "a sealed instance's starts are forgotten");
+        r.forget_skips_before(Millis(100));
+        assert_eq!(
+            r.skips.values().map(Vec::len).sum::<usize>(),
+            1,
+            "only the ts 500 rejection stays"
+        );
+    }
+
+    #[test]
+    fn a_partition_without_a_position_is_not_replayed() {
+        let mut r = ReplayRanges::default();
+        r.note(ReplayNote::Start {
+            instance: key(0),
+            partition: PartitionId(3),
+            position: 0,
+            max_ts: Millis::MIN,
+        });
+        let err = r
+            .ranges(key(0), (Millis(0), Millis(10)), &BTreeMap::new())
+            .expect_err("no position");
+        assert!(err.contains("partition 3"), "{err}");
+    }
+
+    #[test]
+    fn dropped_skips_make_the_instances_they_touch_unreplayable() {
+        let mut r = ReplayRanges::default();
+        for i in 0..=MAX_SKIPS as u64 {
+            r.note(ReplayNote::Skip {
+                partition: PartitionId(0),
+                position: i,
+                line: 0,
+                ts: Millis(1_000),
+            });
+        }
+        let none = BTreeMap::new();
+        assert!(
+            r.ranges(key(0), (Millis(0), Millis(100)), &none).is_ok(),
+            "ts 1000 is not in [0, 100)"
+        );
+        assert!(r.ranges(key(1000), (Millis(1000), Millis(1100)), &none).is_err());
+    }
+
+    #[test]
+    fn counts_in_follows_the_lateness_rule() {
+        let w = WindowSpec::tumbling("1m", Span::from_millis(60_000), 3);
+        let l = Span::from_millis(1_000);
+        assert!(counts_in(&w, Millis(0), l, Millis(59_999), Millis(0)));
+        assert!(!counts_in(&w, Millis(0), l, Millis(60_000), Millis(0)), "next instance");
+        assert!(
+            counts_in(&w, Millis(0), l, Millis(5), Millis(60_999)),
+            "within the allowed lateness"
+        );
+        assert!(!counts_in(&w, Millis(0), l, Millis(5), Millis(61_000)), "late");
+    }
+}
