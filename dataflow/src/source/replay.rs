@@ -173,3 +173,142 @@ fn open(plan: &JobPlan, p: u32) -> anyhow::Result<(Reader, bool)> {
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse, Overrides};
+    use hotlist_operators::hash::item_hash;
+    use hotlist_operators::record::PartitionId;
+    use hotlist_operators::sketch::{CmsShape, CountMinSketch};
+    use hotlist_operators::window::{InstanceKey, WindowId};
+    use std::collections::BTreeMap;
+
+    /// A one-file job with a tumbling 100 ms window, k = 2, and the file's lines.
+    fn job_over(lines: &[&str]) -> (tempfile::TempDir, JobPlan) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("p0.jsonl");
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+        let toml = format!(
+            "[source]\nkind = \"file\"\npath = {:?}\n[time]\nmax_out_of_orderness = \"0ms\"\nallowed_lateness = \"0ms\"\n\
+             [[window]]\nname = \"w\"\nsize = \"100ms\"\nk = 2\nmode = \"sketch\"\nexact_at_seal = true\n\
+             [window.sketch]\ncandidates = 10\n[sink]\nkind = \"sqlite\"\npath = \"x.db\"\n",
+            path.display().to_string()
+        );
+        (dir, parse(&toml, &Overrides::default()).expect("config"))
+    }
+
+    fn line(item: &str, ts: i64) -> String {
+        format!(r#"{{"item_id":"{item}","ts":{ts}}}"#)
+    }
+
+    /// A replay job over the whole file (`n` lines) of instance [0, 100), guided by a sketch of
+    /// `counts` and starting from `threshold`.
+    fn job(n: u64, counts: &[(&str, u32)], threshold: u64, skips: Vec<(u64, u32)>) -> ReplayJob {
+        let mut sketch = CountMinSketch::new(CmsShape::from_error(0.01, 0.01).expect("shape"));
+        for (item, c) in counts {
+            sketch.add(item_hash(item), *c);
+        }
+        ReplayJob {
+            instance: InstanceKey {
+                window: WindowId(0),
+                start: Millis(0),
+            },
+            window: "w".into(),
+            start: Millis(0),
+            end: Millis(100),
+            k: 2,
+            revision: 2,
+            watermark: Millis::MAX,
+            threshold,
+            sketch,
+            ranges: vec![PartitionRange {
+                partition: PartitionId(0),
+                from: 0,
+                max_ts: Millis::MIN,
+                to: n,
+                skips,
+            }],
+        }
+    }
+
+    fn brute(lines: &[String], skip: &[u64]) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for (i, l) in lines.iter().enumerate() {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            let (item, ts) = (v["item_id"].as_str().expect("id"), v["ts"].as_i64().expect("ts"));
+            if (0..100).contains(&ts) && !skip.contains(&(i as u64 + 1)) {
+                *m.entry(item.to_string()).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+
+    fn input() -> Vec<String> {
+        let mut v = Vec::new();
+        for (i, item) in ["a", "b", "a", "c", "b", "a", "d", "c", "b", "c"].iter().enumerate() {
+            v.push(line(item, i as i64 * 5));
+        }
+        v.push(line("z", 150)); // the next instance: moves the watermark past 100
+        v.push(line("c", 10)); // late: the partition's watermark is 150
+        v
+    }
+
+    #[test]
+    fn a_pass_from_a_sound_threshold_is_exact_in_one_pass() {
+        let lines = input();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (_dir, plan) = job_over(&refs);
+        let counts = [("a", 3), ("b", 3), ("c", 4), ("d", 1)];
+        let j = job(lines.len() as u64, &counts, 3, vec![]);
+        let (items, cert) = replay(&plan, &j, &AtomicBool::new(false)).expect("replayed");
+        let want = brute(&lines[..11], &[]); // the late line does not count
+        assert_eq!(want["c"], 3, "the late c is not counted");
+        let got: Vec<(String, u64)> = items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+        assert_eq!(
+            got,
+            vec![("a".into(), 3), ("b".into(), 3)],
+            "a, b and c tie at 3: ids break the tie"
+        );
+        assert_eq!((cert.threshold, cert.passes), (3, 1));
+    }
+
+    #[test]
+    fn a_threshold_nothing_reaches_takes_a_second_pass_from_one() {
+        let lines = input();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (_dir, plan) = job_over(&refs);
+        let j = job(
+            lines.len() as u64,
+            &[("a", 3), ("b", 3), ("c", 4), ("d", 1)],
+            1_000,
+            vec![],
+        );
+        let (items, cert) = replay(&plan, &j, &AtomicBool::new(false)).expect("replayed");
+        assert_eq!((cert.threshold, cert.passes), (1, 2));
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].count, 3);
+    }
+
+    #[test]
+    fn skipped_records_do_not_count_and_a_shrunk_file_is_an_error() {
+        let lines = input();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (_dir, plan) = job_over(&refs);
+        // lines 4, 8 and 10 (all c) were rejected as `future` when read live
+        let j = job(
+            lines.len() as u64,
+            &[("a", 3), ("b", 3), ("c", 4)],
+            1,
+            vec![(4, 0), (8, 0), (10, 0)],
+        );
+        let (items, _) = replay(&plan, &j, &AtomicBool::new(false)).expect("replayed");
+        let want = brute(&lines[..11], &[4, 8, 10]);
+        assert_eq!(want.get("c"), None);
+        let got: Vec<(String, u64)> = items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+        assert_eq!(got, vec![("a".into(), 3), ("b".into(), 3)]);
+        let far = job(lines.len() as u64 + 5, &[("a", 3)], 1, vec![]);
+        let err = replay(&plan, &far, &AtomicBool::new(false)).expect_err("the file is shorter");
+        assert!(err.contains("ended at position 12, before 17"), "{err}");
+    }
+}
