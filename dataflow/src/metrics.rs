@@ -24,6 +24,7 @@ pub fn render(stats: &JobStats, job: &str, names: &[String]) -> String {
     register_partition_counters(&registry, stats, names);
     register_partition_gauges(&registry, stats);
     register_job_scalars(&registry, stats);
+    register_exact_at_seal(&registry, stats);
     register_checkpoint_series(&registry, stats);
     register(&registry, stats.emit_seconds.clone());
     register_list_accuracy(&registry, stats);
@@ -201,6 +202,31 @@ fn register_job_scalars(registry: &Registry, stats: &JobStats) {
         register(registry, gauge);
     }
     register(registry, stats.commit_seconds.clone());
+}
+
+/// The replays of `exact_at_seal` windows (docs/exact-at-seal.md).
+fn register_exact_at_seal(registry: &Registry, stats: &JobStats) {
+    let load = |a: &AtomicU64| a.load(Relaxed) as i64;
+    let scalars = [
+        (
+            "hotlist_exact_at_seal_lists_total",
+            "exact_at_seal: sealed sketch lists a replay made exact (with a certificate)",
+            load(&stats.replays_exact),
+        ),
+        (
+            "hotlist_exact_at_seal_failures_total",
+            "exact_at_seal: sealed sketch lists left approximate because their input could not be read again (the log says why)",
+            load(&stats.replays_failed),
+        ),
+        (
+            "hotlist_exact_at_seal_pending",
+            "exact_at_seal: replays running or queued",
+            load(&stats.replays_pending),
+        ),
+    ];
+    for (name, help, v) in scalars {
+        register_scalar(registry, name, help, v);
+    }
 }
 
 /// Per window, what its latest committed list is: exact (1) or not, its error bound, and for a

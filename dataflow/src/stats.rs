@@ -34,6 +34,13 @@ pub struct JobStats {
     pub windows_closed: AtomicU64,
     /// Window instances sealed (final).
     pub windows_sealed: AtomicU64,
+    /// `exact_at_seal`: sealed lists a replay made exact.
+    pub replays_exact: AtomicU64,
+    /// `exact_at_seal`: sealed lists that stayed approximate (the replay could not read the
+    /// input again; the log says why).
+    pub replays_failed: AtomicU64,
+    /// `exact_at_seal`: replays running or queued.
+    pub replays_pending: AtomicU64,
     /// Last epoch committed to the sink.
     pub committed_epoch: AtomicU64,
     /// Sink transactions.
@@ -209,6 +216,9 @@ impl JobStats {
             revisions: AtomicU64::new(0),
             windows_closed: AtomicU64::new(0),
             windows_sealed: AtomicU64::new(0),
+            replays_exact: AtomicU64::new(0),
+            replays_failed: AtomicU64::new(0),
+            replays_pending: AtomicU64::new(0),
             committed_epoch: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             live_counters: v(),

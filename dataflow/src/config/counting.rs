@@ -150,6 +150,17 @@ mod tests {
     }
 
     #[test]
+    fn exact_at_seal_is_for_count_min_sketch_windows_of_a_replayable_source() {
+        let w = windows("mode = \"auto\"\nexact_at_seal = true").expect("auto");
+        assert!(w[0].exact_at_seal());
+        assert!(!windows("mode = \"sketch\"").expect("sketch")[0].exact_at_seal());
+        let stdin = "[source]\nkind = \"file\"\npath = \"-\"\n[[window]]\nname = \"1d\"\nsize = \"1d\"\nmode = \"sketch\"\nexact_at_seal = true";
+        let err = format!("{:#}", parse(stdin, &Overrides::default()).expect_err("stdin"));
+        assert!(err.contains("standard input cannot be replayed"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+
+    #[test]
     fn bad_settings_are_one_clear_line() {
         let cases = [
             ("mode = \"fast\"", "window \"1d\": mode: unknown mode \"fast\""),
@@ -175,6 +186,18 @@ mod tests {
                 "sketch.conservative: only for algorithm = \"cms\"",
             ),
             ("mode = \"auto\"\nmax_items = 0", "max_items: must be positive"),
+            (
+                "exact_at_seal = true",
+                "exact_at_seal: only for mode = \"sketch\" or \"auto\"",
+            ),
+            (
+                "mode = \"both\"\nexact_at_seal = true",
+                "(this window's mode is \"both\"",
+            ),
+            (
+                "mode = \"sketch\"\nexact_at_seal = true\n[window.sketch]\nalgorithm = \"heavykeeper\"",
+                "exact_at_seal: needs algorithm = \"cms\"",
+            ),
             ("mode = \"sketch\"\n[window.sketch]\nwidth = 5", "unknown field `width`"),
         ];
         for (window, want) in cases {

@@ -78,20 +78,16 @@ pub fn merge_lists<'scope>(
                         held = Some(caps[0].clone());
                     }
                 }
-                let Some(replays) = state.replays.as_mut() else { return };
+                let Some(h) = held.as_mut() else { return };
                 let frontier = f1.frontier().iter().chain(f2.frontier().iter()).min().copied();
-                if let (Some(h), Some(f)) = (held.as_mut(), frontier) {
-                    if *h.time() < f {
-                        h.downgrade(&f);
-                    }
+                if let Some(f) = frontier.filter(|f| h.time() < f) {
+                    h.downgrade(&f);
                 }
-                let mut exact = replays.finished(Millis::now(), false);
-                if let Some(h) = held.as_ref() {
-                    if !exact.is_empty() {
-                        output.session(h).give_container(&mut exact);
-                    }
+                let mut exact = state.finished_replays(false);
+                if !exact.is_empty() {
+                    output.session(h).give_container(&mut exact);
                 }
-                if replays.busy() {
+                if state.replays.as_ref().is_some_and(Replays::busy) {
                     activator.activate_after(Duration::from_millis(5));
                 } else {
                     held = None;
@@ -168,8 +164,10 @@ impl MergeState {
             let positions = self.partitions.iter().map(|(p, s)| (*p, s.position)).collect();
             r.sealed(self.merger.take_sealed(), &positions);
             r.forget_before(self.merger.all_sealed_before(wm));
-            // the end of the input: nothing else runs, the last commit waits for every replay
-            published.extend(r.finished(Millis::now(), wm == Millis::MAX));
+        }
+        // the end of the input: nothing else runs, the last commit waits for every replay
+        if wm == Millis::MAX {
+            published.extend(self.finished_replays(true));
         }
         if self.leader && self.ctx.is_checkpoint(t, wm, requested) {
             self.snapshot(t);
@@ -240,6 +238,20 @@ impl MergeState {
         }
     }
 
+    /// The exact revisions of the replays finished since the last call (`wait`: all of them),
+    /// counted in the stats.
+    fn finished_replays(&mut self, wait: bool) -> Vec<PublishedList> {
+        let Some(r) = self.replays.as_mut() else {
+            return Vec::new();
+        };
+        let exact = r.finished(Millis::now(), wait);
+        let stats = &self.stats;
+        stats.replays_exact.fetch_add(exact.len() as u64, Relaxed);
+        stats.replays_failed.store(r.failed, Relaxed);
+        stats.replays_pending.store(r.pending() as u64, Relaxed);
+        exact
+    }
+
     /// Reports watermarks, partition statuses and what was published to the shared stats.
     fn report(&self, wm: Millis, published: &[PublishedList]) {
         let stats = &self.stats;
@@ -251,7 +263,12 @@ impl MergeState {
             }
         }
         stats.revisions.fetch_add(published.len() as u64, Relaxed);
-        for p in published {
+        if let Some(r) = &self.replays {
+            stats.replays_failed.store(r.failed, Relaxed);
+            stats.replays_pending.store(r.pending() as u64, Relaxed);
+        }
+        // (a replay's exact revision is counted in `finished_replays`, not as a seal)
+        for p in published.iter().filter(|p| p.certificate.is_none()) {
             match p.state {
                 ListState::Closed => stats.windows_closed.fetch_add(1, Relaxed),
                 ListState::Final => stats.windows_sealed.fetch_add(1, Relaxed),

@@ -129,6 +129,11 @@ impl Replays {
         tracing::warn!("window {window} instance {start}: the sealed list stays approximate: {why}");
     }
 
+    /// Replays running or queued.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Whether replays are pending.
     pub fn busy(&self) -> bool {
         !self.pending.is_empty()
