@@ -19,7 +19,7 @@
 use crate::error::SinkError;
 use crate::ownership::{Claim, Owner};
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{approximate, batch, hot_window, letter, list, sketch_check, windows, JOB};
+use crate::test_fixtures::{approximate, batch, certified, hot_window, letter, list, sketch_check, windows, JOB};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotState;
@@ -91,6 +91,12 @@ pub(crate) enum Damage {
     /// `sketch_total_overcount`; `None`: NULL or no field) in the header (meta hash) of the
     /// `1m` list at start 0, around the store's own constraints.
     SketchCheck([Option<i64>; 4]),
+    /// Sets the certificate's numbers (`certificate_threshold`, `certificate_counted`,
+    /// `certificate_passes`; `None`: NULL or no field) in the header (meta hash) of the `1m`
+    /// list at start 0, around the store's own constraints.
+    Certificate([Option<i64>; 3]),
+    /// Sets the state (and `final`) in the header (meta hash) of the `1m` list at start 0.
+    State(ListState),
     /// Sets `exact` and `error_bound` in every row of the `1m` list at start 0 (only where
     /// there are rows: [`Subject::stored_rows`] is `Some`).
     RowAccuracy {
@@ -111,6 +117,18 @@ pub(crate) fn sql_sketch_columns(values: [Option<i64>; 4]) -> String {
         "sketch_max_overcount",
         "sketch_total_overcount",
     ];
+    let value = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
+    let set: Vec<String> = names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| format!("{n} = {}", value(v)))
+        .collect();
+    set.join(", ")
+}
+
+/// The SQL `SET` list of a [`Damage::Certificate`]: `certificate_threshold = 40, …`.
+pub(crate) fn sql_certificate_columns(values: [Option<i64>; 3]) -> String {
+    let names = crate::read_checks::CERTIFICATE_FIELDS;
     let value = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
     let set: Vec<String> = names
         .iter()
@@ -167,6 +185,8 @@ macro_rules! suite {
             damaged_rows_are_reported_never_trusted,
             lists_say_what_they_are,
             damaged_accuracy_is_reported,
+            certified_lists_round_trip,
+            damaged_certificates_are_reported,
             a_claim_fences_the_previous_owner,
             the_lock_keeps_a_second_run_out,
             reset_forgets_the_job_and_nothing_else,
@@ -604,6 +624,149 @@ pub(crate) fn damaged_accuracy_is_reported(s: Subject) {
             error_bound: 37,
         });
         assert_eq!(r.latest(JOB, "1m").unwrap(), good);
+    }
+}
+
+/// A sketch window's final list that a replay proved exact reads back with its certificate,
+/// on every store; a new revision without one leaves none behind. A certificate on a list that
+/// is not exact, not final, or with a threshold or passes of 0 (or numbers the stores cannot
+/// hold) is refused as a permanent [`SinkError::Invalid`] before anything of it is written.
+pub(crate) fn certified_lists_round_trip(s: Subject) {
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    w.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
+    let proved = certified(list(0, 3, 3), 40, 2);
+    assert!(w.commit(&batch(1, vec![proved.clone()])).unwrap());
+    let got = r.latest(JOB, "1m").unwrap().unwrap();
+    assert_eq!((got.exact, got.error_bound, got.state), (true, 0, ListState::Final));
+    assert_eq!(
+        got.certificate.map(|c| (c.threshold, c.counted, c.passes)),
+        Some((40, 17, 2))
+    );
+    assert_eq!(got, StoredList::from(proved.clone()));
+    assert_eq!(r.instance(JOB, "1m", Millis(0)).unwrap(), Some(got));
+    // The largest numbers the stores hold.
+    let mut largest = certified(list(60_000, 3, 3), i64::MAX as u64, u32::MAX);
+    largest.certificate = largest.certificate.map(|c| hotlist_operators::certify::Certificate {
+        counted: i64::MAX as u64,
+        ..c
+    });
+    assert!(w.commit(&batch(2, vec![largest.clone()])).unwrap());
+    assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(largest)));
+    // A new revision says it all again: no certificate left behind.
+    assert!(w.commit(&batch(3, vec![list(60_000, 4, 2)])).unwrap());
+    let plain = r.latest(JOB, "1m").unwrap().unwrap();
+    assert_eq!(plain.certificate, None);
+    assert_eq!(plain, StoredList::from(list(60_000, 4, 2)));
+
+    let with = |l, threshold, counted, passes| {
+        let mut l = certified(l, threshold, passes);
+        l.certificate = l
+            .certificate
+            .map(|c| hotlist_operators::certify::Certificate { counted, ..c });
+        l
+    };
+    let refused = [
+        (
+            hotlist_operators::record::PublishedList {
+                exact: false,
+                error_bound: 37,
+                ..with(list(0, 5, 3), 40, 17, 1)
+            },
+            "an approximate list has a certificate (only an exact list can)",
+        ),
+        (
+            with(list(0, 2, 3), 40, 17, 1),
+            "a list in state open has a certificate (only a final list can)",
+        ),
+        (with(list(0, 5, 3), 0, 17, 1), "certificate_threshold 0 is not positive"),
+        (
+            with(list(0, 5, 3), 40, 17, 0),
+            "certificate_passes 0 is out of range (1 to 4294967295)",
+        ),
+        (
+            with(list(0, 5, 3), 40, u64::MAX, 1),
+            "certificate_counted 18446744073709551615 is too large",
+        ),
+    ];
+    for (l, want) in refused {
+        let err = w.commit(&batch(4, vec![l])).unwrap_err();
+        assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains(want), "{err} (want {want:?})");
+    }
+    assert_eq!(w.committed_epoch(JOB).unwrap(), Some(3));
+    assert_eq!(r.instance(JOB, "1m", Millis(60_000)).unwrap(), Some(plain));
+    if s.history.is_some() {
+        assert_eq!(
+            r.instance(JOB, "1m", Millis(0)).unwrap(),
+            Some(StoredList::from(proved))
+        );
+    }
+}
+
+/// A damaged certificate (partial, a threshold or passes of 0, a negative count; on a list
+/// that is not exact or not final) is a permanent [`SinkError::Corrupt`] naming the instance
+/// and the field; once repaired, the same reader reads the list again.
+pub(crate) fn damaged_certificates_are_reported(s: Subject) {
+    let Some(damage) = &s.damage else {
+        return;
+    };
+    let (mut w, mut r) = ((s.writer)(), (s.reader)());
+    w.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
+    let proved = certified(list(0, 3, 3), 40, 2);
+    assert!(w.commit(&batch(1, vec![proved.clone()])).unwrap());
+    let good = Some(StoredList::from(proved));
+    assert_eq!(r.latest(JOB, "1m").unwrap(), good);
+    let at = "job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z";
+    let corrupt = |r: &mut Box<dyn StoreReader>, want: &str| {
+        let err = r.latest(JOB, "1m").unwrap_err();
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
+        assert!(!err.retryable());
+        assert!(
+            err.to_string().contains(&format!("{at}: {want}")),
+            "{err} (want {want:?})"
+        );
+    };
+    let certificate = |threshold, counted, passes| Damage::Certificate([threshold, counted, passes]);
+    let cases = [
+        (
+            certificate(Some(40), None, Some(2)),
+            "the certificate lacks certificate_counted",
+        ),
+        (
+            certificate(Some(0), Some(17), Some(2)),
+            "certificate_threshold 0 is not positive",
+        ),
+        (
+            certificate(Some(40), Some(-1), Some(2)),
+            "certificate_counted -1 is negative",
+        ),
+        (
+            certificate(Some(40), Some(17), Some(0)),
+            "certificate_passes 0 is out of range (1 to 4294967295)",
+        ),
+        (
+            Damage::Accuracy {
+                exact: false,
+                error_bound: 37,
+            },
+            "an approximate list has a certificate (only an exact list can)",
+        ),
+        (
+            Damage::State(ListState::Closed),
+            "a list in state closed has a certificate (only a final list can)",
+        ),
+    ];
+    for (what, want) in cases {
+        damage(what);
+        corrupt(&mut r, want);
+        damage(Damage::Accuracy {
+            exact: true,
+            error_bound: 0,
+        });
+        damage(Damage::State(ListState::Final));
+        damage(certificate(Some(40), Some(17), Some(2)));
+        assert_eq!(r.latest(JOB, "1m").unwrap(), good, "repaired after {what:?}");
     }
 }
 

@@ -232,9 +232,9 @@ fn checked(job: &str, state: &JobState, l: &PublishedList) -> Result<StoredList,
         start: l.start,
     };
     read_checks::header(&at, &header, k).map_err(|d| SinkError::corrupt("memory", d))?;
-    let accuracy = read_checks::RawAccuracy::of(l.exact, l.error_bound, l.sketch_check)
+    let accuracy = read_checks::RawAccuracy::of(l.exact, l.error_bound, l.sketch_check, l.certificate)
         .map_err(|(what, v)| SinkError::corrupt("memory", format!("{at}: {what} {v} is too large")))?;
-    read_checks::accuracy(&at, &accuracy, k).map_err(|d| SinkError::corrupt("memory", d))?;
+    read_checks::accuracy(&at, &accuracy, k, l.state).map_err(|d| SinkError::corrupt("memory", d))?;
     Ok(l.clone().into())
 }
 

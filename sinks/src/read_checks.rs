@@ -6,8 +6,9 @@
 //! that bound ([`row_limit`]), never sizes anything from a stored count, and compares the rows
 //! it got with the header afterwards ([`rows_match`]). Revisions, epochs and watermarks must
 //! lie in the ranges the job writes. A list's accuracy ([`accuracy`]) must be one the job can
-//! write: an exact list over-counts by nothing (`error_bound` 0), and a sketch check compares at
-//! most `k` items, finding at most as many as it compares.
+//! write: an exact list over-counts by nothing (`error_bound` 0), a sketch check compares at
+//! most `k` items, finding at most as many as it compares, and a certificate (what proved a
+//! sketch window's sealed list exact) is whole, on an exact final list only.
 //!
 //! Each check returns `Err(detail)`: one sentence naming the job, the window, the instance (as
 //! RFC 3339) and the field, e.g. `job "hotlist" window "5m" instance 2026-11-30T10:00:00.000Z:
@@ -25,6 +26,7 @@ mod hot_keys;
 pub(crate) use hot_keys::{hot_header, hot_window, hot_window_to_write, RawHotHeader};
 
 use crate::types::StoredWindow;
+use hotlist_operators::certify::Certificate;
 use hotlist_operators::event::MAX_ITEM_ID_BYTES;
 use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
 use hotlist_operators::time::Millis;
@@ -149,6 +151,10 @@ pub(crate) const SKETCH_FIELDS: [&str; 4] = [
     "sketch_total_overcount",
 ];
 
+/// The names of a stored certificate's three numbers, in [`RawAccuracy::certificate`] order:
+/// the columns of `topk_instances` and the fields of the Redis meta hash.
+pub(crate) const CERTIFICATE_FIELDS: [&str; 3] = ["certificate_threshold", "certificate_counted", "certificate_passes"];
+
 /// A list's accuracy as stored, decoded to plain numbers but not yet checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RawAccuracy {
@@ -159,20 +165,29 @@ pub(crate) struct RawAccuracy {
     /// The sketch check's numbers ([`SKETCH_FIELDS`]), each `None` when NULL or absent: all or
     /// none of them are stored.
     pub sketch: [Option<i64>; 4],
+    /// The certificate's numbers ([`CERTIFICATE_FIELDS`]), each `None` when NULL or absent: all
+    /// or none of them are stored.
+    pub certificate: [Option<i64>; 3],
 }
 
 impl RawAccuracy {
-    /// An exact list without a sketch check: what every list of a store written before lists
-    /// said what they are is.
+    /// An exact list without a sketch check or a certificate: what every list of a store
+    /// written before lists said what they are is.
     pub const EXACT: RawAccuracy = RawAccuracy {
         exact: 1,
         error_bound: 0,
         sketch: [None; 4],
+        certificate: [None; 3],
     };
 
     /// A list's accuracy as the stores write it; `Err((field, value))` names a number that does
     /// not fit their signed 64-bit columns.
-    pub fn of(exact: bool, error_bound: u64, check: Option<SketchCheck>) -> Result<RawAccuracy, (&'static str, u64)> {
+    pub fn of(
+        exact: bool,
+        error_bound: u64,
+        check: Option<SketchCheck>,
+        certificate: Option<Certificate>,
+    ) -> Result<RawAccuracy, (&'static str, u64)> {
         let fits = |v: u64, what: &'static str| i64::try_from(v).map_err(|_| (what, v));
         let sketch = match check {
             None => [None; 4],
@@ -183,10 +198,19 @@ impl RawAccuracy {
                 Some(fits(c.total_overcount, SKETCH_FIELDS[3])?),
             ],
         };
+        let certificate = match certificate {
+            None => [None; 3],
+            Some(c) => [
+                Some(fits(c.threshold, CERTIFICATE_FIELDS[0])?),
+                Some(fits(c.counted, CERTIFICATE_FIELDS[1])?),
+                Some(i64::from(c.passes)),
+            ],
+        };
         Ok(RawAccuracy {
             exact: i64::from(exact),
             error_bound: fits(error_bound, "error_bound")?,
             sketch,
+            certificate,
         })
     }
 }
@@ -200,12 +224,21 @@ pub(crate) struct Accuracy {
     pub error_bound: u64,
     /// How a sketch's list compared with this one, if it was compared.
     pub sketch_check: Option<SketchCheck>,
+    /// What proved a sketch window's sealed list exact, if a replay did.
+    pub certificate: Option<Certificate>,
 }
 
 /// Checks a list's accuracy: `exact` is 0 or 1, `error_bound` is not negative and 0 for an
-/// exact list, and the sketch check is whole or absent, with `found ≤ of ≤ k` (the window's
-/// checked `k`, [`MAX_K`] when it is not recorded) and over-counts that are not negative.
-pub(crate) fn accuracy(at: &ListAt<'_>, raw: &RawAccuracy, k: Option<usize>) -> Result<Accuracy, String> {
+/// exact list, the sketch check is whole or absent, with `found ≤ of ≤ k` (the window's
+/// checked `k`, [`MAX_K`] when it is not recorded) and over-counts that are not negative, and
+/// the certificate is whole or absent, on an exact list in state `state` final only, with a
+/// threshold and passes of at least 1 and a count that is not negative.
+pub(crate) fn accuracy(
+    at: &ListAt<'_>,
+    raw: &RawAccuracy,
+    k: Option<usize>,
+    state: ListState,
+) -> Result<Accuracy, String> {
     let exact = match raw.exact {
         0 => false,
         1 => true,
@@ -229,10 +262,57 @@ pub(crate) fn accuracy(at: &ListAt<'_>, raw: &RawAccuracy, k: Option<usize>) -> 
             return Err(format!("{at}: the sketch check lacks {}", missing.join(", ")));
         }
     };
+    let certificate = match raw.certificate {
+        [None, None, None] => None,
+        [Some(threshold), Some(counted), Some(passes)] => Some(certificate(at, [threshold, counted, passes])?),
+        partial => {
+            let missing: Vec<&str> = CERTIFICATE_FIELDS
+                .iter()
+                .zip(partial)
+                .filter(|(_, v)| v.is_none())
+                .map(|(name, _)| *name)
+                .collect();
+            return Err(format!("{at}: the certificate lacks {}", missing.join(", ")));
+        }
+    };
+    if certificate.is_some() {
+        if !exact {
+            return Err(format!(
+                "{at}: an approximate list has a certificate (only an exact list can)"
+            ));
+        }
+        if state != ListState::Final {
+            return Err(format!(
+                "{at}: a list in state {} has a certificate (only a final list can)",
+                state.as_str()
+            ));
+        }
+    }
     Ok(Accuracy {
         exact,
         error_bound,
         sketch_check,
+        certificate,
+    })
+}
+
+/// A whole certificate's numbers (threshold, counted, passes), checked: a threshold and passes
+/// of at least 1, a count that is not negative.
+fn certificate(at: &ListAt<'_>, [threshold, counted, passes]: [i64; 3]) -> Result<Certificate, String> {
+    let [t, c, p] = CERTIFICATE_FIELDS;
+    let threshold = u64::try_from(threshold)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| format!("{at}: {t} {threshold} is not positive"))?;
+    let counted = u64::try_from(counted).map_err(|_| format!("{at}: {c} {counted} is negative"))?;
+    let passes = u32::try_from(passes)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| format!("{at}: {p} {passes} is out of range (1 to {})", u32::MAX))?;
+    Ok(Certificate {
+        threshold,
+        counted,
+        passes,
     })
 }
 
@@ -435,9 +515,11 @@ mod tests {
             exact,
             error_bound,
             sketch,
+            certificate: [None; 3],
         };
+        let closed = ListState::Closed;
         let whole = [Some(2), Some(3), Some(5), Some(9)];
-        let got = accuracy(&AT, &raw(0, 37, whole), Some(3)).unwrap();
+        let got = accuracy(&AT, &raw(0, 37, whole), Some(3), closed).unwrap();
         let check = SketchCheck {
             found: 2,
             of: 3,
@@ -449,24 +531,26 @@ mod tests {
             Accuracy {
                 exact: false,
                 error_bound: 37,
-                sketch_check: Some(check)
+                sketch_check: Some(check),
+                certificate: None,
             }
         );
-        assert_eq!(RawAccuracy::of(false, 37, Some(check)), Ok(raw(0, 37, whole)));
+        assert_eq!(RawAccuracy::of(false, 37, Some(check), None), Ok(raw(0, 37, whole)));
         assert_eq!(
-            accuracy(&AT, &RawAccuracy::EXACT, None).unwrap(),
+            accuracy(&AT, &RawAccuracy::EXACT, None, closed).unwrap(),
             Accuracy {
                 exact: true,
                 error_bound: 0,
-                sketch_check: None
+                sketch_check: None,
+                certificate: None,
             }
         );
         assert!(
-            accuracy(&AT, &raw(1, 0, whole), Some(3)).is_ok(),
+            accuracy(&AT, &raw(1, 0, whole), Some(3), closed).is_ok(),
             "an exact list with a check"
         );
         assert!(
-            accuracy(&AT, &raw(0, 0, [None; 4]), Some(3)).is_ok(),
+            accuracy(&AT, &raw(0, 0, [None; 4]), Some(3), closed).is_ok(),
             "a sketch of no events"
         );
         let cases: [(RawAccuracy, Option<usize>, &str); 10] = [
@@ -514,10 +598,82 @@ mod tests {
             ),
         ];
         for (raw, k, want) in cases {
-            let e = accuracy(&AT, &raw, k).err().unwrap();
+            let e = accuracy(&AT, &raw, k, closed).err().unwrap();
             assert_eq!(e, format!("{AT}: {want}"), "{raw:?}");
         }
-        assert_eq!(RawAccuracy::of(false, u64::MAX, None), Err(("error_bound", u64::MAX)));
+        assert_eq!(
+            RawAccuracy::of(false, u64::MAX, None, None),
+            Err(("error_bound", u64::MAX))
+        );
+    }
+
+    #[test]
+    fn a_certificate_is_whole_and_on_an_exact_final_list_only() {
+        let certified = |exact, certificate| RawAccuracy {
+            exact,
+            error_bound: 0,
+            sketch: [None; 4],
+            certificate,
+        };
+        let cert = Certificate {
+            threshold: 40,
+            counted: 17,
+            passes: 2,
+        };
+        let whole = [Some(40), Some(17), Some(2)];
+        assert_eq!(RawAccuracy::of(true, 0, None, Some(cert)), Ok(certified(1, whole)));
+        let got = accuracy(&AT, &certified(1, whole), Some(3), ListState::Final).unwrap();
+        assert_eq!(got.certificate, Some(cert));
+        assert_eq!((got.exact, got.error_bound, got.sketch_check), (true, 0, None));
+        let huge = Certificate {
+            threshold: u64::MAX,
+            ..cert
+        };
+        assert_eq!(
+            RawAccuracy::of(true, 0, None, Some(huge)),
+            Err(("certificate_threshold", u64::MAX))
+        );
+        let cases: [(RawAccuracy, ListState, &str); 7] = [
+            (
+                certified(0, whole),
+                ListState::Final,
+                "an approximate list has a certificate (only an exact list can)",
+            ),
+            (
+                certified(1, whole),
+                ListState::Closed,
+                "a list in state closed has a certificate (only a final list can)",
+            ),
+            (
+                certified(1, [Some(0), Some(17), Some(2)]),
+                ListState::Final,
+                "certificate_threshold 0 is not positive",
+            ),
+            (
+                certified(1, [Some(40), Some(-1), Some(2)]),
+                ListState::Final,
+                "certificate_counted -1 is negative",
+            ),
+            (
+                certified(1, [Some(40), Some(17), Some(0)]),
+                ListState::Final,
+                "certificate_passes 0 is out of range (1 to 4294967295)",
+            ),
+            (
+                certified(1, [Some(40), Some(17), Some(1 << 40)]),
+                ListState::Final,
+                "certificate_passes 1099511627776 is out of range (1 to 4294967295)",
+            ),
+            (
+                certified(1, [Some(40), None, None]),
+                ListState::Final,
+                "the certificate lacks certificate_counted, certificate_passes",
+            ),
+        ];
+        for (raw, state, want) in cases {
+            let e = accuracy(&AT, &raw, None, state).err().unwrap();
+            assert_eq!(e, format!("{AT}: {want}"), "{raw:?}");
+        }
     }
 
     #[test]

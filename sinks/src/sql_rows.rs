@@ -9,8 +9,9 @@
 //!
 //! A list is read in one transaction as its header, its window's `k` and at most
 //! [`row_limit`] rows (the statement's `LIMIT`): never more rows than the list may hold plus
-//! one, whatever the header says. Its accuracy (`exact`, `error_bound`, the sketch check) is in
-//! the header and, but for the sketch check, repeated in every row: the rows must agree.
+//! one, whatever the header says. Its accuracy (`exact`, `error_bound`, the sketch check, the
+//! certificate) is in the header and, but for the sketch check and the certificate, repeated in
+//! every row: the rows must agree.
 
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
@@ -33,7 +34,7 @@ pub(crate) type RawRow = (i64, ItemId, i64, i64, i64, i64);
 impl<T> RawHeader<T> {
     /// A header from its columns in the order the stores select them: `window_start,
     /// window_end, revision, state, watermark, as_of, item_count`, then its accuracy (`exact`,
-    /// `error_bound` and the sketch check's columns).
+    /// `error_bound`, the sketch check's and the certificate's columns).
     pub(crate) fn from_columns(
         (start, end, revision, state, watermark, as_of, item_count): (T, T, i64, String, T, T, i64),
         accuracy: RawAccuracy,
@@ -83,7 +84,7 @@ pub(crate) struct RawHeader<T> {
     pub as_of: T,
     /// `item_count`.
     pub item_count: i64,
-    /// `exact`, `error_bound` and the sketch check's columns.
+    /// `exact`, `error_bound`, the sketch check's and the certificate's columns.
     pub accuracy: RawAccuracy,
 }
 
@@ -217,7 +218,7 @@ pub(crate) fn stored_list<T>(
         start: h.start,
     };
     let checked = read_checks::header(&at, &h, k).map_err(corrupt)?;
-    let accuracy = read_checks::accuracy(&at, &header.accuracy, k).map_err(corrupt)?;
+    let accuracy = read_checks::accuracy(&at, &header.accuracy, k, checked.state).map_err(corrupt)?;
     read_checks::rows_match(&at, checked.item_count, rows.len(), limit).map_err(corrupt)?;
     let items = ranked_rows(&at, (header.revision, &header.accuracy), rows).map_err(corrupt)?;
     read_checks::ranked_items(&at, &items).map_err(corrupt)?;
@@ -234,6 +235,7 @@ pub(crate) fn stored_list<T>(
         exact: accuracy.exact,
         error_bound: accuracy.error_bound,
         sketch_check: accuracy.sketch_check,
+        certificate: accuracy.certificate,
     })
 }
 

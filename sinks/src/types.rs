@@ -3,6 +3,7 @@
 
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
+use hotlist_operators::certify::Certificate;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{DeadLetter, ListState, PublishedList, RankedItem, SketchCheck};
@@ -66,6 +67,10 @@ pub struct StoredList {
     pub error_bound: u64,
     /// With `mode = "both"`: how the sketch's list compared with this exact one.
     pub sketch_check: Option<SketchCheck>,
+    /// For a sketch window with `exact_at_seal`: what proved its final list exact (then `exact`
+    /// is true and `error_bound` 0); `None` for every other list.
+    #[serde(default)]
+    pub certificate: Option<Certificate>,
 }
 
 impl From<PublishedList> for StoredList {
@@ -83,6 +88,7 @@ impl From<PublishedList> for StoredList {
             exact: l.exact,
             error_bound: l.error_bound,
             sketch_check: l.sketch_check,
+            certificate: l.certificate,
         }
     }
 }
@@ -188,17 +194,18 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
 
 /// Checks a list's accuracy as every reader will ([`read_checks::accuracy`], bounding the
 /// sketch check by the largest `k`), so a list a store accepts reads back: its numbers fit the
-/// stores' signed 64-bit columns, an exact list has `error_bound` 0, and a sketch check finds
-/// at most the items it compares.
+/// stores' signed 64-bit columns, an exact list has `error_bound` 0, a sketch check finds at
+/// most the items it compares, and a certificate (threshold and passes at least 1) is on an
+/// exact final list only.
 fn check_accuracy(job: &str, l: &PublishedList) -> Result<(), SinkError> {
     let at = ListAt {
         job,
         window: &l.window,
         start: l.start,
     };
-    let raw = RawAccuracy::of(l.exact, l.error_bound, l.sketch_check)
+    let raw = RawAccuracy::of(l.exact, l.error_bound, l.sketch_check, l.certificate)
         .map_err(|(what, v)| SinkError::invalid(job, format!("{at}: {what} {v} is too large")))?;
-    read_checks::accuracy(&at, &raw, None).map_err(|d| SinkError::invalid(job, d))?;
+    read_checks::accuracy(&at, &raw, None, l.state).map_err(|d| SinkError::invalid(job, d))?;
     Ok(())
 }
 
@@ -298,5 +305,52 @@ mod tests {
             "{e}"
         );
         assert!(check_prepare("j", &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 0)]).is_err());
+    }
+
+    #[test]
+    fn a_certificate_only_on_an_exact_final_list() {
+        let certificate = Certificate {
+            threshold: 40,
+            counted: 17,
+            passes: 1,
+        };
+        let mut l = list("1m", 0, 3);
+        l.state = ListState::Final;
+        l.certificate = Some(certificate);
+        let mut b = CommitBatch {
+            job: "j".into(),
+            epoch: 1,
+            lists: vec![l.clone()],
+            ..CommitBatch::default()
+        };
+        assert!(check_batch(&b).is_ok());
+        let mut approximate = l.clone();
+        (approximate.exact, approximate.error_bound) = (false, 5);
+        let mut open = l.clone();
+        open.state = ListState::Open;
+        let mut no_passes = l.clone();
+        no_passes.certificate = Some(Certificate {
+            passes: 0,
+            ..certificate
+        });
+        let mut huge = l;
+        huge.certificate = Some(Certificate {
+            counted: u64::MAX,
+            ..certificate
+        });
+        for (bad, want) in [
+            (
+                approximate,
+                "an approximate list has a certificate (only an exact list can)",
+            ),
+            (open, "a list in state open has a certificate (only a final list can)"),
+            (no_passes, "certificate_passes 0 is out of range (1 to 4294967295)"),
+            (huge, "certificate_counted 18446744073709551615 is too large"),
+        ] {
+            b.lists = vec![bad];
+            let e = check_batch(&b).map(|_| ()).unwrap_err();
+            assert!(!e.retryable());
+            assert!(e.to_string().ends_with(want), "{e}");
+        }
     }
 }

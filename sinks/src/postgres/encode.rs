@@ -151,6 +151,8 @@ pub(super) struct Headers<'a> {
     pub error_bound: Vec<i64>,
     /// The sketch check's columns (`sketch_found`, …), NULL for a list without one.
     pub sketch: [Vec<Option<i64>>; 4],
+    /// The certificate's columns (`certificate_threshold`, …), NULL for a list without one.
+    pub certificate: [Vec<Option<i64>>; 3],
 }
 
 /// The `topk` columns, one entry per row.
@@ -213,7 +215,8 @@ impl<'a> Columns<'a> {
         let state = l.state.as_str();
         let is_final = l.state == ListState::Final;
         let revision = i64::from(l.revision);
-        // `check_batch` has verified the error bound and over-counts fit an i64.
+        // `check_batch` has verified the error bound, over-counts and the certificate's
+        // threshold and count fit an i64.
         let error_bound = l.error_bound as i64;
         let sketch = l.sketch_check.map(|c| {
             [
@@ -223,6 +226,9 @@ impl<'a> Columns<'a> {
                 c.total_overcount as i64,
             ]
         });
+        let certificate = l
+            .certificate
+            .map(|c| [c.threshold as i64, c.counted as i64, i64::from(c.passes)]);
         let h = &mut self.headers;
         h.window.push(&l.window);
         h.group.push(l.group.as_str());
@@ -238,6 +244,9 @@ impl<'a> Columns<'a> {
         h.error_bound.push(error_bound);
         for (i, column) in h.sketch.iter_mut().enumerate() {
             column.push(sketch.map(|values| values[i]));
+        }
+        for (i, column) in h.certificate.iter_mut().enumerate() {
+            column.push(certificate.map(|values| values[i]));
         }
         let r = &mut self.rows;
         for (i, item) in l.items.iter().enumerate() {

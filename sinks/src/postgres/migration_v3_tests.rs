@@ -28,7 +28,7 @@ fn a_version_3_schema_is_migrated_on_connect() {
     assert_eq!(version(&db), 3);
     let mut w = db.store();
     assert_eq!(version(&db), super::SCHEMA_VERSION);
-    assert_eq!(super::SCHEMA_VERSION, 5);
+    assert_eq!(super::SCHEMA_VERSION, 6);
     assert_eq!(
         w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
         Some(2),

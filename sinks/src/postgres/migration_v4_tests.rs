@@ -9,8 +9,10 @@ use crate::test_fixtures::{batch, list, windows, JOB};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::time::Millis;
 
-/// Turns a version-5 schema into a version-4 one (its per-group lists dropped) stamped `version`.
+/// Turns a schema of this build's version into a version-4 one (through version 5: its
+/// certificates dropped; its per-group lists dropped) stamped `version`.
 pub(super) fn downgrade_to_v4(db: &TestDb, version: i64) {
+    super::migration_v5_tests::downgrade_to_v5(db, 5);
     db.client()
         .batch_execute(&format!(
             "DELETE FROM topk WHERE group_key <> ''; DELETE FROM topk_instances WHERE group_key <> '';
@@ -69,7 +71,7 @@ fn a_version_4_schema_is_migrated_on_connect() {
     assert_eq!(version(&db), 4);
     let mut w = db.store();
     assert_eq!(version(&db), super::SCHEMA_VERSION);
-    assert_eq!(super::SCHEMA_VERSION, 5);
+    assert_eq!(super::SCHEMA_VERSION, 6);
     let migrated: Vec<_> = ["topk", "topk_instances", "hotlist_windows"]
         .map(|t| shape(&db, t))
         .into();

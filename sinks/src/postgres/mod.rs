@@ -46,7 +46,8 @@
 //! API); tests in `tests`, `migration_tests` (a version-1 schema migrated) and
 //! `migration_v2_tests` (a version-2 schema migrated; migrated tables equal new ones) and
 //! `migration_v3_tests` (a version-3 schema migrated: hot keys commit and read back) and
-//! `migration_v4_tests` (a version-4 schema migrated: per-group lists commit and read back).
+//! `migration_v4_tests` (a version-4 schema migrated: per-group lists commit and read back) and
+//! `migration_v5_tests` (a version-5 schema migrated: certified lists commit and read back).
 
 mod conn;
 mod encode;
@@ -60,6 +61,8 @@ mod migration_v2_tests;
 mod migration_v3_tests;
 #[cfg(test)]
 mod migration_v4_tests;
+#[cfg(test)]
+mod migration_v5_tests;
 mod ownership;
 mod read;
 mod schema;

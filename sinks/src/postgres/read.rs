@@ -211,13 +211,14 @@ impl PostgresStore {
 }
 
 /// A header's accuracy: its columns after the first seven (`exact`, `error_bound`, the sketch
-/// check's four, NULL when there is none).
+/// check's four and the certificate's three, NULL when there is none).
 fn accuracy(r: &Row) -> Result<RawAccuracy, postgres::Error> {
     let exact: bool = r.try_get(7)?;
     Ok(RawAccuracy {
         exact: i64::from(exact),
         error_bound: r.try_get(8)?,
         sketch: [r.try_get(9)?, r.try_get(10)?, r.try_get(11)?, r.try_get(12)?],
+        certificate: [r.try_get(13)?, r.try_get(14)?, r.try_get(15)?],
     })
 }
 

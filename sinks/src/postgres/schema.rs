@@ -10,7 +10,11 @@
 //! rows are exact (`exact = TRUE`, `error_bound = 0`, no check); 3 → 4 only creates the two
 //! new tables; 5 per-group lists: `topk` and `topk_instances` gain `group_key` (`''` for a
 //! global list) in their primary keys, `hotlist_windows` gains `by_dims` (the `by` dims joined
-//! by `,`); 4 → 5 adds the columns (existing lists are global) and rebuilds the primary keys.
+//! by `,`); 4 → 5 adds the columns (existing lists are global) and rebuilds the primary keys;
+//! 6 certified lists: `topk_instances` gains the certificate of a sketch window's list a replay
+//! proved exact (`certificate_threshold`, `certificate_counted`, `certificate_passes`, all NULL
+//! when there is none; a certificate only on an exact, final list); 5 → 6 adds the columns
+//! and their check (no existing list has a certificate).
 
 use super::conn::redact;
 use super::error::pg_err;
@@ -19,7 +23,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -62,12 +66,19 @@ CREATE TABLE IF NOT EXISTS topk_instances (
     sketch_max_overcount   BIGINT,
     sketch_total_overcount BIGINT,
     group_key    TEXT        NOT NULL DEFAULT '',
+    certificate_threshold BIGINT,
+    certificate_counted   BIGINT,
+    certificate_passes    BIGINT,
     CONSTRAINT topk_instances_pkey PRIMARY KEY (job, window_name, group_key, window_start),
     CONSTRAINT topk_instances_exact_check CHECK (NOT exact OR error_bound = 0),
     CONSTRAINT topk_instances_sketch_check CHECK (
         num_nulls(sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount) IN (0, 4)
         AND sketch_found >= 0 AND sketch_of >= sketch_found AND sketch_max_overcount >= 0
-        AND sketch_total_overcount >= 0)
+        AND sketch_total_overcount >= 0),
+    CONSTRAINT topk_instances_certificate_check CHECK (
+        num_nulls(certificate_threshold, certificate_counted, certificate_passes) IN (0, 3)
+        AND certificate_threshold >= 1 AND certificate_counted >= 0 AND certificate_passes >= 1
+        AND (certificate_threshold IS NULL OR (exact AND state = 'final')))
 );
 CREATE TABLE IF NOT EXISTS dead_letters (
     id          BIGSERIAL   PRIMARY KEY,
@@ -180,6 +191,20 @@ ALTER TABLE topk_instances ADD COLUMN group_key TEXT NOT NULL DEFAULT '',
 ALTER TABLE hotlist_windows ADD COLUMN by_dims TEXT NOT NULL DEFAULT '';
 ";
 
+/// Version 5 → 6: the certificate's columns and their check, added with the same definitions
+/// (and constraint name) the version-6 table is created with (a test compares them); no
+/// existing list has a certificate. Run under the migration lock.
+const MIGRATE_5_TO_6: &str = "
+ALTER TABLE topk_instances
+    ADD COLUMN certificate_threshold BIGINT,
+    ADD COLUMN certificate_counted   BIGINT,
+    ADD COLUMN certificate_passes    BIGINT,
+    ADD CONSTRAINT topk_instances_certificate_check CHECK (
+        num_nulls(certificate_threshold, certificate_counted, certificate_passes) IN (0, 3)
+        AND certificate_threshold >= 1 AND certificate_counted >= 0 AND certificate_passes >= 1
+        AND (certificate_threshold IS NULL OR (exact AND state = 'final')));
+";
+
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
 const VERSION_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS hotlist_schema (
@@ -246,6 +271,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
     if matches!(version, Some(1..=4)) {
         tx.batch_execute(MIGRATE_4_TO_5)
             .map_err(pg_err(location, "migrating the schema from version 4 to 5"))?;
+    }
+    if matches!(version, Some(1..=5)) {
+        tx.batch_execute(MIGRATE_5_TO_6)
+            .map_err(pg_err(location, "migrating the schema from version 5 to 6"))?;
     }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {

@@ -20,17 +20,20 @@ WHERE t.job = $1::text AND t.window_name = d.window_name AND t.window_start = d.
 const UPSERT_INSTANCES: &str = "
 INSERT INTO topk_instances
     (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count,
-     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, group_key)
+     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, group_key,
+     certificate_threshold, certificate_counted, certificate_passes)
 SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::text[],
                                $7::bool[], $8::timestamptz[], $9::timestamptz[], $10::int8[],
                                $11::bool[], $12::int8[], $13::int8[], $14::int8[], $15::int8[], $16::int8[],
-                               $17::text[])
+                               $17::text[], $18::int8[], $19::int8[], $20::int8[])
 ON CONFLICT (job, window_name, group_key, window_start) DO UPDATE SET
     window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
     final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
     item_count = excluded.item_count, exact = excluded.exact, error_bound = excluded.error_bound,
     sketch_found = excluded.sketch_found, sketch_of = excluded.sketch_of,
-    sketch_max_overcount = excluded.sketch_max_overcount, sketch_total_overcount = excluded.sketch_total_overcount";
+    sketch_max_overcount = excluded.sketch_max_overcount, sketch_total_overcount = excluded.sketch_total_overcount,
+    certificate_threshold = excluded.certificate_threshold, certificate_counted = excluded.certificate_counted,
+    certificate_passes = excluded.certificate_passes";
 
 const INSERT_ROWS: &str = "
 INSERT INTO topk
@@ -69,7 +72,8 @@ const SELECT_WINDOW_K: &str = "SELECT k FROM hotlist_windows WHERE job = $1 AND 
 /// `topk_instances` primary key.
 pub(super) const SELECT_LATEST_HEADER: &str = "
 SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
-       exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
+       exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount,
+       certificate_threshold, certificate_counted, certificate_passes
 FROM topk_instances
 WHERE job = $1 AND window_name = $2 AND group_key = $3 ORDER BY window_start DESC LIMIT 1";
 
@@ -77,7 +81,8 @@ WHERE job = $1 AND window_name = $2 AND group_key = $3 ORDER BY window_start DES
 /// primary key.
 pub(super) const SELECT_HEADER_AT: &str = "
 SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
-       exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
+       exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount,
+       certificate_threshold, certificate_counted, certificate_passes
 FROM topk_instances
 WHERE job = $1 AND window_name = $2 AND window_start = $3 AND group_key = $4";
 

@@ -11,7 +11,7 @@ use super::error::{describe, pg_err, retry_class};
 use super::schema::quote_ident;
 use super::statements::{SELECT_HEADER_AT, SELECT_LATEST_HEADER, SELECT_ROWS};
 use super::*;
-use crate::conformance::{sql_sketch_columns, Damage, Subject};
+use crate::conformance::{sql_certificate_columns, sql_sketch_columns, Damage, Subject};
 use crate::error::{Retry, SinkError};
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{batch, letter, list, server_url, windows, JOB};
@@ -124,6 +124,19 @@ fn damage(c: &mut Client, what: Damage) {
         Damage::SketchCheck(values) => {
             format!("UPDATE topk_instances SET {} {instance}", sql_sketch_columns(values))
         }
+        Damage::Certificate(values) => {
+            format!(
+                "UPDATE topk_instances SET {} {instance}",
+                sql_certificate_columns(values)
+            )
+        }
+        Damage::State(state) => {
+            let is_final = state == hotlist_operators::record::ListState::Final;
+            format!(
+                "UPDATE topk_instances SET state = '{}', final = {is_final} {instance}",
+                state.as_str()
+            )
+        }
         Damage::RowAccuracy { exact, error_bound } => {
             format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
         }
@@ -134,7 +147,8 @@ fn damage(c: &mut Client, what: Damage) {
              DROP CONSTRAINT IF EXISTS topk_error_bound_check;
          ALTER TABLE topk_instances DROP CONSTRAINT IF EXISTS topk_instances_exact_check,
              DROP CONSTRAINT IF EXISTS topk_instances_error_bound_check,
-             DROP CONSTRAINT IF EXISTS topk_instances_sketch_check;
+             DROP CONSTRAINT IF EXISTS topk_instances_sketch_check,
+             DROP CONSTRAINT IF EXISTS topk_instances_certificate_check;
          ALTER TABLE hot_key_windows DROP CONSTRAINT IF EXISTS hot_key_windows_key_count_check;",
     )
     .unwrap();

@@ -138,7 +138,7 @@ fn write_batch(
     let (h, r, d) = (&cols.headers, &cols.rows, &cols.letters);
     if !h.window.is_empty() {
         tx.execute(&stmts.delete_rows, &[&job, &h.window, &h.start, &h.group])?;
-        let headers: [&(dyn ToSql + Sync); 17] = [
+        let headers: [&(dyn ToSql + Sync); 20] = [
             &job,
             &h.window,
             &h.start,
@@ -156,6 +156,9 @@ fn write_batch(
             &h.sketch[2],
             &h.sketch[3],
             &h.group,
+            &h.certificate[0],
+            &h.certificate[1],
+            &h.certificate[2],
         ];
         tx.execute(&stmts.upsert_instances, &headers)?;
     }

@@ -7,7 +7,8 @@
 -- list: window, window_start, window_end, revision, state, final, as_of, watermark, exact,
 -- error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (the
 -- four '' when the list has no sketch check), item_count, group ('' for a global list),
--- followed by item_count (score, member) pairs. KEYS[3n+3] is the job's hot-key hash; after the lists' arguments come the
+-- certificate_threshold, certificate_counted, certificate_passes (the three '' when the list
+-- has no certificate), followed by item_count (score, member) pairs. KEYS[3n+3] is the job's hot-key hash; after the lists' arguments come the
 -- batch's latest hot-key window: window_start, window_end, watermark, as_of, key_count, keys
 -- (JSON), or a single '' when the batch has none. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
 -- error reply with the code HOTLIST_CORRUPT; a generation that is no longer the job's as
@@ -40,7 +41,10 @@ local function invalid(msg)
 end
 -- The sketch check's fields, in argument order.
 local SKETCH = {'sketch_found', 'sketch_of', 'sketch_max_overcount', 'sketch_total_overcount'}
--- Checks list i's accuracy arguments (ARGV[q + 8 ..]) as the reader will; nil when valid.
+-- The certificate's fields, in argument order.
+local CERTIFICATE = {'certificate_threshold', 'certificate_counted', 'certificate_passes'}
+-- Checks list i's accuracy arguments (ARGV[q + 8 ..], the certificate's ARGV[q + 16 ..]) as the
+-- reader will; nil when valid.
 local function bad_accuracy(q)
   local exact, bound = ARGV[q + 8], ARGV[q + 9]
   if exact ~= '0' and exact ~= '1' then return 'exact ' .. exact .. ' is not 0 or 1' end
@@ -56,6 +60,20 @@ local function bad_accuracy(q)
   end
   if given ~= 0 and given ~= 4 then return 'the sketch check is partial' end
   if given == 4 and cmp(ARGV[q + 10], ARGV[q + 11]) > 0 then return 'sketch_found exceeds sketch_of' end
+  given = 0
+  for x = 0, 2 do
+    local v = ARGV[q + 16 + x]
+    if v ~= '' then
+      if not is_int(v) or string.sub(v, 1, 1) == '-' then return CERTIFICATE[x + 1] .. ' ' .. v .. ' is not a count' end
+      given = given + 1
+    end
+  end
+  if given ~= 0 and given ~= 3 then return 'the certificate is partial' end
+  if given == 3 then
+    if cmp(ARGV[q + 16], '1') < 0 then return 'certificate_threshold is not positive' end
+    if cmp(ARGV[q + 18], '1') < 0 then return 'certificate_passes is not positive' end
+    if exact ~= '1' or ARGV[q + 4] ~= 'final' then return 'a certificate on a list that is not exact and final' end
+  end
   return nil
 end
 local function bad_type(key, want)
@@ -94,7 +112,7 @@ for i = 1, n do
   local bad = bad_accuracy(p)
   if bad then return invalid(ARGV[p] .. ': ' .. bad) end
   if newer then writes[#writes + 1] = {i, p} end
-  p = p + 16 + 2 * tonumber(ARGV[p + 14])
+  p = p + 19 + 2 * tonumber(ARGV[p + 14])
 end
 -- the hot-key window: written if it starts at or after the stored one
 local hkey = KEYS[3 * n + 3]
@@ -116,7 +134,7 @@ for _, w in ipairs(writes) do
   local zkey, mkey, gkey = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
   redis.call('DEL', zkey, mkey)
   local count = tonumber(ARGV[q + 14])
-  local first = q + 16
+  local first = q + 19
   redis.call('ZADD', gkey, ARGV[q + 1], ARGV[q + 15])
   local j = 0
   while j < count do
@@ -137,6 +155,10 @@ for _, w in ipairs(writes) do
   if ARGV[q + 10] ~= '' then
     redis.call('HSET', mkey, SKETCH[1], ARGV[q + 10], SKETCH[2], ARGV[q + 11],
       SKETCH[3], ARGV[q + 12], SKETCH[4], ARGV[q + 13])
+  end
+  if ARGV[q + 16] ~= '' then
+    redis.call('HSET', mkey, CERTIFICATE[1], ARGV[q + 16], CERTIFICATE[2], ARGV[q + 17],
+      CERTIFICATE[3], ARGV[q + 18])
   end
 end
 if hot then

@@ -9,7 +9,9 @@
 //! - `{prefix}:{job}:{window}:latest:meta` — hash: window, window_start (ms), window_end (ms),
 //!   revision, state (open|closed|final), final (0|1), as_of (ms), watermark (ms), item_count,
 //!   epoch, exact (0|1), error_bound (0 when exact), and for a list with a sketch check
-//!   sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (all four or none).
+//!   sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (all four or none),
+//!   and for a certified list (a sketch window's final list a replay proved exact)
+//!   certificate_threshold, certificate_counted, certificate_passes (all three or none).
 //!   A meta hash without `exact` (written before lists said what they are) is an exact list;
 //! - `{prefix}:{job}:{window}:group:{group}:latest` and `…:latest:meta` — the same for the
 //!   latest list of a group of a window with `by` (`group` its canonical key; the meta hash

@@ -11,7 +11,7 @@ use super::encode::parse_windows;
 use super::keys::check_key_part;
 use super::{RedisStore, MAX_EXACT_COUNT};
 use crate::error::SinkError;
-use crate::read_checks::{self, ListAt, RawAccuracy, SKETCH_FIELDS};
+use crate::read_checks::{self, ListAt, RawAccuracy, CERTIFICATE_FIELDS, SKETCH_FIELDS};
 use crate::store::{StoreReader, MAX_GROUPS_READ};
 use crate::types::{StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
@@ -22,8 +22,9 @@ use hotlist_operators::time::Millis;
 pub(super) const WINDOWS_DOC_LIMIT: usize = 1 << 20;
 
 /// The meta hash fields a list read asks for, in this order: the header, then its accuracy
-/// (`exact`, `error_bound` and the sketch check's [`SKETCH_FIELDS`]).
-const META_FIELDS: [&str; 15] = [
+/// (`exact`, `error_bound`, the sketch check's [`SKETCH_FIELDS`] and the certificate's
+/// [`CERTIFICATE_FIELDS`]).
+const META_FIELDS: [&str; 18] = [
     "window",
     "window_start",
     "window_end",
@@ -39,6 +40,9 @@ const META_FIELDS: [&str; 15] = [
     SKETCH_FIELDS[1],
     SKETCH_FIELDS[2],
     SKETCH_FIELDS[3],
+    CERTIFICATE_FIELDS[0],
+    CERTIFICATE_FIELDS[1],
+    CERTIFICATE_FIELDS[2],
 ];
 
 /// Where the accuracy fields start in [`META_FIELDS`].
@@ -292,7 +296,8 @@ impl RedisStore {
         };
         let checked = read_checks::header(&at, &h, k).map_err(|d| self.corrupt(format!("{mkey}: {d}")))?;
         let raw = self.raw_accuracy(&mkey, &read.meta)?;
-        let accuracy = read_checks::accuracy(&at, &raw, k).map_err(|d| self.corrupt(format!("{mkey}: {d}")))?;
+        let accuracy =
+            read_checks::accuracy(&at, &raw, k, checked.state).map_err(|d| self.corrupt(format!("{mkey}: {d}")))?;
         let is_final = field(5)?;
         if is_final != if checked.state == ListState::Final { "1" } else { "0" } {
             return Err(self.corrupt(format!(
@@ -321,12 +326,14 @@ impl RedisStore {
             exact: accuracy.exact,
             error_bound: accuracy.error_bound,
             sketch_check: accuracy.sketch_check,
+            certificate: accuracy.certificate,
         }))
     }
 
     /// The accuracy fields of a meta hash read (in [`META_FIELDS`] order). A meta hash written
     /// before lists said what they are has none of them: its list is exact. One with `exact`
-    /// has `error_bound`; the sketch check's fields are all there or none.
+    /// has `error_bound`; the sketch check's fields are all there or none, and so are the
+    /// certificate's.
     fn raw_accuracy(&self, mkey: &str, meta: &[Option<String>]) -> Result<RawAccuracy, SinkError> {
         let fields = &meta[ACCURACY_FIELDS..];
         let names = &META_FIELDS[ACCURACY_FIELDS..];
@@ -351,6 +358,7 @@ impl RedisStore {
             exact,
             error_bound,
             sketch: [int(2)?, int(3)?, int(4)?, int(5)?],
+            certificate: [int(6)?, int(7)?, int(8)?],
         })
     }
 

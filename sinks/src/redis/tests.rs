@@ -14,7 +14,7 @@ use super::*;
 use crate::conformance::{Damage, Subject};
 use crate::error::Retry;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{approximate, batch, list, not_json, server_url, sketch_check, windows, JOB};
+use crate::test_fixtures::{approximate, batch, certified, list, not_json, server_url, sketch_check, windows, JOB};
 use crate::types::{StoredList, StoredWindow};
 use ::redis::{ErrorKind, RedisError, Value};
 use hotlist_operators::record::{ListState, RankedItem};
@@ -161,6 +161,20 @@ fn damage(prefix: &str, what: Damage) {
                 None => ::redis::cmd("HDEL").arg(key("1m:latest:meta")).arg(field).exec(&mut c),
             })
         }
+        Damage::Certificate(values) => {
+            let fields = crate::read_checks::CERTIFICATE_FIELDS;
+            fields.iter().zip(values).try_for_each(|(field, v)| match v {
+                Some(v) => ::redis::cmd("HSET").arg(key("1m:latest:meta")).arg(field).arg(v).exec(&mut c),
+                None => ::redis::cmd("HDEL").arg(key("1m:latest:meta")).arg(field).exec(&mut c),
+            })
+        }
+        Damage::State(state) => ::redis::cmd("HSET")
+            .arg(key("1m:latest:meta"))
+            .arg("state")
+            .arg(state.as_str())
+            .arg("final")
+            .arg(i64::from(state == hotlist_operators::record::ListState::Final))
+            .exec(&mut c),
         Damage::RowAccuracy { .. } => unreachable!("Redis stores no rows (stored_rows is None)"),
         Damage::HotKeyCount(n) => ::redis::cmd("HSET").arg(key("hot")).arg("key_count").arg(n).exec(&mut c),
     }
@@ -451,8 +465,9 @@ fn accuracy_fields_of_the_meta_hash() {
     assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
 }
 
-/// The commit script checks each list's accuracy arguments as a reader would and refuses the
-/// whole commit, writing nothing, when one is impossible (a client that does not match it).
+/// The commit script checks each list's accuracy arguments (the certificate's too) as a reader
+/// would and refuses the whole commit, writing nothing, when one is impossible (a client that
+/// does not match it).
 #[test]
 fn the_commit_script_refuses_impossible_accuracy() {
     let mut fx = Fixture::new();
@@ -462,15 +477,23 @@ fn the_commit_script_refuses_impossible_accuracy() {
         fx.key("1m:latest"),
         fx.key("1m:latest:meta"),
     );
-    let cases: [[&str; 6]; 6] = [
-        ["2", "0", "", "", "", ""],
-        ["1", "5", "", "", "", ""],
-        ["0", "-1", "", "", "", ""],
-        ["0", "1", "2", "", "5", "9"],
-        ["0", "1", "4", "3", "5", "9"],
-        ["0", "1", "2", "3", "-5", "9"],
+    let no_certificate = ["", "", ""];
+    let cases: [(&str, [&str; 6], [&str; 3]); 13] = [
+        ("open", ["2", "0", "", "", "", ""], no_certificate),
+        ("open", ["1", "5", "", "", "", ""], no_certificate),
+        ("open", ["0", "-1", "", "", "", ""], no_certificate),
+        ("open", ["0", "1", "2", "", "5", "9"], no_certificate),
+        ("open", ["0", "1", "4", "3", "5", "9"], no_certificate),
+        ("open", ["0", "1", "2", "3", "-5", "9"], no_certificate),
+        ("final", ["0", "37", "", "", "", ""], ["40", "17", "2"]),
+        ("closed", ["1", "0", "", "", "", ""], ["40", "17", "2"]),
+        ("final", ["1", "0", "", "", "", ""], ["0", "17", "2"]),
+        ("final", ["1", "0", "", "", "", ""], ["40", "-1", "2"]),
+        ("final", ["1", "0", "", "", "", ""], ["40", "17", "0"]),
+        ("final", ["1", "0", "", "", "", ""], ["40", "", "2"]),
+        ("final", ["1", "0", "", "", "", ""], ["x", "17", "2"]),
     ];
-    for accuracy in cases {
+    for (state, accuracy, certificate) in cases {
         let mut call = super::write::COMMIT_SCRIPT.prepare_invoke();
         call.key(&ckey)
             .key(&okey)
@@ -482,18 +505,57 @@ fn the_commit_script_refuses_impossible_accuracy() {
             .arg(0)
             .arg(60_000)
             .arg(1)
-            .arg("open")
-            .arg(0)
+            .arg(state)
+            .arg(i64::from(state == "final"))
             .arg(0)
             .arg(0);
         for a in accuracy {
             call.arg(a);
         }
         call.arg(0).arg("");
+        for a in certificate {
+            call.arg(a);
+        }
+        call.key(fx.key("hot")).arg("");
         let err = call.invoke::<i64>(&mut fx.raw).unwrap_err();
-        assert_eq!(err.code(), Some("HOTLIST_INVALID"), "{accuracy:?}: {err}");
-        assert!(fx.keys().is_empty(), "{accuracy:?}: nothing written");
+        assert_eq!(
+            err.code(),
+            Some("HOTLIST_INVALID"),
+            "{accuracy:?} {certificate:?}: {err}"
+        );
+        assert!(fx.keys().is_empty(), "{accuracy:?} {certificate:?}: nothing written");
     }
+}
+
+/// A certified list's certificate is in its meta hash (`certificate_threshold`,
+/// `certificate_counted`, `certificate_passes`); a new revision without one leaves none behind.
+#[test]
+fn certificate_fields_of_the_meta_hash() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    assert!(store.commit(&batch(1, vec![certified(list(0, 3, 3), 40, 2)])).unwrap());
+    let mkey = fx.key("1m:latest:meta");
+    let meta = |fx: &mut Fixture| -> HashMap<String, String> {
+        ::redis::cmd("HGETALL").arg(&mkey).query(&mut fx.raw).unwrap()
+    };
+    let m = meta(&mut fx);
+    for (field, value) in [
+        ("exact", "1"),
+        ("error_bound", "0"),
+        ("state", "final"),
+        ("certificate_threshold", "40"),
+        ("certificate_counted", "17"),
+        ("certificate_passes", "2"),
+    ] {
+        assert_eq!(m.get(field).map(String::as_str), Some(value), "{field} in {m:?}");
+    }
+    assert!(store.commit(&batch(2, vec![list(0, 4, 3)])).unwrap());
+    let m = meta(&mut fx);
+    assert!(
+        !m.keys().any(|f| f.starts_with("certificate_")),
+        "no certificate left behind: {m:?}"
+    );
+    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 4, 3))));
 }
 
 #[test]

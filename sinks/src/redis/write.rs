@@ -73,6 +73,10 @@ impl SinkStore for RedisStore {
                 None => call.arg("").arg("").arg("").arg(""),
             };
             call.arg(l.items.len() as u64).arg(l.group.as_str());
+            match l.certificate {
+                Some(c) => call.arg(c.threshold).arg(c.counted).arg(c.passes),
+                None => call.arg("").arg("").arg(""),
+            };
             for item in &l.items {
                 call.arg(item.count).arg(item.item_id.as_str());
             }

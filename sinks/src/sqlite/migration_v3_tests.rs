@@ -39,7 +39,7 @@ fn a_version_3_database_is_read_as_it_is_then_migrated() {
 
     let mut w = SqliteStore::open(&path).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(SCHEMA_VERSION, 6);
     assert_eq!(
         w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
         Some(2),

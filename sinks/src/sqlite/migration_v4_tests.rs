@@ -62,9 +62,10 @@ CREATE TABLE hotlist_windows (
 );
 ";
 
-/// Turns the version-5 database at `path` into a version-4 one (keeping its global lists and
-/// windows) stamped `version`.
+/// Turns the database at `path` (this build's version) into a version-4 one (through version 5:
+/// its certificates dropped; keeping its global lists and windows) stamped `version`.
 pub(super) fn downgrade_to_v4(path: &Path, version: i64) {
+    super::migration_v5_tests::downgrade_to_v5(path, 5);
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(&format!(
         "ALTER TABLE topk RENAME TO topk_v5; ALTER TABLE topk_instances RENAME TO topk_instances_v5;
@@ -121,7 +122,7 @@ fn a_version_4_database_is_read_as_it_is_then_migrated() {
 
     let mut w = SqliteStore::open(&path).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(SCHEMA_VERSION, 6);
     assert_eq!(
         w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
         Some(3),

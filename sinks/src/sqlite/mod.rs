@@ -15,7 +15,9 @@
 //! version-1 database read and migrated) and `migration_v2_tests` (a version-2 database read
 //! and migrated; migrated tables equal new ones) and `migration_v3_tests` (a version-3 database
 //! read, then migrated: hot keys commit and read back) and `migration_v4_tests` (a version-4
-//! database read, then migrated: per-group lists commit and read back).
+//! database read, then migrated: per-group lists commit and read back) and
+//! `migration_v5_tests` (a version-5 database read, then migrated: certified lists commit and
+//! read back; the new checks refuse impossible certificates).
 
 mod hot_keys;
 #[cfg(test)]
@@ -26,6 +28,8 @@ mod migration_v2_tests;
 mod migration_v3_tests;
 #[cfg(test)]
 mod migration_v4_tests;
+#[cfg(test)]
+mod migration_v5_tests;
 mod open;
 mod ownership;
 mod read;

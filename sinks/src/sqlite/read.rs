@@ -3,10 +3,11 @@
 //! by [`crate::sql_rows`]; no statement reads more rows than a job may have written.
 //!
 //! A database older than version 3 (read as it is, see `open`) has no accuracy columns: its
-//! lists are read as exact (the statements select constants in their place). The version is
-//! read in each list's transaction, so a reader sees a migration that happened after it opened.
+//! lists are read as exact (the statements select constants in their place); one older than
+//! version 6 has no certificate columns: its lists have none. The version is read in each
+//! list's transaction, so a reader sees a migration that happened after it opened.
 
-use super::schema::{ACCURACY_VERSION, GROUPS_VERSION};
+use super::schema::{ACCURACY_VERSION, CERTIFICATE_VERSION, GROUPS_VERSION};
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
@@ -27,17 +28,26 @@ struct ListColumns {
     row_accuracy: &'static str,
 }
 
-/// A version-3 database's.
+/// A version-6 database's.
 const COLUMNS: ListColumns = ListColumns {
     header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, exact, error_bound, \
-             sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount FROM topk_instances",
+             sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, \
+             certificate_threshold, certificate_counted, certificate_passes FROM topk_instances",
     row_accuracy: "exact, error_bound",
 };
 
-/// An older database's: every list exact, no sketch check.
+/// A version-3 to 5 database's: no certificates.
+const COLUMNS_BEFORE_CERTIFICATES: ListColumns = ListColumns {
+    header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, exact, error_bound, \
+             sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, NULL, NULL, NULL \
+             FROM topk_instances",
+    row_accuracy: "exact, error_bound",
+};
+
+/// An older database's: every list exact, no sketch check, no certificate.
 const COLUMNS_BEFORE_ACCURACY: ListColumns = ListColumns {
     header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, 1, 0, \
-             NULL, NULL, NULL, NULL FROM topk_instances",
+             NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM topk_instances",
     row_accuracy: "1, 0",
 };
 
@@ -229,8 +239,10 @@ impl SqliteStore {
         let read = || -> rusqlite::Result<Option<RawList<i64>>> {
             let tx = self.conn.unchecked_transaction()?;
             let version = self.version(&tx)?;
-            let columns = if version >= ACCURACY_VERSION {
+            let columns = if version >= CERTIFICATE_VERSION {
                 &COLUMNS
+            } else if version >= ACCURACY_VERSION {
+                &COLUMNS_BEFORE_CERTIFICATES
             } else {
                 &COLUMNS_BEFORE_ACCURACY
             };
@@ -305,6 +317,7 @@ fn read_header(
             exact: r.get(7)?,
             error_bound: r.get(8)?,
             sketch: [r.get(9)?, r.get(10)?, r.get(11)?, r.get(12)?],
+            certificate: [r.get(13)?, r.get(14)?, r.get(15)?],
         };
         Ok(RawHeader::from_columns(r.try_into()?, accuracy))
     };

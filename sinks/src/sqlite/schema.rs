@@ -11,14 +11,19 @@
 //! `topk` and `topk_instances` gain `group_key` (`''` for a global list) as part of their
 //! primary keys, `hotlist_windows` gains `by_dims` (the window's `by` dims joined by `,`).
 //! 4 → 5 rebuilds the three tables (SQLite cannot change a primary key); every existing
-//! list is a global one (`group_key = ''`), every window one without `by`.
+//! list is a global one (`group_key = ''`), every window one without `by`; 6 certified lists:
+//! `topk_instances` gains the certificate of a sketch window's list a replay proved exact
+//! (`certificate_threshold`, `certificate_counted`, `certificate_passes`, all NULL when there
+//! is none; a certificate only on an exact, final list). 5 → 6 rebuilds `topk_instances` (so
+//! that its checks are the new table's, see `MIGRATE_5_TO_6`); no existing list has a
+//! certificate. A version 1 to 4 database gets the new `topk_instances` from 4 → 5's rebuild.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -36,6 +41,29 @@ pub(super) const HOT_KEYS_VERSION: i64 = 4;
 /// The first version with per-group lists: a reader of an older database reads only global
 /// lists (and windows without `by`).
 pub(super) const GROUPS_VERSION: i64 = 5;
+
+/// The first version with certificates: a reader of an older database reads no certificate.
+pub(super) const CERTIFICATE_VERSION: i64 = 6;
+
+/// Version 5 → 6: `topk_instances` is moved aside, created again by `SCHEMA` (with the
+/// certificate's columns and their checks), refilled and dropped (`FINISH_5_TO_6`), so a
+/// migrated table is the same as a new one (`ALTER TABLE … ADD COLUMN` would leave a table
+/// whose `CREATE` differs from a new one's). Only the headers are copied: `topk` is unchanged.
+const MIGRATE_5_TO_6: &str = "
+ALTER TABLE topk_instances RENAME TO topk_instances_v5;
+";
+
+/// The second half of 5 → 6, after `SCHEMA` created the new `topk_instances`: no list has a
+/// certificate.
+const FINISH_5_TO_6: &str = "
+INSERT INTO topk_instances (job, window_name, group_key, window_start, window_end, revision, state, final,
+                            watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of,
+                            sketch_max_overcount, sketch_total_overcount)
+    SELECT job, window_name, group_key, window_start, window_end, revision, state, final,
+           watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of,
+           sketch_max_overcount, sketch_total_overcount FROM topk_instances_v5;
+DROP TABLE topk_instances_v5;
+";
 
 /// Version 4 → 5: the list tables and `hotlist_windows` are moved aside, created again by
 /// `SCHEMA` (with `group_key` in the lists' primary keys, `by_dims`), refilled and dropped
@@ -157,6 +185,13 @@ CREATE TABLE IF NOT EXISTS topk_instances (
         CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
                AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
                AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
+    certificate_threshold  INTEGER CHECK (certificate_threshold >= 1),
+    certificate_counted    INTEGER CHECK (certificate_counted >= 0),
+    certificate_passes     INTEGER
+        CHECK (certificate_passes >= 1
+               AND (certificate_threshold IS NULL) = (certificate_counted IS NULL)
+               AND (certificate_threshold IS NULL) = (certificate_passes IS NULL)
+               AND (certificate_threshold IS NULL OR (exact = 1 AND state = 'final'))),
     PRIMARY KEY (job, window_name, group_key, window_start)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hot_key_windows (
@@ -233,12 +268,22 @@ impl SqliteStore {
             tx.execute_batch(MIGRATE_4_TO_5)
                 .map_err(sql_err(path, "migrating the schema to version 5"))?;
         }
+        // 1 to 4: 4 → 5 rebuilt `topk_instances` already (`SCHEMA` creates it with certificates)
+        let recertify = version == GROUPS_VERSION;
+        if recertify {
+            tx.execute_batch(MIGRATE_5_TO_6)
+                .map_err(sql_err(path, "migrating the schema from version 5 to 6"))?;
+        }
         let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
         tx.execute_batch(&format!("{SCHEMA}{dead_letters}{DEAD_LETTERS_INDEX}"))
             .map_err(sql_err(path, "creating the tables"))?;
         if regroup {
             tx.execute_batch(FINISH_4_TO_5)
                 .map_err(sql_err(path, "migrating the lists to version 5"))?;
+        }
+        if recertify {
+            tx.execute_batch(FINISH_5_TO_6)
+                .map_err(sql_err(path, "migrating the lists to version 6"))?;
         }
         if version < SCHEMA_VERSION {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)

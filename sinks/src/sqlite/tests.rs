@@ -2,7 +2,7 @@
 //! conformance suite on a temporary database file.
 
 use super::*;
-use crate::conformance::{sql_sketch_columns, Damage, Subject};
+use crate::conformance::{sql_certificate_columns, sql_sketch_columns, Damage, Subject};
 use crate::store::SinkStore;
 use crate::test_fixtures::{batch, list, JOB};
 
@@ -38,6 +38,19 @@ fn damage(path: &Path, what: Damage) {
         }
         Damage::SketchCheck(values) => {
             format!("UPDATE topk_instances SET {} {instance}", sql_sketch_columns(values))
+        }
+        Damage::Certificate(values) => {
+            format!(
+                "UPDATE topk_instances SET {} {instance}",
+                sql_certificate_columns(values)
+            )
+        }
+        Damage::State(state) => {
+            let is_final = i64::from(state == hotlist_operators::record::ListState::Final);
+            format!(
+                "UPDATE topk_instances SET state = '{}', final = {is_final} {instance}",
+                state.as_str()
+            )
         }
         Damage::RowAccuracy { exact, error_bound } => {
             let exact = i64::from(exact);

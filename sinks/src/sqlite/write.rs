@@ -17,14 +17,17 @@ use std::sync::LazyLock;
 const UPSERT_INSTANCE: &str = "
 INSERT INTO topk_instances
     (job, window_name, window_start, window_end, revision, state, final, watermark, as_of, item_count,
-     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, group_key)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+     exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, group_key,
+     certificate_threshold, certificate_counted, certificate_passes)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
 ON CONFLICT (job, window_name, group_key, window_start) DO UPDATE SET
     window_end = excluded.window_end, revision = excluded.revision, state = excluded.state,
     final = excluded.final, watermark = excluded.watermark, as_of = excluded.as_of,
     item_count = excluded.item_count, exact = excluded.exact, error_bound = excluded.error_bound,
     sketch_found = excluded.sketch_found, sketch_of = excluded.sketch_of,
-    sketch_max_overcount = excluded.sketch_max_overcount, sketch_total_overcount = excluded.sketch_total_overcount";
+    sketch_max_overcount = excluded.sketch_max_overcount, sketch_total_overcount = excluded.sketch_total_overcount,
+    certificate_threshold = excluded.certificate_threshold, certificate_counted = excluded.certificate_counted,
+    certificate_passes = excluded.certificate_passes";
 
 /// Rows per multi-row insert statement: binding 3 values per row instead of 13 and stepping
 /// one statement per chunk roughly doubles the write rate for large lists.
@@ -114,9 +117,11 @@ fn write_batch(tx: &Connection, batch: &CommitBatch, now: Millis) -> rusqlite::R
 fn write_list(tx: &Connection, job: &str, l: &PublishedList) -> rusqlite::Result<()> {
     let state = l.state.as_str();
     let is_final = i64::from(l.state == ListState::Final);
-    // `check_batch` has verified every u64 below fits an i64 (error bounds, over-counts).
+    // `check_batch` has verified every u64 below fits an i64 (error bounds, over-counts, the
+    // certificate's threshold and count).
     let (exact, error_bound) = (i64::from(l.exact), l.error_bound as i64);
     let check = l.sketch_check;
+    let certificate = l.certificate;
     tx.prepare_cached(UPSERT_INSTANCE)?.execute(params![
         job,
         l.window,
@@ -134,7 +139,10 @@ fn write_list(tx: &Connection, job: &str, l: &PublishedList) -> rusqlite::Result
         check.map(|c| c.of),
         check.map(|c| c.max_overcount as i64),
         check.map(|c| c.total_overcount as i64),
-        l.group.as_str()
+        l.group.as_str(),
+        certificate.map(|c| c.threshold as i64),
+        certificate.map(|c| c.counted as i64),
+        certificate.map(|c| c.passes)
     ])?;
     tx.prepare_cached(DELETE_ROWS)?
         .execute(params![job, l.window, l.start.0, l.group.as_str()])?;
