@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hotlist_operators::certify::Certificate;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::record::{ListState, SketchCheck};
@@ -298,7 +299,10 @@ fn set_cache_headers(r: &mut Response, etag: &str, immutable: bool, max_age: Dur
 }
 
 /// The list as the API's JSON: what the store holds, the first `k` items, and what the list is
-/// (`exact`, `error_bound`, and `sketch_check` when a sketch was compared with it).
+/// (`exact`, `error_bound`, `sketch_check` when a sketch was compared with it, and
+/// `certificate` when a sketch-guided replay proved a sketch window's final list exact:
+/// `{"threshold": T, "counted": N, "passes": P}`, see [`certificate_json`]). A field that does
+/// not apply is left out.
 pub fn list_json(l: &StoredList, k: usize) -> String {
     let mut v = json!({
         "window": l.window,
@@ -315,6 +319,9 @@ pub fn list_json(l: &StoredList, k: usize) -> String {
     if let Some(c) = &l.sketch_check {
         v["sketch_check"] = sketch_check_json(c);
     }
+    if let Some(c) = &l.certificate {
+        v["certificate"] = certificate_json(c);
+    }
     if !l.group.is_global() {
         v["group"] = crate::groups::group_json(&l.group);
     }
@@ -330,6 +337,17 @@ pub fn sketch_check_json(c: &SketchCheck) -> serde_json::Value {
         "of": c.of,
         "max_overcount": c.max_overcount,
         "mean_overcount": c.mean_overcount(),
+    })
+}
+
+/// A certificate as the API's JSON: the threshold of the replay pass that proved the list exact
+/// (every item the sketch estimated at least that high was counted exactly), how many items
+/// that pass counted, and how many passes it took (1 when the first threshold held).
+pub fn certificate_json(c: &Certificate) -> serde_json::Value {
+    json!({
+        "threshold": c.threshold,
+        "counted": c.counted,
+        "passes": c.passes,
     })
 }
 

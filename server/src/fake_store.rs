@@ -83,6 +83,7 @@ impl FakeReader {
                 exact: true,
                 error_bound: 0,
                 sketch_check: None,
+                certificate: None,
             })),
             Behaviour::Corrupt => Err(SinkError::Corrupt {
                 path: "fake.db".into(),

@@ -32,6 +32,12 @@ async fn sqlite_lists_say_what_they_are() {
     common::lists_say_what_they_are(Kind::Sqlite).await;
 }
 
+/// A certified list stored in SQLite comes back with its certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_certified_lists_carry_their_certificate() {
+    common::certified_lists_carry_their_certificate(Kind::Sqlite).await;
+}
+
 /// `/v1/hot` serves the latest hot-key window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_hot_keys_are_served() {

@@ -36,6 +36,18 @@ async fn redis_lists_say_what_they_are() {
     common::lists_say_what_they_are(Kind::Redis).await;
 }
 
+/// A certified list stored in PostgreSQL comes back with its certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_certified_lists_carry_their_certificate() {
+    common::certified_lists_carry_their_certificate(Kind::Postgres).await;
+}
+
+/// A certified list stored in Redis comes back with its certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_certified_lists_carry_their_certificate() {
+    common::certified_lists_carry_their_certificate(Kind::Redis).await;
+}
+
 /// The API returns exactly the lists stored in Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_returns_exactly_the_stored_lists() {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+use hotlist_operators::certify::Certificate;
 use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
 use hotlist_operators::record::{ListState, PublishedList, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
@@ -395,6 +396,35 @@ pub async fn lists_say_what_they_are(kind: Kind) {
     let v: serde_json::Value = r.json().await.expect("json");
     assert_eq!((v["exact"].as_bool(), v["error_bound"].as_u64()), (Some(true), Some(0)));
     assert!(v.get("sketch_check").is_none(), "no check, no field: {v}");
+    h.stop().await;
+}
+
+/// A sketch window's final list a replay proved exact comes back with its certificate; a list
+/// without one has no `certificate` field.
+pub async fn certified_lists_carry_their_certificate(kind: Kind) {
+    let mut h = start(kind).await;
+    let mut proved = list("1m", 0, 3, ListState::Final, &[("x", 40), ("a", 38)]);
+    proved.certificate = Some(Certificate {
+        threshold: 36,
+        counted: 17,
+        passes: 2,
+    });
+    let plain = list("5m-hop", 0, 1, ListState::Final, &[("x", 20), ("y", 3)]);
+    h.commit(1, vec![proved, plain]);
+    h.wait_epoch(1).await;
+    let v = h.json("/v1/top?window=1m").await;
+    assert_eq!(
+        (v["exact"].as_bool(), v["error_bound"].as_u64(), v["final"].as_bool()),
+        (Some(true), Some(0), Some(true))
+    );
+    assert_eq!(
+        v["certificate"],
+        serde_json::json!({"threshold": 36, "counted": 17, "passes": 2})
+    );
+    assert_eq!(items_of(&v), vec![("x".into(), 40), ("a".into(), 38)]);
+    let v = h.json("/v1/top?window=5m-hop").await;
+    assert_eq!(v["exact"].as_bool(), Some(true));
+    assert!(v.get("certificate").is_none(), "no certificate, no field: {v}");
     h.stop().await;
 }
 
