@@ -7,7 +7,8 @@
 //!
 //! Both outputs say what the list is: an approximate (sketch) list is marked `≈` with the most
 //! any count may be high by, and a list a sketch was compared with (`mode = "both"`) shows the
-//! sketch's recall and over-counts; `--json` has `exact`, `error_bound` and `sketch_check` as
+//! sketch's recall and over-counts; a sealed list a replay made exact (`exact_at_seal`) shows
+//! its certificate; `--json` has `exact`, `error_bound`, `sketch_check` and `certificate` as
 //! the HTTP API does.
 //!
 //! A window with `by` dims keeps one list per group: `--group country=US` (every dim,
@@ -222,6 +223,9 @@ pub fn to_json(l: &StoredList, k: usize) -> serde_json::Value {
     if let Some(c) = &l.sketch_check {
         v["sketch_check"] = hotlist_server::api::sketch_check_json(c);
     }
+    if let Some(c) = &l.certificate {
+        v["certificate"] = serde_json::json!({"threshold": c.threshold, "counted": c.counted, "passes": c.passes});
+    }
     if !l.group.is_global() {
         v["group"] = hotlist_server::groups::group_json(&l.group);
     }
@@ -252,8 +256,8 @@ fn to_table(l: &StoredList, k: usize) -> String {
 }
 
 /// What the list is, one line each: `≈ approximate: counts may be high by ≤ N` for a sketch's
-/// list, `sketch check: recall …` when a sketch was compared with it; nothing for a plain exact
-/// list.
+/// list, `sketch check: recall …` when a sketch was compared with it, `exact (certified …)` for
+/// a sealed list a replay made exact; nothing for a plain exact list.
 fn accuracy_lines(l: &StoredList) -> String {
     let mut out = String::new();
     if !l.exact {
@@ -267,6 +271,12 @@ fn accuracy_lines(l: &StoredList) -> String {
             c.of,
             c.max_overcount,
             c.mean_overcount()
+        ));
+    }
+    if let Some(c) = &l.certificate {
+        out.push_str(&format!(
+            "exact (certified by a replay: every item estimated at ≥ {} counted exactly, {} items, {} pass(es))\n",
+            c.threshold, c.counted, c.passes
         ));
     }
     out
@@ -295,6 +305,7 @@ mod tests {
             exact,
             error_bound,
             sketch_check,
+            certificate: None,
         }
     }
 
@@ -336,6 +347,22 @@ mod tests {
             (Some(true), Some(0))
         );
         assert!(json.get("sketch_check").is_none(), "{json}");
+        assert!(json.get("certificate").is_none(), "{json}");
+        let mut certified = stored(true, 0, None);
+        certified.certificate = Some(hotlist_operators::certify::Certificate {
+            threshold: 12,
+            counted: 340,
+            passes: 1,
+        });
+        let table = to_table(&certified, 10);
+        assert!(
+            table.contains("\nexact (certified by a replay: every item estimated at ≥ 12 counted exactly, 340 items, 1 pass(es))\n"),
+            "{table}"
+        );
+        assert_eq!(
+            to_json(&certified, 10)["certificate"],
+            serde_json::json!({"threshold": 12, "counted": 340, "passes": 1})
+        );
     }
 
     /// `--group` names every dim of a per-group window (or `(other)`); anything else is one

@@ -102,7 +102,8 @@ fn is_snapshot_file(name: &str) -> bool {
             || name.starts_with("sketch-")
             || name == "merger.snap"
             || name == "sources.snap"
-            || name == "hotkeys.snap")
+            || name == "hotkeys.snap"
+            || name == "replay.snap")
 }
 
 /// The size and header checksum of one file of a checkpoint.

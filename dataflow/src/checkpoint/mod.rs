@@ -92,6 +92,11 @@ impl JobLayout {
     pub fn has_sketches(&self) -> bool {
         self.counting.iter().any(|c| c != "exact")
     }
+
+    /// Whether some window has `exact_at_seal` (its checkpoints have `replay.snap`).
+    pub fn has_replays(&self) -> bool {
+        self.counting.iter().any(|c| c.contains("exact_at_seal: true"))
+    }
 }
 
 /// How a window counts, as a checkpoint's manifest records it.

@@ -161,6 +161,10 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
             r.validate(&layout.windows).map_err(|e| anyhow!("replay.snap: {e}"))?;
             Some(r)
         }
+        // without the sources' notes, a replay would miss what was read before the checkpoint
+        false if layout.has_replays() => {
+            return Err(anyhow!("replay.snap: missing (the exact_at_seal windows' replay ranges)").into())
+        }
         false => None,
     };
     Ok(Restored {

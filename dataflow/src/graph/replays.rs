@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-type Outcome = (ReplayJob, Result<(Vec<RankedItem>, Certificate), String>);
+type Outcome = (ReplayJob, Result<(Vec<RankedItem>, Certificate), String>, Duration);
 
 /// The replays of one run.
 pub struct Replays {
@@ -48,8 +49,9 @@ impl Replays {
                 .name("hotlist-replay".into())
                 .spawn(move || {
                     for job in inbox {
+                        let started = Instant::now();
                         let outcome = replay(&plan, &job, &stop);
-                        if outbox.send((job, outcome)).is_err() {
+                        if outbox.send((job, outcome, started.elapsed())).is_err() {
                             break;
                         }
                     }
@@ -149,26 +151,24 @@ impl Replays {
             } else {
                 self.results.try_recv().ok()
             };
-            let Some((job, outcome)) = next else { break };
+            let Some((job, outcome, took)) = next else { break };
             if self.pending.remove(&job.instance).is_none() {
                 continue;
             }
             match outcome {
-                Ok((items, certificate)) => out.push(PublishedList {
-                    window: job.window,
-                    start: job.start,
-                    end: job.end,
-                    group: Default::default(),
-                    revision: job.revision,
-                    state: ListState::Final,
-                    watermark: job.watermark,
-                    as_of,
-                    items,
-                    exact: true,
-                    error_bound: 0,
-                    sketch_check: None,
-                    certificate: Some(certificate),
-                }),
+                Ok((items, certificate)) => {
+                    tracing::info!(
+                        "window {} instance {}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s; {} items counted exactly from threshold {}",
+                        job.window,
+                        job.start,
+                        certificate.passes,
+                        job.ranges.len(),
+                        took.as_secs_f64(),
+                        certificate.counted,
+                        certificate.threshold
+                    );
+                    out.push(exact_revision(job, items, certificate, as_of));
+                }
                 Err(why) => self.give_up(&job.window, job.start, &why),
             }
         }
@@ -194,6 +194,25 @@ impl Replays {
         self.stop.store(true, Relaxed);
         self.pending.clear();
         self.jobs = None;
+    }
+}
+
+/// The exact final revision a finished replay publishes.
+fn exact_revision(job: ReplayJob, items: Vec<RankedItem>, certificate: Certificate, as_of: Millis) -> PublishedList {
+    PublishedList {
+        window: job.window,
+        start: job.start,
+        end: job.end,
+        group: Default::default(),
+        revision: job.revision,
+        state: ListState::Final,
+        watermark: job.watermark,
+        as_of,
+        items,
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
+        certificate: Some(certificate),
     }
 }
 
