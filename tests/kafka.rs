@@ -1572,3 +1572,72 @@ fn partitions_added_while_the_job_runs_are_read_without_a_restart() {
         .expect("the new partition's dead letters");
     assert_eq!(source, "kafka:events/4", "named like the others");
 }
+
+/// `exact_at_seal` over Kafka (docs/exact-at-seal.md): a bounded run's sealed lists, counted by
+/// tiny sketches, are replayed by offset with a second consumer and published exact, with a
+/// certificate, equal to the model's. In a live run, retention deletes the start of partition
+/// 0's range after the run read it and before the instances seal: their replays cannot read
+/// it again, so those lists stay approximate, the reason is logged and
+/// `hotlist_exact_at_seal_failures_total` counts them.
+#[test]
+fn exact_at_seal_replays_by_offset_and_a_range_retention_removed_stays_approximate() {
+    let mut s = setup("events", false);
+    let sketch = "mode = \"sketch\"\nexact_at_seal = true\n[window.sketch]\nepsilon = 0.2\ndelta = 0.3";
+    let path = s.dir.path().join("hotlist.toml");
+    let config = std::fs::read_to_string(&path).expect("config");
+    let config = config.replacen("k = 5\n", &format!("k = 5\n{sketch}\n"), 1).replacen(
+        "k = 4\n",
+        &format!("k = 4\n{sketch}\n"),
+        1,
+    );
+    std::fs::write(&path, config).expect("config");
+    run_to_the_end(s.dir.path(), 2);
+    assert_eq!(results(s.dir.path()), s.want, "exact lists, the model's");
+    let conn = rusqlite::Connection::open(s.dir.path().join("out.db")).expect("open db");
+    let uncertified: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM topk_instances WHERE job = 'kafka' AND (exact = 0 OR certificate_passes IS NULL)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("query");
+    assert_eq!(uncertified, 0, "every sealed list was replayed and certified");
+
+    // live, under another job id: A read, then retention removes half of partition 0's A
+    let a = messages(&read_parts(&s.dir.path().join("files")));
+    let metrics = Metrics::new();
+    let live = [
+        "--metrics-addr",
+        &metrics.addr,
+        "--set",
+        "source.bounded=false",
+        "--set",
+        "job.id=\"live\"",
+    ];
+    let mut child = spawn_with(s.dir.path(), 1, &live);
+    metrics.wait_for_records(6000, &mut child, "A");
+    pause_cut_off(&child, &mut s.broker);
+    s.broker.edit_storage(&retention_deletes_below("events", 0, a[0] / 2));
+    produce_data_set_b(&s); // event time from 60 s: A's instances seal
+    signal(&child, "CONT");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Metrics::sum(&metrics.scrape(), "hotlist_exact_at_seal_failures_total", "") == 0 {
+        assert!(Instant::now() < deadline, "no replay failed: {}", metrics.scrape());
+        assert!(child.try_wait().expect("try_wait").is_none(), "the live run ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = stop_gracefully(child);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("the sealed list stays approximate") && l.contains("partition 0")),
+        "{err}"
+    );
+    let approximate: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM topk_instances WHERE job = 'live' AND final = 1 AND exact = 0 AND certificate_passes IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .expect("query");
+    assert!(approximate >= 1, "A's sealed lists stay approximate");
+}
