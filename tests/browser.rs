@@ -10,7 +10,7 @@
 //! Needs Node.js and Chromium ($CHROMIUM or /usr/bin/chromium); runs `npm ci` in tests/browser
 //! when its node_modules is missing. Fails (never skips) when either is missing.
 
-use hotlist_operators::record::{PublishedList, SketchCheck};
+use hotlist_operators::record::{ListState, PublishedList, SketchCheck};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SinkStore, SqliteStore};
 use hotlist_tests::hotlist_bin;
@@ -295,6 +295,43 @@ fn commit_lists_that_say_what_they_are(dir: &Path) -> u64 {
     epoch + 1
 }
 
+/// Commits `window`'s latest list again as a sealed list a replay proved exact (the next
+/// revision, final, with a certificate); returns the epoch.
+fn commit_certified_list(dir: &Path, window: &str) -> u64 {
+    let mut store = SqliteStore::open(&dir.join("hotlist.db")).expect("open hotlist.db");
+    let (epoch, watermark) = store.last_commit("browser").expect("last commit").expect("a commit");
+    let l = store.latest("browser", window).expect("read").expect("a list");
+    let list = PublishedList {
+        group: Default::default(),
+        window: l.window,
+        start: l.start,
+        end: l.end,
+        revision: l.revision + 1,
+        state: ListState::Final,
+        watermark: l.watermark,
+        as_of: Millis::now(),
+        items: l.items,
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
+        certificate: Some(hotlist_operators::certify::Certificate {
+            threshold: 12,
+            counted: 1_340,
+            passes: 1,
+        }),
+    };
+    let batch = CommitBatch {
+        job: "browser".into(),
+        epoch: epoch + 1,
+        watermark,
+        lists: vec![list],
+        dead_letters: vec![],
+        hot_keys: Vec::new(),
+    };
+    assert!(store.commit(&batch).expect("commit"), "epoch {} committed", epoch + 1);
+    epoch + 1
+}
+
 /// What the page says each window's list is, from the script's `accuracy` object: (data-exact,
 /// the ≈ mark shown, the accuracy line).
 fn page_accuracy(v: &Value, window: &str) -> (String, bool, String) {
@@ -506,6 +543,21 @@ fn live_page_shows_and_follows_the_lists() {
         page_accuracy(&updated["accuracy"], "1m"),
         checked,
         "a sketch check is shown, unmarked"
+    );
+    // the 5m list sealed and a replay proved it exact (`exact_at_seal`): "≈" gives way to
+    // "exact · certified"
+    let epoch = commit_certified_list(dir.path(), "5m");
+    wait_for_epoch(port, epoch);
+    page.send("accuracy-changed");
+    let certified = page.next("certified");
+    assert_eq!(
+        page_accuracy(&certified["accuracy"], "5m"),
+        (
+            "true".to_string(),
+            false,
+            "exact · certified (replay counted 1,340 items from threshold 12, 1 pass)".to_string()
+        ),
+        "a certified list is exact, with its certificate"
     );
     page.finish();
 

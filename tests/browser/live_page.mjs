@@ -11,6 +11,9 @@
 //    after that line and whose lists differ from step 1; takes a second screenshot
 //    (SCREENSHOT_PATH with `-updated` before the extension) and prints
 //    {"updated":true,"lists":…,"accuracy":…}.
+// 3. If a line `accuracy-changed` follows (else stdin closes and it ends), waits (bounded) for a
+//    completed poll after it in which what some list says it is differs from step 2 (a sealed
+//    list turned exact and certified) and prints {"certified":true,"lists":…,"accuracy":…}.
 // Any timeout or error (including the page's #status saying it cannot reach the server) prints
 // {"error":"…"} and exits 1. Uses the system Chromium ($CHROMIUM or /usr/bin/chromium); never
 // downloads a browser.
@@ -149,7 +152,6 @@ async function main() {
       if (line === "changed") break;
       if (line !== "") throw new Error(`unexpected line on stdin: ${JSON.stringify(line)}`);
     }
-    stdin.close();
     // A poll that started after `changed` must have completed (two more #status rewrites), so
     // a list caught half-way through a store update is not reported.
     const { ticks: t0 } = await page.evaluate(readPage);
@@ -162,6 +164,21 @@ async function main() {
     if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
     await page.screenshot({ path: updatedPath(shot), fullPage: true });
     emit({ updated: true, lists: updated.lists, accuracy: updated.accuracy });
+
+    const next = await stdin.next().catch(() => null);
+    if (next !== null && next.trim() === "accuracy-changed") {
+      const { ticks: t1 } = await page.evaluate(readPage);
+      const was = JSON.stringify(updated.accuracy);
+      const changed = await waitFor(
+        page,
+        "what a list says it is to change",
+        (s) => s.ticks >= t1 + 2 && JSON.stringify(s.accuracy) !== was,
+      );
+      if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
+      emit({ certified: true, lists: changed.lists, accuracy: changed.accuracy });
+    } else if (next !== null && next.trim() !== "") {
+      throw new Error(`unexpected line on stdin: ${JSON.stringify(next)}`);
+    }
   } finally {
     stdin.close();
     await browser.close().catch(() => {});
