@@ -127,7 +127,7 @@ fn sigkill_with_per_group_windows_keeps_every_group_exact() {
         attempts: 10,
         kills: 4,
         // spread over the run, so that restores land inside instances holding many groups
-        commits_before_kill: (15, 15),
+        commits_before_kill: (6, 6),
         jitter_ms: 15,
         seed: 7,
     };
