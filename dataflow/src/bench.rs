@@ -730,6 +730,7 @@ fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
             dir: ckpt_dir.path().to_path_buf(),
             every_epochs: 10,
             retain: 1_000,
+            remote: None,
         });
     }
     let (mem, stats) = measure_with_stats("memory", &mem_plan, 0)?;

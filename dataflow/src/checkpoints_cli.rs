@@ -48,6 +48,17 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
     let cp = plan
         .checkpoint
         .ok_or_else(|| anyhow!("the config has no [checkpoint] section"))?;
+    if let Some(t) = &cp.remote {
+        // the bucket's checkpoints, read through the local directory
+        let remote = crate::checkpoint::remote::Remote::connect(t)?;
+        let got = remote.download(&cp.dir, &plan.job_id)?;
+        println!(
+            "checkpoints in {} (downloaded {} into {})",
+            remote.url(),
+            got.len(),
+            checkpoint::job_dir(&cp.dir, &plan.job_id).display()
+        );
+    }
     let c = Checkpoints {
         base: cp.dir,
         job: plan.job_id,

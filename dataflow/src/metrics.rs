@@ -355,6 +355,7 @@ fn register_hot_key_series(registry: &Registry, stats: &JobStats) {
 /// Checkpoints: write durations, the last checkpoint's size, and bytes written vs. linked.
 fn register_checkpoint_series(registry: &Registry, stats: &JobStats) {
     register(registry, stats.checkpoint_seconds.clone());
+    register(registry, stats.checkpoint_upload_seconds.clone());
     register_scalar(
         registry,
         "hotlist_checkpoint_bytes",

@@ -70,6 +70,8 @@ pub struct JobStats {
     pub commit_seconds: prometheus::Histogram,
     /// Time to snapshot and write one worker's counter state at a checkpoint (seconds).
     pub checkpoint_seconds: prometheus::Histogram,
+    /// `s3://` checkpoint dirs: time to upload one checkpoint before its commit (seconds).
+    pub checkpoint_upload_seconds: prometheus::Histogram,
     /// Time a worker's exact counter spent in an `advance` that emitted (an emit tick, or
     /// instances closing or sealing), in seconds.
     pub emit_seconds: prometheus::Histogram,
@@ -234,6 +236,16 @@ impl JobStats {
             commit_seconds: prometheus::Histogram::with_opts(
                 prometheus::HistogramOpts::new("hotlist_sink_commit_seconds", "sink commit latency").buckets(vec![
                     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                ]),
+            )
+            .expect("valid histogram"),
+            checkpoint_upload_seconds: prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new(
+                    "hotlist_checkpoint_upload_seconds",
+                    "time to upload a checkpoint to object storage before its commit",
+                )
+                .buckets(vec![
+                    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                 ]),
             )
             .expect("valid histogram"),

@@ -21,11 +21,13 @@
 //! Files: `write` (atomic writes, a worker's incremental part), `manifest` (what a checkpoint
 //! holds, written before its commit, checked before a restore), `restore` (load, validate,
 //! fall back; which dead letters the store has already), `cleanup` (retention, never-committed
-//! checkpoints, moving a job's checkpoints aside), `lock` (the job directory's `LOCK`).
+//! checkpoints, moving a job's checkpoints aside), `lock` (the job directory's `LOCK`),
+//! `remote` (checkpoints in object storage: uploaded before each commit, downloaded at start).
 
 mod cleanup;
 mod lock;
 mod manifest;
+pub mod remote;
 mod restore;
 #[cfg(test)]
 mod tests;

@@ -187,12 +187,40 @@ pub enum SinkPlan {
 /// Checkpoint settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointPlan {
-    /// Base directory; checkpoints live in `dir/<job>/<epoch>/`.
+    /// Base directory; checkpoints live in `dir/<job>/<epoch>/` (with `remote`: the local
+    /// copy, written first and uploaded before each commit).
     pub dir: PathBuf,
     /// Checkpoint every this many epochs.
     pub every_epochs: u64,
     /// Checkpoints kept.
     pub retain: usize,
+    /// `checkpoint.dir = "s3://bucket/prefix"`: the object store checkpoints are kept in.
+    pub remote: Option<S3Target>,
+}
+
+/// An S3 bucket and prefix for checkpoints (`checkpoint.dir = "s3://bucket/prefix"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Target {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix (may be empty); checkpoints live under `prefix/<job>/<epoch>/`.
+    pub prefix: String,
+    /// The endpoint URL, if not AWS's.
+    pub endpoint: Option<String>,
+    /// The region.
+    pub region: Option<String>,
+    /// Whether a plain-HTTP endpoint is allowed.
+    pub allow_http: bool,
+}
+
+impl S3Target {
+    /// `s3://bucket/prefix` as written in the config.
+    pub fn url(&self) -> String {
+        match self.prefix.is_empty() {
+            true => format!("s3://{}", self.bucket),
+            false => format!("s3://{}/{}", self.bucket, self.prefix),
+        }
+    }
 }
 
 /// A Redis server and key prefix.

@@ -272,6 +272,24 @@ pub struct RawCheckpoint {
     pub interval: Option<String>,
     /// How many checkpoints to keep.
     pub retain: Option<usize>,
+    /// With `dir = "s3://…"`: the local directory checkpoints are written to (and restored
+    /// from) before they are uploaded (default `checkpoints`).
+    pub local_dir: Option<String>,
+    /// `[checkpoint.s3]`: the S3 endpoint of an `s3://` dir.
+    pub s3: Option<RawS3>,
+}
+
+/// `[checkpoint.s3]`: where an `s3://` checkpoint dir lives (credentials come from the usual
+/// `AWS_*` environment variables).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawS3 {
+    /// The endpoint URL (default: AWS, or `AWS_ENDPOINT_URL`).
+    pub endpoint: Option<String>,
+    /// The region (default `AWS_REGION`, else `us-east-1`).
+    pub region: Option<String>,
+    /// Allow a plain-HTTP endpoint (a local server).
+    pub allow_http: Option<bool>,
 }
 
 /// `[run]`.

@@ -484,3 +484,41 @@ fn source_format() {
     let err = format!("{:#}", plan(GEN, &["source.format.item_id=\"/x\""]).unwrap_err());
     assert!(err.contains("format"), "the generator has no format: {err}");
 }
+
+/// `checkpoint.dir` is a path, a `file://` URL or `s3://bucket/prefix` (with `[checkpoint.s3]`
+/// and `checkpoint.local_dir`); anything else is one clear line.
+#[test]
+fn checkpoint_dirs_in_object_storage() {
+    let with = |cp: &str| plan(&format!("{GEN}[checkpoint]\n{cp}"), &[]);
+    let local = with("dir = \"file:///var/ckpt\"\n").expect("file url");
+    let cp = local.checkpoint.expect("checkpoint");
+    assert_eq!((cp.dir, cp.remote), (std::path::PathBuf::from("/var/ckpt"), None));
+    let s3 = with(
+        "dir = \"s3://bkt/a/b/\"\nlocal_dir = \"/tmp/c\"\n[checkpoint.s3]\nendpoint = \"http://127.0.0.1:9000\"\nallow_http = true\n",
+    )
+    .expect("s3");
+    let cp = s3.checkpoint.expect("checkpoint");
+    let remote = cp.remote.expect("remote");
+    assert_eq!(cp.dir, std::path::PathBuf::from("/tmp/c"));
+    assert_eq!(
+        (remote.bucket.as_str(), remote.prefix.as_str(), remote.allow_http),
+        ("bkt", "a/b", true)
+    );
+    assert_eq!(remote.url(), "s3://bkt/a/b");
+    for (cp, want) in [
+        ("dir = \"gs://bkt/x\"\n", "checkpoint.dir: gs:// is not supported"),
+        ("dir = \"s3:///x\"\n", "names no bucket"),
+        ("local_dir = \"x\"\n", "only with checkpoint.dir = \"s3://"),
+        (
+            "[checkpoint.s3]\nregion = \"x\"\n",
+            "only with checkpoint.dir = \"s3://",
+        ),
+        (
+            "dir = \"s3://b\"\n[checkpoint.s3]\nbogus = 1\n",
+            "unknown field `bogus`",
+        ),
+    ] {
+        let err = format!("{:#}", with(cp).unwrap_err());
+        assert!(err.contains(want) && !err.contains('\n'), "{cp}: {err}");
+    }
+}

@@ -5,11 +5,11 @@
 //! several problems always reports the same one first.
 
 use super::plan::{
-    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, SinkPlan, SourcePlan, TimePlan,
+    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
     DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
-    RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawSink,
+    RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawS3, RawSink,
     RawSource, RawTime, RawWindow,
 };
 use super::Overrides;
@@ -338,11 +338,48 @@ fn validate_checkpoint(
     if retain == 0 {
         bail!("checkpoint.retain: must be at least 1");
     }
+    let dir = cp.dir.as_deref().unwrap_or("checkpoints");
+    let remote = s3_target(dir, cp.s3.as_ref())?;
+    if remote.is_none() && (cp.local_dir.is_some() || cp.s3.is_some()) {
+        bail!("checkpoint.local_dir, [checkpoint.s3]: only with checkpoint.dir = \"s3://bucket/prefix\"");
+    }
+    let local = match &remote {
+        Some(_) => cp.local_dir.as_deref().unwrap_or("checkpoints"),
+        None => dir.strip_prefix("file://").unwrap_or(dir),
+    };
     Ok(CheckpointPlan {
-        dir: PathBuf::from(cp.dir.as_deref().unwrap_or("checkpoints")),
+        dir: PathBuf::from(local),
         every_epochs: (interval.as_millis() / epoch_interval.as_millis().max(1)).max(1),
         retain,
+        remote,
     })
+}
+
+/// `checkpoint.dir = "s3://bucket/prefix"` with its `[checkpoint.s3]` settings (None for a
+/// path or `file://` URL).
+fn s3_target(dir: &str, s3: Option<&RawS3>) -> Result<Option<S3Target>> {
+    let Some(rest) = dir.strip_prefix("s3://") else {
+        if let Some((scheme, _)) = dir.split_once("://").filter(|(s, _)| *s != "file") {
+            bail!("checkpoint.dir: {scheme}:// is not supported (a path, file://… or s3://bucket/prefix)");
+        }
+        return Ok(None);
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        bail!("checkpoint.dir: {dir:?} names no bucket (s3://bucket/prefix)");
+    }
+    let s3 = s3.map_or_else(RawS3::default, |s| RawS3 {
+        endpoint: s.endpoint.clone(),
+        region: s.region.clone(),
+        allow_http: s.allow_http,
+    });
+    Ok(Some(S3Target {
+        bucket: bucket.to_string(),
+        prefix: prefix.trim_matches('/').to_string(),
+        endpoint: s3.endpoint,
+        region: s3.region,
+        allow_http: s3.allow_http.unwrap_or(false),
+    }))
 }
 
 /// A number key written as an integer or a float, or its default.

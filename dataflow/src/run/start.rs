@@ -50,6 +50,10 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
         (Some(cp), true) => Some(checkpoint::lock_job_dir(&cp.dir, job)?),
         _ => None,
     };
+    // checkpoints in object storage: the bucket's copies join the local directory first
+    if let Some(r) = plan.checkpoint.as_ref().filter(|_| owns && !plan.from_scratch) {
+        download_remote(r, job)?;
+    }
     let mut store = open_store(&plan.sink)?;
     let mut previous = None;
     let mut facts = None;
@@ -91,18 +95,40 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
     })
 }
 
+/// With `checkpoint.dir = "s3://…"`: downloads the job's checkpoints the local directory
+/// lacks (a fresh machine restores from the bucket).
+fn download_remote(cp: &crate::config::CheckpointPlan, job: &str) -> Result<()> {
+    let Some(target) = &cp.remote else { return Ok(()) };
+    let remote = checkpoint::remote::Remote::connect(target)?;
+    let got = remote.download(&cp.dir, job)?;
+    if !got.is_empty() {
+        tracing::info!(
+            "downloaded {} checkpoint(s) of job {job:?} from {} into {} (newest {})",
+            got.len(),
+            remote.url(),
+            checkpoint::job_dir(&cp.dir, job).display(),
+            got.iter().max().copied().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 /// `--from-scratch`: moves the job's checkpoints aside and deletes its stored results, and
 /// says so.
 fn start_over(plan: &JobPlan, store: &mut dyn SinkStore) -> Result<()> {
     let job = plan.job_id.as_str();
     let moved = match &plan.checkpoint {
-        Some(cp) => checkpoint::move_aside(&cp.dir, job)?,
+        Some(cp) => checkpoint::move_aside(&cp.dir, job)?.map(|to| to.display().to_string()),
+        None => None,
+    };
+    let moved_remote = match plan.checkpoint.as_ref().and_then(|cp| cp.remote.as_ref()) {
+        Some(t) => checkpoint::remote::Remote::connect(t)?.move_aside(job)?,
         None => None,
     };
     store.reset(job).context("cannot delete the job's stored results")?;
-    let checkpoints = match moved {
-        Some(to) => format!("; its checkpoints were moved to {}", to.display()),
-        None => String::new(),
+    let checkpoints = match moved.into_iter().chain(moved_remote).collect::<Vec<_>>() {
+        to if to.is_empty() => String::new(),
+        to => format!("; its checkpoints were moved to {}", to.join(" and ")),
     };
     tracing::warn!(
         "starting job {job:?} from scratch (--from-scratch): its stored lists, dead letters and commit were \

@@ -75,6 +75,11 @@ fn write_loop(
     stats: &JobStats,
     checkpoint: Option<(CheckpointPlan, RunFacts)>,
 ) -> Result<()> {
+    let remote = match checkpoint.as_ref().and_then(|(cp, _)| cp.remote.as_ref()) {
+        Some(t) => Some(checkpoint::remote::Remote::connect(t)?),
+        None => None,
+    };
+    let mut uploaded: Option<u64> = None;
     while let Ok(mut batch) = rx.recv() {
         coalesce(&mut batch, &rx);
         if let Some((cp, facts)) = &checkpoint {
@@ -82,6 +87,14 @@ fn write_loop(
             checkpoint::write_manifest(&dir, facts, batch.epoch, batch.watermark)
                 .with_context(|| format!("checkpoint write failed: the manifest of checkpoint {}", batch.epoch))?;
             hotlist_sinks::crash_point::crash_point("checkpoint.manifest");
+            if let Some(r) = &remote {
+                // in the bucket before the commit: a committed checkpoint is always there
+                let took = r
+                    .upload(&cp.dir, &facts.job, batch.epoch, uploaded)
+                    .with_context(|| format!("checkpoint upload failed: checkpoint {}", batch.epoch))?;
+                stats.checkpoint_upload_seconds.observe(took.as_secs_f64());
+                uploaded = Some(batch.epoch);
+            }
         }
         let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
@@ -91,6 +104,9 @@ fn write_loop(
         }
         if let Some((cp, facts)) = &checkpoint {
             checkpoint::retain(&cp.dir, &facts.job, batch.epoch, cp.retain);
+            if let Some(Err(e)) = remote.as_ref().map(|r| r.retain(&facts.job, batch.epoch, cp.retain)) {
+                tracing::warn!("checkpoint retention in the bucket failed (retried at the next commit): {e:#}");
+            }
         }
         stats.committed_epoch.store(batch.epoch, Relaxed);
         stats.commits.fetch_add(1, Relaxed);

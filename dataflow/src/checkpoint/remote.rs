@@ -1,0 +1,266 @@
+//! Checkpoints in object storage (`checkpoint.dir = "s3://bucket/prefix"`), through the
+//! `object_store` crate.
+//!
+//! A checkpoint is still written to a local directory first (`checkpoint.local_dir`): every
+//! file atomically, by the workers, as with a local `checkpoint.dir`. Before the store commits
+//! it, the writer thread uploads it — every file, then its `MANIFEST` last — so a checkpoint is
+//! usable in the bucket only once every file it lists is there, exactly as locally. A pane file
+//! a checkpoint shares with the previous one (the same local inode) is copied inside the bucket
+//! instead of uploaded again. An upload that fails is retried with a backoff: an outage of the
+//! object store delays the commit (and, through backpressure, reading) but loses and duplicates
+//! nothing (`object_store` retries each request for up to 3 minutes; after three such tries
+//! the run fails and restarts from the last checkpoint in the bucket). Retention deletes old
+//! checkpoints in the bucket too.
+//!
+//! At start (and for `hotlist checkpoints`), every checkpoint of the job in the bucket that has
+//! a `MANIFEST` is downloaded into the local directory where it is missing, so a process on a
+//! fresh machine restores from the bucket; restoring itself reads the local copy.
+
+use super::{checkpoint_dir, list};
+use crate::config::S3Target;
+use anyhow::{anyhow, Context, Result};
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How many times an upload is tried before the run fails. Each try is itself retried by
+/// `object_store` (up to 10 times with backoff, for at most 3 minutes, on connection errors,
+/// timeouts and 5xx answers), so an outage may last about 10 minutes before the run gives up.
+const ATTEMPTS: u32 = 3;
+
+/// A job's checkpoints in a bucket.
+pub struct Remote {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    url: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Remote {
+    /// A client of `target` (credentials from the `AWS_*` environment variables).
+    pub fn connect(target: &S3Target) -> Result<Remote> {
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(&target.bucket);
+        if let Some(e) = &target.endpoint {
+            b = b.with_endpoint(e);
+        }
+        if let Some(r) = &target.region {
+            b = b.with_region(r);
+        }
+        if target.allow_http {
+            b = b.with_allow_http(true);
+        }
+        let store = b
+            .build()
+            .with_context(|| format!("checkpoint.dir {}: cannot set up the S3 client", target.url()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the S3 client's runtime")?;
+        Ok(Remote {
+            store: Arc::new(store),
+            prefix: target.prefix.clone(),
+            url: target.url(),
+            runtime,
+        })
+    }
+
+    fn key(&self, rel: &str) -> ObjectPath {
+        match self.prefix.is_empty() {
+            true => ObjectPath::from(rel),
+            false => ObjectPath::from(format!("{}/{rel}", self.prefix)),
+        }
+    }
+
+    fn epoch_key(&self, job: &str, epoch: u64, name: &str) -> ObjectPath {
+        self.key(&format!("{job}/{epoch:020}/{name}"))
+    }
+
+    /// Uploads checkpoint `epoch` of `job` from `base` (every file, then `MANIFEST`), retrying
+    /// while the object store fails; returns how long it took. `previous`: the checkpoint
+    /// uploaded before it, whose unchanged pane files are copied inside the bucket.
+    pub fn upload(&self, base: &Path, job: &str, epoch: u64, previous: Option<u64>) -> Result<Duration> {
+        let started = Instant::now();
+        let dir = checkpoint_dir(base, job, epoch);
+        let prev_dir = previous.map(|p| checkpoint_dir(base, job, p));
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+            .filter(|n| !n.ends_with(".tmp") && n != "MANIFEST")
+            .collect();
+        names.sort();
+        names.push("MANIFEST".into());
+        for name in &names {
+            let shared = prev_dir
+                .as_ref()
+                .filter(|p| same_file(&p.join(name), &dir.join(name)))
+                .map(|_| previous.unwrap_or_default());
+            self.retry(&format!("upload of checkpoint {epoch}'s {name}"), || async {
+                let to = self.epoch_key(job, epoch, name);
+                match shared {
+                    Some(p) => self.store.copy(&self.epoch_key(job, p, name), &to).await,
+                    None => {
+                        let bytes = std::fs::read(dir.join(name)).map_err(|e| object_store::Error::Generic {
+                            store: "local",
+                            source: Box::new(e),
+                        })?;
+                        self.store.put(&to, PutPayload::from(bytes)).await.map(|_| ())
+                    }
+                }
+            })?;
+        }
+        let took = started.elapsed();
+        tracing::debug!(
+            "uploaded checkpoint {epoch} ({} files) to {} in {:.3}s",
+            names.len(),
+            self.url,
+            took.as_secs_f64()
+        );
+        Ok(took)
+    }
+
+    /// Runs `op` until it succeeds, backing off (0.25 s doubling to 8 s) and logging; an error
+    /// after [`ATTEMPTS`] tries (each retried inside `object_store` already).
+    fn retry<F, Fut>(&self, what: &str, op: F) -> Result<()>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<()>>,
+    {
+        let mut delay = Duration::from_millis(250);
+        for attempt in 1..=ATTEMPTS {
+            match self.runtime.block_on(op()) {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt < ATTEMPTS => {
+                    tracing::warn!(
+                        "{}: {what} failed (attempt {attempt}, retrying in {delay:?}): {e}",
+                        self.url
+                    );
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_secs(8));
+                }
+                Err(e) => return Err(anyhow!("{}: {what} failed after {ATTEMPTS} attempts: {e}", self.url)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The job's checkpoints in the bucket: epoch → whether it has a `MANIFEST` (is usable),
+    /// and its files.
+    fn remote_checkpoints(&self, job: &str) -> Result<BTreeMap<u64, (bool, Vec<String>)>> {
+        let prefix = self.key(job);
+        let metas: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(self.store.list(Some(&prefix)).try_collect())
+            .with_context(|| format!("{}: cannot list the checkpoints of job {job:?}", self.url))?;
+        let mut out: BTreeMap<u64, (bool, Vec<String>)> = BTreeMap::new();
+        for m in metas {
+            let parts: Vec<&str> = m.location.as_ref().rsplitn(3, '/').collect();
+            let [name, epoch, ..] = parts[..] else { continue };
+            let Ok(epoch) = epoch.parse::<u64>() else { continue };
+            let e = out.entry(epoch).or_default();
+            e.0 |= name == "MANIFEST";
+            e.1.push(name.to_string());
+        }
+        Ok(out)
+    }
+
+    /// Downloads every usable checkpoint of `job` the local `base` lacks (its files, then its
+    /// `MANIFEST`); returns the epochs downloaded.
+    pub fn download(&self, base: &Path, job: &str) -> Result<Vec<u64>> {
+        let local = list(base, job);
+        let mut got = Vec::new();
+        for (epoch, (usable, mut names)) in self.remote_checkpoints(job)? {
+            if !usable || local.contains(&epoch) {
+                continue;
+            }
+            let dir = checkpoint_dir(base, job, epoch);
+            names.sort_by_key(|n| n == "MANIFEST");
+            for name in names {
+                let key = self.epoch_key(job, epoch, &name);
+                let bytes = self
+                    .runtime
+                    .block_on(async { self.store.get(&key).await?.bytes().await })
+                    .with_context(|| format!("{}: cannot download checkpoint {epoch}'s {name}", self.url))?;
+                super::write_atomic(&dir.join(&name), &bytes)?;
+            }
+            got.push(epoch);
+        }
+        Ok(got)
+    }
+
+    /// Deletes the job's checkpoints in the bucket other than the newest `keep` usable ones
+    /// at or below `committed` (and anything newer than `committed` left unusable).
+    pub fn retain(&self, job: &str, committed: u64, keep: usize) -> Result<()> {
+        let all = self.remote_checkpoints(job)?;
+        let kept: Vec<u64> = all
+            .iter()
+            .rev()
+            .filter(|(e, (usable, _))| **e <= committed && *usable)
+            .take(keep)
+            .map(|(e, _)| *e)
+            .collect();
+        for (epoch, (_, names)) in all {
+            if kept.contains(&epoch) || epoch > committed {
+                continue;
+            }
+            for name in names
+                .iter()
+                .filter(|n| *n != "MANIFEST")
+                .chain(["MANIFEST".to_string()].iter())
+            {
+                let key = self.epoch_key(job, epoch, name);
+                let _ = self.runtime.block_on(self.store.delete(&key));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bucket URL, for messages.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Moves the job's checkpoints in the bucket aside (`--from-scratch`): copied under
+    /// `<job>.aside-<millis>/`, then deleted; returns where.
+    pub fn move_aside(&self, job: &str) -> Result<Option<String>> {
+        let all = self.remote_checkpoints(job)?;
+        if all.is_empty() {
+            return Ok(None);
+        }
+        let aside = format!("{job}.aside-{}", hotlist_operators::time::Millis::now().0);
+        for (epoch, (_, names)) in &all {
+            for name in names {
+                let from = self.epoch_key(job, *epoch, name);
+                let to = self.key(&format!("{aside}/{epoch:020}/{name}"));
+                self.runtime
+                    .block_on(async {
+                        self.store.copy(&from, &to).await?;
+                        self.store.delete(&from).await
+                    })
+                    .with_context(|| format!("{}: cannot move checkpoint {epoch} aside", self.url))?;
+            }
+        }
+        Ok(Some(format!("{}/{aside}", self.url)))
+    }
+}
+
+/// Whether two paths are the same file (a pane linked from the previous checkpoint).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        false
+    }
+}
