@@ -219,3 +219,98 @@ fn an_s3_outage_delays_commits_and_loses_nothing() {
         "dead letters"
     );
 }
+
+/// Three consecutive free loopback ports (the cluster script gives process i port BASE + i).
+fn free_ports(n: u16) -> u16 {
+    for _ in 0..200 {
+        let base = hotlist_tests::free_loopback_ports(1)[0];
+        if base < u16::MAX - n && (1..n).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free loopback ports");
+}
+
+/// Rescaling with checkpoints in the bucket: 3 processes × 1 worker under `scripts/cluster`;
+/// process 1 SIGKILLed twice after commits (the script restarts the group each time), then the
+/// cluster stopped with SIGTERM, the local checkpoint directory emptied (new machines), and the
+/// job finished as 2 processes from the bucket: sealed lists and dead letters = the model's.
+#[test]
+fn a_three_process_cluster_killed_twice_finishes_as_two_from_the_bucket() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let server = S3Server::start(root.path());
+    let parts = random_partitions(23, &checkpointed_job_shape(12000));
+    let (want, want_dead) = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
+    let dir = setup(&parts, server.port);
+    let db = dir.path().join("out.db");
+    let committed = || hotlist_tests::sqlite_committed_epoch(&db, JOB);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
+    let base = free_ports(3);
+    let cluster = |n: usize| {
+        Command::new("bash")
+            .arg(&script)
+            .args([&n.to_string(), "hotlist.toml", "--set", "run.connect_timeout=\"30s\""])
+            .env("HOTLIST_BIN", hotlist_tests::hotlist_bin())
+            .env("HOTLIST_CLUSTER_PORT", base.to_string())
+            .env("HOTLIST_CLUSTER_DIR", format!("cluster-{n}"))
+            .env("AWS_ACCESS_KEY_ID", KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run scripts/cluster")
+    };
+    let mut three = cluster(3);
+    let wait_for_commit_after = |child: &mut Child, after: Option<u64>| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while committed() <= after {
+            assert!(child.try_wait().expect("try_wait").is_none(), "the cluster ended early");
+            assert!(Instant::now() < deadline, "no commit after {after:?} within 90 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let pid_file = dir.path().join("cluster-3/pid-1");
+    for _ in 0..2 {
+        let before = committed();
+        wait_for_commit_after(&mut three, before);
+        let pid = std::fs::read_to_string(&pid_file).expect("pid of process 1");
+        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+        // the group restarts (a new process 1) and commits again
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while std::fs::read_to_string(&pid_file).is_ok_and(|p| p == pid) {
+            assert!(Instant::now() < deadline, "process 1 was not restarted");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let before = committed();
+    wait_for_commit_after(&mut three, before);
+    assert!(Command::new("kill")
+        .args(["-TERM", &three.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let out = three.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(err.matches("restarting the group").count(), 2, "{err}");
+    let stopped_at = committed().expect("a commit");
+    std::fs::remove_dir_all(dir.path().join("local-ckpt")).expect("empty the local checkpoints");
+    let two = cluster(2).wait_with_output().expect("run as 2");
+    let log = std::fs::read_to_string(dir.path().join("cluster-2/process-0.log")).unwrap_or_default();
+    assert!(two.status.success(), "{}\n{log}", String::from_utf8_lossy(&two.stderr));
+    assert!(
+        log.contains(&format!("restoring checkpoint {stopped_at}")) && log.contains("from s3://ckpt/hotlist"),
+        "the 2-process run restored the 3-process run's last checkpoint from the bucket: {log}"
+    );
+    assert_eq!(
+        hotlist_tests::sqlite_sealed_lists(&db, JOB),
+        want,
+        "sealed lists after 3 → 2"
+    );
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, JOB).0,
+        want_dead,
+        "dead letters exactly once after 3 → 2"
+    );
+}

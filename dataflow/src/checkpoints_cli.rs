@@ -51,7 +51,7 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
     if let Some(t) = &cp.remote {
         // the bucket's checkpoints, read through the local directory
         let remote = crate::checkpoint::remote::Remote::connect(t)?;
-        let got = remote.download(&cp.dir, &plan.job_id)?;
+        let got = remote.download(&cp.dir, &plan.job_id, u64::MAX)?;
         println!(
             "checkpoints in {} (downloaded {} into {})",
             remote.url(),

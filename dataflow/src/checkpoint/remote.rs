@@ -16,7 +16,7 @@
 //! a `MANIFEST` is downloaded into the local directory where it is missing, so a process on a
 //! fresh machine restores from the bucket; restoring itself reads the local copy.
 
-use super::{checkpoint_dir, list};
+use super::checkpoint_dir;
 use crate::config::S3Target;
 use anyhow::{anyhow, Context, Result};
 use futures::TryStreamExt;
@@ -90,7 +90,7 @@ impl Remote {
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .with_context(|| format!("cannot list {}", dir.display()))?
             .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
-            .filter(|n| !n.ends_with(".tmp") && n != "MANIFEST")
+            .filter(|n| !n.ends_with(".tmp") && !n.ends_with(".download") && n != "MANIFEST")
             .collect();
         names.sort();
         names.push("MANIFEST".into());
@@ -168,24 +168,32 @@ impl Remote {
         Ok(out)
     }
 
-    /// Downloads every usable checkpoint of `job` the local `base` lacks (its files, then its
-    /// `MANIFEST`); returns the epochs downloaded.
-    pub fn download(&self, base: &Path, job: &str) -> Result<Vec<u64>> {
-        let local = list(base, job);
+    /// Downloads every usable checkpoint of `job` up to epoch `upto` that the local `base`
+    /// lacks (one without a local `MANIFEST` is incomplete: its missing files are fetched, then
+    /// its `MANIFEST`); returns the epochs downloaded. Several processes may do this into one
+    /// shared directory at once: each writes through a temporary file of its own and renames
+    /// it into place (the contents are the same).
+    pub fn download(&self, base: &Path, job: &str, upto: u64) -> Result<Vec<u64>> {
         let mut got = Vec::new();
         for (epoch, (usable, mut names)) in self.remote_checkpoints(job)? {
-            if !usable || local.contains(&epoch) {
+            let dir = checkpoint_dir(base, job, epoch);
+            if !usable || epoch > upto || dir.join("MANIFEST").exists() {
                 continue;
             }
-            let dir = checkpoint_dir(base, job, epoch);
             names.sort_by_key(|n| n == "MANIFEST");
             for name in names {
+                let path = dir.join(&name);
+                if name != "MANIFEST" && path.exists() {
+                    continue;
+                }
                 let key = self.epoch_key(job, epoch, &name);
                 let bytes = self
                     .runtime
                     .block_on(async { self.store.get(&key).await?.bytes().await })
                     .with_context(|| format!("{}: cannot download checkpoint {epoch}'s {name}", self.url))?;
-                super::write_atomic(&dir.join(&name), &bytes)?;
+                let tmp = dir.join(format!("{name}.{}.download", std::process::id()));
+                super::write_atomic(&tmp, &bytes)?;
+                std::fs::rename(&tmp, &path).with_context(|| format!("cannot rename {} into place", tmp.display()))?;
             }
             got.push(epoch);
         }

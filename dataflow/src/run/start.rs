@@ -50,10 +50,6 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
         (Some(cp), true) => Some(checkpoint::lock_job_dir(&cp.dir, job)?),
         _ => None,
     };
-    // checkpoints in object storage: the bucket's copies join the local directory first
-    if let Some(r) = plan.checkpoint.as_ref().filter(|_| owns && !plan.from_scratch) {
-        download_remote(r, job)?;
-    }
     let mut store = open_store(&plan.sink)?;
     let mut previous = None;
     let mut facts = None;
@@ -77,6 +73,11 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
     let committed = store
         .committed_epoch(job)
         .context("cannot read the sink's committed epoch")?;
+    // checkpoints in object storage: the bucket's committed ones join the local directory
+    // (every process: each needs them whole before it decides where to resume)
+    if let (Some(cp), Some(c), false) = (&plan.checkpoint, committed, plan.from_scratch) {
+        download_remote(cp, job, c)?;
+    }
     let restore = if plan.from_scratch {
         None // (the other processes may read the commit before process 0 deleted it)
     } else {
@@ -95,12 +96,12 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
     })
 }
 
-/// With `checkpoint.dir = "s3://…"`: downloads the job's checkpoints the local directory
-/// lacks (a fresh machine restores from the bucket).
-fn download_remote(cp: &crate::config::CheckpointPlan, job: &str) -> Result<()> {
+/// With `checkpoint.dir = "s3://…"`: downloads the job's checkpoints up to the committed one
+/// that the local directory lacks (a fresh machine restores from the bucket).
+fn download_remote(cp: &crate::config::CheckpointPlan, job: &str, committed: u64) -> Result<()> {
     let Some(target) = &cp.remote else { return Ok(()) };
     let remote = checkpoint::remote::Remote::connect(target)?;
-    let got = remote.download(&cp.dir, job)?;
+    let got = remote.download(&cp.dir, job, committed)?;
     if !got.is_empty() {
         tracing::info!(
             "downloaded {} checkpoint(s) of job {job:?} from {} into {} (newest {})",
