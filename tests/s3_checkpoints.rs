@@ -231,10 +231,12 @@ fn free_ports(n: u16) -> u16 {
     panic!("no {n} consecutive free loopback ports");
 }
 
-/// Rescaling with checkpoints in the bucket: 3 processes × 1 worker under `scripts/cluster`;
-/// process 1 SIGKILLed twice after commits (the script restarts the group each time), then the
-/// cluster stopped with SIGTERM, the local checkpoint directory emptied (new machines), and the
-/// job finished as 2 processes from the bucket: sealed lists and dead letters = the model's.
+/// Rescaling with checkpoints in the bucket: 3 processes × 1 worker under `scripts/cluster`,
+/// each with a local checkpoint directory of its own (as on separate machines: each uploads its
+/// part, process 0 fetches the others' before the MANIFEST); process 1 SIGKILLed twice after
+/// commits (the script restarts the group each time), then the cluster stopped with SIGTERM,
+/// the local directories deleted (new machines), and the job finished as 2 processes from the
+/// bucket: sealed lists and dead letters = the model's.
 #[test]
 fn a_three_process_cluster_killed_twice_finishes_as_two_from_the_bucket() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -242,6 +244,14 @@ fn a_three_process_cluster_killed_twice_finishes_as_two_from_the_bucket() {
     let parts = random_partitions(23, &checkpointed_job_shape(12000));
     let (want, want_dead) = model::run(&parts, &model::crash_windows(), 2_000, 30_000);
     let dir = setup(&parts, server.port);
+    // one local directory per process, as on separate machines: each uploads its own part
+    let toml = dir.path().join("hotlist.toml");
+    let text = std::fs::read_to_string(&toml).expect("config");
+    std::fs::write(
+        &toml,
+        text.replace("local_dir = \"local-ckpt\"", "local_dir = \"local-ckpt-{process}\""),
+    )
+    .expect("config");
     let db = dir.path().join("out.db");
     let committed = || hotlist_tests::sqlite_committed_epoch(&db, JOB);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
@@ -295,7 +305,9 @@ fn a_three_process_cluster_killed_twice_finishes_as_two_from_the_bucket() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert_eq!(err.matches("restarting the group").count(), 2, "{err}");
     let stopped_at = committed().expect("a commit");
-    std::fs::remove_dir_all(dir.path().join("local-ckpt")).expect("empty the local checkpoints");
+    for p in 0..3 {
+        std::fs::remove_dir_all(dir.path().join(format!("local-ckpt-{p}"))).expect("empty the local checkpoints");
+    }
     let two = cluster(2).wait_with_output().expect("run as 2");
     let log = std::fs::read_to_string(dir.path().join("cluster-2/process-0.log")).unwrap_or_default();
     assert!(two.status.success(), "{}\n{log}", String::from_utf8_lossy(&two.stderr));

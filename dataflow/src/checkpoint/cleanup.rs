@@ -25,6 +25,17 @@ pub fn retain(base: &Path, job: &str, committed: u64, retain: usize) {
     }
 }
 
+/// On a process that does not write the sink (a cluster with checkpoints in object storage and
+/// a local directory of its own): after its part of checkpoint `newest` is uploaded, keeps its
+/// newest `keep` local parts (the next part links unchanged panes from the newest) and removes
+/// the older ones. The bucket holds what a restore needs.
+pub fn retain_parts(base: &Path, job: &str, newest: u64, keep: usize) {
+    let older: Vec<u64> = list(base, job).into_iter().filter(|e| *e <= newest).collect();
+    for e in older.into_iter().skip(keep.max(2)) {
+        let _ = std::fs::remove_dir_all(checkpoint_dir(base, job, e));
+    }
+}
+
 /// Removes checkpoints that were never committed (the start-up knows which), logging each.
 pub fn remove_never_committed(base: &Path, job: &str, epochs: &[u64]) {
     for e in epochs {

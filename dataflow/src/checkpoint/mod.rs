@@ -33,7 +33,7 @@ mod restore;
 mod tests;
 mod write;
 
-pub use cleanup::{move_aside, remove_never_committed, retain};
+pub use cleanup::{move_aside, remove_never_committed, retain, retain_parts};
 pub use lock::lock_job_dir;
 pub use manifest::{write as write_manifest, Manifest, ManifestFile, RunFacts, MANIFEST, MANIFEST_FORMAT};
 pub use restore::{load, restore, LoadError, PositionKind, Restored, StoredDeadLetters};
@@ -65,6 +65,11 @@ pub fn list(base: &Path, job: &str) -> Vec<u64> {
         .unwrap_or_default();
     epochs.sort_unstable_by(|a, b| b.cmp(a));
     epochs
+}
+
+/// The epoch of a checkpoint directory (its name: 20 digits).
+pub fn epoch_of(dir: &Path) -> Option<u64> {
+    dir.file_name()?.to_str()?.parse().ok()
 }
 
 /// What a checkpoint's state must have been counted with to restore into this job: its windows,

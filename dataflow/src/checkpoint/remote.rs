@@ -80,20 +80,58 @@ impl Remote {
         self.key(&format!("{job}/{epoch:020}/{name}"))
     }
 
-    /// Uploads checkpoint `epoch` of `job` from `base` (every file, then `MANIFEST`), retrying
-    /// while the object store fails; returns how long it took. `previous`: the checkpoint
-    /// uploaded before it, whose unchanged pane files are copied inside the bucket.
+    /// Uploads checkpoint `epoch` of `job` from `base`: the files the bucket does not have yet
+    /// (the workers uploaded their own parts), then `MANIFEST`; retried while the object store
+    /// fails; returns how long it took. `previous`: the checkpoint uploaded before it, whose
+    /// unchanged pane files are copied inside the bucket.
     pub fn upload(&self, base: &Path, job: &str, epoch: u64, previous: Option<u64>) -> Result<Duration> {
         let started = Instant::now();
+        let there = self.epoch_files(job, epoch)?;
+        let n = self.upload_matching(base, job, epoch, previous, |name| !there.iter().any(|t| t == name))?;
+        let took = started.elapsed();
+        tracing::debug!(
+            "uploaded checkpoint {epoch} ({n} files) to {} in {:.3}s",
+            self.url,
+            took.as_secs_f64()
+        );
+        Ok(took)
+    }
+
+    /// Uploads worker `worker`'s part of the checkpoint in `dir` (its counter file, its pane
+    /// files and its sketch file; `prev_dir`: its previous checkpoint, whose unchanged panes are
+    /// copied inside the bucket) before the worker lets the epoch go: so each process's part is
+    /// in the bucket whichever machine writes the checkpoint's `MANIFEST`.
+    pub fn upload_part(&self, dir: &Path, worker: usize, prev_dir: Option<&Path>) -> Result<()> {
+        let (base, job, epoch) =
+            parts_of(dir).ok_or_else(|| anyhow!("{} is not a checkpoint directory", dir.display()))?;
+        let previous = prev_dir.and_then(parts_of).map(|p| p.2);
+        let counter = super::manifest::counter_file(worker);
+        let sketch = super::sketch_file(worker);
+        let panes = format!("pane-{worker:04}-");
+        self.upload_matching(&base, &job, epoch, previous, |name| {
+            name == counter || name == sketch || name.starts_with(&panes)
+        })
+        .map(|_| ())
+    }
+
+    /// Uploads the files of local checkpoint `epoch` that `pick` accepts (`MANIFEST` last, if
+    /// picked); returns how many.
+    fn upload_matching(
+        &self,
+        base: &Path,
+        job: &str,
+        epoch: u64,
+        previous: Option<u64>,
+        pick: impl Fn(&str) -> bool,
+    ) -> Result<usize> {
         let dir = checkpoint_dir(base, job, epoch);
         let prev_dir = previous.map(|p| checkpoint_dir(base, job, p));
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .with_context(|| format!("cannot list {}", dir.display()))?
             .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
-            .filter(|n| !n.ends_with(".tmp") && !n.ends_with(".download") && n != "MANIFEST")
+            .filter(|n| !n.ends_with(".tmp") && !n.ends_with(".download") && pick(n))
             .collect();
-        names.sort();
-        names.push("MANIFEST".into());
+        names.sort_by(|a, b| (a == "MANIFEST").cmp(&(b == "MANIFEST")).then(a.cmp(b)));
         for name in &names {
             let shared = prev_dir
                 .as_ref()
@@ -113,14 +151,48 @@ impl Remote {
                 }
             })?;
         }
-        let took = started.elapsed();
-        tracing::debug!(
-            "uploaded checkpoint {epoch} ({} files) to {} in {:.3}s",
-            names.len(),
-            self.url,
-            took.as_secs_f64()
-        );
-        Ok(took)
+        Ok(names.len())
+    }
+
+    /// The names of checkpoint `epoch`'s files in the bucket.
+    fn epoch_files(&self, job: &str, epoch: u64) -> Result<Vec<String>> {
+        let prefix = self.key(&format!("{job}/{epoch:020}"));
+        let metas: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(self.store.list(Some(&prefix)).try_collect())
+            .with_context(|| format!("{}: cannot list checkpoint {epoch}", self.url))?;
+        Ok(metas
+            .iter()
+            .filter_map(|m| m.location.filename().map(str::to_string))
+            .collect())
+    }
+
+    /// Downloads the files of checkpoint `epoch` that other processes uploaded and the local
+    /// directory lacks (their parts, before the `MANIFEST` is written here).
+    pub fn fetch_parts(&self, base: &Path, job: &str, epoch: u64) -> Result<usize> {
+        let dir = checkpoint_dir(base, job, epoch);
+        let mut n = 0;
+        for name in self.epoch_files(job, epoch)? {
+            if name == "MANIFEST" || dir.join(&name).exists() {
+                continue;
+            }
+            self.fetch(&dir, job, epoch, &name)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Downloads one file of checkpoint `epoch` into `dir` (through a temporary file of this
+    /// process, renamed into place).
+    fn fetch(&self, dir: &Path, job: &str, epoch: u64, name: &str) -> Result<()> {
+        let key = self.epoch_key(job, epoch, name);
+        let bytes = self
+            .runtime
+            .block_on(async { self.store.get(&key).await?.bytes().await })
+            .with_context(|| format!("{}: cannot download checkpoint {epoch}'s {name}", self.url))?;
+        let tmp = dir.join(format!("{name}.{}.download", std::process::id()));
+        super::write_atomic(&tmp, &bytes)?;
+        std::fs::rename(&tmp, dir.join(name)).with_context(|| format!("cannot rename {} into place", tmp.display()))
     }
 
     /// Runs `op` until it succeeds, backing off (0.25 s doubling to 8 s) and logging; an error
@@ -181,19 +253,8 @@ impl Remote {
                 continue;
             }
             names.sort_by_key(|n| n == "MANIFEST");
-            for name in names {
-                let path = dir.join(&name);
-                if name != "MANIFEST" && path.exists() {
-                    continue;
-                }
-                let key = self.epoch_key(job, epoch, &name);
-                let bytes = self
-                    .runtime
-                    .block_on(async { self.store.get(&key).await?.bytes().await })
-                    .with_context(|| format!("{}: cannot download checkpoint {epoch}'s {name}", self.url))?;
-                let tmp = dir.join(format!("{name}.{}.download", std::process::id()));
-                super::write_atomic(&tmp, &bytes)?;
-                std::fs::rename(&tmp, &path).with_context(|| format!("cannot rename {} into place", tmp.display()))?;
+            for name in names.iter().filter(|n| *n == "MANIFEST" || !dir.join(n).exists()) {
+                self.fetch(&dir, job, epoch, name)?;
             }
             got.push(epoch);
         }
@@ -254,6 +315,14 @@ impl Remote {
         }
         Ok(Some(format!("{}/{aside}", self.url)))
     }
+}
+
+/// A checkpoint directory's base, job and epoch (`<base>/<job>/<epoch, 20 digits>`).
+fn parts_of(dir: &Path) -> Option<(std::path::PathBuf, String, u64)> {
+    let epoch = super::epoch_of(dir)?;
+    let job_dir = dir.parent()?;
+    let job = job_dir.file_name()?.to_str()?.to_string();
+    Some((job_dir.parent()?.to_path_buf(), job, epoch))
 }
 
 /// Whether two paths are the same file (a pane linked from the previous checkpoint).

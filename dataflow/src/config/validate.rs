@@ -63,6 +63,15 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     };
     let batch_size = raw.run.batch_size.unwrap_or(8192);
     let cluster = validate_cluster(&raw.run, overrides)?;
+    let checkpoint = checkpoint.map(|mut cp| {
+        // `checkpoint.local_dir = "…{process}…"`: one local directory per process of a cluster
+        // on one machine (as on separate machines)
+        let process = cluster.as_ref().map_or(0, |c| c.process);
+        if let Some(d) = cp.dir.to_str().filter(|d| d.contains("{process}")) {
+            cp.dir = PathBuf::from(d.replace("{process}", &process.to_string()));
+        }
+        cp
+    });
     let hot_keys = raw.hot_keys.as_ref().map(validate_hot_keys).transpose()?;
     if batch_size == 0 {
         bail!("run.batch_size: must be positive");

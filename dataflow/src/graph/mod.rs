@@ -54,6 +54,8 @@ pub struct RunCtx {
     /// A live Kafka run: the topic's partition count as last seen, for the sources to open
     /// partitions added while the job runs (`source::discovery`).
     pub partition_count: Option<Arc<std::sync::atomic::AtomicU32>>,
+    /// Whether this process writes the sink (and so the checkpoints' manifests and retention).
+    pub writes_sink: bool,
 }
 
 impl RunCtx {

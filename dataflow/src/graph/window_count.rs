@@ -15,6 +15,7 @@
 
 use super::epoch_stash::{Epoch, EpochStash};
 use super::RunCtx;
+use crate::checkpoint::remote::Remote;
 use crate::checkpoint::PartWritten;
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::counter::WindowedCounter;
@@ -119,6 +120,8 @@ struct WindowCountState {
     /// How long each linked pane file has been shared: bounded, so that a damaged file
     /// cannot spoil every retained checkpoint (see `pane_sharing`).
     sharing: PaneSharing,
+    /// `checkpoint.dir = "s3://…"`: this worker uploads its own part of each checkpoint.
+    remote: Option<Arc<Remote>>,
 }
 
 impl WindowCountState {
@@ -162,6 +165,13 @@ impl WindowCountState {
         let mut global = GlobalWatermark::new();
         global.restore(counter.watermark());
         let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
+        let remote = match ctx.checkpoint.as_ref().and_then(|c| c.remote.as_ref()) {
+            Some(t) => Remote::connect(t)
+                .map_err(|e| ctx.fail(format!("{e:#}")))
+                .ok()
+                .map(Arc::new),
+            None => None,
+        };
         WindowCountState {
             worker,
             counter,
@@ -174,6 +184,7 @@ impl WindowCountState {
             writing: None,
             previous: None,
             sharing,
+            remote,
         }
     }
 
@@ -289,6 +300,16 @@ impl WindowCountState {
             .map(|p| p.0);
         let worker = self.worker;
         let sketches = (!self.sketches.is_idle()).then(|| self.sketches.snapshot());
+        let remote = self.remote.clone();
+        // a process that writes no manifests keeps only its newest local parts
+        let keep_parts = (!self.ctx.writes_sink)
+            .then(|| {
+                self.ctx
+                    .checkpoint
+                    .as_ref()
+                    .map(|c| (c.dir.clone(), self.ctx.job.clone(), c.retain))
+            })
+            .flatten();
         self.writing = Some(SnapshotWrite {
             _holds: hold.clone(),
             started,
@@ -300,6 +321,13 @@ impl WindowCountState {
                         &crate::checkpoint::sketch_file(worker),
                         &s,
                     )?);
+                }
+                // in the bucket before the epoch goes: whichever process writes the MANIFEST
+                if let Some(r) = remote {
+                    r.upload_part(&dir, worker, prev_dir.as_deref())?;
+                    if let (Some((base, job, keep)), Some(epoch)) = (keep_parts, crate::checkpoint::epoch_of(&dir)) {
+                        crate::checkpoint::retain_parts(&base, &job, epoch, keep);
+                    }
                 }
                 Ok(part)
             }),

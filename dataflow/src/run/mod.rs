@@ -112,6 +112,7 @@ pub fn run_with_stats(
         job: plan.job_id.clone(),
         fatal: Arc::new(Mutex::new(None)),
         partition_count: watch.as_ref().map(PartitionWatch::count),
+        writes_sink: plan.writes_the_sink(),
     };
     let failed = Arc::new(AtomicBool::new(false));
     let (tx, writer) = writer::start(plan, store, stats.clone(), facts, failed.clone())?;

@@ -84,6 +84,11 @@ fn write_loop(
         coalesce(&mut batch, &rx);
         if let Some((cp, facts)) = &checkpoint {
             let dir = checkpoint::checkpoint_dir(&cp.dir, &facts.job, batch.epoch);
+            if let Some(r) = &remote {
+                // the other processes' parts (each uploaded its own before the epoch went)
+                r.fetch_parts(&cp.dir, &facts.job, batch.epoch)
+                    .with_context(|| format!("checkpoint write failed: the parts of checkpoint {}", batch.epoch))?;
+            }
             checkpoint::write_manifest(&dir, facts, batch.epoch, batch.watermark)
                 .with_context(|| format!("checkpoint write failed: the manifest of checkpoint {}", batch.epoch))?;
             hotlist_sinks::crash_point::crash_point("checkpoint.manifest");

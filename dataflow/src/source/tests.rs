@@ -47,6 +47,7 @@ fn restoring(position: u64) -> RunCtx {
         job: "t".into(),
         fatal: Arc::new(Mutex::new(None)),
         partition_count: None,
+        writes_sink: true,
     }
 }
 
