@@ -162,8 +162,15 @@ fn sigkill_with_checkpoints_in_s3_restores_from_the_bucket_exactly_once() {
         want_dead,
         "dead letters exactly once"
     );
-    // `hotlist checkpoints` reads the bucket
-    let _ = std::fs::remove_dir_all(dir.path().join("local-ckpt"));
+    // `hotlist checkpoints` reads the bucket: a local copy missing a file is fetched again
+    let job_dir = dir.path().join("local-ckpt").join(JOB);
+    let newest = std::fs::read_dir(&job_dir)
+        .expect("local checkpoints")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .expect("a local checkpoint");
+    let part = job_dir.join(format!("{newest:020}")).join("counter-0000.snap");
+    std::fs::remove_file(&part).expect("remove a part of the newest local checkpoint");
     let out = Command::new(hotlist_tests::hotlist_bin())
         .args(["checkpoints", "--config", "hotlist.toml", "verify"])
         .current_dir(dir.path())
@@ -173,7 +180,11 @@ fn sigkill_with_checkpoints_in_s3_restores_from_the_bucket_exactly_once() {
         .expect("checkpoints verify");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.starts_with("checkpoints in s3://ckpt/hotlist"), "{text}");
+    assert!(
+        text.starts_with("checkpoints in s3://ckpt/hotlist (downloaded 1 into"),
+        "{text}"
+    );
+    assert!(part.exists(), "the missing part was fetched from the bucket");
     assert!(text.lines().filter(|l| l.ends_with(": ok")).count() >= 1, "{text}");
 }
 

@@ -33,6 +33,10 @@ use std::time::{Duration, Instant};
 /// timeouts and 5xx answers), so an outage may last about 10 minutes before the run gives up.
 const ATTEMPTS: u32 = 3;
 
+/// One checkpoint in the bucket: whether it has its `MANIFEST` (is usable), and its files with
+/// their sizes.
+type RemoteCheckpoint = (bool, Vec<(String, u64)>);
+
 /// A job's checkpoints in a bucket.
 pub struct Remote {
     store: Arc<dyn ObjectStore>,
@@ -221,39 +225,43 @@ impl Remote {
     }
 
     /// The job's checkpoints in the bucket: epoch → whether it has a `MANIFEST` (is usable),
-    /// and its files.
-    fn remote_checkpoints(&self, job: &str) -> Result<BTreeMap<u64, (bool, Vec<String>)>> {
+    /// and its files with their sizes.
+    fn remote_checkpoints(&self, job: &str) -> Result<BTreeMap<u64, RemoteCheckpoint>> {
         let prefix = self.key(job);
         let metas: Vec<object_store::ObjectMeta> = self
             .runtime
             .block_on(self.store.list(Some(&prefix)).try_collect())
             .with_context(|| format!("{}: cannot list the checkpoints of job {job:?}", self.url))?;
-        let mut out: BTreeMap<u64, (bool, Vec<String>)> = BTreeMap::new();
+        let mut out: BTreeMap<u64, RemoteCheckpoint> = BTreeMap::new();
         for m in metas {
             let parts: Vec<&str> = m.location.as_ref().rsplitn(3, '/').collect();
             let [name, epoch, ..] = parts[..] else { continue };
             let Ok(epoch) = epoch.parse::<u64>() else { continue };
             let e = out.entry(epoch).or_default();
             e.0 |= name == "MANIFEST";
-            e.1.push(name.to_string());
+            e.1.push((name.to_string(), m.size));
         }
         Ok(out)
     }
 
     /// Downloads every usable checkpoint of `job` up to epoch `upto` that the local `base`
-    /// lacks (one without a local `MANIFEST` is incomplete: its missing files are fetched, then
-    /// its `MANIFEST`); returns the epochs downloaded. Several processes may do this into one
-    /// shared directory at once: each writes through a temporary file of its own and renames
-    /// it into place (the contents are the same).
+    /// lacks or holds only in part (a file missing or of another size than in the bucket: it
+    /// is fetched, and the `MANIFEST` after everything else); returns the epochs downloaded.
+    /// Several processes may do this into one shared directory at once: each writes through a
+    /// temporary file of its own and renames it into place (the contents are the same).
     pub fn download(&self, base: &Path, job: &str, upto: u64) -> Result<Vec<u64>> {
         let mut got = Vec::new();
-        for (epoch, (usable, mut names)) in self.remote_checkpoints(job)? {
-            let dir = checkpoint_dir(base, job, epoch);
-            if !usable || epoch > upto || dir.join("MANIFEST").exists() {
+        for (epoch, (usable, mut files)) in self.remote_checkpoints(job)? {
+            if !usable || epoch > upto {
                 continue;
             }
-            names.sort_by_key(|n| n == "MANIFEST");
-            for name in names.iter().filter(|n| *n == "MANIFEST" || !dir.join(n).exists()) {
+            let dir = checkpoint_dir(base, job, epoch);
+            let stale = |name: &str, size: u64| std::fs::metadata(dir.join(name)).map_or(true, |m| m.len() != size);
+            if !files.iter().any(|(n, size)| stale(n, *size)) {
+                continue;
+            }
+            files.sort_by_key(|(n, _)| n == "MANIFEST");
+            for (name, _) in files.iter().filter(|(n, size)| n == "MANIFEST" || stale(n, *size)) {
                 self.fetch(&dir, job, epoch, name)?;
             }
             got.push(epoch);
@@ -272,15 +280,13 @@ impl Remote {
             .take(keep)
             .map(|(e, _)| *e)
             .collect();
-        for (epoch, (_, names)) in all {
+        for (epoch, (_, mut files)) in all {
             if kept.contains(&epoch) || epoch > committed {
                 continue;
             }
-            for name in names
-                .iter()
-                .filter(|n| *n != "MANIFEST")
-                .chain(["MANIFEST".to_string()].iter())
-            {
+            // the MANIFEST first: a half-deleted checkpoint is never taken for a usable one
+            files.sort_by_key(|(n, _)| n != "MANIFEST");
+            for (name, _) in &files {
                 let key = self.epoch_key(job, epoch, name);
                 let _ = self.runtime.block_on(self.store.delete(&key));
             }
@@ -301,8 +307,8 @@ impl Remote {
             return Ok(None);
         }
         let aside = format!("{job}.aside-{}", hotlist_operators::time::Millis::now().0);
-        for (epoch, (_, names)) in &all {
-            for name in names {
+        for (epoch, (_, files)) in &all {
+            for (name, _) in files {
                 let from = self.epoch_key(job, *epoch, name);
                 let to = self.key(&format!("{aside}/{epoch:020}/{name}"));
                 self.runtime
