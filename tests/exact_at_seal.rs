@@ -146,3 +146,49 @@ fn generated_input_is_replayed_by_seeking() {
         .expect("query");
     assert_eq!(uncertified, 0);
 }
+
+/// Two processes (under `scripts/cluster`): the workers' shares of each sealed instance's
+/// table cross processes to the merger, and process 0 replays every partition: the lists are
+/// the model's, exact and certified.
+#[test]
+fn a_two_process_cluster_publishes_the_same_certified_lists() {
+    let parts = random_partitions(43, &checkpointed_job_shape(4000));
+    let windows: Vec<ModelWindow> = model::crash_windows()
+        .into_iter()
+        .map(|w| ModelWindow::new(&w.name, w.size, w.slide, w.k))
+        .collect();
+    let (top, want_dead) = model::run(&parts, &windows, 2_000, 30_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    write_partitions(&dir.path().join("in"), &parts).expect("inputs");
+    std::fs::write(dir.path().join("hotlist.toml"), config()).expect("config");
+    let base = (0..100)
+        .map(|_| hotlist_tests::free_loopback_ports(1)[0])
+        .find(|b| *b < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", b + 1)).is_ok())
+        .expect("two consecutive free ports");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["2", "hotlist.toml", "--set", "run.connect_timeout=\"30s\""])
+        .env("HOTLIST_BIN", hotlist_tests::hotlist_bin())
+        .env("HOTLIST_CLUSTER_PORT", base.to_string())
+        .env("HOTLIST_CLUSTER_DIR", "cluster")
+        .current_dir(dir.path())
+        .output()
+        .expect("run scripts/cluster");
+    let log = std::fs::read_to_string(dir.path().join("cluster/process-0.log")).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{log}", String::from_utf8_lossy(&out.stderr));
+    let db = dir.path().join("out.db");
+    assert_eq!(hotlist_tests::sqlite_sealed_lists(&db, JOB), top, "sealed lists: {log}");
+    let heads = headers(&db);
+    assert!(
+        heads.values().all(|(exact, bound, _)| *exact && *bound == 0),
+        "{heads:?}"
+    );
+    assert!(heads.iter().any(|(k, h)| k.0 == "10s" && h.2.is_some()), "{heads:?}");
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, JOB).0,
+        want_dead,
+        "dead letters"
+    );
+}
