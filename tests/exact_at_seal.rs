@@ -192,3 +192,57 @@ fn a_two_process_cluster_publishes_the_same_certified_lists() {
         "dead letters"
     );
 }
+
+/// Stopped with SIGTERM twice mid-run (replays may be pending: they are in the stop's
+/// checkpoint) and started again each time: every run exits by itself, and the finished job's
+/// lists are the model's, exact and certified.
+#[test]
+fn sigterm_mid_run_then_a_restart_finishes_exact() {
+    let parts = random_partitions(44, &checkpointed_job_shape(6000));
+    let windows: Vec<ModelWindow> = model::crash_windows()
+        .into_iter()
+        .map(|w| ModelWindow::new(&w.name, w.size, w.slide, w.k))
+        .collect();
+    let (top, want_dead) = model::run(&parts, &windows, 2_000, 30_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    write_partitions(&dir.path().join("in"), &parts).expect("inputs");
+    std::fs::write(dir.path().join("hotlist.toml"), config()).expect("config");
+    let db = dir.path().join("out.db");
+    let committed = || hotlist_tests::sqlite_committed_epoch(&db, JOB);
+    for _ in 0..2 {
+        let mut child = hotlist_tests::spawn_run(dir.path(), 2);
+        let start = committed();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while committed() <= start.map(|c| c + 20) {
+            assert!(std::time::Instant::now() < deadline, "no progress");
+            if child.try_wait().expect("try_wait").is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        assert!(
+            hotlist_tests::reap(&mut child, std::time::Duration::from_secs(60)),
+            "a stopped run exits by itself"
+        );
+    }
+    let out = hotlist_tests::spawn_run(dir.path(), 1)
+        .wait_with_output()
+        .expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("restoring checkpoint"),
+        "the last run went on from a stop: {err}"
+    );
+    assert_eq!(hotlist_tests::sqlite_sealed_lists(&db, JOB), top, "sealed lists");
+    assert!(headers(&db).values().all(|(exact, bound, _)| *exact && *bound == 0));
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, JOB).0,
+        want_dead,
+        "dead letters"
+    );
+}

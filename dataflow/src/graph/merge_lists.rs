@@ -174,7 +174,7 @@ impl MergeState {
             if requested {
                 // stopping: what is pending is in this checkpoint; the next run replays it
                 if let Some(r) = self.replays.as_mut() {
-                    r.abandon();
+                    r.stop();
                 }
             }
         }

@@ -35,6 +35,8 @@ pub struct Replays {
     thread: Option<JoinHandle<()>>,
     /// Instances whose list stayed approximate, with the reason (for the log and metrics).
     pub failed: u64,
+    /// The job is stopping (see [`Replays::stop`]).
+    stopping: bool,
 }
 
 impl Replays {
@@ -67,6 +69,7 @@ impl Replays {
             stop,
             thread,
             failed: 0,
+            stopping: false,
         };
         for job in restored.pending {
             me.submit(job);
@@ -117,12 +120,19 @@ impl Replays {
         self.ranges.forget_skips_before(ts);
     }
 
+    /// Queues a replay. Once the job is stopping it is only kept for the checkpoints (the next
+    /// run replays it); without a thread to run it otherwise (it could not start) the list
+    /// stays approximate.
     fn submit(&mut self, job: ReplayJob) {
-        self.pending.insert(job.instance, job.clone());
-        if let Some(tx) = &self.jobs {
-            if tx.send(job).is_err() {
-                self.jobs = None;
-            }
+        if self.stopping {
+            self.pending.insert(job.instance, job);
+            return;
+        }
+        if self.jobs.as_ref().is_some_and(|tx| tx.send(job.clone()).is_ok()) {
+            self.pending.insert(job.instance, job);
+        } else {
+            self.jobs = None;
+            self.give_up(&job.window, job.start, "the replay thread is not running");
         }
     }
 
@@ -136,9 +146,9 @@ impl Replays {
         self.pending.len()
     }
 
-    /// Whether replays are pending.
+    /// Whether replays are pending and running (a stopping job waits for none).
     pub fn busy(&self) -> bool {
-        !self.pending.is_empty()
+        !self.stopping && !self.pending.is_empty()
     }
 
     /// The exact revisions of the replays finished since the last call (`wait`: block until
@@ -189,10 +199,12 @@ impl Replays {
         }
     }
 
-    /// Stops the thread (the job is stopping: what is pending is in its checkpoint).
-    pub fn abandon(&mut self) {
+    /// The job is stopping: the thread stops, and what is pending — also what seals in the
+    /// epochs still to come (each worker's source stops in an epoch of its own) — stays in
+    /// every checkpoint for the next run, which replays it.
+    pub fn stop(&mut self) {
         self.stop.store(true, Relaxed);
-        self.pending.clear();
+        self.stopping = true;
         self.jobs = None;
     }
 }
