@@ -5,7 +5,9 @@
 //! Deployment's Service targets its port; the kustomization lists every manifest). The
 //! StatefulSet's start script runs under `sh` with a stand-in `hotlist` that records its
 //! arguments: the hostfile it writes has one line per replica, each the stable name of one pod,
-//! and the job config in the ConfigMap validates with those cluster settings.
+//! and the job config in the ConfigMap validates with those cluster settings. The overlay for
+//! checkpoints in object storage (`deploy/k8s/s3`) patches only what the base has, and its
+//! config validates with its checkpoints in a bucket.
 
 use hotlist_dataflow::config::{Overrides, SinkPlan};
 use std::collections::BTreeMap;
@@ -348,4 +350,90 @@ fn dockerfile_and_systemd_unit_are_shaped_right() {
     assert!(unit.contains("Restart=on-failure"));
     let env = std::fs::read_to_string(root().join("deploy/systemd/cluster.env")).expect("cluster.env");
     assert!(env.lines().any(|l| l.starts_with("HOTLIST_PROCESSES=")));
+}
+
+/// The object-storage overlay (`deploy/k8s/s3`): it builds on the base, patches only what
+/// the base has (its ConfigMap, its StatefulSet, its checkpoint claim, which it deletes), and
+/// its job config validates as the same cluster with checkpoints in a bucket, written to the
+/// pods' own checkpoint mount (an emptyDir), with credentials from a Secret.
+#[test]
+fn the_object_storage_overlay_patches_the_base() {
+    let base = manifests();
+    let dir = root().join("deploy/k8s/s3");
+    let load = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        YamlLoader::load_from_str(&text)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .remove(0)
+    };
+    let kust = load("kustomization.yaml");
+    assert_eq!(str_of(&kust["resources"][0]), "../", "built on the base");
+    let patches: Vec<String> = kust["patches"]
+        .as_vec()
+        .expect("patches")
+        .iter()
+        .map(|p| str_of(&p["path"]).to_string())
+        .collect();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("deploy/k8s/s3")
+        .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+        .filter(|f| f.ends_with(".yaml") && f != "kustomization.yaml")
+        .collect();
+    files.sort();
+    let mut listed = patches.clone();
+    listed.sort();
+    assert_eq!(listed, files, "every patch file is listed");
+    for p in &patches {
+        let doc = load(p);
+        let (kind, name) = (str_of(&doc["kind"]), str_of(&doc["metadata"]["name"]));
+        assert!(
+            base.contains_key(&(kind.to_string(), name.to_string())),
+            "{p}: patches {kind} {name}, which the base does not have"
+        );
+    }
+    assert_eq!(str_of(&load("no-checkpoint-claim.yaml")["$patch"]), "delete");
+    let sts = load("statefulset.yaml");
+    let pod = &sts["spec"]["template"]["spec"];
+    assert_eq!(
+        str_of(&pod["containers"][0]["envFrom"][0]["secretRef"]["name"]),
+        "hotlist-s3"
+    );
+    let volumes = pod["volumes"].as_vec().expect("volumes");
+    let ckpt_volume = volumes
+        .iter()
+        .find(|v| str_of(&v["name"]) == "checkpoints")
+        .expect("the checkpoints volume");
+    assert!(ckpt_volume["emptyDir"].as_hash().is_some(), "an emptyDir per pod");
+    assert!(ckpt_volume["persistentVolumeClaim"].is_null(), "the claim is dropped");
+    // the patched config validates as process 2 of the 3-process cluster
+    let base_sts = get(&base, "StatefulSet", "hotlist");
+    let replicas = base_sts["spec"]["replicas"].as_i64().expect("replicas") as usize;
+    let config = str_of(&load("configmap.yaml")["data"]["hotlist.toml"]).to_string();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let hostfile = tmp.path().join("hosts.txt");
+    let hosts: Vec<String> = (0..replicas)
+        .map(|i| format!("hotlist-{i}.hotlist-cluster.prod.svc:2101"))
+        .collect();
+    std::fs::write(&hostfile, hosts.join("\n")).expect("hostfile");
+    let overrides = Overrides {
+        processes: Some(replicas),
+        process: Some(replicas - 1),
+        hostfile: Some(hostfile),
+        ..Overrides::default()
+    };
+    let plan = hotlist_dataflow::config::parse(&config, &overrides).expect("the overlay's config validates");
+    let ckpt = plan.checkpoint.expect("checkpointing on");
+    assert!(
+        ckpt.remote.is_some_and(|r| r.url().starts_with("s3://")),
+        "checkpoints in a bucket"
+    );
+    let mounts = named(
+        &base_sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"],
+        "mountPath",
+    );
+    assert_eq!(
+        Some(ckpt.dir.to_str().expect("utf-8")),
+        mounts["checkpoints"].as_str(),
+        "the local checkpoint directory is the pods' checkpoint mount"
+    );
 }
