@@ -1,5 +1,6 @@
 //! The repository describes itself truthfully: every crate's module map names every module the
-//! crate declares, and every repository path the docs mention exists.
+//! crate declares, every repository path the docs mention exists, and the docs link into one
+//! whole (every page reachable from the README, every link and anchor resolving).
 //!
 //! These are lints, run as tests so `cargo test` keeps them: a new module without a line in its
 //! crate's map, or a doc pointing at a file that was moved, fails here.
@@ -150,4 +151,120 @@ fn parsers_find_what_they_should() {
         paths.into_iter().collect::<Vec<_>>(),
         ["dataflow/src/run", "sinks/src/store.rs", "sinks/src/types.rs"]
     );
+}
+
+/// The markdown links of a page: `(target, anchor)` for each `](target#anchor)` that is not a URL.
+fn relative_links(text: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let link = &rest[..end];
+            rest = &rest[end..];
+            if link.contains("://") || link.starts_with("mailto:") || link.contains(' ') {
+                continue;
+            }
+            let (target, anchor) = match link.split_once('#') {
+                Some((t, a)) => (t.to_string(), Some(a.to_string())),
+                None => (link.to_string(), None),
+            };
+            out.push((target, anchor));
+        }
+    }
+    out
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation other than `-` and `_` dropped,
+/// spaces as `-`.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a page's headings (outside code blocks).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        }
+        if !in_code && line.starts_with('#') {
+            out.insert(anchor_of(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// The README is a front door, not the manual: at most 250 lines; every page in docs/ is linked
+/// from it and from docs/architecture.md; every relative link of README and docs/ points at a
+/// file that exists, and every `#anchor` at a heading of that page.
+#[test]
+fn the_docs_are_a_linked_whole() {
+    let readme = read(&root().join("README.md"));
+    let lines = readme.lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines: keep it a front door (≤ 250), move reference to docs/");
+    let mut pages = vec![root().join("README.md")];
+    let mut doc_names = Vec::new();
+    for entry in std::fs::read_dir(root().join("docs")).expect("docs/ exists") {
+        let path = entry.expect("docs entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            doc_names.push(path.file_name().expect("a file name").to_string_lossy().into_owned());
+            pages.push(path);
+        }
+    }
+    let architecture = read(&root().join("docs/architecture.md"));
+    let mut problems = Vec::new();
+    for name in &doc_names {
+        if !readme.contains(&format!("](docs/{name}")) {
+            problems.push(format!("README.md does not link docs/{name}"));
+        }
+        if name != "architecture.md" && !architecture.contains(&format!("]({name}")) {
+            problems.push(format!("docs/architecture.md does not link {name}"));
+        }
+    }
+    let mut links = 0;
+    for page in &pages {
+        let dir = page.parent().expect("a page's directory");
+        let text = read(page);
+        for (target, anchor) in relative_links(&text) {
+            links += 1;
+            let file = if target.is_empty() { page.clone() } else { dir.join(&target) };
+            if !file.exists() {
+                problems.push(format!("{}: link to {target} which does not exist", page.display()));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                if file.extension().is_some_and(|e| e == "md") && !anchors(&read(&file)).contains(&anchor) {
+                    problems.push(format!("{}: link to {target}#{anchor}: no such heading", page.display()));
+                }
+            }
+        }
+    }
+    assert!(links > 30, "only {links} links found: is the parser right?");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn link_parsers_find_what_they_should() {
+    assert_eq!(
+        relative_links("see [a](docs/a.md#x-y) and [b](https://x.org/y) and [c](#here)"),
+        [("docs/a.md".to_string(), Some("x-y".to_string())), (String::new(), Some("here".to_string()))]
+    );
+    assert_eq!(anchor_of(" Starting over: --from-scratch"), "starting-over---from-scratch");
+    assert_eq!(anchor_of("Field mapping (`[source.format]`)"), "field-mapping-sourceformat");
 }
