@@ -340,7 +340,8 @@ mod tests {
     use crate::counter::WindowedCounter;
     use crate::hash::item_hash;
     use crate::merge::ListMerger;
-    use crate::record::{ListState, LocalList, PartitionId, PartitionStatus, TimedEvent};
+    use crate::message::LocalList;
+    use crate::record::{ListState, PartitionId, PartitionStatus, TimedEvent};
     use crate::snapshot::{PaneCounts, PartitionState};
     use crate::window::WindowId;
 
