@@ -10,7 +10,8 @@
 //! Needs Node.js and Chromium ($CHROMIUM or /usr/bin/chromium); runs `npm ci` in tests/browser
 //! when its node_modules is missing. Fails (never skips) when either is missing.
 
-use hotlist_operators::record::{ListState, PublishedList, SketchCheck};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::{ListState, SketchCheck};
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SinkStore, SqliteStore};
 use hotlist_tests::hotlist_bin;

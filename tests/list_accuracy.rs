@@ -4,7 +4,8 @@
 //! `sketch_check`); a plain exact list gets neither. (The job's sketch windows fill these
 //! fields; the stores, the API and `query` only carry them.)
 
-use hotlist_operators::record::{ListState, PublishedList, RankedItem, SketchCheck};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{CommitBatch, PostgresStore, RedisStore, SinkStore, SqliteStore};

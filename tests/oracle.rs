@@ -6,7 +6,8 @@
 use hotlist_dataflow::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
 use hotlist_dataflow::run::{run, Progress};
 use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
-use hotlist_operators::record::{DeadReason, ListState, PublishedList};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::{DeadReason, ListState};
 use hotlist_operators::time::Span;
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::MemoryStore;

@@ -10,7 +10,8 @@
 //! `healthz_latency_under_idle_and_slowloris` is the README's measurement, ignored by default:
 //! `scripts/loadtest idle` runs it on a release build.
 
-use hotlist_operators::record::{ListState, PublishedList, RankedItem};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::{ListState, RankedItem};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{CommitBatch, SinkStore, SqliteStore};

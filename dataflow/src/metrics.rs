@@ -379,7 +379,8 @@ fn register_checkpoint_series(registry: &Registry, stats: &JobStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlist_operators::record::{ListState, PublishedList, SketchCheck};
+    use hotlist_operators::message::PublishedList;
+    use hotlist_operators::record::{ListState, SketchCheck};
 
     fn list(window: &str, exact: bool, error_bound: u64, sketch_check: Option<SketchCheck>) -> PublishedList {
         PublishedList {

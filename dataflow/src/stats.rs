@@ -2,7 +2,7 @@
 //! sink writer, read by the progress display and the run summary.
 
 use hotlist_operators::group::GroupKey;
-use hotlist_operators::record::PublishedList;
+use hotlist_operators::message::PublishedList;
 use hotlist_operators::time::Millis;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};

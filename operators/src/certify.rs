@@ -31,6 +31,19 @@ pub struct Certificate {
 
 /// The first pass's threshold: the K-th largest of the candidates' estimates minus the error
 /// bound (at least 1; 1 when there are fewer than `k` candidates: count every item seen).
+///
+/// # Examples
+///
+/// ```
+/// use hotlist_operators::certify::first_threshold;
+///
+/// // K = 2: the 2nd largest estimate, 9, minus the error bound 3
+/// assert_eq!(first_threshold(&[4, 10, 9], 2, 3), 6);
+/// // never below 1
+/// assert_eq!(first_threshold(&[4, 10, 9], 2, 50), 1);
+/// // fewer candidates than K: count every item seen
+/// assert_eq!(first_threshold(&[10], 2, 3), 1);
+/// ```
 pub fn first_threshold(estimates: &[u64], k: usize, error_bound: u64) -> u64 {
     if k == 0 || estimates.len() < k {
         return 1;
@@ -44,6 +57,28 @@ pub fn first_threshold(estimates: &[u64], k: usize, error_bound: u64) -> u64 {
 /// `threshold`. `Ok` with the exact top-`k` when they prove it (the K-th count is at least the
 /// threshold, or the threshold is 1, which counted every item seen); `Err` with the next
 /// pass's threshold otherwise.
+///
+/// # Examples
+///
+/// ```
+/// use hotlist_operators::certify::certify;
+/// use hotlist_operators::record::{ItemId, RankedItem};
+///
+/// let counted = || -> Vec<(ItemId, u64)> { vec![("a".into(), 10), ("b".into(), 7), ("c".into(), 3)] };
+/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count };
+///
+/// // K = 2: the K-th exact count, 7, is at least the threshold 5: every item left out has
+/// // an estimate below 5, so a count below 5 — the list is exact
+/// assert_eq!(certify(counted(), 2, 5), Ok(vec![ri("a", 10), ri("b", 7)]));
+/// // the K-th count equal to the threshold still proves it (an item left out is below it)
+/// assert_eq!(certify(counted(), 2, 7), Ok(vec![ri("a", 10), ri("b", 7)]));
+/// // the K-th count below the threshold proves nothing: replay again from it
+/// assert_eq!(certify(counted(), 2, 8), Err(7));
+/// // fewer than K items counted: replay again from 1 (every item seen)
+/// assert_eq!(certify(counted(), 4, 8), Err(1));
+/// // a pass from threshold 1 counted every item seen: always exact
+/// assert_eq!(certify(counted(), 4, 1).map(|l| l.len()), Ok(3));
+/// ```
 pub fn certify(counted: Vec<(ItemId, u64)>, k: usize, threshold: u64) -> Result<Vec<RankedItem>, u64> {
     let items: Vec<RankedItem> = counted
         .into_iter()

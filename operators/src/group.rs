@@ -233,6 +233,21 @@ pub fn check_counter_key(key: &str) -> Result<(), String> {
 }
 
 /// The routing hash of a counter key (or bare id): its item id's pinned hash.
+///
+/// # Examples
+///
+/// Every key of an item routes with the item, whatever its group and user:
+///
+/// ```
+/// use hotlist_operators::group::{compose_key, route_hash};
+/// use hotlist_operators::hash::item_hash;
+///
+/// let mut key = String::new();
+/// compose_key("country=US", "video-1", Some("user-9"), &mut key);
+/// assert_eq!(key, "country=US\0video-1\0user-9");
+/// assert_eq!(route_hash(&key), item_hash("video-1"));
+/// assert_eq!(route_hash("video-1"), item_hash("video-1"));
+/// ```
 pub fn route_hash(key: &str) -> u64 {
     item_hash(split_key(key).1)
 }

@@ -10,6 +10,21 @@
 pub const KEY_GROUPS: u32 = 4096;
 
 /// The pinned 64-bit hash of an item id.
+///
+/// # Examples
+///
+/// The hash is XXH3-64 (seed 0) of the id's UTF-8 bytes: the same on every worker, run and
+/// version, so an item is routed to and checkpointed under the same key group everywhere.
+///
+/// ```
+/// use hotlist_operators::hash::item_hash;
+///
+/// // a golden value: if it changed, routing and checkpoints would break compatibility
+/// assert_eq!(item_hash(""), 0x2d06800538d394c2);
+/// // deterministic: a function of the bytes alone
+/// assert_eq!(item_hash("video-8841"), item_hash(&String::from("video-8841")));
+/// assert_ne!(item_hash("video-8841"), item_hash("video-8842"));
+/// ```
 #[inline]
 pub fn item_hash(item_id: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(item_id.as_bytes())
@@ -17,12 +32,38 @@ pub fn item_hash(item_id: &str) -> u64 {
 
 /// The key group of an item hash (its top bits, so it is independent of the low bits that
 /// hash tables use).
+///
+/// # Examples
+///
+/// ```
+/// use hotlist_operators::hash::{item_hash, key_group, KEY_GROUPS};
+///
+/// // the top 12 bits of 0x2d06800538d394c2
+/// assert_eq!(key_group(item_hash("")), 0x2d0);
+/// assert_eq!(key_group(0), 0);
+/// assert_eq!(key_group(u64::MAX), KEY_GROUPS - 1);
+/// ```
 #[inline]
 pub fn key_group(hash: u64) -> u32 {
     (hash >> 52) as u32 // 64 - 12 bits = 4096 groups
 }
 
 /// The worker, of `workers`, that owns an item with this hash.
+///
+/// # Examples
+///
+/// Worker `w` of `n` owns the key groups `g` with `g % n == w`:
+///
+/// ```
+/// use hotlist_operators::hash::{item_hash, key_group, owner};
+///
+/// let h = item_hash(""); // key group 0x2d0 = 720
+/// assert_eq!(owner(h, 1), 0);
+/// assert_eq!(owner(h, 7), 720 % 7);
+/// assert_eq!(owner(h, 7), key_group(h) as usize % 7);
+/// // no workers is one worker
+/// assert_eq!(owner(h, 0), 0);
+/// ```
 #[inline]
 pub fn owner(hash: u64, workers: usize) -> usize {
     key_group(hash) as usize % workers.max(1)

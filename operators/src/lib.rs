@@ -28,7 +28,11 @@
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
 //!   validation against the job before a restore;
 //! - [`pane_sharing`]: how long an incremental checkpoint may keep sharing a pane file;
-//! - [`record`]: the plain records that travel between operators and into sinks.
+//! - [`message`]: the records that carry the features' payloads: control records (group
+//!   announcements, replay notes), per-worker lists (sketch shares), published lists
+//!   (certificates);
+//! - [`record`]: the plain records that travel between operators and into sinks (a leaf: ids,
+//!   events, partition and list states, dead letters).
 //!
 //! Everything here is deterministic: the same inputs in the same order give the same outputs.
 #![deny(missing_docs)]
@@ -46,6 +50,7 @@ pub mod hot_keys;
 pub mod interner;
 pub mod lateness;
 pub mod merge;
+pub mod message;
 pub mod pane_sharing;
 pub mod record;
 pub mod replay;

@@ -9,7 +9,8 @@
 use crate::certify::first_threshold;
 use crate::counting::Counting;
 use crate::group::GroupKey;
-use crate::record::{ListSource, ListState, LocalList, PublishedList, RankedItem, SketchCheck};
+use crate::message::{LocalList, PublishedList};
+use crate::record::{ListSource, ListState, RankedItem, SketchCheck};
 use crate::sketch::CountMinSketch;
 use crate::snapshot::{MergerSnapshot, PublishedState, SnapshotError};
 use crate::time::{Millis, Span};

@@ -38,6 +38,19 @@ impl Millis {
     }
 
     /// `self + span`, saturating at `Millis::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// The ends stand for "no watermark yet" and "end of input", and stay there:
+    ///
+    /// ```
+    /// use hotlist_operators::time::{Millis, Span};
+    ///
+    /// assert_eq!(Millis(1_000).plus(Span::from_millis(500)), Millis(1_500));
+    /// assert_eq!(Millis::MAX.plus(Span::from_millis(1)), Millis::MAX);
+    /// assert_eq!(Millis::MIN.minus(Span::from_millis(1)), Millis::MIN);
+    /// assert!(Millis::MAX_EVENT.is_event_time() && !Millis::MAX.is_event_time());
+    /// ```
     pub fn plus(self, span: Span) -> Millis {
         Millis(self.0.saturating_add(span.as_i64()))
     }
@@ -78,6 +91,22 @@ impl Millis {
 
     /// Parses an RFC 3339 time with an offset (`Z` or `±hh:mm`). Fraction digits beyond
     /// milliseconds are truncated (not rounded), as the event contract says.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use hotlist_operators::time::Millis;
+    ///
+    /// let t = Millis::parse_rfc3339("2024-04-18T17:42:30.123Z");
+    /// assert_eq!(t, Some(Millis(1_713_462_150_123)));
+    /// // the same instant at another offset; digits beyond milliseconds are cut, not rounded
+    /// assert_eq!(Millis::parse_rfc3339("2024-04-18T19:42:30.123999+02:00"), t);
+    /// // before 1970: negative, and still floored (to the millisecond at or before)
+    /// assert_eq!(Millis::parse_rfc3339("1969-12-31T23:59:59.9995Z"), Some(Millis(-1)));
+    /// assert_eq!(Millis(-1).to_rfc3339(), "1969-12-31T23:59:59.999Z");
+    /// // no offset: not an RFC 3339 time
+    /// assert_eq!(Millis::parse_rfc3339("2024-04-18T17:42:30"), None);
+    /// ```
     pub fn parse_rfc3339(s: &str) -> Option<Millis> {
         let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
         let nanos = t.unix_timestamp_nanos();

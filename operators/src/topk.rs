@@ -9,6 +9,21 @@ use crate::record::RankedItem;
 use std::cmp::Ordering;
 
 /// The ranking order: `Less` means "ranks higher".
+///
+/// # Examples
+///
+/// A higher count ranks higher; equal counts rank by id, bytewise (UTF-8 bytes: `Z` before
+/// `a`, and `é` after every ASCII letter):
+///
+/// ```
+/// use hotlist_operators::topk::rank_cmp;
+/// use std::cmp::Ordering;
+///
+/// assert_eq!(rank_cmp(5, "z", 3, "a"), Ordering::Less);
+/// assert_eq!(rank_cmp(3, "Z", 3, "a"), Ordering::Less);
+/// assert_eq!(rank_cmp(3, "é", 3, "z"), Ordering::Greater);
+/// assert_eq!(rank_cmp(3, "a", 3, "a"), Ordering::Equal);
+/// ```
 #[inline]
 pub fn rank_cmp(a_count: u64, a_id: &str, b_count: u64, b_id: &str) -> Ordering {
     b_count.cmp(&a_count).then_with(|| a_id.as_bytes().cmp(b_id.as_bytes()))
@@ -21,6 +36,20 @@ pub fn ranked_cmp(a: &RankedItem, b: &RankedItem) -> Ordering {
 }
 
 /// Keeps the best `k` of `items` and sorts them best first (O(n + k log k)).
+///
+/// # Examples
+///
+/// Ties at rank K are cut by the ranking order too, so the list is a pure function of the
+/// counts (the example of `docs/time.md`):
+///
+/// ```
+/// use hotlist_operators::record::RankedItem;
+/// use hotlist_operators::topk::top_k;
+///
+/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count };
+/// let items = vec![ri("b", 3), ri("é", 3), ri("a", 5), ri("c", 3), ri("Z", 3)];
+/// assert_eq!(top_k(items, 3), vec![ri("a", 5), ri("Z", 3), ri("b", 3)]);
+/// ```
 pub fn top_k(mut items: Vec<RankedItem>, k: usize) -> Vec<RankedItem> {
     select_top_by(&mut items, k, ranked_cmp);
     items
@@ -62,6 +91,19 @@ pub fn select_top_counted<'a, T: Copy>(items: &mut Vec<(u64, T)>, k: usize, id: 
 }
 
 /// Merges per-worker top-K lists of disjoint item sets into the global top-K.
+///
+/// # Examples
+///
+/// ```
+/// use hotlist_operators::record::RankedItem;
+/// use hotlist_operators::topk::merge_top_k;
+///
+/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count };
+/// let worker0 = vec![ri("a", 9), ri("c", 4)];
+/// let worker1 = vec![ri("b", 4), ri("d", 1)];
+/// let global = merge_top_k([worker0.as_slice(), worker1.as_slice()], 3);
+/// assert_eq!(global, vec![ri("a", 9), ri("b", 4), ri("c", 4)]);
+/// ```
 pub fn merge_top_k<'a>(lists: impl IntoIterator<Item = &'a [RankedItem]>, k: usize) -> Vec<RankedItem> {
     let all: Vec<RankedItem> = lists.into_iter().flat_map(|l| l.iter().cloned()).collect();
     top_k(all, k)

@@ -124,6 +124,43 @@ impl WindowSpec {
     }
 
     /// Starts of all instances covering `t`, earliest first.
+    ///
+    /// # Examples
+    ///
+    /// Instances are aligned to the Unix epoch in UTC (the examples of `docs/time.md`):
+    ///
+    /// ```
+    /// use hotlist_operators::time::{Millis, Span};
+    /// use hotlist_operators::window::WindowSpec;
+    ///
+    /// let at = |s: &str| Millis::parse_rfc3339(s).expect("valid time");
+    /// let span = |s: &str| Span::parse(s).expect("valid span");
+    /// let t = at("2024-04-18T17:42:30.123Z");
+    ///
+    /// // tumbling: one instance, starting on the minute / at UTC midnight
+    /// let minute = WindowSpec::tumbling("1m", span("1m"), 10);
+    /// assert_eq!(minute.starts_covering(t).collect::<Vec<_>>(), [at("2024-04-18T17:42:00Z")]);
+    /// let day = WindowSpec::tumbling("1d", span("1d"), 10);
+    /// assert_eq!(day.starts_covering(t).collect::<Vec<_>>(), [at("2024-04-18T00:00:00Z")]);
+    /// assert_eq!(day.end_of(at("2024-04-18T00:00:00Z")), at("2024-04-19T00:00:00Z"));
+    ///
+    /// // hopping, size 10m and slide 5m: [17:35, 17:45) and [17:40, 17:50)
+    /// let hopping = WindowSpec { slide: span("5m"), ..WindowSpec::tumbling("10m", span("10m"), 10) };
+    /// let starts: Vec<Millis> = hopping.starts_covering(t).collect();
+    /// assert_eq!(starts, [at("2024-04-18T17:35:00Z"), at("2024-04-18T17:40:00Z")]);
+    ///
+    /// // size 1d, slide 1h: the 24 instances starting 2024-04-17T18:00Z … 2024-04-18T17:00Z
+    /// let rolling = WindowSpec { slide: span("1h"), ..WindowSpec::tumbling("24h", span("1d"), 10) };
+    /// let starts: Vec<Millis> = rolling.starts_covering(t).collect();
+    /// assert_eq!(starts.len(), 24);
+    /// assert_eq!(starts.first(), Some(&at("2024-04-17T18:00:00Z")));
+    /// assert_eq!(starts.last(), Some(&at("2024-04-18T17:00:00Z")));
+    ///
+    /// // a week starts on a Thursday, 00:00 UTC: 1970-01-01 was one
+    /// let week = WindowSpec::tumbling("1w", span("1w"), 10);
+    /// assert_eq!(week.starts_covering(t).collect::<Vec<_>>(), [at("2024-04-18T00:00:00Z")]);
+    /// assert_eq!(week.starts_covering(Millis(0)).collect::<Vec<_>>(), [Millis(0)]);
+    /// ```
     pub fn starts_covering(&self, t: Millis) -> impl Iterator<Item = Millis> + use<> {
         let last = self.last_start_covering(t);
         let l = self.slide.as_i64();
@@ -201,6 +238,22 @@ pub fn default_windows() -> Vec<WindowSpec> {
 }
 
 /// Where an instance ending at `end` stands when the global watermark is `wm`.
+///
+/// # Examples
+///
+/// ```
+/// use hotlist_operators::record::ListState;
+/// use hotlist_operators::time::{Millis, Span};
+/// use hotlist_operators::window::list_state;
+///
+/// let (end, lateness) = (Millis(60_000), Span::from_millis(5_000));
+/// // the watermark has not reached the end: open
+/// assert_eq!(list_state(end, Millis(59_999), lateness), ListState::Open);
+/// // reached it: closed, late events may still correct it
+/// assert_eq!(list_state(end, Millis(60_000), lateness), ListState::Closed);
+/// // passed end + allowed lateness: final (sealed)
+/// assert_eq!(list_state(end, Millis(65_000), lateness), ListState::Final);
+/// ```
 pub fn list_state(end: Millis, wm: Millis, allowed_lateness: Span) -> crate::record::ListState {
     use crate::record::ListState;
     if end <= wm.minus(allowed_lateness) {

@@ -5,8 +5,9 @@
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::{item_hash, owner};
 use hotlist_operators::merge::ListMerger;
+use hotlist_operators::message::PublishedList;
 use hotlist_operators::pane_sharing::PaneSharing;
-use hotlist_operators::record::{ListState, PartitionId, PublishedList, TimedEvent};
+use hotlist_operators::record::{ListState, PartitionId, TimedEvent};
 use hotlist_operators::snapshot::{assemble, decode, encode, CounterSnapshot, MergerSnapshot, PaneKey, PaneSegment};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;

@@ -6,7 +6,8 @@ mod common;
 
 use common::{list, start, windows, Kind};
 use hotlist_operators::group::GroupKey;
-use hotlist_operators::record::{ListState, PublishedList};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::ListState;
 
 fn in_group(mut l: PublishedList, group: &GroupKey) -> PublishedList {
     l.group = group.clone();

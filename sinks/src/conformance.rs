@@ -667,7 +667,7 @@ pub(crate) fn certified_lists_round_trip(s: Subject) {
     };
     let refused = [
         (
-            hotlist_operators::record::PublishedList {
+            hotlist_operators::message::PublishedList {
                 exact: false,
                 error_bound: 37,
                 ..with(list(0, 5, 3), 40, 17, 1)
@@ -1056,7 +1056,10 @@ pub(crate) fn damaged_hot_keys_are_reported(s: Subject) {
 }
 
 /// `list` in group `group` (a canonical key).
-fn in_group(mut l: hotlist_operators::record::PublishedList, group: &str) -> hotlist_operators::record::PublishedList {
+fn in_group(
+    mut l: hotlist_operators::message::PublishedList,
+    group: &str,
+) -> hotlist_operators::message::PublishedList {
     l.group = GroupKey::from_stored(group.to_string());
     l
 }

@@ -13,7 +13,7 @@ use crate::types::{
 };
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
-use hotlist_operators::record::PublishedList;
+use hotlist_operators::message::PublishedList;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;

@@ -4,9 +4,8 @@
 use crate::types::{CommitBatch, SourcedDeadLetter};
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
-use hotlist_operators::record::{
-    DeadLetter, DeadReason, ListState, PartitionId, PublishedList, RankedItem, SketchCheck,
-};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 

@@ -4,7 +4,7 @@
 
 use crate::config::JobPlan;
 use crate::stats::JobStats;
-use hotlist_operators::record::PublishedList;
+use hotlist_operators::message::PublishedList;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

@@ -19,7 +19,7 @@ use crate::config::RedisTarget;
 use crate::stats::JobStats;
 use anyhow::{Context, Result};
 use hotlist_operators::hot_keys::HotWindow;
-use hotlist_operators::record::PublishedList;
+use hotlist_operators::message::PublishedList;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{CommitBatch, RedisStore, SinkError, SinkStore};

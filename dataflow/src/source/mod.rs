@@ -35,7 +35,8 @@ mod tests;
 pub use operator::source;
 
 use crate::config::{JobPlan, SourcePlan};
-use hotlist_operators::record::{Control, DeadLetter, ItemId, PartitionId, TimedEvent};
+use hotlist_operators::message::Control;
+use hotlist_operators::record::{DeadLetter, ItemId, PartitionId, TimedEvent};
 use hotlist_operators::time::Millis;
 use timely::dataflow::Stream;
 

@@ -1,3 +1,5 @@
+//! Emission: an instance's top-K lists, recounted from its panes or built incrementally.
+//!
 //! Incremental emission: an instance's new top-K from its last list and what changed since.
 //!
 //! Within an instance an item's count never decreases (a late event excluded from an instance
@@ -21,7 +23,12 @@
 //! (their lists aggregate counter keys per group and are always recounted).
 
 use super::dense::DenseSums;
+use super::shapes::group_lists;
 use super::{ItemIdx, Pane, WindowedCounter};
+use crate::group::GroupKey;
+use crate::hash::item_hash;
+use crate::record::RankedItem;
+use crate::topk::{rank_cmp, select_top_by, select_top_counted};
 use crate::window::InstanceKey;
 
 /// Log entries a pane may hold beyond twice its counters before its log is cut.
@@ -51,6 +58,107 @@ impl Pane {
 }
 
 impl WindowedCounter {
+    /// This worker's exact top-K lists for an instance: one global list, or one per group
+    /// (per-group windows).
+    /// (`force`: recount in full.)
+    pub(super) fn instance_top_k(&mut self, key: InstanceKey, force: bool) -> Vec<(GroupKey, Vec<RankedItem>)> {
+        let k = self.windows[key.window.0 as usize].k;
+        let g_of = self.group_of(key.window);
+        let shape = self.shapes.of_window(key.window.0 as usize);
+        let incremental = (shape == 0 && !force)
+            .then(|| self.incremental_candidates(key, g_of))
+            .flatten();
+        let checking = self.checked && incremental.is_some();
+        let mut candidates = match incremental {
+            Some(c) => {
+                self.emits.0 += 1;
+                c
+            }
+            None => {
+                self.emits.1 += 1;
+                self.full_candidates(key, g_of)
+            }
+        };
+        let interner = &self.interner;
+        if self.groups[g_of].shapes.len() > 1 {
+            candidates.retain(|(_, i)| interner.shape(*i) == shape);
+        }
+        if shape != 0 {
+            let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
+            let admission = self.admission.get(&key);
+            let mut lists = group_lists(keys, self.shapes.distinct_users(shape), k, |group| {
+                admission.is_none_or(|a| a.admits(item_hash(group)))
+            });
+            // groups emitted before that now count in (other): withdrawn
+            let now: Vec<GroupKey> = lists.iter().map(|(g, _)| g.clone()).collect();
+            if let Some(inst) = self.instances.get_mut(&key) {
+                let before = std::mem::replace(&mut inst.groups, now);
+                let withdrawn: Vec<GroupKey> = before
+                    .into_iter()
+                    .filter(|g| lists.binary_search_by(|(x, _)| x.cmp(g)).is_err())
+                    .collect();
+                lists.extend(withdrawn.into_iter().map(|g| (g, Vec::new())));
+            }
+            return lists;
+        }
+        select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
+        if checking {
+            let mut full = self.full_candidates(key, g_of);
+            let interner = &self.interner;
+            full.retain(|(_, i)| interner.shape(*i) == 0);
+            select_top_by(&mut full, k, |a, b| {
+                rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
+            });
+            assert_eq!(candidates, full, "incremental list of {key:?} differs from the recount");
+        }
+        let interner = &self.interner;
+        let list = candidates
+            .iter()
+            .map(|(count, i)| RankedItem {
+                item_id: interner.id(*i).clone(),
+                count: *count,
+            })
+            .collect();
+        self.remember(key, candidates.into_iter().map(|(_, i)| i).collect());
+        vec![(GroupKey::global(), list)]
+    }
+
+    /// Every (count, item) of an instance with a positive count, recounted from its panes.
+    fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, ItemIdx)> {
+        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
+        let single: Option<Vec<(u64, ItemIdx)>> = {
+            let (n, mut panes) = self.panes_of(key);
+            (n == 1 && no_exclusions).then(|| {
+                let mut v = Vec::new();
+                if let Some(p) = panes.next().flatten() {
+                    self.pane_counts(g_of, p, |i, c| v.push((c, i)));
+                }
+                v
+            })
+        };
+        match single {
+            Some(c) => c,
+            None => {
+                let mut sums = std::mem::take(&mut self.sums);
+                {
+                    let (_, panes) = self.panes_of(key);
+                    for p in panes.flatten() {
+                        self.pane_counts(g_of, p, |i, c| sums.add(i, c));
+                    }
+                }
+                if let Some(inst) = self.instances.get(&key) {
+                    for (i, c) in &inst.exclusions {
+                        sums.sub(*i, *c);
+                    }
+                }
+                let mut c = Vec::with_capacity(sums.items().len());
+                sums.drain(|count, i| c.push((count, i)));
+                self.sums = sums;
+                c
+            }
+        }
+    }
+
     /// The count of item `i` in pane `p` of group `g` (inline or in the map).
     #[inline]
     fn count_in(&self, g: usize, p: &Pane, i: ItemIdx) -> u64 {

@@ -5,7 +5,8 @@
 
 use super::*;
 use crate::hash::item_hash;
-use crate::record::PartitionId;
+use crate::message::LocalList;
+use crate::record::{PartitionId, TimedEvent};
 use proptest::prelude::*;
 
 fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {

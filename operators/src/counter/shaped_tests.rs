@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::group::{GroupKey, KeyShape};
-use crate::record::{EventExtra, PartitionId};
+use crate::message::LocalList;
+use crate::record::{EventExtra, PartitionId, TimedEvent};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 

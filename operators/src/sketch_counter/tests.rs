@@ -1,7 +1,8 @@
 use super::*;
 use crate::counting::{Algorithm, SketchSpec};
 use crate::merge::ListMerger;
-use crate::record::{DeadReason, ListState, PartitionId, PublishedList};
+use crate::message::PublishedList;
+use crate::record::{DeadReason, ListState, PartitionId};
 use crate::snapshot::SnapshotError;
 use proptest::prelude::*;
 use std::collections::HashMap;

@@ -4,7 +4,8 @@
 
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
-use hotlist_operators::record::{ListState, PublishedList, RankedItem, SketchCheck};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{CommitBatch, SinkError, SinkStore, SqliteStore, StoreReader};

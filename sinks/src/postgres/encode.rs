@@ -11,7 +11,8 @@
 
 use crate::error::SinkError;
 use crate::types::{latest_revisions, CommitBatch, SourcedDeadLetter};
-use hotlist_operators::record::{ListState, PublishedList};
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::ListState;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use postgres::types::Timestamp;

@@ -5,7 +5,7 @@ use super::keys::check_key_part;
 use super::MAX_EXACT_COUNT;
 use crate::error::SinkError;
 use crate::types::StoredWindow;
-use hotlist_operators::record::PublishedList;
+use hotlist_operators::message::PublishedList;
 use hotlist_operators::time::Span;
 use hotlist_operators::window::WindowSpec;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,119 @@
+//! Advancing and sealing: [`WindowedCounter::advance`] ends an epoch (adopts the global
+//! watermark, emits the dirty instances' lists, frees sealed instances and panes), and the
+//! per-window horizons that an earlier end of input sealed (`sealed_until`).
+
+use super::dense::DenseSums;
+use super::{horizon, WindowedCounter};
+use crate::interner::Inline;
+use crate::message::LocalList;
+use crate::record::ListSource;
+use crate::time::Millis;
+use crate::window::InstanceKey;
+
+impl WindowedCounter {
+    /// Seals, per window, the instances ending at or before `until[w]` (never unseals).
+    pub(super) fn seal_until(&mut self, until: &[Millis]) {
+        if until.iter().all(|u| *u == Millis::MIN) {
+            return;
+        }
+        self.sealed_until.resize(self.windows.len(), Millis::MIN);
+        for (mine, u) in self.sealed_until.iter_mut().zip(until) {
+            *mine = (*mine).max(*u);
+        }
+        for group in self.groups.iter_mut() {
+            group.sealed_until = group
+                .windows
+                .iter()
+                .map(|w| self.sealed_until[w.0 as usize])
+                .max()
+                .unwrap_or(Millis::MIN);
+        }
+    }
+
+    /// Ends the current epoch: adopts the new global watermark, returns the local lists to
+    /// publish (dirty instances that are closed, sealed, or open when `tick` is set), and frees
+    /// sealed instances and panes.
+    pub fn advance(&mut self, global_wm: Millis, tick: bool) -> Vec<LocalList> {
+        self.global_wm = self.global_wm.max(global_wm);
+        let wm = self.global_wm;
+        let sealed_h = wm.minus(self.allowed_lateness);
+        let mut out = Vec::new();
+        let force = std::mem::take(&mut self.force_emit);
+        let mut emitted = false;
+        let keys: Vec<InstanceKey> = self.instances.keys().copied().collect();
+        for key in keys {
+            let end = self.windows[key.window.0 as usize].end_of(key.start);
+            let open = end > wm;
+            let sealed = end <= horizon(sealed_h, &self.sealed_until, key.window);
+            if force || ((tick || !open) && self.is_dirty(key)) {
+                emitted = true;
+                for (group, items) in self.instance_top_k(key, force) {
+                    out.push(LocalList {
+                        instance: key,
+                        group,
+                        worker: self.worker,
+                        items,
+                        source: ListSource::PaneCounter,
+                        share: None,
+                    });
+                }
+                if let Some(inst) = self.instances.get_mut(&key) {
+                    inst.emitted = self.seq;
+                }
+            }
+            if sealed {
+                self.instances.remove(&key);
+            }
+        }
+        let (windows, sealed_until) = (&self.windows, &self.sealed_until);
+        self.admission.retain(|key, _| {
+            windows[key.window.0 as usize].end_of(key.start) > horizon(sealed_h, sealed_until, key.window)
+        });
+        for (groups_index, group) in self.groups.iter_mut().enumerate() {
+            let mut freed = false;
+            for slot in 0..group.slots.len() {
+                let dead = matches!(&group.slots[slot], Some(p) if p.last_end <= sealed_h);
+                if dead {
+                    let pane = group.slots[slot].take().expect("checked live");
+                    for idx in pane.counts.keys() {
+                        self.interner.release(*idx);
+                    }
+                    if let Some(rel) = pane.rel {
+                        for &idx in &pane.members {
+                            let g = groups_index;
+                            if self.interner.inline(idx, g).pane == rel {
+                                *self.interner.inline_mut(idx, g) = Inline::EMPTY;
+                                self.interner.release(idx);
+                            }
+                        }
+                    }
+                    group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
+                    group.free_slots.push(slot);
+                    freed = true;
+                }
+            }
+            if freed {
+                group.cached = None;
+            }
+        }
+        self.trim_logs(emitted);
+        if emitted {
+            self.next_gen();
+            // (8 bytes per item index: given back between emissions, a fresh one is cheap)
+            self.sums = DenseSums::default();
+        }
+        self.seq += 1;
+        out
+    }
+
+    fn is_dirty(&self, key: InstanceKey) -> bool {
+        let Some(inst) = self.instances.get(&key) else {
+            return false;
+        };
+        if inst.touched > inst.emitted {
+            return true;
+        }
+        let (_, mut panes) = self.panes_of(key);
+        panes.any(|p| p.is_some_and(|p| p.touched > inst.emitted))
+    }
+}

@@ -1,0 +1,213 @@
+//! Snapshot and restore: the counting state by key group (whole, or with its panes apart for
+//! incremental checkpoints), and a counter restored from the snapshots of any number of workers
+//! onto any worker count.
+
+use super::{horizon, WindowedCounter};
+use crate::group::{route_hash, GroupNote};
+use crate::hash::key_group;
+use crate::interner::ItemIdx;
+use crate::record::ItemId;
+use crate::snapshot::{CounterSnapshot, InstanceCounts, KeyGroupState, PaneKey, PaneSegment, SnapshotError};
+use crate::time::{Millis, Span};
+use crate::window::WindowSpec;
+use hashbrown::hash_map::Entry;
+use std::collections::BTreeMap;
+
+impl WindowedCounter {
+    /// The counting state as of the last `advance`, by key group (call between epochs).
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let (base, panes) = self.snapshot_panes(None, |_| false);
+        crate::snapshot::assemble(base, panes.into_iter().filter_map(|(_, seg)| seg).collect())
+    }
+
+    /// The snapshot's exclusions and metadata, no panes.
+    fn snapshot_without_panes(&self) -> CounterSnapshot {
+        let mut groups: BTreeMap<u32, KeyGroupState> = BTreeMap::new();
+        fn state(groups: &mut BTreeMap<u32, KeyGroupState>, kg: u32) -> &mut KeyGroupState {
+            groups.entry(kg).or_insert_with(|| KeyGroupState {
+                key_group: kg,
+                ..Default::default()
+            })
+        }
+        for (key, inst) in &self.instances {
+            let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
+            for (i, c) in &inst.exclusions {
+                per_kg
+                    .entry(key_group(self.interner.hash(*i)))
+                    .or_default()
+                    .push((self.interner.id(*i).clone(), *c));
+            }
+            for (kg, mut items) in per_kg {
+                items.sort();
+                state(&mut groups, kg)
+                    .exclusions
+                    .push(InstanceCounts { instance: *key, items });
+            }
+        }
+        CounterSnapshot {
+            windows: self.windows.clone(),
+            allowed_lateness: self.allowed_lateness,
+            watermark: self.global_wm,
+            key_groups: groups.into_values().collect(),
+            pane_files: Vec::new(),
+            sealed_until: self.sealed_until.clone(),
+            // the same on every worker: worker 0 writes them
+            groups_seen: if self.worker == 0 {
+                self.admission.iter().map(|(k, g)| (*k, g.hashes())).collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Like [`snapshot`](Self::snapshot), for incremental checkpoints: the snapshot without its
+    /// panes, and every live pane apart — `None` when it did not change since apply sequence
+    /// `since` and `may_reuse` allows its file from then to stand for it, `Some(segment)`
+    /// otherwise (all of them when `since` is `None`).
+    pub fn snapshot_panes(
+        &self,
+        since: Option<u64>,
+        may_reuse: impl Fn(PaneKey) -> bool,
+    ) -> (CounterSnapshot, Vec<(PaneKey, Option<PaneSegment>)>) {
+        let mut panes = Vec::new();
+        for (g, group) in self.groups.iter().enumerate() {
+            for pane in group.slots.iter().flatten() {
+                let key = PaneKey {
+                    width: group.width,
+                    start: pane.start,
+                };
+                if since.is_some_and(|s| pane.touched < s) && may_reuse(key) {
+                    panes.push((key, None));
+                    continue;
+                }
+                // Group by key group with an integer sort (no string comparisons: this runs on
+                // the worker thread, which waits for it).
+                let mut counts: Vec<(u32, ItemIdx, u64)> = Vec::new();
+                self.pane_counts(g, pane, |i, c| {
+                    if c > 0 {
+                        counts.push((key_group(self.interner.hash(i)), i, c));
+                    }
+                });
+                counts.sort_unstable_by_key(|(kg, _, _)| *kg);
+                let mut key_groups: Vec<(u32, Vec<(ItemId, u64)>)> = Vec::new();
+                for (kg, i, c) in counts {
+                    if key_groups.last().is_none_or(|(last, _)| *last != kg) {
+                        key_groups.push((kg, Vec::new()));
+                    }
+                    if let Some((_, items)) = key_groups.last_mut() {
+                        items.push((self.interner.id(i).clone(), c));
+                    }
+                }
+                panes.push((key, Some(PaneSegment { key, key_groups })));
+            }
+        }
+        (self.snapshot_without_panes(), panes)
+    }
+
+    /// The counter of `worker` (of `workers`) restored from the snapshots of all the workers
+    /// that wrote them (any number): it keeps the key groups it owns under the new count.
+    /// The snapshots are validated first (see `snapshot::validate_counters`): whatever they
+    /// hold, the result is an error or a counter that works, never a panic later.
+    pub fn restore(
+        windows: Vec<WindowSpec>,
+        allowed_lateness: Span,
+        worker: u32,
+        workers: usize,
+        snapshots: &[CounterSnapshot],
+    ) -> Result<WindowedCounter, SnapshotError> {
+        WindowedCounter::restore_counting(windows, &[], allowed_lateness, worker, workers, snapshots)
+    }
+
+    /// [`restore`](Self::restore) for a counter of [`counting`](Self::counting) `counted`.
+    pub fn restore_counting(
+        windows: Vec<WindowSpec>,
+        counted: &[bool],
+        allowed_lateness: Span,
+        worker: u32,
+        workers: usize,
+        snapshots: &[CounterSnapshot],
+    ) -> Result<WindowedCounter, SnapshotError> {
+        let workers = workers.max(1);
+        if worker as usize >= workers {
+            return Err(SnapshotError::Invalid(format!(
+                "cannot restore worker {worker} of {workers}"
+            )));
+        }
+        // (pane files must have been put back with `snapshot::assemble` first)
+        if snapshots.iter().any(|s| !s.pane_files.is_empty()) {
+            return Err(SnapshotError::Incompatible);
+        }
+        crate::snapshot::validate_counters(snapshots, &windows, allowed_lateness)?;
+        let mut c = WindowedCounter::counting(windows, counted, allowed_lateness, worker);
+        c.global_wm = snapshots.iter().map(|s| s.watermark).fold(c.global_wm, Millis::max);
+        for s in snapshots {
+            c.seal_until(&s.sealed_until);
+        }
+        for s in snapshots {
+            for kg in s
+                .key_groups
+                .iter()
+                .filter(|k| k.key_group as usize % workers == worker as usize)
+            {
+                c.restore_key_group(kg);
+            }
+        }
+        for s in snapshots {
+            for (key, hashes) in &s.groups_seen {
+                let notes: Vec<GroupNote> = hashes.iter().map(|&hash| GroupNote { instance: *key, hash }).collect();
+                c.note_groups(&notes);
+            }
+        }
+        c.force_emit = true;
+        Ok(c)
+    }
+
+    /// Adds one validated key group's panes and exclusions (panes of sealed instances only are
+    /// skipped: nothing will read them).
+    fn restore_key_group(&mut self, kg: &KeyGroupState) {
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        for pane in &kg.panes {
+            // validated: the width is one of the groups'
+            let Some(g) = self.groups.iter().position(|g| g.width == pane.width) else {
+                continue;
+            };
+            let Some(slot) = self.pane_slot(g, pane.start, sealed_h) else {
+                continue;
+            };
+            for (id, count) in &pane.items {
+                // (a key no window of this job counts was refused by validation)
+                let Some(shape) = self.shapes.of_key(id) else { continue };
+                let idx = self.interner.intern_shaped(id, route_hash(id), shape);
+                let p = self.groups[g].slots[slot].as_mut().expect("live slot");
+                match p.counts.entry(idx) {
+                    Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(*count),
+                    Entry::Vacant(v) => {
+                        v.insert(*count);
+                        self.interner.retain(idx);
+                    }
+                }
+            }
+        }
+        for ex in &kg.exclusions {
+            if !self.groups.iter().any(|g| g.windows.contains(&ex.instance.window)) {
+                continue; // a window this counter does not count (a sketch window)
+            }
+            let end = self.windows[ex.instance.window.0 as usize].end_of(ex.instance.start);
+            if end <= horizon(sealed_h, &self.sealed_until, ex.instance.window) {
+                continue; // sealed: nothing will read it (and it must publish nothing)
+            }
+            for (id, count) in &ex.items {
+                let Some(shape) = self.shapes.of_key(id) else { continue };
+                let idx = self.interner.intern_shaped(id, route_hash(id), shape);
+                let excluded = self
+                    .instances
+                    .entry(ex.instance)
+                    .or_default()
+                    .exclusions
+                    .entry(idx)
+                    .or_insert(0);
+                *excluded = excluded.saturating_add(*count);
+            }
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Counting: the hot path. [`WindowedCounter::apply`] counts one event once per pane group
+//! (fast path: on time for every covering instance), or decides per covering instance on the
+//! slow path (late for some: exclusions; sealed for some: a `sealed` dead letter). Counts live
+//! inline in the interner while one pane per item and group is active, else in the pane's map.
+
+use super::dead_letters::{out_of_range, sealed_letter};
+use super::{horizon, FxMap, Pane, WindowedCounter, INLINE_MAX};
+use crate::event::check_event_time;
+use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
+use crate::record::{DeadLetter, TimedEvent};
+use crate::time::Millis;
+use crate::window::InstanceKey;
+use hashbrown::hash_map::Entry;
+
+impl WindowedCounter {
+    /// Counts one event. An event that reaches only sealed instances is returned as a dead
+    /// letter (reason `sealed`); instances it is late for are skipped (its source already
+    /// dead-lettered it as `late`). An event time outside years 0000-9999 (which sources
+    /// reject) is returned as a `bad` dead letter: every event is counted or dead-lettered.
+    pub fn apply(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        if let Err(bad) = check_event_time(ev.ts) {
+            return Some(out_of_range(ev, bad));
+        }
+        if !self.shapes.all_plain() {
+            return self.apply_shaped(ev);
+        }
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        let idx = self.interner.intern(&ev.item, ev.hash);
+        let mut sealed_drop = false;
+        let mut counted = false;
+        for g in 0..self.groups.len() {
+            // Late for every instance of this group: the source dead-lettered it already.
+            // (Every covering instance ends after ts, so ts >= late_h means none is late.)
+            if ev.ts < late_h && self.group_last_end(g, ev.ts) <= late_h {
+                continue;
+            }
+            let slot = self.pane_slot(g, ev.ts, sealed_h);
+            let group = &mut self.groups[g];
+            let Some(slot) = slot else {
+                // The pane is gone: every instance containing it is sealed, and at least one
+                // of them accepted the event by the lateness rule.
+                sealed_drop = true;
+                continue;
+            };
+            let pane = group.slots[slot].as_mut().expect("cached slot is live");
+            if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
+                // Fast path: on time for every covering instance.
+                self.count(g, slot, idx);
+                counted = true;
+                continue;
+            }
+            let (accepted, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &[Some(idx)]);
+            counted |= accepted;
+            sealed_drop |= sealed;
+        }
+        if !counted {
+            self.interner.release_unreferenced(idx);
+        }
+        sealed_drop.then(|| sealed_letter(ev, self.global_wm))
+    }
+
+    /// `apply` for a counter with per-group or distinct-user windows: the event is counted
+    /// under one key per shape of each pane group.
+    fn apply_shaped(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        let mut keys = std::mem::take(&mut self.shape_keys);
+        keys.clear();
+        let (mut group_buf, mut key_buf) = std::mem::take(&mut self.key_buf);
+        let mut missing_user = false;
+        for s in 0..self.shapes.len() as u8 {
+            keys.push(if !self.shape_counted[s as usize] {
+                None // no counted window has this shape (a window of another counter)
+            } else if s == 0 {
+                Some(self.interner.intern(&ev.item, ev.hash))
+            } else if self.shapes.key(s, ev, &mut group_buf, &mut key_buf) {
+                Some(self.interner.intern_shaped(&key_buf, ev.hash, s))
+            } else {
+                missing_user = true;
+                None
+            });
+        }
+        self.key_buf = (group_buf, key_buf);
+        self.without_user += u64::from(missing_user);
+        let mut sealed_drop = false;
+        for g in 0..self.groups.len() {
+            if ev.ts < late_h && self.group_last_end(g, ev.ts) <= late_h {
+                continue;
+            }
+            let slot = self.pane_slot(g, ev.ts, sealed_h);
+            let Some(slot) = slot else {
+                sealed_drop = true;
+                continue;
+            };
+            let group = &self.groups[g];
+            let pane = group.slots[slot].as_ref().expect("cached slot is live");
+            if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
+                for i in 0..group.shapes.len() {
+                    if let Some(idx) = keys[self.groups[g].shapes[i] as usize] {
+                        self.count(g, slot, idx);
+                    }
+                }
+                continue;
+            }
+            let (_, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &keys);
+            sealed_drop |= sealed;
+        }
+        for idx in keys.iter().flatten() {
+            self.interner.release_unreferenced(*idx);
+        }
+        self.shape_keys = keys;
+        sealed_drop.then(|| sealed_letter(ev, self.global_wm))
+    }
+
+    /// The slow path of `apply` in pane group `g`: decides per covering instance (per window
+    /// shape, `keys[shape]` is the key counted; `None`: not counted in that shape's windows).
+    /// Returns whether the event was counted, and whether some instance was already sealed.
+    fn count_slow(
+        &mut self,
+        g: usize,
+        slot: usize,
+        ev: &TimedEvent,
+        late_h: Millis,
+        sealed_h: Millis,
+        keys: &[Option<ItemIdx>],
+    ) -> (bool, bool) {
+        let mut sealed_drop = false;
+        let mut accepted: u64 = 0; // bit per shape
+        let mut excluded: Vec<(InstanceKey, u8)> = Vec::new();
+        let group = &self.groups[g];
+        for &wid in &group.windows {
+            let shape = self.shapes.of_window(wid.0 as usize);
+            if keys.get(shape as usize).copied().flatten().is_none() {
+                continue;
+            }
+            let w = &self.windows[wid.0 as usize];
+            let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
+            for start in w.starts_covering(ev.ts) {
+                let end = w.end_of(start);
+                let key = InstanceKey { window: wid, start };
+                if end <= late_h {
+                    if end > sealed_h {
+                        excluded.push((key, shape));
+                    }
+                } else if end <= sealed_h {
+                    sealed_drop = true;
+                } else {
+                    accepted |= 1 << shape;
+                }
+            }
+        }
+        for (shape, key) in keys.iter().enumerate() {
+            if let Some(idx) = key.filter(|_| accepted & (1 << shape) != 0) {
+                self.count(g, slot, idx);
+            }
+        }
+        for (key, shape) in excluded {
+            if accepted & (1 << shape) == 0 {
+                continue;
+            }
+            let Some(idx) = keys[shape as usize] else { continue };
+            let inst = self.instances.entry(key).or_default();
+            *inst.exclusions.entry(idx).or_insert(0) += 1;
+            inst.touched = self.seq;
+        }
+        (accepted != 0, sealed_drop)
+    }
+
+    /// Counts one event of item `idx` in the pane at `slot` of group `g`.
+    #[inline]
+    fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) {
+        let (seq, gen) = (self.seq, self.gen);
+        let group = &mut self.groups[g];
+        let pane = group.slots[slot].as_mut().expect("live slot");
+        pane.touched = seq;
+        let Some(rel) = pane.rel else {
+            map_increment(pane, idx, &mut self.interner);
+            pane.log.push(idx); // (map counts are logged at every change: they are rare)
+            return;
+        };
+        let inl = self.interner.inline(idx, g);
+        if inl.pane == rel {
+            if inl.count() < INLINE_MAX {
+                let inl = self.interner.inline_mut(idx, g);
+                inl.increment();
+                if inl.logged() != gen {
+                    inl.set_logged(gen);
+                    pane.log.push(idx);
+                }
+            } else {
+                // An inline count is 32 bits: move it to the map and count there from now on.
+                *self.interner.inline_mut(idx, g) = Inline::EMPTY;
+                pane.inline_live -= 1;
+                pane.counts.insert(idx, inl.count() as u64 + 1);
+                pane.log.push(idx);
+            }
+            return;
+        }
+        pane.log.push(idx);
+        if inl.pane != Inline::EMPTY.pane && rel < inl.pane {
+            // An older pane than the inline one (out of order): its count lives in the map.
+            map_increment(pane, idx, &mut self.interner);
+            return;
+        }
+        if let Some(c) = pane.counts.get_mut(&idx) {
+            // This pane's count already moved to the map (overflow): keep it there.
+            *c += 1;
+            return;
+        }
+        // This pane becomes the item's inline pane; the previous inline count moves to its map.
+        pane.members.push(idx);
+        pane.inline_live += 1;
+        self.interner.retain(idx);
+        *self.interner.inline_mut(idx, g) = Inline::new(rel, 1, gen);
+        if inl.pane != Inline::EMPTY.pane {
+            let base = group.base.expect("inline panes imply a base");
+            let old_no = base + inl.pane as i64;
+            let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
+            let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
+            old.counts.insert(idx, inl.count() as u64);
+            old.inline_live -= 1;
+        }
+    }
+
+    /// End of the last-ending instance of group `g` that covers `ts`.
+    fn group_last_end(&self, g: usize, ts: Millis) -> Millis {
+        let group = &self.groups[g];
+        group
+            .windows
+            .iter()
+            .map(|w| self.windows[w.0 as usize].last_end_covering(ts))
+            .max()
+            .unwrap_or(Millis::MIN)
+    }
+
+    /// The slot of the pane of group `g` containing `ts`, creating it (and registering its
+    /// instances) if needed; `None` if the pane would only feed sealed instances.
+    pub(super) fn pane_slot(&mut self, g: usize, ts: Millis, sealed_h: Millis) -> Option<usize> {
+        let group = &mut self.groups[g];
+        if let Some((start, end, slot)) = group.cached {
+            if ts >= start && ts < end {
+                return Some(slot);
+            }
+        }
+        let w = group.width.as_i64();
+        let pane_no = ts.0.div_euclid(w);
+        let start = Millis(pane_no.saturating_mul(w));
+        let end = start.plus(group.width);
+        if let Some(&slot) = group.index.get(&pane_no) {
+            group.cached = Some((start, end, slot));
+            return Some(slot);
+        }
+        // New pane: its covering instances are the same for every time inside it.
+        let mut first_end = Millis::MAX;
+        let mut last_end = Millis::MIN;
+        let mut all_sealed = true;
+        let mut keys = Vec::new();
+        for &wid in &group.windows {
+            let spec = &self.windows[wid.0 as usize];
+            let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
+            first_end = first_end.min(spec.first_end_covering(start));
+            last_end = last_end.max(spec.last_end_covering(start));
+            all_sealed &= spec.last_end_covering(start) <= sealed_h;
+            keys.extend(
+                spec.starts_covering(start)
+                    .map(|s| (InstanceKey { window: wid, start: s }, spec.end_of(s)))
+                    .filter(|(_, end)| *end > sealed_h),
+            );
+        }
+        if all_sealed {
+            return None;
+        }
+        for (key, _) in keys {
+            self.instances.entry(key).or_default();
+        }
+        let rel = if g < INLINE_GROUPS {
+            let base = *group.base.get_or_insert(pane_no);
+            i32::try_from(pane_no.saturating_sub(base))
+                .ok()
+                .filter(|r| *r != Inline::EMPTY.pane)
+        } else {
+            None
+        };
+        let pane = Pane {
+            start,
+            counts: FxMap::default(),
+            rel,
+            members: Vec::new(),
+            inline_live: 0,
+            touched: 0,
+            last_end,
+            first_end,
+            log: Vec::new(),
+            log_start: 0,
+        };
+        let slot = match group.free_slots.pop() {
+            Some(s) => {
+                group.slots[s] = Some(pane);
+                s
+            }
+            None => {
+                group.slots.push(Some(pane));
+                group.slots.len() - 1
+            }
+        };
+        group.index.insert(pane_no, slot);
+        group.cached = Some((start, end, slot));
+        Some(slot)
+    }
+}
+
+#[inline]
+fn map_increment(pane: &mut Pane, idx: ItemIdx, interner: &mut Interner) {
+    match pane.counts.entry(idx) {
+        Entry::Occupied(mut o) => *o.get_mut() += 1,
+        Entry::Vacant(v) => {
+            v.insert(1);
+            interner.retain(idx);
+        }
+    }
+}
