@@ -92,7 +92,7 @@ INSERT INTO hotlist_commits VALUES ('hotlist', 2, 'epoch'::timestamptz + interva
 /// `db`'s schema as an older job left it: version 1 with [`V1_ROWS`].
 fn v1_schema(db: &TestDb) {
     let mut c = db.client();
-    c.batch_execute(&format!("CREATE SCHEMA {}", schema::quote_ident(&db.schema)))
+    c.batch_execute(&format!("CREATE SCHEMA {}", ident::quote_ident(&db.schema)))
         .unwrap();
     c.batch_execute(V1_DDL).unwrap();
     c.batch_execute(V1_ROWS).unwrap();

@@ -96,7 +96,7 @@ INSERT INTO hotlist_commits VALUES ('hotlist', 2, 'epoch'::timestamptz + interva
 /// `db`'s schema as the previous release left it: version 2 with [`V2_ROWS`].
 fn v2_schema(db: &TestDb) {
     let mut c = db.client();
-    c.batch_execute(&format!("CREATE SCHEMA {}", schema::quote_ident(&db.schema)))
+    c.batch_execute(&format!("CREATE SCHEMA {}", ident::quote_ident(&db.schema)))
         .unwrap();
     c.batch_execute(V2_DDL).unwrap();
     c.batch_execute(V2_ROWS).unwrap();

@@ -39,8 +39,8 @@
 //!
 //! Files: `schema` (tables, version, the migrations from versions 1, 2 and 3, `drop_schema`),
 //! `hot_keys` (hot-key windows: write and read),
-//! `statements` (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
-//! redacting the connection string), `error` (how failures become a `SinkError` with a retry
+//! `statements` (the SQL and the connection's prepared statements, the commit lock), `conn` (connecting, reconnecting),
+//! `ident` (quoted identifiers, the connection string without credentials), `error` (how failures become a `SinkError` with a retry
 //! class), `encode` (instants and a batch as the column arrays the commit binds), `write`
 //! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
 //! API); tests in `tests`, `migration_tests` (a version-1 schema migrated) and
@@ -53,6 +53,7 @@ mod conn;
 mod encode;
 mod error;
 mod hot_keys;
+mod ident;
 #[cfg(test)]
 mod migration_tests;
 #[cfg(test)]
