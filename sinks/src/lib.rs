@@ -21,7 +21,8 @@
 //!   `error_bound`, the sketch check), so a damaged row is a clear [`SinkError::Corrupt`],
 //!   never a huge allocation or a panic (files: `list`, `accuracy`, `job`, `hot_keys`);
 //! - `sql_rows`: decoding the two SQL stores' rows, with those checks;
-//! - `conformance` (tests only): the one suite of store tests every backend runs;
+//! - `conformance` (tests only): the one suite of store tests every backend runs (a folder:
+//!   its subject, and the cases by concern);
 //! - `test_fixtures` (tests only): lists, batches and dead letters the tests share.
 #![deny(missing_docs)]
 // No product function over 80 lines (the threshold is in clippy.toml); tests may be longer.
