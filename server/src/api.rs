@@ -6,9 +6,9 @@
 //! `k` above the window's K is a 400 (not silently capped): a client asking for 500 items from
 //! a K=100 window should learn that it gets at most 100.
 
-use crate::cache::{Cache, Snapshot};
-use crate::history::HistoryWorker;
-use crate::metrics::ApiMetrics;
+use crate::cache::Snapshot;
+use crate::error::ApiError;
+use crate::state::{find_window, AppState};
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -23,66 +23,6 @@ use hotlist_sinks::{StoredList, StoredWindow};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Shared state of the handlers.
-pub struct AppState {
-    /// The job whose lists are served.
-    pub job: String,
-    /// The snapshot cache.
-    pub cache: Arc<Cache>,
-    /// History lookups (`date`, `at`), answered on their own thread.
-    pub history: HistoryWorker,
-    /// `Cache-Control: max-age` for lists that may still change.
-    pub max_age: Duration,
-    /// A handler that takes longer answers 503.
-    pub request_timeout: Duration,
-    /// Metrics.
-    pub metrics: Arc<ApiMetrics>,
-}
-
-/// A 4xx/5xx with a JSON body.
-pub struct ApiError {
-    status: StatusCode,
-    message: String,
-    parameter: Option<&'static str>,
-}
-
-impl ApiError {
-    pub(crate) fn bad(parameter: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: message.into(),
-            parameter: Some(parameter),
-        }
-    }
-    pub(crate) fn not_found(parameter: Option<&'static str>, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::NOT_FOUND,
-            message: message.into(),
-            parameter,
-        }
-    }
-    pub(crate) fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: message.into(),
-            parameter: None,
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = match self.parameter {
-            Some(p) => json!({"error": self.message, "parameter": p}),
-            None => json!({"error": self.message}),
-        };
-        let mut r = (self.status, axum::Json(body)).into_response();
-        r.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        r
-    }
-}
 
 /// Parsed `/v1/top` parameters.
 #[derive(Debug, Default)]
@@ -169,17 +109,6 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     set_cache_headers(&mut r, &etag, immutable, app.max_age);
     Ok(r)
-}
-
-/// The window named `window`, or a 404 listing the job's windows.
-pub(crate) fn find_window<'a>(snapshot: &'a Snapshot, window: &str) -> Result<&'a StoredWindow, ApiError> {
-    snapshot.windows.iter().find(|w| w.name == window).ok_or_else(|| {
-        let names: Vec<&str> = snapshot.windows.iter().map(|w| w.name.as_str()).collect();
-        ApiError::not_found(
-            Some("window"),
-            format!("unknown window {window:?}; windows: {}", names.join(", ")),
-        )
-    })
 }
 
 /// A group's list: its latest, or its instance for `at` (read from the store: the snapshot

@@ -6,7 +6,8 @@
 //! parameter naming a `by` dim of another window of the job, on a window without it, is a 400
 //! naming it; other unknown parameters are ignored like elsewhere (cache busters).
 
-use crate::api::{ApiError, AppState};
+use crate::error::ApiError;
+use crate::state::{find_window, AppState};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -132,7 +133,7 @@ async fn groups_inner(app: &Arc<AppState>, raw: Option<&str>) -> Result<Response
         .map(|(_, v)| v.into_owned())
         .ok_or_else(|| ApiError::bad("window", "window is required, e.g. ?window=5m"))?;
     let snapshot = app.cache.get();
-    let spec = crate::api::find_window(&snapshot, &window)?;
+    let spec = find_window(&snapshot, &window)?;
     let found = app
         .history
         .groups(&app.job, &spec.name)

@@ -6,6 +6,8 @@
 //!   a refresher that survives any failure of the store;
 //! - [`history`]: the thread that answers lookups of older instances from the store;
 //! - [`api`]: the API handlers (`/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`);
+//! - [`state`]: what every handler shares (`AppState`) and the lookup of a request's window;
+//! - [`error`]: `ApiError`, every 4xx/5xx as a JSON body;
 //! - [`groups`]: per-group lists: the group a `/v1/top` request names, and `/v1/groups`;
 //! - [`page`]: the live page at `/` and its Content-Security-Policy;
 //! - [`middleware`]: what wraps every handler (latency metric, request timeout, `nosniff`);
@@ -24,6 +26,7 @@
 pub mod api;
 pub mod cache;
 mod connections;
+pub mod error;
 #[cfg(test)]
 mod fake_store;
 pub mod groups;
@@ -34,12 +37,13 @@ pub mod metrics;
 pub mod middleware;
 pub mod page;
 mod panics;
+pub mod state;
 
-use api::AppState;
 use axum::routing::get;
 use axum::Router;
 use cache::{Cache, ReaderFactory};
 use limits::ConnectionLimits;
+use state::AppState;
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! `X-Content-Type-Options: nosniff` (browsers must not guess a type other than the one sent,
 //! e.g. run a JSON error that echoes user input as HTML).
 
-use crate::api::{ApiError, AppState};
+use crate::error::ApiError;
+use crate::state::AppState;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;

@@ -2,7 +2,9 @@
 //!
 //! Module map:
 //! - [`types`]: what goes in (`CommitBatch`, `SourcedDeadLetter`) and comes out (`StoredList`,
-//!   `StoredWindow`), and the input checks every store shares;
+//!   `StoredWindow`), and the "highest revision wins" rule;
+//! - `write_checks`: the input checks every store shares (a job id, the windows `prepare`
+//!   records, every number of a batch), run before anything is written;
 //! - [`store`]: the `SinkStore` write protocol (prepare, commit, committed_epoch) and the
 //!   `StoreReader` read side;
 //! - [`error`]: `SinkError`, each carrying the `Retry` class its backend decided;
@@ -17,9 +19,10 @@
 //! - `read_checks`: what every store checks in what it reads back (counts bounded by the
 //!   window's `k`, ranges of instants, revisions and epochs, a list's accuracy: `exact`,
 //!   `error_bound`, the sketch check), so a damaged row is a clear [`SinkError::Corrupt`],
-//!   never a huge allocation or a panic;
+//!   never a huge allocation or a panic (files: `list`, `accuracy`, `job`, `hot_keys`);
 //! - `sql_rows`: decoding the two SQL stores' rows, with those checks;
-//! - `conformance` (tests only): the one suite of store tests every backend runs;
+//! - `conformance` (tests only): the one suite of store tests every backend runs (a folder:
+//!   its subject, and the cases by concern);
 //! - `test_fixtures` (tests only): lists, batches and dead letters the tests share.
 #![deny(missing_docs)]
 // No product function over 80 lines (the threshold is in clippy.toml); tests may be longer.
@@ -37,6 +40,7 @@ mod sql_rows;
 pub mod sqlite;
 pub mod store;
 pub mod types;
+mod write_checks;
 
 #[cfg(test)]
 mod conformance;

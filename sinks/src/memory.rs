@@ -8,9 +8,8 @@ use crate::error::SinkError;
 use crate::ownership::{Claim, Claims, Owner};
 use crate::read_checks;
 use crate::store::{SinkStore, StoreReader, MAX_GROUPS_READ};
-use crate::types::{
-    check_batch, check_job, check_prepare, latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow,
-};
+use crate::types::{latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};
+use crate::write_checks::{check_batch, check_job, check_prepare};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::message::PublishedList;

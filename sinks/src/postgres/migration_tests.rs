@@ -1,135 +1,185 @@
-//! A version-1 schema, created here with the version-1 DDL (kept verbatim below, as the first
-//! release wrote it): connecting migrates it through version 2 (the `CHECK` on
-//! `dead_letters.reason` replaced, every row kept) to version 3 (every old list exact) under the
-//! migration lock, after which the new reasons commit. PostgreSQL readers connect like the job,
-//! so they migrate too.
+//! Every older schema version, one table of cases and one test body: a schema of that version
+//! (`old_schemas`: its DDL verbatim, or a new schema taken back to it) is migrated to
+//! [`SCHEMA_VERSION`] by connecting under the migration lock (PostgreSQL readers connect like
+//! the job, so they migrate too), after which what the version lacked commits and reads back,
+//! and connecting again changes nothing.
+//!
+//! The versions: 1 → 2 replaces the `CHECK` on `dead_letters.reason` (every row kept); 2 → 3
+//! adds the accuracy columns and their constraints (every old list exact); 3 → 4 only adds the
+//! hot-key tables; 4 → 5 puts `group_key` in the list tables' primary keys (every old list
+//! global) and adds `by_dims`; 5 → 6 adds the certificate's columns and check (no old list
+//! certified). The tables a migration leaves are the tables a new schema gets, and they refuse
+//! the same impossible rows.
 
+use super::old_schemas::{downgrade_to_v4, downgrade_to_v5, v1_schema, v2_schema};
 use super::tests::TestDb;
 use super::*;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{batch, letter, JOB};
+use crate::test_fixtures::{approximate, batch, certified, hot_window, letter, list, sketch_check, windows, JOB};
+use crate::types::StoredList;
+use hotlist_operators::group::GroupKey;
+use hotlist_operators::hot_keys::{HotState, HotWindow};
+use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::DeadReason;
+use hotlist_operators::time::Millis;
 use std::sync::Barrier;
 
-/// The tables and version table of schema version 1, verbatim.
-const V1_DDL: &str = "
-CREATE TABLE IF NOT EXISTS topk (
-    job          TEXT        NOT NULL,
-    window_name  TEXT        NOT NULL,
-    window_start TIMESTAMPTZ NOT NULL,
-    window_end   TIMESTAMPTZ NOT NULL,
-    rank         BIGINT      NOT NULL CHECK (rank >= 1),
-    item_id      TEXT        NOT NULL,
-    count        BIGINT      NOT NULL CHECK (count >= 0),
-    revision     BIGINT      NOT NULL,
-    final        BOOLEAN     NOT NULL,
-    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
-    as_of        TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (job, window_name, window_start, rank)
-);
-CREATE TABLE IF NOT EXISTS topk_instances (
-    job          TEXT        NOT NULL,
-    window_name  TEXT        NOT NULL,
-    window_start TIMESTAMPTZ NOT NULL,
-    window_end   TIMESTAMPTZ NOT NULL,
-    revision     BIGINT      NOT NULL,
-    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
-    final        BOOLEAN     NOT NULL,
-    watermark    TIMESTAMPTZ NOT NULL,
-    as_of        TIMESTAMPTZ NOT NULL,
-    item_count   BIGINT      NOT NULL CHECK (item_count >= 0),
-    PRIMARY KEY (job, window_name, window_start)
-);
-CREATE TABLE IF NOT EXISTS dead_letters (
-    id          BIGSERIAL   PRIMARY KEY,
-    job         TEXT        NOT NULL,
-    source      TEXT        NOT NULL,
-    partition   BIGINT      NOT NULL,
-    position    BIGINT      NOT NULL,
-    reason      TEXT        NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
-    detail      TEXT        NOT NULL,
-    raw         BYTEA       NOT NULL,
-    epoch       BIGINT      NOT NULL,
-    recorded_at TIMESTAMPTZ NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
-CREATE TABLE IF NOT EXISTS hotlist_windows (
-    job      TEXT   NOT NULL,
-    name     TEXT   NOT NULL,
-    size_ms  BIGINT NOT NULL,
-    slide_ms BIGINT NOT NULL,
-    k        BIGINT NOT NULL,
-    ord      BIGINT NOT NULL,
-    PRIMARY KEY (job, name)
-);
-CREATE TABLE IF NOT EXISTS hotlist_commits (
-    job          TEXT        NOT NULL PRIMARY KEY,
-    epoch        BIGINT      NOT NULL,
-    watermark    TIMESTAMPTZ NOT NULL,
-    committed_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS hotlist_schema (
-    one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
-    version BIGINT  NOT NULL
-);
-INSERT INTO hotlist_schema (one, version) VALUES (TRUE, 1);
-";
-
-/// What an older job wrote: a window, one list, three dead letters, a commit.
-const V1_ROWS: &str = "
-INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 60000, 10, 0);
-INSERT INTO topk_instances VALUES ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 2,
-    'final', TRUE, 'epoch'::timestamptz + interval '60001 milliseconds', now(), 1);
-INSERT INTO topk VALUES ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 1, 'a', 3, 2,
-    TRUE, 'final', now());
-INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at) VALUES
-    ('hotlist', 'file:a.jsonl', 0, 1, 'bad', 'not a JSON object', '\\x5b5d', 1, now()),
-    ('hotlist', 'file:a.jsonl', 0, 2, 'late', 'late for window(s) 1m', '\\x7b7d', 1, now()),
-    ('hotlist', 'file:a.jsonl', 0, 3, 'sealed', 'window already sealed', '\\x', 2, now());
-INSERT INTO hotlist_commits VALUES ('hotlist', 2, 'epoch'::timestamptz + interval '60001 milliseconds', now());
-";
-
-/// `db`'s schema as an older job left it: version 1 with [`V1_ROWS`].
-fn v1_schema(db: &TestDb) {
-    let mut c = db.client();
-    c.batch_execute(&format!("CREATE SCHEMA {}", schema::quote_ident(&db.schema)))
-        .unwrap();
-    c.batch_execute(V1_DDL).unwrap();
-    c.batch_execute(V1_ROWS).unwrap();
-    // the version-1 constraint is really there: the new reasons need the migration
-    let future = "INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, \
-                  recorded_at) VALUES ('hotlist', 's', 0, 4, 'future', 'd', '\\x', 3, now())";
-    assert!(c.batch_execute(future).is_err());
+/// What one step of a case saw, for a later step to compare with.
+#[derive(Default)]
+struct Seen {
+    /// (id, reason, position) of every dead letter.
+    letters: Vec<(i64, String, i64)>,
+    /// A list.
+    list: Option<StoredList>,
+    /// The columns and primary keys of the list tables and `hotlist_windows` ([`key_shape`]).
+    keys: Vec<KeyShape>,
+    /// The columns and constraints of `topk_instances` ([`instances_shape`]).
+    instances: Option<Shape>,
 }
 
-/// (id, reason, position) of every dead letter.
-fn letters(db: &TestDb) -> Vec<(i64, String, i64)> {
-    let rows = db
-        .client()
-        .query("SELECT id, reason, position FROM dead_letters ORDER BY id", &[])
-        .unwrap();
-    rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+/// One migration case: a schema of an older version and what must hold of it after
+/// connecting migrated it.
+struct Case {
+    /// What the case shows.
+    name: &'static str,
+    /// The version the schema is stamped.
+    from: i64,
+    /// Creates the schema in the test database.
+    build: fn(&TestDb) -> Seen,
+    /// What holds once connecting migrated it, through that connection.
+    migrated: fn(&TestDb, &mut PostgresStore, Seen) -> Seen,
+    /// What holds through a new connection, after the first one is gone.
+    again: fn(&TestDb, &mut PostgresStore, Seen),
 }
 
-fn version(db: &TestDb) -> i64 {
-    db.client()
-        .query_one("SELECT version FROM hotlist_schema", &[])
-        .unwrap()
-        .get(0)
-}
+const CASES: [Case; 5] = [
+    Case {
+        name: "a version-1 schema is migrated on connect",
+        from: 1,
+        build: |db| {
+            v1_schema(db);
+            let before = letters(db);
+            assert_eq!(before.len(), 3);
+            Seen {
+                letters: before,
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v1,
+        again: |db, _, seen| {
+            assert_eq!(
+                letters(db),
+                seen.letters,
+                "connecting to a version-3 schema again changes nothing"
+            );
+        },
+    },
+    Case {
+        name: "a version-2 schema is migrated on connect",
+        from: 2,
+        build: |db| {
+            v2_schema(db);
+            Seen::default()
+        },
+        migrated: migrated_v2,
+        again: |_, again, seen| {
+            assert_eq!(
+                again.latest(JOB, "1m").unwrap(),
+                seen.list,
+                "connecting to a version-3 schema again changes nothing"
+            );
+        },
+    },
+    Case {
+        name: "a version-3 schema is migrated on connect",
+        from: 3,
+        build: |db| {
+            let mut w = db.store();
+            assert!(w.commit(&batch(1, vec![list(0, 1, 2)])).unwrap());
+            drop(w);
+            downgrade_to_v4(db, 4);
+            db.client()
+                .batch_execute(
+                    "DROP TABLE hot_keys; DROP TABLE hot_key_windows; UPDATE hotlist_schema SET version = 3;",
+                )
+                .unwrap();
+            Seen::default()
+        },
+        migrated: migrated_v3,
+        again: |_, again, _| assert_eq!(again.hot_keys(JOB).unwrap(), Some(v3_hot())),
+    },
+    Case {
+        name: "a version-4 schema is migrated on connect",
+        from: 4,
+        build: |db| {
+            let mut w = db.store();
+            w.prepare(JOB, &windows()).unwrap();
+            assert!(w.commit(&batch(1, vec![list(0, 1, 2), list(60_000, 1, 3)])).unwrap());
+            let new: Vec<_> = KEYED_TABLES.map(|t| key_shape(db, t)).into();
+            drop(w);
+            downgrade_to_v4(db, 4);
+            Seen {
+                keys: new,
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v4,
+        again: again_v4,
+    },
+    Case {
+        name: "a version-5 schema is migrated on connect",
+        from: 5,
+        build: |db| {
+            let mut w = db.store();
+            w.prepare(JOB, &windows()).unwrap();
+            assert!(w.commit(&batch(1, vec![list(0, 3, 2), v5_sketched()])).unwrap());
+            let new = instances_shape(db);
+            let names: Vec<&str> = new.1.iter().map(|(n, _)| n.as_str()).collect();
+            assert!(names.contains(&"topk_instances_certificate_check"), "{names:?}");
+            drop(w);
+            downgrade_to_v5(db, 5);
+            assert_eq!(version(db), 5);
+            assert_ne!(instances_shape(db), new);
+            Seen {
+                instances: Some(new),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v5,
+        again: |_, again, _| {
+            assert_eq!(
+                again.latest(JOB, "1m").unwrap(),
+                Some(StoredList::from(v5_proved())),
+                "connecting to a version-6 schema again changes nothing"
+            );
+        },
+    },
+];
 
-/// Connecting (as the job or a reader does) migrates: version 3, every row kept, one reason
-/// constraint that takes every reason; the new reasons commit and read back. Connecting again
-/// changes nothing.
+/// Every case: build, connect (which migrates), check, connect again, check.
 #[test]
-fn a_version_1_schema_is_migrated_on_connect() {
-    let db = TestDb::new();
-    v1_schema(&db);
-    let before = letters(&db);
-    assert_eq!(before.len(), 3);
-    let mut store = db.store();
-    assert_eq!(version(&db), SCHEMA_VERSION);
-    assert_eq!(letters(&db), before, "every dead letter kept, with its id");
+fn every_older_version_is_migrated_on_connect() {
+    assert_eq!(SCHEMA_VERSION, 6);
+    for case in CASES {
+        eprintln!("case: {}", case.name);
+        let db = TestDb::new();
+        let seen = (case.build)(&db);
+        assert_eq!(version(&db), case.from, "{}", case.name);
+        let mut store = db.store();
+        assert_eq!(version(&db), SCHEMA_VERSION, "{}", case.name);
+        let seen = (case.migrated)(&db, &mut store, seen);
+        drop(store);
+        let mut again = db.store();
+        assert_eq!(version(&db), SCHEMA_VERSION, "{}", case.name);
+        (case.again)(&db, &mut again, seen);
+    }
+}
+
+/// Connecting (as the job or a reader does) migrated: every row kept, one reason constraint
+/// that takes every reason; the new reasons commit and read back.
+fn migrated_v1(db: &TestDb, store: &mut PostgresStore, seen: Seen) -> Seen {
+    let before = seen.letters;
+    assert_eq!(letters(db), before, "every dead letter kept, with its id");
     let checks: Vec<String> = db
         .client()
         .query(
@@ -153,7 +203,7 @@ fn a_version_1_schema_is_migrated_on_connect() {
         letter(5, DeadReason::TooLarge, b"x"),
     ];
     assert!(store.commit(&b).unwrap());
-    let after = letters(&db);
+    let after = letters(db);
     assert_eq!(after[..3], before[..]);
     assert_eq!(
         after[3..].iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
@@ -162,13 +212,146 @@ fn a_version_1_schema_is_migrated_on_connect() {
     let old = store.latest(JOB, "1m").unwrap().expect("the list");
     assert_eq!((old.revision, old.exact, old.error_bound), (2, true, 0));
     assert_eq!(store.dead_letter_counts(JOB).unwrap().len(), 5);
-    drop(store);
-    db.store();
+    Seen {
+        letters: after,
+        ..Seen::default()
+    }
+}
+
+/// The old list kept and exact (`exact`, `error_bound = 0`, no sketch check, in the header and
+/// in every row); an approximate list then commits and reads back.
+fn migrated_v2(db: &TestDb, store: &mut PostgresStore, _: Seen) -> Seen {
+    let old = store.latest(JOB, "1m").unwrap().expect("the list");
+    assert_eq!((old.revision, old.items.len()), (2, 2));
+    assert_eq!((old.exact, old.error_bound, old.sketch_check), (true, 0, None));
+    let header = db
+        .client()
+        .query_one(
+            "SELECT exact, error_bound, num_nulls(sketch_found, sketch_of, sketch_max_overcount, \
+             sketch_total_overcount) FROM topk_instances",
+            &[],
+        )
+        .unwrap();
     assert_eq!(
-        letters(&db),
-        after,
-        "connecting to a version-3 schema again changes nothing"
+        (
+            header.get::<_, bool>(0),
+            header.get::<_, i64>(1),
+            header.get::<_, i32>(2)
+        ),
+        (true, 0, 4)
     );
+    let rows: Vec<(bool, i64)> = db
+        .client()
+        .query("SELECT exact, error_bound FROM topk ORDER BY rank", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rows, [(true, 0), (true, 0)]);
+
+    let sketched = approximate(list(60_000, 1, 2), 37, Some(sketch_check(1, 2)));
+    assert!(store.commit(&batch(3, vec![sketched.clone()])).unwrap());
+    assert_eq!(
+        store.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(sketched.clone()))
+    );
+    assert_eq!(store.instance(JOB, "1m", Millis(0)).unwrap(), Some(old));
+    Seen {
+        list: Some(StoredList::from(sketched)),
+        ..Seen::default()
+    }
+}
+
+/// The hot-key window committed after migrating a version-3 schema.
+fn v3_hot() -> HotWindow {
+    hot_window(0, &[("a", 12.5, HotState::Hot), ("b", 7.25, HotState::Cooling)])
+}
+
+/// The lists written before stay; hot-key windows commit.
+fn migrated_v3(_: &TestDb, w: &mut PostgresStore, _: Seen) -> Seen {
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
+        Some(2),
+        "the old rows stay"
+    );
+    assert_eq!(w.hot_keys(JOB).unwrap(), None);
+    let mut b = batch(2, vec![]);
+    b.hot_keys = vec![v3_hot()];
+    assert!(w.commit(&b).unwrap());
+    Seen::default()
+}
+
+/// The tables whose columns and primary keys version 5 changed.
+const KEYED_TABLES: [&str; 3] = ["topk", "topk_instances", "hotlist_windows"];
+
+/// The migrated tables have the new tables' columns and keys, the lists written before stay,
+/// and per-group lists commit.
+fn migrated_v4(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
+    let migrated: Vec<_> = KEYED_TABLES.map(|t| key_shape(db, t)).into();
+    assert_eq!(
+        migrated, seen.keys,
+        "migrated tables have the new tables' columns and keys"
+    );
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
+        Some(3),
+        "the old rows stay"
+    );
+    assert_eq!(
+        w.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.items.len()),
+        Some(2)
+    );
+    assert!(w.windows(JOB).unwrap().iter().all(|w| w.by.is_empty()));
+    let mut specs = windows();
+    specs[1].key.by = vec!["country".into()];
+    w.prepare(JOB, &specs).unwrap();
+    let mut grouped = list(60_000, 1, 1);
+    grouped.group = GroupKey::from_pairs([("country", "US")]);
+    assert!(w.commit(&batch(2, vec![grouped])).unwrap());
+    Seen::default()
+}
+
+/// A new connection reads the per-group list, the window's dims and its groups.
+fn again_v4(_: &TestDb, r: &mut PostgresStore, _: Seen) {
+    let us = GroupKey::from_pairs([("country", "US")]);
+    assert_eq!(r.latest_of(JOB, "1m", &us).unwrap().map(|l| l.items.len()), Some(1));
+    assert_eq!(r.windows(JOB).unwrap()[1].by, vec!["country".to_string()]);
+    assert_eq!(
+        r.groups(JOB, "1m").unwrap(),
+        Some((Millis(60_000), vec![GroupKey::global(), us]))
+    );
+}
+
+/// The approximate list at 60 000 a version-5 schema holds.
+fn v5_sketched() -> PublishedList {
+    approximate(list(60_000, 1, 3), 37, Some(sketch_check(2, 3)))
+}
+
+/// The certified list committed after migrating a version-5 schema.
+fn v5_proved() -> PublishedList {
+    certified(list(120_000, 3, 3), 40, 2)
+}
+
+/// The migrated table has the new table's columns and checks; the old lists stay, without a
+/// certificate; a certified list commits.
+fn migrated_v5(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
+    assert_eq!(
+        Some(instances_shape(db)),
+        seen.instances,
+        "the migrated table has the new table's columns, in order, and checks"
+    );
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(v5_sketched())),
+        "the old lists stay"
+    );
+    assert_eq!(
+        w.instance(JOB, "1m", Millis(0)).unwrap(),
+        Some(StoredList::from(list(0, 3, 2))),
+        "no certificate"
+    );
+    assert!(w.commit(&batch(2, vec![v5_proved()])).unwrap());
+    Seen::default()
 }
 
 /// Processes connecting at once to a version-1 schema: one migrates, every connect succeeds.
@@ -193,4 +376,203 @@ fn simultaneous_connects_migrate_once() {
     });
     assert_eq!(version(&db), SCHEMA_VERSION);
     assert_eq!(letters(&db).len(), 3);
+}
+
+/// A schema migrated from version 2 has the tables a new one gets: the same columns (types,
+/// nullability, defaults) and the same constraints under the same names, so the same rows are
+/// refused.
+#[test]
+fn migrated_tables_are_the_new_tables() {
+    let new = TestDb::new();
+    drop(new.store());
+    let migrated = TestDb::new();
+    v2_schema(&migrated);
+    drop(migrated.store());
+    let (new_shape, migrated_shape) = (list_tables_shape(&new), list_tables_shape(&migrated));
+    assert_eq!(migrated_shape, new_shape);
+    let names: Vec<&str> = new_shape.1.iter().map(|(n, _)| n.as_str()).collect();
+    for name in [
+        "topk_error_bound_check",
+        "topk_exact_check",
+        "topk_instances_error_bound_check",
+        "topk_instances_exact_check",
+        "topk_instances_sketch_check",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+}
+
+/// Rows a version-3 table refuses: `error_bound` negative or non-zero on an exact list, a
+/// partial sketch check, one that found more than it compared or has a negative over-count.
+#[test]
+fn the_constraints_refuse_impossible_accuracy() {
+    let db = TestDb::new();
+    drop(db.store());
+    let header = "INSERT INTO topk_instances (job, window_name, window_start, window_end, revision, state, final, \
+                  watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, \
+                  sketch_total_overcount) VALUES ('j', 'w', now(), now(), 1, 'open', false, now(), now(), 0, ";
+    let row = "INSERT INTO topk (job, window_name, window_start, window_end, rank, item_id, count, revision, final, \
+               state, as_of, exact, error_bound) VALUES ('j', 'w', now(), now(), 1, 'a', 1, 1, false, 'open', now(), ";
+    let cases = [
+        (header, "false, 37, 2, 3, 5, 9)", false),
+        (header, "true, 0, NULL, NULL, NULL, NULL)", false),
+        (header, "false, 0, 0, 0, 0, 0)", false),
+        (header, "false, -1, NULL, NULL, NULL, NULL)", true),
+        (header, "true, 5, NULL, NULL, NULL, NULL)", true),
+        (header, "false, 1, 2, NULL, 5, 9)", true),
+        (header, "false, 1, NULL, NULL, NULL, 9)", true),
+        (header, "false, 1, 4, 3, 5, 9)", true),
+        (header, "false, 1, -1, 3, 5, 9)", true),
+        (header, "false, 1, 2, 3, -5, 9)", true),
+        (header, "false, 1, 2, 3, 5, -9)", true),
+        (row, "false, 37)", false),
+        (row, "true, 0)", false),
+        (row, "true, 5)", true),
+        (row, "false, -1)", true),
+    ];
+    let mut c = db.client();
+    for (insert, values, refused) in cases {
+        let mut tx = c.transaction().unwrap();
+        let got = tx.batch_execute(&format!("{insert}{values}")).is_err();
+        tx.rollback().unwrap();
+        assert_eq!(got, refused, "{insert}{values}");
+    }
+}
+
+/// Headers a version-6 table refuses: a partial certificate, a threshold or passes below 1, a
+/// negative count, a certificate on a list that is not exact or not final.
+#[test]
+fn the_check_refuses_impossible_certificates() {
+    let db = TestDb::new();
+    drop(db.store());
+    let header = "INSERT INTO topk_instances (job, window_name, window_start, window_end, revision, state, final, \
+                  watermark, as_of, item_count, exact, error_bound, certificate_threshold, certificate_counted, \
+                  certificate_passes) VALUES ('j', 'w', now(), now(), 3, ";
+    let cases = [
+        ("'final', true, now(), now(), 0, true, 0, 40, 17, 2)", false),
+        ("'final', true, now(), now(), 0, true, 0, NULL, NULL, NULL)", false),
+        ("'open', false, now(), now(), 0, false, 37, NULL, NULL, NULL)", false),
+        ("'final', true, now(), now(), 0, true, 0, 1, 0, 1)", false),
+        ("'final', true, now(), now(), 0, false, 37, 40, 17, 2)", true),
+        ("'closed', false, now(), now(), 0, true, 0, 40, 17, 2)", true),
+        ("'final', true, now(), now(), 0, true, 0, 0, 17, 2)", true),
+        ("'final', true, now(), now(), 0, true, 0, 40, -1, 2)", true),
+        ("'final', true, now(), now(), 0, true, 0, 40, 17, 0)", true),
+        ("'final', true, now(), now(), 0, true, 0, 40, NULL, 2)", true),
+        ("'final', true, now(), now(), 0, true, 0, NULL, NULL, 2)", true),
+        ("'final', true, now(), now(), 0, true, 0, 40, 17, NULL)", true),
+    ];
+    let mut c = db.client();
+    for (values, refused) in cases {
+        let mut tx = c.transaction().unwrap();
+        let got = tx.batch_execute(&format!("{header}{values}")).is_err();
+        tx.rollback().unwrap();
+        assert_eq!(got, refused, "{header}{values}");
+    }
+}
+
+/// (id, reason, position) of every dead letter.
+fn letters(db: &TestDb) -> Vec<(i64, String, i64)> {
+    let rows = db
+        .client()
+        .query("SELECT id, reason, position FROM dead_letters ORDER BY id", &[])
+        .unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+}
+
+fn version(db: &TestDb) -> i64 {
+    db.client()
+        .query_one("SELECT version FROM hotlist_schema", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// A column: name (`table.name` in [`list_tables_shape`]), type, nullable, default.
+type Column = (String, String, String, Option<String>);
+
+/// Columns and constraints (name, definition), in a stable order.
+type Shape = (Vec<Column>, Vec<(String, String)>);
+
+/// A table's columns (name, type, default) and primary-key definition.
+type KeyShape = (Vec<(String, String, Option<String>)>, String);
+
+/// The columns of the lists' tables and their constraints (name, definition), in a stable
+/// order.
+fn list_tables_shape(db: &TestDb) -> Shape {
+    let mut c = db.client();
+    let columns = c
+        .query(
+            "SELECT table_name::text || '.' || column_name::text, data_type::text, is_nullable::text,
+                    column_default::text
+             FROM information_schema.columns
+             WHERE table_schema = $1 AND table_name IN ('topk', 'topk_instances')
+             ORDER BY table_name, column_name",
+            &[&db.schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let constraints = c
+        .query(
+            "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid IN ('topk'::regclass, 'topk_instances'::regclass) ORDER BY conname",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    (columns, constraints)
+}
+
+/// The columns of `topk_instances` and its constraints (name, definition), in a stable order.
+fn instances_shape(db: &TestDb) -> Shape {
+    let mut c = db.client();
+    let columns = c
+        .query(
+            "SELECT column_name::text, data_type::text, is_nullable::text, column_default::text
+             FROM information_schema.columns
+             WHERE table_schema = $1 AND table_name = 'topk_instances' ORDER BY ordinal_position",
+            &[&db.schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let constraints = c
+        .query(
+            "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid = 'topk_instances'::regclass ORDER BY conname",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    (columns, constraints)
+}
+
+/// The columns and primary-key definition of `table`.
+fn key_shape(db: &TestDb, table: &str) -> KeyShape {
+    let mut c = db.client();
+    let columns = c
+        .query(
+            "SELECT column_name::text, data_type::text, column_default::text FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = $1 ORDER BY column_name",
+            &[&table],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let key: String = c
+        .query_one(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid = $1::text::regclass AND contype = 'p'",
+            &[&table],
+        )
+        .unwrap()
+        .get(0);
+    (columns, key)
 }

@@ -38,31 +38,25 @@
 //!   commit of a claiming handle checks after the job's commit lock.
 //!
 //! Files: `schema` (tables, version, the migrations from versions 1, 2 and 3, `drop_schema`),
-//! `hot_keys` (hot-key windows: write and read),
-//! `statements` (the SQL and the connection's prepared statements), `conn` (connecting, reconnecting,
-//! redacting the connection string), `error` (how failures become a `SinkError` with a retry
-//! class), `encode` (instants and a batch as the column arrays the commit binds), `write`
-//! (prepare and commit), `ownership` (the job's lock and generation, `reset`), `read` (the read
-//! API); tests in `tests`, `migration_tests` (a version-1 schema migrated) and
-//! `migration_v2_tests` (a version-2 schema migrated; migrated tables equal new ones) and
-//! `migration_v3_tests` (a version-3 schema migrated: hot keys commit and read back) and
-//! `migration_v4_tests` (a version-4 schema migrated: per-group lists commit and read back) and
-//! `migration_v5_tests` (a version-5 schema migrated: certified lists commit and read back).
+//! `hot_keys` (hot-key windows: write and read), `statements` (the SQL and the connection's
+//! prepared statements, the commit lock), `conn` (connecting, reconnecting), `ident` (quoted
+//! identifiers, the connection string without credentials), `error` (how failures become a
+//! `SinkError` with a retry class), `encode` (instants and a batch as the column arrays the
+//! commit binds), `write` (prepare and commit), `ownership` (the job's lock and generation,
+//! `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one table of cases,
+//! a schema of each older version migrated on connect: what the version lacked commits and
+//! reads back, migrated tables equal new ones, the constraints refuse impossible rows),
+//! starting from the schemas `old_schemas` builds (their DDL verbatim).
 
 mod conn;
 mod encode;
 mod error;
 mod hot_keys;
+mod ident;
 #[cfg(test)]
 mod migration_tests;
 #[cfg(test)]
-mod migration_v2_tests;
-#[cfg(test)]
-mod migration_v3_tests;
-#[cfg(test)]
-mod migration_v4_tests;
-#[cfg(test)]
-mod migration_v5_tests;
+mod old_schemas;
 mod ownership;
 mod read;
 mod schema;

@@ -9,23 +9,19 @@
 //! is what makes a stale writer stop.
 
 use super::encode::pg_text;
-use super::schema::quote_ident;
-use super::write::COMMIT_LOCK_CLASS;
+use super::ident::quote_ident;
+use super::statements::{COMMIT_LOCK_CLASS, LOCK_JOB, SELECT_OWNER};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::ownership::{Claim, Owner};
 use crate::sql_rows::non_negative;
-use crate::types::check_job;
+use crate::write_checks::check_job;
 use hotlist_operators::time::Millis;
 use postgres::types::Timestamp;
 use postgres::{GenericClient, ToStatement};
 
 /// A session advisory lock on a 64-bit hash of the quoted schema and job names.
 const TRY_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))";
-
-const LOCK_JOB: &str = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))";
-
-pub(super) const SELECT_OWNER: &str = "SELECT generation, owner FROM hotlist_jobs WHERE job = $1";
 
 const UPSERT_OWNER: &str = "
 INSERT INTO hotlist_jobs (job, generation, owner, claimed_at) VALUES ($1, $2, $3, $4)

@@ -16,8 +16,8 @@
 //! when there is none; a certificate only on an exact, final list); 5 → 6 adds the columns
 //! and their check (no existing list has a certificate).
 
-use super::conn::redact;
 use super::error::pg_err;
+use super::ident::{quote_ident, redact};
 use crate::error::SinkError;
 use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
@@ -220,11 +220,6 @@ pub fn drop_schema(url: &str, schema: &str) -> Result<(), SinkError> {
     client
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema)))
         .map_err(pg_err(&location, "dropping the schema"))
-}
-
-/// `name` as a quoted SQL identifier.
-pub(super) fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Creates the schema (if missing) and the tables (if missing), migrates tables of an older

@@ -1,10 +1,17 @@
 //! The SQL the PostgreSQL store runs, prepared once per connection (the list reads are
-//! `pub(super)` so a test can check their plans).
+//! `pub(super)` so a test can check their plans), and the commit lock and owner query that
+//! `ownership` runs unprepared.
 
-use super::ownership::SELECT_OWNER;
 use postgres::{Client, Statement};
 
-const LOCK_JOB: &str = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))";
+/// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
+pub(super) const COMMIT_LOCK_CLASS: i32 = 0x686f_746c; // "hotl"
+
+/// The job's commit lock ([`COMMIT_LOCK_CLASS`], the job), held until the transaction ends.
+pub(super) const LOCK_JOB: &str = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))";
+
+/// The job's owner (`hotlist_jobs`): its generation and owner.
+pub(super) const SELECT_OWNER: &str = "SELECT generation, owner FROM hotlist_jobs WHERE job = $1";
 
 const SELECT_EPOCH: &str = "SELECT epoch FROM hotlist_commits WHERE job = $1";
 

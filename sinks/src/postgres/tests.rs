@@ -5,10 +5,9 @@
 //! These tests need a real server (default `postgresql://postgres@127.0.0.1:5432/test`, or
 //! `HOTLIST_TEST_POSTGRES_URL`); they fail, never skip, when it is unreachable.
 
-use super::conn::redact;
 use super::encode::{to_pg, PG_END_MS, PG_MIN_MS};
 use super::error::{describe, pg_err, retry_class};
-use super::schema::quote_ident;
+use super::ident::{quote_ident, redact};
 use super::statements::{SELECT_HEADER_AT, SELECT_LATEST_HEADER, SELECT_ROWS};
 use super::*;
 use crate::conformance::{sql_certificate_columns, sql_sketch_columns, Damage, Subject};

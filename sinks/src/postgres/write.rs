@@ -5,20 +5,18 @@
 use super::encode::{pg_text, pg_window, to_pg, Columns, PgTime};
 use super::ownership::read_owner;
 use super::schema::ensure_schema;
-use super::statements::Statements;
+use super::statements::{Statements, COMMIT_LOCK_CLASS};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::ownership::Claim;
 use crate::sql_rows::non_negative;
 use crate::store::SinkStore;
-use crate::types::{check_batch, check_prepare, CommitBatch};
+use crate::types::CommitBatch;
+use crate::write_checks::{check_batch, check_prepare};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use postgres::types::{Timestamp, ToSql};
 use postgres::{IsolationLevel, Transaction};
-
-/// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
-pub(super) const COMMIT_LOCK_CLASS: i32 = 0x686f_746c; // "hotl"
 
 impl SinkStore for PostgresStore {
     fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {

@@ -74,9 +74,18 @@
 //! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
 //! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `hot_keys` (the
-//! hot-key hash: its commit arguments and its read).
+//! hot-key hash: its commit arguments and its read); tests in `tests` (the key layout, latest
+//! only, scores; the fixture; the conformance suite), `corrupt_tests` (the windows document,
+//! corrupt data), `accuracy_tests` (the meta hash's accuracy and certificate) and
+//! `connection_tests` (credentials, reconnecting, error classes).
 
+#[cfg(test)]
+mod accuracy_tests;
 mod conn;
+#[cfg(test)]
+mod connection_tests;
+#[cfg(test)]
+mod corrupt_tests;
 mod encode;
 mod error;
 mod hot_keys;

@@ -1,41 +1,36 @@
-//! Redis-only tests (the key layout, latest-only semantics, scores, the windows document,
-//! corrupt data, credentials in messages, reconnecting, error classes), and the store
-//! conformance suite on a key prefix of its own.
+//! Redis-only tests of the key layout, latest-only semantics and scores, the fixture the other
+//! Redis test files share, and the store conformance suite on a key prefix of its own. The
+//! windows document and corrupt data are tested in `corrupt_tests`, a list's accuracy in
+//! `accuracy_tests`, connections and errors in `connection_tests`.
 //!
 //! These tests need a real Redis (default `redis://127.0.0.1:6379/`, or
 //! `HOTLIST_TEST_REDIS_URL`); they fail, never skip, when it is unreachable. Each test uses its
 //! own random key prefix and deletes its keys when it ends, even on failure.
 
-use super::conn::redact_url;
-use super::encode::parse_windows;
-use super::error::{redis_err, retry_class};
 use super::read::sort_by_rank;
 use super::*;
 use crate::conformance::{Damage, Subject};
-use crate::error::Retry;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{approximate, batch, certified, list, not_json, server_url, sketch_check, windows, JOB};
-use crate::types::{StoredList, StoredWindow};
-use ::redis::{ErrorKind, RedisError, Value};
+use crate::test_fixtures::{batch, list, server_url, JOB};
+use crate::types::StoredList;
 use hotlist_operators::record::{ListState, RankedItem};
-use hotlist_operators::time::{Millis, Span};
-use hotlist_operators::window::WindowSpec;
+use hotlist_operators::time::Millis;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The test server: `HOTLIST_TEST_REDIS_URL`, or the local one.
-fn test_url() -> String {
+pub(super) fn test_url() -> String {
     server_url("HOTLIST_TEST_REDIS_URL", "redis://127.0.0.1:6379/")
 }
 
 /// A random key prefix and a raw connection; deletes every key under the prefix on drop.
-struct Fixture {
-    prefix: String,
-    raw: Connection,
+pub(super) struct Fixture {
+    pub(super) prefix: String,
+    pub(super) raw: Connection,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(super) fn new() -> Fixture {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -59,11 +54,11 @@ impl Fixture {
         Fixture { prefix, raw }
     }
 
-    fn store(&self) -> RedisStore {
+    pub(super) fn store(&self) -> RedisStore {
         RedisStore::connect(&test_url(), &self.prefix).unwrap()
     }
 
-    fn keys(&mut self) -> Vec<String> {
+    pub(super) fn keys(&mut self) -> Vec<String> {
         let mut keys = Vec::new();
         let mut cursor = 0u64;
         loop {
@@ -85,7 +80,7 @@ impl Fixture {
         keys
     }
 
-    fn key(&self, rest: &str) -> String {
+    pub(super) fn key(&self, rest: &str) -> String {
         format!("{}:{JOB}:{rest}", self.prefix)
     }
 }
@@ -335,403 +330,6 @@ fn replacing_with_fewer_members_leaves_no_stale_ones() {
     assert_eq!(exists, 0);
 }
 
-/// The windows document is the documented JSON, round-trips any name without ':', and is
-/// reported as corrupt, naming its key, when damaged.
-#[test]
-fn windows_document() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    let m = Span::from_millis;
-    let mut windows = windows();
-    windows.push(WindowSpec::tumbling("q\"\\/\u{1}\u{8}ü😀", m(86_400_000), 1));
-    store.prepare(JOB, &windows).unwrap();
-    assert_eq!(
-        store.windows(JOB).unwrap(),
-        windows.iter().map(StoredWindow::from).collect::<Vec<_>>()
-    );
-    store.prepare(JOB, &windows[1..2]).unwrap();
-    let json: String = ::redis::cmd("GET").arg(fx.key("windows")).query(&mut fx.raw).unwrap();
-    assert_eq!(json, r#"[{"name":"1m","size_ms":60000,"slide_ms":30000,"k":3}]"#);
-    let err = store
-        .prepare(JOB, &[WindowSpec::tumbling("a:b", m(1000), 1)])
-        .unwrap_err();
-    assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
-    assert_eq!(store.windows(JOB).unwrap().len(), 1);
-    // A damaged document is reported as corrupt, naming the key.
-    ::redis::cmd("SET")
-        .arg(fx.key("windows"))
-        .arg("[{\"name\":1}]")
-        .exec(&mut fx.raw)
-        .unwrap();
-    let err = store.windows(JOB).unwrap_err();
-    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains(&fx.key("windows")), "{err}");
-}
-
-/// The reader takes any JSON spelling of the document (white space, escapes, fields in any
-/// order, unknown fields), as earlier versions wrote it by hand, and refuses anything else.
-#[test]
-fn windows_documents_parse_strictly() {
-    let ok = parse_windows(
-        " [ {\"k\" : 2, \"extra\": \"x\", \"name\":\"a\\u00e9\\ud83d\\ude00\\n\\u0008\", \"size_ms\":10,\"slide_ms\":5} ] ",
-    )
-    .unwrap();
-    assert_eq!(
-        ok,
-        vec![StoredWindow {
-            name: "aé😀\n\u{8}".into(),
-            size: Span::from_millis(10),
-            slide: Span::from_millis(5),
-            k: 2,
-            by: Vec::new(),
-        }]
-    );
-    assert!(parse_windows("[]").unwrap().is_empty());
-    for bad in [
-        "",
-        "[",
-        "[{}]",
-        "[{\"name\":\"a\",\"size_ms\":-1,\"slide_ms\":1,\"k\":1}]",
-        "[{\"name\":\"a\",\"size_ms\":1.5,\"slide_ms\":1,\"k\":1}]",
-        "[{\"name\":\"a\",\"name\":\"b\",\"size_ms\":1,\"slide_ms\":1,\"k\":1}]",
-        "[{\"name\":\"a\",\"size_ms\":9223372036854775808,\"slide_ms\":1,\"k\":1}]",
-        "[{\"name\":\"\\ud83d\",\"size_ms\":1,\"slide_ms\":1,\"k\":1}]",
-        "[] x",
-    ] {
-        assert!(parse_windows(bad).is_err(), "{bad}");
-    }
-}
-
-/// A list's accuracy is in its meta hash: `exact` and `error_bound` always, the sketch check's
-/// four fields when it has one (a new revision without one leaves none behind). A meta hash
-/// the previous version wrote (none of these fields) reads as an exact list; one with some of
-/// them but not `exact`, or `exact` without `error_bound`, is corrupt.
-#[test]
-fn accuracy_fields_of_the_meta_hash() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    let sketched = approximate(list(0, 1, 3), 37, Some(sketch_check(2, 3)));
-    assert!(store.commit(&batch(1, vec![sketched])).unwrap());
-    let mkey = fx.key("1m:latest:meta");
-    let meta = |fx: &mut Fixture| -> HashMap<String, String> {
-        ::redis::cmd("HGETALL").arg(&mkey).query(&mut fx.raw).unwrap()
-    };
-    let fields = [
-        ("exact", "0"),
-        ("error_bound", "37"),
-        ("sketch_found", "2"),
-        ("sketch_of", "3"),
-        ("sketch_max_overcount", "5"),
-        ("sketch_total_overcount", "9"),
-    ];
-    let m = meta(&mut fx);
-    for (field, value) in fields {
-        assert_eq!(m.get(field).map(String::as_str), Some(value), "{field} in {m:?}");
-    }
-    assert!(store.commit(&batch(2, vec![list(0, 2, 3)])).unwrap());
-    let m = meta(&mut fx);
-    assert_eq!((m["exact"].as_str(), m["error_bound"].as_str()), ("1", "0"));
-    assert!(!m.contains_key("sketch_of"), "no check left behind: {m:?}");
-
-    // As the previous version wrote it: no accuracy fields at all.
-    let names: Vec<&str> = fields.iter().map(|f| f.0).collect();
-    ::redis::cmd("HDEL").arg(&mkey).arg(&names).exec(&mut fx.raw).unwrap();
-    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
-    let corrupt = |store: &mut RedisStore, want: &str| {
-        let err = store.latest(JOB, "1m").unwrap_err();
-        assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-        assert!(err.to_string().contains(want), "{err} (want {want:?})");
-    };
-    let set = |fx: &mut Fixture, field: &str, value: &str| {
-        ::redis::cmd("HSET")
-            .arg(&mkey)
-            .arg(field)
-            .arg(value)
-            .exec(&mut fx.raw)
-            .unwrap();
-    };
-    set(&mut fx, "sketch_of", "3");
-    corrupt(&mut store, "has field sketch_of but no field exact");
-    ::redis::cmd("HDEL")
-        .arg(&mkey)
-        .arg("sketch_of")
-        .exec(&mut fx.raw)
-        .unwrap();
-    set(&mut fx, "exact", "1");
-    corrupt(&mut store, "has field exact but no field error_bound");
-    set(&mut fx, "error_bound", "zero");
-    corrupt(&mut store, "field error_bound is not an integer: \"zero\"");
-    set(&mut fx, "error_bound", "0");
-    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 2, 3))));
-}
-
-/// The commit script checks each list's accuracy arguments (the certificate's too) as a reader
-/// would and refuses the whole commit, writing nothing, when one is impossible (a client that
-/// does not match it).
-#[test]
-fn the_commit_script_refuses_impossible_accuracy() {
-    let mut fx = Fixture::new();
-    let (ckey, okey, zkey, mkey) = (
-        fx.key("commit"),
-        fx.key("owner"),
-        fx.key("1m:latest"),
-        fx.key("1m:latest:meta"),
-    );
-    let no_certificate = ["", "", ""];
-    let cases: [(&str, [&str; 6], [&str; 3]); 13] = [
-        ("open", ["2", "0", "", "", "", ""], no_certificate),
-        ("open", ["1", "5", "", "", "", ""], no_certificate),
-        ("open", ["0", "-1", "", "", "", ""], no_certificate),
-        ("open", ["0", "1", "2", "", "5", "9"], no_certificate),
-        ("open", ["0", "1", "4", "3", "5", "9"], no_certificate),
-        ("open", ["0", "1", "2", "3", "-5", "9"], no_certificate),
-        ("final", ["0", "37", "", "", "", ""], ["40", "17", "2"]),
-        ("closed", ["1", "0", "", "", "", ""], ["40", "17", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["0", "17", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["40", "-1", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["40", "17", "0"]),
-        ("final", ["1", "0", "", "", "", ""], ["40", "", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["x", "17", "2"]),
-    ];
-    for (state, accuracy, certificate) in cases {
-        let mut call = super::write::COMMIT_SCRIPT.prepare_invoke();
-        call.key(&ckey)
-            .key(&okey)
-            .key(&zkey)
-            .key(&mkey)
-            .key(fx.key("1m:groups"));
-        call.arg(1).arg(0).arg(0).arg(1).arg("");
-        call.arg("1m")
-            .arg(0)
-            .arg(60_000)
-            .arg(1)
-            .arg(state)
-            .arg(i64::from(state == "final"))
-            .arg(0)
-            .arg(0);
-        for a in accuracy {
-            call.arg(a);
-        }
-        call.arg(0).arg("");
-        for a in certificate {
-            call.arg(a);
-        }
-        call.key(fx.key("hot")).arg("");
-        let err = call.invoke::<i64>(&mut fx.raw).unwrap_err();
-        assert_eq!(
-            err.code(),
-            Some("HOTLIST_INVALID"),
-            "{accuracy:?} {certificate:?}: {err}"
-        );
-        assert!(fx.keys().is_empty(), "{accuracy:?} {certificate:?}: nothing written");
-    }
-}
-
-/// A certified list's certificate is in its meta hash (`certificate_threshold`,
-/// `certificate_counted`, `certificate_passes`); a new revision without one leaves none behind.
-#[test]
-fn certificate_fields_of_the_meta_hash() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    assert!(store.commit(&batch(1, vec![certified(list(0, 3, 3), 40, 2)])).unwrap());
-    let mkey = fx.key("1m:latest:meta");
-    let meta = |fx: &mut Fixture| -> HashMap<String, String> {
-        ::redis::cmd("HGETALL").arg(&mkey).query(&mut fx.raw).unwrap()
-    };
-    let m = meta(&mut fx);
-    for (field, value) in [
-        ("exact", "1"),
-        ("error_bound", "0"),
-        ("state", "final"),
-        ("certificate_threshold", "40"),
-        ("certificate_counted", "17"),
-        ("certificate_passes", "2"),
-    ] {
-        assert_eq!(m.get(field).map(String::as_str), Some(value), "{field} in {m:?}");
-    }
-    assert!(store.commit(&batch(2, vec![list(0, 4, 3)])).unwrap());
-    let m = meta(&mut fx);
-    assert!(
-        !m.keys().any(|f| f.starts_with("certificate_")),
-        "no certificate left behind: {m:?}"
-    );
-    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 4, 3))));
-}
-
-#[test]
-fn last_commit_and_dead_letters_ignored() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    assert_eq!(store.last_commit(JOB).unwrap(), None);
-    let mut b = batch(7, vec![]);
-    b.watermark = Millis(-5);
-    b.dead_letters = vec![not_json(1, &[0xff])];
-    let before = Millis::now().0;
-    assert!(store.commit(&b).unwrap());
-    assert_eq!(store.last_commit(JOB).unwrap(), Some((7, Millis(-5))));
-    let commit: HashMap<String, i64> = ::redis::cmd("HGETALL")
-        .arg(fx.key("commit"))
-        .query(&mut fx.raw)
-        .unwrap();
-    assert_eq!(commit.len(), 3);
-    assert_eq!((commit["epoch"], commit["watermark"]), (7, -5));
-    assert!(commit["committed_at"] >= before);
-    // Only the commit hash: Redis holds no dead letters.
-    assert_eq!(fx.keys(), vec![fx.key("commit")]);
-    b.epoch = 8;
-    b.watermark = Millis::MAX;
-    assert!(store.commit(&b).unwrap());
-    assert_eq!(store.last_commit(JOB).unwrap(), Some((8, Millis::MAX)));
-}
-
-#[test]
-fn invalid_input_and_corrupt_data() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    assert!(store.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
-    let invalid_batches = [
-        {
-            let mut l = list(0, 2, 1);
-            l.items[0].count = MAX_EXACT_COUNT + 1;
-            batch(2, vec![l])
-        },
-        {
-            let mut l = list(0, 2, 2);
-            l.items[1].item_id = l.items[0].item_id.clone();
-            batch(2, vec![l])
-        },
-        {
-            let mut l = list(0, 2, 1);
-            l.window = "1:m".into();
-            batch(2, vec![l])
-        },
-        {
-            let mut b = batch(2, vec![]);
-            b.job = "a:b".into();
-            b
-        },
-    ];
-    for b in &invalid_batches {
-        let err = store.commit(b).unwrap_err();
-        assert!(matches!(err, SinkError::Invalid { .. }), "{err}");
-        assert!(!err.retryable());
-    }
-    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(1));
-    assert!(matches!(store.latest("a:b", "1m"), Err(SinkError::Invalid { .. })));
-    // item_count disagreeing with the members.
-    ::redis::cmd("HSET")
-        .arg(fx.key("1m:latest:meta"))
-        .arg("item_count")
-        .arg(4)
-        .exec(&mut fx.raw)
-        .unwrap();
-    let err = store.latest(JOB, "1m").unwrap_err();
-    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("item_count is 4"), "{err}");
-    assert!(!err.retryable());
-    // A key of the wrong type: the commit script refuses before writing anything.
-    ::redis::cmd("SET")
-        .arg(fx.key("5m:latest"))
-        .arg("x")
-        .exec(&mut fx.raw)
-        .unwrap();
-    let mut five = list(0, 1, 1);
-    five.window = "5m".into();
-    let err = store.commit(&batch(2, vec![list(60_000, 1, 1), five])).unwrap_err();
-    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("is a string, not a zset"), "{err}");
-    assert_eq!(store.committed_epoch(JOB).unwrap(), Some(1));
-    assert_eq!(
-        store.latest(JOB, "1m").unwrap_err().to_string(),
-        err_string_of_count(&fx)
-    );
-}
-
-/// A sorted set bloated past the window's `k` is read only up to `k + 1` members and reported
-/// with its true size; a negative item count is corrupt too.
-#[test]
-fn a_bloated_list_is_reported_not_read_whole() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    store.prepare(JOB, &windows()).unwrap(); // 1m: k = 3
-    assert!(store.commit(&batch(1, vec![list(0, 1, 3)])).unwrap());
-    let mut zadd = ::redis::cmd("ZADD");
-    zadd.arg(fx.key("1m:latest"));
-    for i in 0..100_000 {
-        zadd.arg(1).arg(format!("bloat{i}"));
-    }
-    zadd.exec(&mut fx.raw).unwrap();
-    let err = store.latest(JOB, "1m").unwrap_err();
-    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("has 100003 members but"), "{err}");
-    ::redis::cmd("HSET")
-        .arg(fx.key("1m:latest:meta"))
-        .arg("item_count")
-        .arg(-1)
-        .exec(&mut fx.raw)
-        .unwrap();
-    let err = store.latest(JOB, "1m").unwrap_err();
-    assert!(err.to_string().ends_with("header item_count -1 is negative"), "{err}");
-}
-
-/// The message `latest` gives for the damaged `1m` meta above (unchanged by the refused
-/// commit).
-fn err_string_of_count(fx: &Fixture) -> String {
-    format!(
-        "corrupt data in {}: job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z: \
-         {} has 3 members but {} item_count is 4",
-        test_url(),
-        fx.key("1m:latest"),
-        fx.key("1m:latest:meta")
-    )
-}
-
-#[test]
-fn connection_errors_are_retryable_and_hide_the_password() {
-    let err = RedisStore::connect("redis://alice:s3cret@127.0.0.1:1/", "p").unwrap_err();
-    assert!(err.retryable(), "{err}");
-    let msg = err.to_string();
-    assert!(
-        msg.starts_with("connecting on redis://alice:***@127.0.0.1:1/ failed: IO "),
-        "{msg}"
-    );
-    assert!(!msg.contains("s3cret"), "{msg}");
-    assert!(!format!("{err:?}").contains("s3cret"));
-    let err = RedisStore::connect("nonsense://x", "p").unwrap_err();
-    assert!(!err.retryable(), "{err}");
-    assert!(RedisStore::connect(&test_url(), "").is_err());
-    let store = RedisStore::connect(&test_url(), DEFAULT_PREFIX).unwrap();
-    assert!(!format!("{store:?}").contains("s3cret"));
-    assert_eq!(store.prefix(), "hotlist");
-}
-
-#[test]
-fn a_lost_connection_is_retryable_and_reestablished() {
-    let mut fx = Fixture::new();
-    let mut store = fx.store();
-    assert!(store.commit(&batch(1, vec![list(0, 1, 2)])).unwrap());
-    let id: u64 = store
-        .run(|| "CLIENT ID".into(), |c| ::redis::cmd("CLIENT").arg("ID").query(c))
-        .unwrap();
-    ::redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("ID")
-        .arg(id)
-        .exec(&mut fx.raw)
-        .unwrap();
-    let err = store.latest(JOB, "1m").unwrap_err();
-    assert!(err.retryable(), "{err}");
-    assert!(
-        err.to_string().starts_with(&format!(
-            "reading the latest list of job \"hotlist\" window \"1m\" on {}",
-            test_url()
-        )),
-        "{err}"
-    );
-    // Retrying the same call reconnects and succeeds.
-    assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 2))));
-}
-
 #[test]
 fn ranking_breaks_ties_by_item_id_bytewise() {
     let item = |id: &str, count| RankedItem {
@@ -749,70 +347,4 @@ fn ranking_breaks_ties_by_item_id_bytewise() {
     sort_by_rank(&mut items);
     let ids: Vec<&str> = items.iter().map(|i| i.item_id.as_str()).collect();
     assert_eq!(ids, ["top", "Zed", "a", "b", "ä", "x"]);
-}
-
-#[test]
-fn urls_are_redacted() {
-    let cases = [
-        ("redis://127.0.0.1:6379/", "redis://127.0.0.1:6379/"),
-        ("redis://:pw@host:6379/0", "redis://:***@host:6379/0"),
-        ("redis://user:p@ss/w@host/", "redis://user:***@host/"),
-        ("rediss://user@host/", "rediss://user@host/"),
-        ("redis+unix:///tmp/r.sock?db=1&pass=pw", "redis+unix:///tmp/r.sock?***"),
-    ];
-    for (url, want) in cases {
-        assert_eq!(redact_url(url), want, "{url}");
-    }
-}
-
-/// I/O failures and a busy, loading or try-again server are transient; other server errors
-/// and client-side failures are permanent. The message starts with the class word.
-#[test]
-fn redis_errors_are_classified_by_kind() {
-    let server = |reply: &str| -> RedisError {
-        match ::redis::parse_redis_value(reply.as_bytes()) {
-            Ok(Value::ServerError(e)) => e.into(),
-            other => panic!("{reply:?} is not an error reply: {other:?}"),
-        }
-    };
-    let io = || RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"));
-    for e in [
-        io(),
-        server("-BUSY Redis is busy\r\n"),
-        server("-TRYAGAIN x\r\n"),
-        server("-LOADING y\r\n"),
-    ] {
-        assert_eq!(retry_class(&e), Retry::Transient, "{e}");
-        assert!(redis_err("redis://h/", "commit".into(), &e).retryable(), "{e}");
-    }
-    for e in [
-        server("-ERR wrong number of arguments\r\n"),
-        server("-NOPERM no\r\n"),
-        server("-IOX\r\n"),
-        RedisError::from((ErrorKind::UnexpectedReturnType, "type error")),
-    ] {
-        assert_eq!(retry_class(&e), Retry::Permanent, "{e}");
-        assert!(!redis_err("redis://h/", "commit".into(), &e).retryable(), "{e}");
-    }
-    let msg = |e: &RedisError| redis_err("redis://h/", "commit".into(), e).to_string();
-    assert_eq!(msg(&server("-ERR x\r\n")), "commit on redis://h/ failed: ERR x");
-    assert!(
-        msg(&io()).starts_with("commit on redis://h/ failed: IO "),
-        "{}",
-        msg(&io())
-    );
-    let client = RedisError::from((ErrorKind::UnexpectedReturnType, "type error"));
-    assert!(
-        msg(&client).starts_with("commit on redis://h/ failed: CLIENT "),
-        "{}",
-        msg(&client)
-    );
-    // Damage the commit script reports is corrupt data, not a Redis failure.
-    let err = redis_err(
-        "redis://h/",
-        "commit".into(),
-        &server("-HOTLIST_CORRUPT k is a string\r\n"),
-    );
-    assert!(matches!(err, SinkError::Corrupt { .. }), "{err}");
-    assert_eq!(err.to_string(), "corrupt data in redis://h/: k is a string");
 }

@@ -1,118 +1,302 @@
-//! A version-1 database, created here with the version-1 DDL (kept verbatim below, as the first
-//! release wrote it): a reader reads it as it is (every list exact); the job's `open` migrates
-//! it through version 2 (`dead_letters` rebuilt with the reasons `future` and `too_large`,
-//! every row and id kept, the index back) to version 3 (the accuracy columns, every old list
-//! exact), after which the new reasons and approximate lists commit.
+//! Every older schema version, one table of cases and one test body: a database of that
+//! version (`old_schemas`: its DDL verbatim, or a new database taken back to it) is read as it
+//! is by a reader of this build, which never migrates it; the job's `open` migrates it to
+//! [`SCHEMA_VERSION`], after which what the version lacked commits and reads back (also
+//! through the reader opened before), and opening it again changes nothing.
+//!
+//! The versions: 1 → 2 rebuilds `dead_letters` with the reasons `future` and `too_large` (every
+//! row and id kept, the index back); 2 → 3 adds the accuracy columns (every old row exact);
+//! 3 → 4 only adds the hot-key tables; 4 → 5 rebuilds the list tables and `hotlist_windows` for
+//! per-group lists (every old list global); 5 → 6 rebuilds `topk_instances` with the
+//! certificate's columns (no old list certified). The tables a migration leaves are the tables
+//! a new database gets, and they refuse the same impossible rows.
 
+use super::old_schemas::{v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched};
 use super::*;
-use crate::store::SinkStore;
-use crate::test_fixtures::{approximate, batch, letter, list, sketch_check, JOB};
+use crate::store::{SinkStore, StoreReader};
+use crate::test_fixtures::{approximate, batch, certified, hot_window, letter, list, sketch_check, windows, JOB};
+use hotlist_operators::hot_keys::HotState;
 use hotlist_operators::record::DeadReason;
 
-/// The tables of schema version 1, verbatim.
-const V1_DDL: &str = "
-CREATE TABLE IF NOT EXISTS topk (
-    job          TEXT    NOT NULL,
-    window_name  TEXT    NOT NULL,
-    window_start INTEGER NOT NULL,
-    window_end   INTEGER NOT NULL,
-    rank         INTEGER NOT NULL CHECK (rank >= 1),
-    item_id      TEXT    NOT NULL,
-    count        INTEGER NOT NULL CHECK (count >= 0),
-    revision     INTEGER NOT NULL,
-    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
-    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
-    as_of        INTEGER NOT NULL,
-    PRIMARY KEY (job, window_name, window_start, rank)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS topk_instances (
-    job          TEXT    NOT NULL,
-    window_name  TEXT    NOT NULL,
-    window_start INTEGER NOT NULL,
-    window_end   INTEGER NOT NULL,
-    revision     INTEGER NOT NULL,
-    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
-    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
-    watermark    INTEGER NOT NULL,
-    as_of        INTEGER NOT NULL,
-    item_count   INTEGER NOT NULL CHECK (item_count >= 0),
-    PRIMARY KEY (job, window_name, window_start)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS dead_letters (
-    id          INTEGER PRIMARY KEY,
-    job         TEXT    NOT NULL,
-    source      TEXT    NOT NULL,
-    partition   INTEGER NOT NULL,
-    position    INTEGER NOT NULL,
-    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
-    detail      TEXT    NOT NULL,
-    raw         BLOB    NOT NULL,
-    epoch       INTEGER NOT NULL,
-    recorded_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
-CREATE TABLE IF NOT EXISTS hotlist_windows (
-    job      TEXT    NOT NULL,
-    name     TEXT    NOT NULL,
-    size_ms  INTEGER NOT NULL,
-    slide_ms INTEGER NOT NULL,
-    k        INTEGER NOT NULL,
-    ord      INTEGER NOT NULL,
-    PRIMARY KEY (job, name)
-);
-CREATE TABLE IF NOT EXISTS hotlist_commits (
-    job          TEXT    NOT NULL PRIMARY KEY,
-    epoch        INTEGER NOT NULL,
-    watermark    INTEGER NOT NULL,
-    committed_at INTEGER NOT NULL
-);
-PRAGMA user_version = 1;
-";
-
-/// What an older job wrote: a window, one list, three dead letters (ids 5, 6, 7), a commit.
-const V1_ROWS: &str = "
-INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 60000, 10, 0);
-INSERT INTO topk_instances VALUES ('hotlist', '1m', 0, 60000, 2, 'final', 1, 60001, 1700000000000, 1);
-INSERT INTO topk VALUES ('hotlist', '1m', 0, 60000, 1, 'a', 3, 2, 1, 'final', 1700000000000);
-INSERT INTO dead_letters VALUES (5, 'hotlist', 'file:a.jsonl', 0, 1, 'bad', 'not a JSON object', x'5b5d', 1, 1);
-INSERT INTO dead_letters VALUES (6, 'hotlist', 'file:a.jsonl', 0, 2, 'late', 'late for window(s) 1m', x'7b7d', 1, 1);
-INSERT INTO dead_letters VALUES (7, 'hotlist', 'file:a.jsonl', 0, 3, 'sealed', 'window already sealed', x'', 2, 2);
-INSERT INTO hotlist_commits VALUES ('hotlist', 2, 60001, 1700000000000);
-";
-
-/// A version-1 database at `dir/v1.db` holding [`V1_ROWS`].
-fn v1_database(dir: &Path) -> PathBuf {
-    let path = dir.join("v1.db");
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(V1_DDL).unwrap();
-    conn.execute_batch(V1_ROWS).unwrap();
-    // the version-1 constraint is really there: the new reasons need the migration
-    let future = "INSERT INTO dead_letters VALUES (8, 'hotlist', 's', 0, 4, 'future', 'd', x'', 3, 3)";
-    assert!(conn.execute_batch(future).is_err());
-    path
+/// What one step of a case saw, for a later step to compare with.
+#[derive(Default)]
+struct Seen {
+    /// (id, reason, position) of every dead letter.
+    letters: Vec<(i64, String, i64)>,
+    /// A list.
+    list: Option<StoredList>,
 }
 
-/// (id, reason, position) of every dead letter, read with a plain connection.
-fn letters(path: &Path) -> Vec<(i64, String, i64)> {
+/// One migration case: a database of an older version and what must hold of it before and
+/// after the job's `open` migrated it.
+struct Case {
+    /// What the case shows.
+    name: &'static str,
+    /// The version the database is stamped.
+    from: i64,
+    /// Creates the database in a directory.
+    build: fn(&Path) -> PathBuf,
+    /// What a reader of this build reads in it before the migration.
+    read: fn(&Path, &mut SqliteStore) -> Seen,
+    /// What holds once the job's `open` migrated it: the writer, then the reader opened before.
+    migrated: fn(&Path, &mut SqliteStore, &mut SqliteStore, Seen) -> Seen,
+    /// What holds after opening the migrated database again.
+    reopened: fn(&Path, &SqliteStore, Seen),
+    /// Whether the migrated tables must be the new tables (same `CREATE` statements).
+    same_tables: bool,
+}
+
+const CASES: [Case; 7] = [
+    Case {
+        name: "a version-1 database is read as it is",
+        from: 1,
+        build: v1_database,
+        read: read_v1,
+        migrated: |_, _, _, seen| seen,
+        reopened: |_, _, _| {},
+        same_tables: false,
+    },
+    Case {
+        name: "a version-1 database is migrated by the writer",
+        from: 1,
+        build: v1_database,
+        read: |path, _| Seen {
+            letters: letters(path),
+            list: None,
+        },
+        migrated: migrated_v1,
+        reopened: |path, _, seen| {
+            assert_eq!(
+                letters(path),
+                seen.letters,
+                "opening a version-3 database again changes nothing"
+            );
+        },
+        same_tables: false,
+    },
+    Case {
+        name: "a version-2 database is read as it is and after its migration",
+        from: 2,
+        build: v2_database,
+        read: read_v2,
+        migrated: |_, w, r, seen| {
+            let sketched = approximate(list(60_000, 1, 1), 37, Some(sketch_check(1, 1)));
+            assert!(w.commit(&batch(3, vec![sketched.clone()])).unwrap());
+            assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(sketched)));
+            assert_eq!(r.instance(JOB, "1m", Millis(0)).unwrap(), seen.list);
+            Seen::default()
+        },
+        reopened: |_, _, _| {},
+        same_tables: false,
+    },
+    Case {
+        name: "a version-2 database is migrated by the writer",
+        from: 2,
+        build: v2_database,
+        read: read_v2,
+        migrated: migrated_v2,
+        reopened: |path, w, seen| {
+            assert_eq!(user_version(path), SCHEMA_VERSION);
+            assert_eq!(
+                w.latest(JOB, "1m").unwrap(),
+                seen.list,
+                "opening a version-3 database again changes nothing"
+            );
+        },
+        same_tables: false,
+    },
+    Case {
+        name: "a version-3 database is read as it is, then migrated",
+        from: 3,
+        build: v3_database,
+        read: |_, r| {
+            assert_eq!(r.hot_keys(JOB).unwrap(), None, "no hot-key tables: no hot keys");
+            assert_eq!(r.latest(JOB, "1m").unwrap().map(|l| l.items.len()), Some(2));
+            Seen::default()
+        },
+        migrated: migrated_v3,
+        reopened: |_, w, _| {
+            assert_eq!(
+                w.hot_keys(JOB).unwrap(),
+                Some(v3_hot()),
+                "opening again changes nothing"
+            );
+        },
+        same_tables: false,
+    },
+    Case {
+        name: "a version-4 database is read as it is, then migrated",
+        from: 4,
+        build: v4_database,
+        read: read_v4,
+        migrated: migrated_v4,
+        reopened: |_, _, _| {},
+        same_tables: true,
+    },
+    Case {
+        name: "a version-5 database is read as it is, then migrated",
+        from: 5,
+        build: v5_database,
+        read: |_, r| {
+            assert_eq!(r.latest(JOB, "1m").unwrap(), Some(StoredList::from(v5_sketched())));
+            assert_eq!(
+                r.instance(JOB, "1m", Millis(0)).unwrap(),
+                Some(StoredList::from(list(0, 3, 2))),
+                "no certificate"
+            );
+            Seen::default()
+        },
+        migrated: migrated_v5,
+        reopened: |_, w, _| {
+            assert_eq!(
+                w.latest(JOB, "1m").unwrap(),
+                Some(StoredList::from(v5_proved())),
+                "opening again changes nothing"
+            );
+        },
+        same_tables: true,
+    },
+];
+
+/// Every case: build, read as it is (a reader never migrates), migrate by opening as the job,
+/// check, open again, check; and where asked, the migrated tables are the new tables.
+#[test]
+fn every_older_version_is_read_as_it_is_then_migrated() {
+    assert_eq!(SCHEMA_VERSION, 6);
+    for case in CASES {
+        eprintln!("case: {}", case.name);
+        let dir = tempfile::tempdir().unwrap();
+        let path = (case.build)(dir.path());
+        let mut r = SqliteStore::open_read_only(&path).unwrap();
+        let seen = (case.read)(&path, &mut r);
+        assert_eq!(user_version(&path), case.from, "{}: a reader never migrates", case.name);
+        let mut w = SqliteStore::open(&path).unwrap();
+        assert_eq!(user_version(&path), SCHEMA_VERSION, "{}", case.name);
+        let seen = (case.migrated)(&path, &mut w, &mut r, seen);
+        drop(w);
+        let w = SqliteStore::open(&path).unwrap();
+        (case.reopened)(&path, &w, seen);
+        if case.same_tables {
+            let new = dir.path().join("new.db");
+            SqliteStore::open(&new).unwrap();
+            assert_eq!(
+                tables(&path),
+                tables(&new),
+                "{}: migrated tables are the new tables",
+                case.name
+            );
+        }
+    }
+}
+
+/// A database migrated from version 2 (or 1) has the tables a new one gets: the same columns
+/// with the same types, defaults and keys, and the same rows refused: `exact` other than 0 or
+/// 1, a negative or an exact list's non-zero `error_bound`, a partial sketch check, one that
+/// found more than it compared or has a negative over-count.
+#[test]
+fn migrated_tables_are_the_new_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new.db");
+    SqliteStore::open(&new).unwrap();
+    let migrated = v2_database(dir.path());
+    SqliteStore::open(&migrated).unwrap();
+    for table in ["topk", "topk_instances"] {
+        assert_eq!(columns(&migrated, table), columns(&new, table), "{table}");
+    }
+    let header = "INSERT INTO topk_instances (job, window_name, window_start, window_end, revision, state, final, \
+                  watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, \
+                  sketch_total_overcount) VALUES ('j', 'w', 0, 1, 1, 'open', 0, 0, 0, 0, ";
+    let row = "INSERT INTO topk (job, window_name, window_start, window_end, rank, item_id, count, revision, final, \
+               state, as_of, exact, error_bound) VALUES ('j', 'w', 0, 1, 1, 'a', 1, 1, 0, 'open', 0, ";
+    let cases = [
+        (header, "0, 37, 2, 3, 5, 9)", false),
+        (header, "1, 0, NULL, NULL, NULL, NULL)", false),
+        (header, "0, 0, 0, 0, 0, 0)", false),
+        (header, "2, 0, NULL, NULL, NULL, NULL)", true),
+        (header, "0, -1, NULL, NULL, NULL, NULL)", true),
+        (header, "1, 5, NULL, NULL, NULL, NULL)", true),
+        (header, "0, 1, 2, NULL, 5, 9)", true),
+        (header, "0, 1, NULL, NULL, NULL, 9)", true),
+        (header, "0, 1, 4, 3, 5, 9)", true),
+        (header, "0, 1, -1, 3, 5, 9)", true),
+        (header, "0, 1, 2, 3, -5, 9)", true),
+        (header, "0, 1, 2, 3, 5, -9)", true),
+        (row, "0, 37)", false),
+        (row, "1, 0)", false),
+        (row, "2, 0)", true),
+        (row, "1, 5)", true),
+        (row, "0, -1)", true),
+    ];
+    let statements: Vec<String> = cases
+        .iter()
+        .map(|(insert, values, _)| format!("{insert}{values}"))
+        .collect();
+    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+    let want: Vec<bool> = cases.iter().map(|c| c.2).collect();
+    assert_eq!(refused(&new, &statements), want, "a new database");
+    assert_eq!(refused(&migrated, &statements), want, "a migrated database");
+}
+
+/// Headers a version-6 table refuses: a partial certificate, a threshold or passes below 1, a
+/// negative count, a certificate on a list that is not exact or not final.
+#[test]
+fn the_checks_refuse_impossible_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot.db");
+    SqliteStore::open(&path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let header = "INSERT INTO topk_instances (job, window_name, window_start, window_end, revision, state, final, \
+                  watermark, as_of, item_count, exact, error_bound, certificate_threshold, certificate_counted, \
+                  certificate_passes) VALUES ('j', 'w', 0, 1, 3, ";
+    let cases = [
+        ("'final', 1, 1, 1, 0, 1, 0, 40, 17, 2)", false),
+        ("'final', 1, 1, 1, 0, 1, 0, NULL, NULL, NULL)", false),
+        ("'open', 0, 1, 1, 0, 0, 37, NULL, NULL, NULL)", false),
+        ("'final', 1, 1, 1, 0, 1, 0, 1, 0, 1)", false),
+        ("'final', 1, 1, 1, 0, 0, 37, 40, 17, 2)", true),
+        ("'closed', 0, 1, 1, 0, 1, 0, 40, 17, 2)", true),
+        ("'final', 1, 1, 1, 0, 1, 0, 0, 17, 2)", true),
+        ("'final', 1, 1, 1, 0, 1, 0, 40, -1, 2)", true),
+        ("'final', 1, 1, 1, 0, 1, 0, 40, 17, 0)", true),
+        ("'final', 1, 1, 1, 0, 1, 0, 40, NULL, 2)", true),
+        ("'final', 1, 1, 1, 0, 1, 0, NULL, NULL, 2)", true),
+        ("'final', 1, 1, 1, 0, 1, 0, 40, 17, NULL)", true),
+    ];
+    for (values, refused) in cases {
+        conn.execute_batch("BEGIN").unwrap();
+        let got = conn.execute_batch(&format!("{header}{values}")).is_err();
+        conn.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(got, refused, "{header}{values}");
+    }
+}
+
+/// `PRAGMA table_xinfo` of `table`: (name, type, not null, default, primary key) per column.
+fn columns(path: &Path, table: &str) -> Vec<(String, String, i64, Option<String>, i64)> {
     let conn = Connection::open(path).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT id, reason, position FROM dead_letters ORDER BY id")
+    let mut stmt = conn.prepare(&format!("PRAGMA table_xinfo({table})")).unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
         .unwrap();
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
     rows.collect::<Result<_, _>>().unwrap()
 }
 
-fn user_version(path: &Path) -> i64 {
-    let conn = Connection::open(path).unwrap();
-    conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap()
+/// Which of these statements the database at `path` refuses (each in a transaction rolled
+/// back, so they do not see each other's rows).
+fn refused(path: &Path, statements: &[&str]) -> Vec<bool> {
+    let mut conn = Connection::open(path).unwrap();
+    statements
+        .iter()
+        .map(|sql| {
+            let tx = conn.transaction().unwrap();
+            let refused = tx.execute_batch(sql).is_err();
+            tx.rollback().unwrap();
+            refused
+        })
+        .collect()
 }
 
-/// A reader of this build reads what an older job wrote, without changing the file.
-#[test]
-fn a_version_1_database_is_read_as_it_is() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = v1_database(dir.path());
-    let r = SqliteStore::open_read_only(&path).unwrap();
+/// A reader of this build reads what an older job wrote.
+fn read_v1(path: &Path, r: &mut SqliteStore) -> Seen {
     assert_eq!(r.windows(JOB).unwrap().len(), 1);
     let list = r.latest(JOB, "1m").unwrap().expect("the list");
     assert_eq!((list.revision, list.items.len()), (2, 1));
@@ -120,22 +304,16 @@ fn a_version_1_database_is_read_as_it_is() {
     assert_eq!(r.last_commit(JOB).unwrap(), Some((2, Millis(60_001))));
     assert_eq!(r.dead_letters(JOB, 10).unwrap().len(), 3);
     assert_eq!(r.dead_letter_counts(JOB).unwrap().len(), 3);
-    drop(r);
-    assert_eq!(user_version(&path), 1, "a reader never migrates");
+    assert_eq!(user_version(path), 1, "a reader never migrates");
+    Seen::default()
 }
 
-/// The job's `open` migrates: version 3, the old rows and ids kept, the index back, the old
-/// list exact, and the new reasons and an approximate list commit after them. Opening again
-/// changes nothing.
-#[test]
-fn a_version_1_database_is_migrated_by_the_writer() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = v1_database(dir.path());
-    let before = letters(&path);
-    let mut w = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(letters(&path), before, "every dead letter kept, with its id");
-    let conn = Connection::open(&path).unwrap();
+/// The job's `open` migrated: the old rows and ids kept, the index back, the old list exact,
+/// and the new reasons and an approximate list commit after them.
+fn migrated_v1(path: &Path, w: &mut SqliteStore, _: &mut SqliteStore, seen: Seen) -> Seen {
+    let before = seen.letters;
+    assert_eq!(letters(path), before, "every dead letter kept, with its id");
+    let conn = Connection::open(path).unwrap();
     let index: i64 = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'dead_letters_job_reason' \
@@ -160,7 +338,7 @@ fn a_version_1_database_is_migrated_by_the_writer() {
         letter(5, DeadReason::TooLarge, b"x"),
     ];
     assert!(w.commit(&b).unwrap());
-    let after = letters(&path);
+    let after = letters(path);
     assert_eq!(after[..3], before[..]);
     assert_eq!(
         after[3..].iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
@@ -172,11 +350,174 @@ fn a_version_1_database_is_migrated_by_the_writer() {
     let sketched = approximate(list(60_000, 1, 2), 37, Some(sketch_check(1, 2)));
     assert!(w.commit(&batch(4, vec![sketched.clone()])).unwrap());
     assert_eq!(w.latest(JOB, "1m").unwrap(), Some(StoredList::from(sketched)));
-    drop(w);
-    SqliteStore::open(&path).unwrap();
+    Seen {
+        letters: after,
+        list: None,
+    }
+}
+
+/// The list a version-2 database holds, as a reader returns it: exact.
+fn read_v2(_: &Path, r: &mut SqliteStore) -> Seen {
+    let old = v2_list(r);
+    assert_eq!((old.exact, old.error_bound, old.sketch_check), (true, 0, None));
+    Seen {
+        letters: Vec::new(),
+        list: Some(old),
+    }
+}
+
+/// The list `V2_ROWS` holds, as a reader returns it.
+fn v2_list(store: &SqliteStore) -> StoredList {
+    let list = store.latest(JOB, "1m").unwrap().expect("the list");
+    assert_eq!((list.revision, list.items.len()), (2, 2));
+    list
+}
+
+/// The old rows kept and exact (`exact = 1`, `error_bound = 0`, no sketch check, in the header
+/// and in every row); an approximate list then commits and reads back.
+fn migrated_v2(path: &Path, w: &mut SqliteStore, _: &mut SqliteStore, seen: Seen) -> Seen {
+    assert_eq!(Some(v2_list(w)), seen.list);
+    let conn = Connection::open(path).unwrap();
+    let header: (i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<i64>) = conn
+        .query_row(
+            "SELECT exact, error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount
+             FROM topk_instances",
+            [],
+            |r| r.try_into(),
+        )
+        .unwrap();
+    assert_eq!(header, (1, 0, None, None, None, None));
+    let rows: Vec<(i64, i64)> = conn
+        .prepare("SELECT exact, error_bound FROM topk ORDER BY rank")
+        .unwrap()
+        .query_map([], |r| r.try_into())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows, [(1, 0), (1, 0)]);
+
+    let sketched = approximate(list(0, 3, 1), 37, Some(sketch_check(1, 1)));
+    assert!(w.commit(&batch(3, vec![sketched.clone()])).unwrap());
+    assert_eq!(w.latest(JOB, "1m").unwrap(), Some(StoredList::from(sketched.clone())));
+    Seen {
+        letters: Vec::new(),
+        list: Some(StoredList::from(sketched)),
+    }
+}
+
+/// The hot-key window committed after migrating a version-3 database.
+fn v3_hot() -> hotlist_operators::hot_keys::HotWindow {
+    hot_window(0, &[("a", 12.5, HotState::Hot)])
+}
+
+/// The old rows stay; hot-key windows commit and the reader opened before sees them.
+fn migrated_v3(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, _: Seen) -> Seen {
     assert_eq!(
-        letters(&path),
-        after,
-        "opening a version-3 database again changes nothing"
+        w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
+        Some(2),
+        "the old rows stay"
     );
+    let hot = v3_hot();
+    let mut b = batch(2, vec![]);
+    b.hot_keys = vec![hot.clone()];
+    assert!(w.commit(&b).unwrap());
+    assert_eq!(
+        r.hot_keys(JOB).unwrap(),
+        Some(hot),
+        "the reader opened before sees them"
+    );
+    Seen::default()
+}
+
+/// A version-4 database read as it is: every list global, every window without `by`.
+fn read_v4(_: &Path, r: &mut SqliteStore) -> Seen {
+    assert_eq!(r.latest(JOB, "1m").unwrap().map(|l| l.items.len()), Some(3));
+    assert_eq!(
+        r.instance(JOB, "1m", Millis(0)).unwrap().map(|l| l.items.len()),
+        Some(2)
+    );
+    let us = GroupKey::from_pairs([("country", "US")]);
+    assert_eq!(r.latest_of(JOB, "1m", &us).unwrap(), None);
+    let groups = StoreReader::groups(r, JOB, "1m").unwrap();
+    assert_eq!(groups, Some((Millis(60_000), vec![GroupKey::global()])));
+    assert!(r.windows(JOB).unwrap().iter().all(|w| w.by.is_empty()));
+    Seen::default()
+}
+
+/// The old rows and windows stay; per-group lists commit and the reader opened before sees
+/// them.
+fn migrated_v4(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, _: Seen) -> Seen {
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap().map(|l| l.items.len()),
+        Some(3),
+        "the old rows stay"
+    );
+    assert_eq!(w.windows(JOB).unwrap().len(), 2, "the windows stay");
+    let mut specs = windows();
+    specs[1].key.by = vec!["country".into()];
+    w.prepare(JOB, &specs).unwrap();
+    let us = GroupKey::from_pairs([("country", "US")]);
+    let mut grouped = list(60_000, 1, 1);
+    grouped.group = us.clone();
+    assert!(w.commit(&batch(2, vec![grouped])).unwrap());
+    assert_eq!(
+        r.latest_of(JOB, "1m", &us).unwrap().map(|l| l.items.len()),
+        Some(1),
+        "the reader sees it"
+    );
+    assert_eq!(r.windows(JOB).unwrap()[1].by, vec!["country".to_string()]);
+    let groups = StoreReader::groups(r, JOB, "1m").unwrap();
+    assert_eq!(groups, Some((Millis(60_000), vec![GroupKey::global(), us])));
+    Seen::default()
+}
+
+/// The certified list committed after migrating a version-5 database.
+fn v5_proved() -> hotlist_operators::message::PublishedList {
+    certified(list(120_000, 3, 3), 40, 2)
+}
+
+/// The old headers stay; certified lists commit and the reader opened before sees them.
+fn migrated_v5(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, _: Seen) -> Seen {
+    assert_eq!(
+        w.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(v5_sketched())),
+        "the old headers stay"
+    );
+    assert_eq!(
+        w.instance(JOB, "1m", Millis(0)).unwrap(),
+        Some(StoredList::from(list(0, 3, 2)))
+    );
+    let proved = v5_proved();
+    assert!(w.commit(&batch(2, vec![proved.clone()])).unwrap());
+    assert_eq!(
+        r.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(proved)),
+        "the reader opened before sees it"
+    );
+    Seen::default()
+}
+
+/// (id, reason, position) of every dead letter, read with a plain connection.
+fn letters(path: &Path) -> Vec<(i64, String, i64)> {
+    let conn = Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT id, reason, position FROM dead_letters ORDER BY id")
+        .unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+fn user_version(path: &Path) -> i64 {
+    let conn = Connection::open(path).unwrap();
+    conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap()
+}
+
+/// The `CREATE` statements of the database's tables, by name.
+fn tables(path: &Path) -> Vec<(String, String)> {
+    let conn = Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
 }

@@ -8,7 +8,7 @@ use crate::error::SinkError;
 use crate::file_lock::{FileLock, LockError};
 use crate::ownership::{Claim, Owner};
 use crate::sql_rows::non_negative;
-use crate::types::check_job;
+use crate::write_checks::check_job;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::time::Millis;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};

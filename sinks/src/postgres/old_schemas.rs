@@ -1,0 +1,250 @@
+//! The schemas of older versions the migration tests start from: the DDL of versions 1 and 2
+//! and the table version 6 changed, verbatim (as those releases created them), and the
+//! builders that take a schema back to versions 4 and 5.
+
+use super::tests::TestDb;
+use super::*;
+
+/// The tables and version table of schema version 1, verbatim.
+const V1_DDL: &str = "
+CREATE TABLE IF NOT EXISTS topk (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    rank         BIGINT      NOT NULL CHECK (rank >= 1),
+    item_id      TEXT        NOT NULL,
+    count        BIGINT      NOT NULL CHECK (count >= 0),
+    revision     BIGINT      NOT NULL,
+    final        BOOLEAN     NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (job, window_name, window_start, rank)
+);
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    revision     BIGINT      NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        BOOLEAN     NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    as_of        TIMESTAMPTZ NOT NULL,
+    item_count   BIGINT      NOT NULL CHECK (item_count >= 0),
+    PRIMARY KEY (job, window_name, window_start)
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id          BIGSERIAL   PRIMARY KEY,
+    job         TEXT        NOT NULL,
+    source      TEXT        NOT NULL,
+    partition   BIGINT      NOT NULL,
+    position    BIGINT      NOT NULL,
+    reason      TEXT        NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
+    detail      TEXT        NOT NULL,
+    raw         BYTEA       NOT NULL,
+    epoch       BIGINT      NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE TABLE IF NOT EXISTS hotlist_windows (
+    job      TEXT   NOT NULL,
+    name     TEXT   NOT NULL,
+    size_ms  BIGINT NOT NULL,
+    slide_ms BIGINT NOT NULL,
+    k        BIGINT NOT NULL,
+    ord      BIGINT NOT NULL,
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE IF NOT EXISTS hotlist_commits (
+    job          TEXT        NOT NULL PRIMARY KEY,
+    epoch        BIGINT      NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    committed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hotlist_schema (
+    one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version BIGINT  NOT NULL
+);
+INSERT INTO hotlist_schema (one, version) VALUES (TRUE, 1);
+";
+
+/// What an older job wrote: a window, one list, three dead letters, a commit.
+const V1_ROWS: &str = "
+INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 60000, 10, 0);
+INSERT INTO topk_instances VALUES ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 2,
+    'final', TRUE, 'epoch'::timestamptz + interval '60001 milliseconds', now(), 1);
+INSERT INTO topk VALUES ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 1, 'a', 3, 2,
+    TRUE, 'final', now());
+INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at) VALUES
+    ('hotlist', 'file:a.jsonl', 0, 1, 'bad', 'not a JSON object', '\\x5b5d', 1, now()),
+    ('hotlist', 'file:a.jsonl', 0, 2, 'late', 'late for window(s) 1m', '\\x7b7d', 1, now()),
+    ('hotlist', 'file:a.jsonl', 0, 3, 'sealed', 'window already sealed', '\\x', 2, now());
+INSERT INTO hotlist_commits VALUES ('hotlist', 2, 'epoch'::timestamptz + interval '60001 milliseconds', now());
+";
+
+/// The tables and version table of schema version 2, verbatim.
+const V2_DDL: &str = "
+CREATE TABLE IF NOT EXISTS topk (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    rank         BIGINT      NOT NULL CHECK (rank >= 1),
+    item_id      TEXT        NOT NULL,
+    count        BIGINT      NOT NULL CHECK (count >= 0),
+    revision     BIGINT      NOT NULL,
+    final        BOOLEAN     NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (job, window_name, window_start, rank)
+);
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    revision     BIGINT      NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        BOOLEAN     NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    as_of        TIMESTAMPTZ NOT NULL,
+    item_count   BIGINT      NOT NULL CHECK (item_count >= 0),
+    PRIMARY KEY (job, window_name, window_start)
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id          BIGSERIAL   PRIMARY KEY,
+    job         TEXT        NOT NULL,
+    source      TEXT        NOT NULL,
+    partition   BIGINT      NOT NULL,
+    position    BIGINT      NOT NULL,
+    reason      TEXT        NOT NULL CONSTRAINT dead_letters_reason_check
+                            CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
+    detail      TEXT        NOT NULL,
+    raw         BYTEA       NOT NULL,
+    epoch       BIGINT      NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE TABLE IF NOT EXISTS hotlist_windows (
+    job      TEXT   NOT NULL,
+    name     TEXT   NOT NULL,
+    size_ms  BIGINT NOT NULL,
+    slide_ms BIGINT NOT NULL,
+    k        BIGINT NOT NULL,
+    ord      BIGINT NOT NULL,
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE IF NOT EXISTS hotlist_commits (
+    job          TEXT        NOT NULL PRIMARY KEY,
+    epoch        BIGINT      NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    committed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hotlist_jobs (
+    job        TEXT        NOT NULL PRIMARY KEY,
+    generation BIGINT      NOT NULL CHECK (generation >= 1),
+    owner      TEXT        NOT NULL,
+    claimed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hotlist_schema (
+    one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version BIGINT  NOT NULL
+);
+INSERT INTO hotlist_schema (one, version) VALUES (TRUE, 2);
+";
+
+/// What the previous release wrote: a window, one list of two items, a commit.
+const V2_ROWS: &str = "
+INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 60000, 10, 0);
+INSERT INTO topk_instances VALUES ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 2,
+    'final', TRUE, 'epoch'::timestamptz + interval '60001 milliseconds', now(), 2);
+INSERT INTO topk VALUES
+    ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 1, 'a', 3, 2, TRUE, 'final', now()),
+    ('hotlist', '1m', 'epoch', 'epoch'::timestamptz + interval '1 minute', 2, 'b', 1, 2, TRUE, 'final', now());
+INSERT INTO hotlist_commits VALUES ('hotlist', 2, 'epoch'::timestamptz + interval '60001 milliseconds', now());
+";
+
+/// The version-5 `topk_instances`, the one table version 6 changed, verbatim.
+const V5_TOPK_INSTANCES: &str = "
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    revision     BIGINT      NOT NULL,
+    state        TEXT        NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        BOOLEAN     NOT NULL,
+    watermark    TIMESTAMPTZ NOT NULL,
+    as_of        TIMESTAMPTZ NOT NULL,
+    item_count   BIGINT      NOT NULL CHECK (item_count >= 0),
+    exact        BOOLEAN     NOT NULL DEFAULT TRUE,
+    error_bound  BIGINT      NOT NULL DEFAULT 0 CONSTRAINT topk_instances_error_bound_check CHECK (error_bound >= 0),
+    sketch_found           BIGINT,
+    sketch_of              BIGINT,
+    sketch_max_overcount   BIGINT,
+    sketch_total_overcount BIGINT,
+    group_key    TEXT        NOT NULL DEFAULT '',
+    CONSTRAINT topk_instances_pkey PRIMARY KEY (job, window_name, group_key, window_start),
+    CONSTRAINT topk_instances_exact_check CHECK (NOT exact OR error_bound = 0),
+    CONSTRAINT topk_instances_sketch_check CHECK (
+        num_nulls(sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount) IN (0, 4)
+        AND sketch_found >= 0 AND sketch_of >= sketch_found AND sketch_max_overcount >= 0
+        AND sketch_total_overcount >= 0)
+);
+";
+
+/// `db`'s schema as an older job left it: version 1 with [`V1_ROWS`].
+pub(super) fn v1_schema(db: &TestDb) {
+    let mut c = db.client();
+    c.batch_execute(&format!("CREATE SCHEMA {}", ident::quote_ident(&db.schema)))
+        .unwrap();
+    c.batch_execute(V1_DDL).unwrap();
+    c.batch_execute(V1_ROWS).unwrap();
+    // the version-1 constraint is really there: the new reasons need the migration
+    let future = "INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, \
+                  recorded_at) VALUES ('hotlist', 's', 0, 4, 'future', 'd', '\\x', 3, now())";
+    assert!(c.batch_execute(future).is_err());
+}
+
+/// `db`'s schema as the previous release left it: version 2 with [`V2_ROWS`].
+pub(super) fn v2_schema(db: &TestDb) {
+    let mut c = db.client();
+    c.batch_execute(&format!("CREATE SCHEMA {}", ident::quote_ident(&db.schema)))
+        .unwrap();
+    c.batch_execute(V2_DDL).unwrap();
+    c.batch_execute(V2_ROWS).unwrap();
+}
+
+/// Turns a schema of this build's version into a version-4 one (through version 5: its
+/// certificates dropped; its per-group lists dropped) stamped `version`.
+pub(super) fn downgrade_to_v4(db: &TestDb, version: i64) {
+    downgrade_to_v5(db, 5);
+    db.client()
+        .batch_execute(&format!(
+            "DELETE FROM topk WHERE group_key <> ''; DELETE FROM topk_instances WHERE group_key <> '';
+             ALTER TABLE topk DROP CONSTRAINT topk_pkey, DROP COLUMN group_key,
+                 ADD PRIMARY KEY (job, window_name, window_start, rank);
+             ALTER TABLE topk_instances DROP CONSTRAINT topk_instances_pkey, DROP COLUMN group_key,
+                 ADD PRIMARY KEY (job, window_name, window_start);
+             ALTER TABLE hotlist_windows DROP COLUMN by_dims;
+             UPDATE hotlist_schema SET version = {version};"
+        ))
+        .unwrap();
+}
+
+/// Turns a schema of this build's version into a version-5 one stamped `version`:
+/// `topk_instances` as version 5 created it, every header kept without its certificate.
+pub(super) fn downgrade_to_v5(db: &TestDb, version: i64) {
+    db.client()
+        .batch_execute(&format!(
+            "CREATE TEMP TABLE headers_v6 AS SELECT * FROM topk_instances;
+             DROP TABLE topk_instances; {V5_TOPK_INSTANCES}
+             INSERT INTO topk_instances SELECT job, window_name, window_start, window_end, revision, state, final,
+                 watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount,
+                 sketch_total_overcount, group_key FROM headers_v6;
+             DROP TABLE headers_v6;
+             UPDATE hotlist_schema SET version = {version};"
+        ))
+        .unwrap();
+}

@@ -1,0 +1,334 @@
+//! The databases of older schema versions the migration tests start from: the DDL of
+//! versions 1 and 2 and the tables versions 5 and 6 changed, verbatim (as those releases
+//! created them), and the builders that make a database of each version.
+
+use super::*;
+use crate::store::SinkStore;
+use crate::test_fixtures::{approximate, batch, list, sketch_check, windows, JOB};
+use hotlist_operators::message::PublishedList;
+
+/// The tables of schema version 1, verbatim.
+const V1_DDL: &str = "
+CREATE TABLE IF NOT EXISTS topk (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    rank         INTEGER NOT NULL CHECK (rank >= 1),
+    item_id      TEXT    NOT NULL,
+    count        INTEGER NOT NULL CHECK (count >= 0),
+    revision     INTEGER NOT NULL,
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        INTEGER NOT NULL,
+    PRIMARY KEY (job, window_name, window_start, rank)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    revision     INTEGER NOT NULL,
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    item_count   INTEGER NOT NULL CHECK (item_count >= 0),
+    PRIMARY KEY (job, window_name, window_start)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id          INTEGER PRIMARY KEY,
+    job         TEXT    NOT NULL,
+    source      TEXT    NOT NULL,
+    partition   INTEGER NOT NULL,
+    position    INTEGER NOT NULL,
+    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed')),
+    detail      TEXT    NOT NULL,
+    raw         BLOB    NOT NULL,
+    epoch       INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE TABLE IF NOT EXISTS hotlist_windows (
+    job      TEXT    NOT NULL,
+    name     TEXT    NOT NULL,
+    size_ms  INTEGER NOT NULL,
+    slide_ms INTEGER NOT NULL,
+    k        INTEGER NOT NULL,
+    ord      INTEGER NOT NULL,
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE IF NOT EXISTS hotlist_commits (
+    job          TEXT    NOT NULL PRIMARY KEY,
+    epoch        INTEGER NOT NULL,
+    watermark    INTEGER NOT NULL,
+    committed_at INTEGER NOT NULL
+);
+PRAGMA user_version = 1;
+";
+
+/// What an older job wrote: a window, one list, three dead letters (ids 5, 6, 7), a commit.
+const V1_ROWS: &str = "
+INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 60000, 10, 0);
+INSERT INTO topk_instances VALUES ('hotlist', '1m', 0, 60000, 2, 'final', 1, 60001, 1700000000000, 1);
+INSERT INTO topk VALUES ('hotlist', '1m', 0, 60000, 1, 'a', 3, 2, 1, 'final', 1700000000000);
+INSERT INTO dead_letters VALUES (5, 'hotlist', 'file:a.jsonl', 0, 1, 'bad', 'not a JSON object', x'5b5d', 1, 1);
+INSERT INTO dead_letters VALUES (6, 'hotlist', 'file:a.jsonl', 0, 2, 'late', 'late for window(s) 1m', x'7b7d', 1, 1);
+INSERT INTO dead_letters VALUES (7, 'hotlist', 'file:a.jsonl', 0, 3, 'sealed', 'window already sealed', x'', 2, 2);
+INSERT INTO hotlist_commits VALUES ('hotlist', 2, 60001, 1700000000000);
+";
+
+/// The tables of schema version 2, verbatim.
+const V2_DDL: &str = "
+CREATE TABLE IF NOT EXISTS topk (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    rank         INTEGER NOT NULL CHECK (rank >= 1),
+    item_id      TEXT    NOT NULL,
+    count        INTEGER NOT NULL CHECK (count >= 0),
+    revision     INTEGER NOT NULL,
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        INTEGER NOT NULL,
+    PRIMARY KEY (job, window_name, window_start, rank)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    revision     INTEGER NOT NULL,
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    item_count   INTEGER NOT NULL CHECK (item_count >= 0),
+    PRIMARY KEY (job, window_name, window_start)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hotlist_windows (
+    job      TEXT    NOT NULL,
+    name     TEXT    NOT NULL,
+    size_ms  INTEGER NOT NULL,
+    slide_ms INTEGER NOT NULL,
+    k        INTEGER NOT NULL,
+    ord      INTEGER NOT NULL,
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE IF NOT EXISTS hotlist_commits (
+    job          TEXT    NOT NULL PRIMARY KEY,
+    epoch        INTEGER NOT NULL,
+    watermark    INTEGER NOT NULL,
+    committed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hotlist_jobs (
+    job        TEXT    NOT NULL PRIMARY KEY,
+    generation INTEGER NOT NULL CHECK (generation >= 1),
+    owner      TEXT    NOT NULL,
+    claimed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id          INTEGER PRIMARY KEY,
+    job         TEXT    NOT NULL,
+    source      TEXT    NOT NULL,
+    partition   INTEGER NOT NULL,
+    position    INTEGER NOT NULL,
+    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
+    detail      TEXT    NOT NULL,
+    raw         BLOB    NOT NULL,
+    epoch       INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+PRAGMA user_version = 2;
+";
+
+/// What the previous release wrote: a window, one list of two items, a commit.
+const V2_ROWS: &str = "
+INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 60000, 10, 0);
+INSERT INTO topk_instances VALUES ('hotlist', '1m', 0, 60000, 2, 'final', 1, 60001, 1700000000000, 2);
+INSERT INTO topk VALUES ('hotlist', '1m', 0, 60000, 1, 'a', 3, 2, 1, 'final', 1700000000000);
+INSERT INTO topk VALUES ('hotlist', '1m', 0, 60000, 2, 'b', 1, 2, 1, 'final', 1700000000000);
+INSERT INTO hotlist_commits VALUES ('hotlist', 2, 60001, 1700000000000);
+";
+
+/// The version-4 tables that version 5 changed, verbatim.
+const V4_TABLES: &str = "
+CREATE TABLE topk (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    rank         INTEGER NOT NULL CHECK (rank >= 1),
+    item_id      TEXT    NOT NULL,
+    count        INTEGER NOT NULL CHECK (count >= 0),
+    revision     INTEGER NOT NULL,
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        INTEGER NOT NULL,
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
+    PRIMARY KEY (job, window_name, window_start, rank)
+) WITHOUT ROWID;
+CREATE TABLE topk_instances (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    revision     INTEGER NOT NULL,
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    item_count   INTEGER NOT NULL CHECK (item_count >= 0),
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
+    sketch_found           INTEGER CHECK (sketch_found >= 0),
+    sketch_of              INTEGER CHECK (sketch_of >= sketch_found),
+    sketch_max_overcount   INTEGER CHECK (sketch_max_overcount >= 0),
+    sketch_total_overcount INTEGER
+        CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
+               AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
+               AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
+    PRIMARY KEY (job, window_name, window_start)
+) WITHOUT ROWID;
+CREATE TABLE hotlist_windows (
+    job      TEXT    NOT NULL,
+    name     TEXT    NOT NULL,
+    size_ms  INTEGER NOT NULL,
+    slide_ms INTEGER NOT NULL,
+    k        INTEGER NOT NULL,
+    ord      INTEGER NOT NULL,
+    PRIMARY KEY (job, name)
+);
+";
+
+/// The version-5 `topk_instances`, the one table version 6 changed, verbatim.
+const V5_TOPK_INSTANCES: &str = "
+CREATE TABLE IF NOT EXISTS topk_instances (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    group_key    TEXT    NOT NULL DEFAULT '',
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    revision     INTEGER NOT NULL,
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    item_count   INTEGER NOT NULL CHECK (item_count >= 0),
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
+    sketch_found           INTEGER CHECK (sketch_found >= 0),
+    sketch_of              INTEGER CHECK (sketch_of >= sketch_found),
+    sketch_max_overcount   INTEGER CHECK (sketch_max_overcount >= 0),
+    sketch_total_overcount INTEGER
+        CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
+               AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
+               AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
+    PRIMARY KEY (job, window_name, group_key, window_start)
+) WITHOUT ROWID;
+";
+
+/// A version-1 database at `dir/v1.db` holding [`V1_ROWS`].
+pub(super) fn v1_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v1.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(V1_DDL).unwrap();
+    conn.execute_batch(V1_ROWS).unwrap();
+    // the version-1 constraint is really there: the new reasons need the migration
+    let future = "INSERT INTO dead_letters VALUES (8, 'hotlist', 's', 0, 4, 'future', 'd', x'', 3, 3)";
+    assert!(conn.execute_batch(future).is_err());
+    path
+}
+
+/// A version-2 database at `dir/v2.db` holding [`V2_ROWS`].
+pub(super) fn v2_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v2.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(V2_DDL).unwrap();
+    conn.execute_batch(V2_ROWS).unwrap();
+    path
+}
+
+/// A version-3 database at `dir/v3.db` holding one list.
+pub(super) fn v3_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v3.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    assert!(w.commit(&batch(1, vec![list(0, 1, 2)])).unwrap());
+    drop(w);
+    downgrade_to_v4(&path, 4);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE hot_keys; DROP TABLE hot_key_windows; PRAGMA user_version = 3;")
+        .unwrap();
+    path
+}
+
+/// A version-4 database at `dir/v4.db` holding the two windows and two lists (at 0 and
+/// 60 000).
+pub(super) fn v4_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v4.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    w.prepare(JOB, &windows()).unwrap();
+    assert!(w.commit(&batch(1, vec![list(0, 1, 2), list(60_000, 1, 3)])).unwrap());
+    drop(w);
+    downgrade_to_v4(&path, 4);
+    path
+}
+
+/// The approximate list at 60 000 a version-5 database holds.
+pub(super) fn v5_sketched() -> PublishedList {
+    approximate(list(60_000, 1, 3), 37, Some(sketch_check(2, 3)))
+}
+
+/// A version-5 database at `dir/v5.db` holding the two windows, an exact list at 0 and
+/// [`v5_sketched`].
+pub(super) fn v5_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v5.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    w.prepare(JOB, &windows()).unwrap();
+    assert!(w.commit(&batch(1, vec![list(0, 3, 2), v5_sketched()])).unwrap());
+    drop(w);
+    downgrade_to_v5(&path, 5);
+    path
+}
+
+/// Turns the database at `path` (this build's version) into a version-4 one (through version 5:
+/// its certificates dropped; keeping its global lists and windows) stamped `version`.
+pub(super) fn downgrade_to_v4(path: &Path, version: i64) {
+    downgrade_to_v5(path, 5);
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "ALTER TABLE topk RENAME TO topk_v5; ALTER TABLE topk_instances RENAME TO topk_instances_v5;
+         ALTER TABLE hotlist_windows RENAME TO hotlist_windows_v5; {V4_TABLES}
+         INSERT INTO topk SELECT job, window_name, window_start, window_end, rank, item_id, count, revision,
+             final, state, as_of, exact, error_bound FROM topk_v5 WHERE group_key = '';
+         INSERT INTO topk_instances SELECT job, window_name, window_start, window_end, revision, state, final,
+             watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount,
+             sketch_total_overcount FROM topk_instances_v5 WHERE group_key = '';
+         INSERT INTO hotlist_windows SELECT job, name, size_ms, slide_ms, k, ord FROM hotlist_windows_v5;
+         DROP TABLE topk_v5; DROP TABLE topk_instances_v5; DROP TABLE hotlist_windows_v5;
+         PRAGMA user_version = {version};"
+    ))
+    .unwrap();
+}
+
+/// Turns the database at `path` (this build's version) into a version-5 one stamped
+/// `version`: `topk_instances` as version 5 created it, every header kept without its
+/// certificate.
+pub(super) fn downgrade_to_v5(path: &Path, version: i64) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "ALTER TABLE topk_instances RENAME TO topk_instances_v6; {V5_TOPK_INSTANCES}
+         INSERT INTO topk_instances SELECT job, window_name, group_key, window_start, window_end, revision, state,
+             final, watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount,
+             sketch_total_overcount FROM topk_instances_v6;
+         DROP TABLE topk_instances_v6;
+         PRAGMA user_version = {version};"
+    ))
+    .unwrap();
+}
