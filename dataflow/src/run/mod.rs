@@ -27,8 +27,9 @@ pub use summary::{summary_text, RunSummary};
 
 use crate::config::{JobPlan, RedisTarget, SinkPlan, SourcePlan};
 use crate::connect_watchdog;
-use crate::graph::{self, sink::SinkHandoff, RunCtx};
+use crate::graph::{self, sink::SinkHandoff};
 use crate::peer_loss;
+use crate::run_ctx::RunCtx;
 use crate::source::discovery::PartitionWatch;
 use crate::source::kafka;
 use crate::source::open_partitions;

@@ -6,7 +6,7 @@
 use super::state::{EpochEnd, SourceState};
 use super::{Reader, SourceStreams};
 use crate::config::JobPlan;
-use crate::graph::RunCtx;
+use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
 use hotlist_operators::group::{GroupNote, GroupNoter};
 use hotlist_operators::hot_keys::Sampler;
@@ -46,7 +46,7 @@ pub fn source<'scope>(
     let sampler = plan.hot_keys.map(|h| Sampler::new(h.sample));
     // with per-group windows: the groups the events count in, for every worker's counter
     // (`group::admission`), sent with the control records of the events' epoch
-    let mut noter = GroupNoter::new(&plan.windows, plan.time.allowed_lateness);
+    let mut noter = GroupNoter::new(&plan.window_specs(), plan.time.allowed_lateness);
     let mut notes: Vec<GroupNote> = Vec::new();
     let mut picked: Vec<TimedEvent> = Vec::new();
     let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);

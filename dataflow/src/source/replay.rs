@@ -31,6 +31,7 @@ pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool) -> Result<(Vec
     let window = plan
         .windows
         .iter()
+        .map(|w| &w.spec)
         .find(|w| w.name == job.window)
         .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
     let mut threshold = job.threshold.max(1);
@@ -78,7 +79,7 @@ fn read_range(
     }
     let mut clock = PartitionClock::with_max(plan.time.max_out_of_orderness, r.max_ts);
     let rules = Rules {
-        judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+        judge: LatenessJudge::new(plan.window_specs(), plan.time.allowed_lateness),
         max_future: plan.time.max_future,
         max_record_bytes: plan.max_record_bytes,
         // wall-clock `future` verdicts are not re-derived: the source noted them (`skips`)

@@ -9,7 +9,7 @@ use super::discovery::Growth;
 use super::replay_notes::{PartitionMarks, ReplayNoter};
 use super::{ReadStatus, Reader};
 use crate::config::{JobPlan, SourcePlan};
-use crate::graph::RunCtx;
+use crate::run_ctx::RunCtx;
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{Control, PartitionId, PartitionStatus};
@@ -94,9 +94,9 @@ impl Partition {
 
 /// The job's `exact_at_seal` windows.
 fn replay_windows(plan: &JobPlan) -> Vec<(WindowId, WindowSpec)> {
-    (plan.windows.iter().zip(&plan.counting).enumerate())
-        .filter(|(_, (_, c))| c.exact_at_seal())
-        .map(|(i, (w, _))| (WindowId(i as u16), w.clone()))
+    (plan.windows.iter().enumerate())
+        .filter(|(_, w)| w.counting.exact_at_seal())
+        .map(|(i, w)| (WindowId(i as u16), w.spec.clone()))
         .collect()
 }
 
@@ -161,7 +161,7 @@ impl SourceState {
         let mut state = SourceState {
             partitions: Vec::new(),
             rules: Rules {
-                judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+                judge: LatenessJudge::new(plan.window_specs(), plan.time.allowed_lateness),
                 max_future: plan.time.max_future,
                 max_record_bytes: plan.max_record_bytes,
                 wall: Millis::now(),
