@@ -20,7 +20,7 @@ pub struct RunCtx {
     /// The first fatal error of any operator (the run fails with it; nothing more commits).
     pub fatal: Arc<Mutex<Option<String>>>,
     /// A live Kafka run: the topic's partition count as last seen, for the sources to open
-    /// partitions added while the job runs (`source::discovery`).
+    /// partitions added while the job runs (`source::kafka::discovery`).
     pub partition_count: Option<Arc<std::sync::atomic::AtomicU32>>,
     /// Whether this process writes the sink (and so the checkpoints' manifests and retention).
     pub writes_sink: bool,

@@ -5,9 +5,9 @@
 //! (`source::operator`) only moves what the methods produce to the outputs.
 
 use super::accept::{accept, Batch, Place, Rules, Tally};
-use super::discovery::Growth;
+use super::kafka::discovery::Growth;
 use super::replay_notes::{PartitionMarks, ReplayNoter};
-use super::{ReadStatus, Reader};
+use super::{PartitionReader, ReadStatus, Reader};
 use crate::config::{JobPlan, SourcePlan};
 use crate::run_ctx::RunCtx;
 use crate::stats::{JobStats, PartitionStats};
@@ -398,15 +398,14 @@ impl Partition {
     /// lag and any data loss it accepted go to its stats; a data loss it did not accept fails
     /// the run.
     fn after_kafka_read(&mut self, ctx: &RunCtx) {
-        let Reader::Kafka(k) = &mut self.reader else { return };
-        self.position = k.position();
-        if let Some(lag) = k.lag() {
+        let Some(after) = self.reader.after_read() else { return };
+        self.position = after.position;
+        if let Some(lag) = after.lag {
             self.stats.lag.store(lag as i64, Relaxed);
         }
-        let lost = k.take_lost();
-        self.stats.data_loss.fetch_add(lost.gaps, Relaxed);
-        self.stats.data_loss_messages.fetch_add(lost.messages, Relaxed);
-        if let Some(line) = k.take_failure() {
+        self.stats.data_loss.fetch_add(after.lost.gaps, Relaxed);
+        self.stats.data_loss_messages.fetch_add(after.lost.messages, Relaxed);
+        if let Some(line) = after.failure {
             ctx.fail(line);
         }
     }
