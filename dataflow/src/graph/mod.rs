@@ -15,7 +15,8 @@
 //! `WindowCount` picks the same `max_groups` groups per instance (`group::admission`).
 //!
 //! `WindowCount`, `MergeLists` and `HotKeys` are epoch operators: each implements
-//! [`lifecycle::EpochOperator`] (restore, apply an epoch, snapshot, report) and runs under one
+//! [`lifecycle::EpochOperator`] (the watermark it resumes at, apply an epoch with its control
+//! frame, snapshot, report; each builds its own state, fresh or restored) and runs under one
 //! [`lifecycle::EpochDriver`] (stash by epoch, the control frame, the global watermark, the
 //! checkpoint decision).
 
