@@ -3,7 +3,7 @@
 //! windows, tiny K with ties) and for 1, 2 and 4 workers, with epochs forced small so windows
 //! close, get corrected and seal mid-stream.
 
-use hotlist_dataflow::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
+use hotlist_dataflow::config::{JobPlan, SinkPlan, SourcePlan, TimePlan, WindowPlan};
 use hotlist_dataflow::run::{run, Progress};
 use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
 use hotlist_operators::message::PublishedList;
@@ -125,8 +125,7 @@ fn run_windows(
         source: SourcePlan::Files(paths),
         max_record_bytes: hotlist_dataflow::config::DEFAULT_MAX_RECORD_BYTES,
         input,
-        windows,
-        counting,
+        windows: WindowPlan::zip(windows, counting),
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(c.ooo),
             allowed_lateness: Span::from_millis(c.lateness),

@@ -12,7 +12,7 @@
 //! (item, pane) counter (the counter's own accounting of its heap, and the RSS growth divided
 //! by the counters, which also charges allocator slack and the id strings).
 
-use crate::config::{JobPlan, SinkPlan, SourcePlan, TimePlan};
+use crate::config::{JobPlan, SinkPlan, SourcePlan, TimePlan, WindowPlan};
 use crate::generator::GeneratorSpec;
 use crate::run::{run_with_stats, Progress};
 use crate::stats::JobStats;
@@ -184,8 +184,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         source,
         max_record_bytes: crate::config::DEFAULT_MAX_RECORD_BYTES,
         input: crate::config::InputFormat::default(),
-        counting: vec![counting(args); windows.len()],
-        windows,
+        windows: WindowPlan::zip(windows, vec![counting(args); args.windows.0.len()]),
         time: TimePlan {
             max_out_of_orderness: Span::from_millis(5_000),
             allowed_lateness: Span::from_millis(60_000),
@@ -252,7 +251,7 @@ fn report_checkpoints(plan: &JobPlan, dir: &std::path::Path, stats: &JobStats) -
     )?;
     let loaded = started.elapsed();
     let counter = hotlist_operators::counter::WindowedCounter::restore(
-        plan.windows.clone(),
+        plan.window_specs(),
         plan.time.allowed_lateness,
         0,
         1,

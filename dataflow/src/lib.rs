@@ -6,6 +6,7 @@
 //! - [`generator`]: the deterministic event generator (spec, alias table, record streams);
 //! - [`source`]: the source operator and its partition readers (files, stdin, generator, Kafka);
 //! - [`graph`]: the dataflow (window count, merge, sink hand-off) and what operators share;
+//! - [`run_ctx`]: what a run shares with the source and the graph's operators ([`run_ctx::RunCtx`]);
 //! - [`checkpoint`]: checkpoints on disk (layout, atomic writes, manifests, restore with
 //!   validation and fallback, retention, the job directory's lock);
 //! - [`run`]: running a job: who owns it and where it resumes, workers, the sink writer thread,
@@ -32,6 +33,7 @@ pub mod peer_loss;
 pub mod produce;
 pub mod query;
 pub mod run;
+pub mod run_ctx;
 pub mod serve;
 pub mod source;
 pub mod stats;

@@ -161,7 +161,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 eprintln!("metrics on http://{bound}/metrics");
             }
             let summary = run::run_with_stats(&plan, progress, shutdown, stats.clone())?;
-            let names: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
+            let names: Vec<String> = plan.windows.iter().map(|w| w.spec.name.clone()).collect();
             print!("{}", run::render_lists(&stats, &names, 10));
             print!("\n{}", run::summary_text(&plan, &summary));
             Ok(())

@@ -248,7 +248,7 @@ pub struct PartitionState {
     pub position: u64,
     /// Largest event time seen (`Millis::MIN`: none), also when finished. `Millis::MAX` only in
     /// checkpoints of older versions, which stored it for finished partitions: their real
-    /// clock is unknown (see `dataflow/src/source/resume.rs`).
+    /// clock is unknown (see `dataflow/src/source/kafka/resume.rs`).
     pub max_ts: Millis,
     /// Status at the snapshot.
     pub status: PartitionStatus,

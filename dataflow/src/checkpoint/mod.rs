@@ -89,8 +89,8 @@ impl JobLayout {
     /// The layout of a planned job.
     pub fn of(plan: &JobPlan) -> JobLayout {
         JobLayout {
-            windows: plan.windows.clone(),
-            counting: plan.counting.iter().map(describe_counting).collect(),
+            windows: plan.window_specs(),
+            counting: plan.windows.iter().map(|w| describe_counting(&w.counting)).collect(),
             allowed_lateness: plan.time.allowed_lateness,
         }
     }

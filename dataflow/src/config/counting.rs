@@ -118,7 +118,7 @@ mod tests {
     fn windows(window: &str) -> anyhow::Result<Vec<Counting>> {
         let toml =
             format!("[source]\nkind = \"generator\"\n[[window]]\nname = \"1d\"\nsize = \"1d\"\nk = 10\n{window}");
-        parse(&toml, &Overrides::default()).map(|p| p.counting)
+        parse(&toml, &Overrides::default()).map(|p| p.countings())
     }
 
     fn err(window: &str) -> String {

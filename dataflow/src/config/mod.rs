@@ -22,7 +22,7 @@ pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
 pub use format::{DimsAt, InputFormat};
 pub use plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
-    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+    WindowPlan, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 pub use validate::check_against_clock;
 

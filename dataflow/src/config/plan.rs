@@ -29,10 +29,8 @@ pub struct JobPlan {
     pub max_record_bytes: usize,
     /// `[source.format]`: where the fields are, the parser's format, whether a user is required.
     pub input: super::format::InputFormat,
-    /// Windows, in configured order.
-    pub windows: Vec<WindowSpec>,
-    /// How each window counts (same order as `windows`).
-    pub counting: Vec<Counting>,
+    /// Windows, in configured order (a window's id is its index here).
+    pub windows: Vec<WindowPlan>,
     /// Event-time settings.
     pub time: TimePlan,
     /// Output.
@@ -81,6 +79,42 @@ impl JobPlan {
     /// Workers over all processes.
     pub fn total_workers(&self) -> usize {
         self.workers * self.cluster.as_ref().map_or(1, |c| c.addresses.len())
+    }
+
+    /// Every window's spec, in configured order (what the counters, the merger and the stores
+    /// take).
+    pub fn window_specs(&self) -> Vec<WindowSpec> {
+        self.windows.iter().map(|w| w.spec.clone()).collect()
+    }
+
+    /// Every window's counting, in configured order.
+    pub fn countings(&self) -> Vec<Counting> {
+        self.windows.iter().map(|w| w.counting).collect()
+    }
+
+    /// Whether some window has `exact_at_seal` (worker 0 replays its sealed instances).
+    pub fn any_exact_at_seal(&self) -> bool {
+        self.windows.iter().any(|w| w.counting.exact_at_seal())
+    }
+}
+
+/// One configured window: what it counts (`[[window]]`: size, slide, key, `k`) and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowPlan {
+    /// Its name, size, slide, key and `k`.
+    pub spec: WindowSpec,
+    /// How it counts (`mode` and the sketch settings).
+    pub counting: Counting,
+}
+
+impl WindowPlan {
+    /// Pairs each window with its counting (both in configured order).
+    pub fn zip(specs: Vec<WindowSpec>, counting: Vec<Counting>) -> Vec<WindowPlan> {
+        specs
+            .into_iter()
+            .zip(counting)
+            .map(|(spec, counting)| WindowPlan { spec, counting })
+            .collect()
     }
 }
 

@@ -407,13 +407,13 @@ fn per_group_and_distinct_user_windows() {
         &[],
     )
     .unwrap();
-    let key = &p.windows[0].key;
+    let key = &p.windows[0].spec.key;
     assert_eq!(key.by, ["country", "device"]);
     assert_eq!((key.max_groups, key.distinct_users), (50, true));
     let p = plan(&w(""), &[]).unwrap();
-    assert!(p.windows[0].key.is_plain());
+    assert!(p.windows[0].spec.key.is_plain());
     assert_eq!(
-        p.windows[0].key.max_groups,
+        p.windows[0].spec.key.max_groups,
         hotlist_operators::group::DEFAULT_MAX_GROUPS
     );
     let cases: &[(&str, &str)] = &[

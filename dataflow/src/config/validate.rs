@@ -6,7 +6,7 @@
 
 use super::plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
-    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+    WindowPlan, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawS3, RawSink,
@@ -87,8 +87,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         source,
         max_record_bytes,
         input,
-        windows,
-        counting,
+        windows: WindowPlan::zip(windows, counting),
         time,
         sink,
         fanout,

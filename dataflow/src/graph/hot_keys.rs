@@ -10,20 +10,21 @@
 //! before it lets the epoch go, so the sink commits a checkpoint only with its detector state
 //! on disk. The closed windows go to the sink with the dead letters (`SinkInput::Hot`).
 
-use super::epoch_stash::{Epoch, EpochStash};
-use super::RunCtx;
+use super::lifecycle::{Applied, ControlFrame, EpochDriver, EpochOperator};
 use crate::checkpoint;
+use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
 use hotlist_operators::hot_keys::{Added, HotKeyDetector, HotKeySpec, HotState, HotWindow};
 use hotlist_operators::message::Control;
 use hotlist_operators::record::TimedEvent;
 use hotlist_operators::snapshot::SnapshotError;
 use hotlist_operators::time::{Millis, Span};
-use hotlist_operators::watermark::GlobalWatermark;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 /// The checkpoint file of the detector.
@@ -47,20 +48,19 @@ pub fn hot_keys<'scope>(
         Pipeline,
         "HotKeys",
         move |_cap, _info| {
-            let mut state = if leader {
-                HotKeysState::new(spec, allowed_lateness, stats, ctx)
+            let state = if leader {
+                HotKeysState::new(spec, allowed_lateness, stats, ctx.clone())
             } else {
                 None
             };
-            let mut stash: EpochStash<TimedEvent, Control> = EpochStash::new(&[0]);
+            let mut driver = EpochDriver::new(state, &[0], ctx);
             move |(in_events, f1), (in_control, f2), output| {
-                in_events.for_each_stamp(|cap, data| stash.first(&cap, data));
-                in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
-                while let Some((t, epoch)) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t)) {
-                    let Epoch { caps, first, second } = epoch;
-                    let Some(state) = state.as_mut() else { continue };
-                    let mut reports = state.apply_epoch(t, first, second);
-                    if !reports.is_empty() {
+                in_events.for_each_stamp(|cap, data| driver.records(&cap, data));
+                in_control.for_each_stamp(|cap, data| driver.controls(&cap, data));
+                while let Some(Applied { caps, output: reports }) =
+                    driver.step(|t| f1.less_equal(t) || f2.less_equal(t))
+                {
+                    if let Some(mut reports) = reports.filter(|r| !r.is_empty()) {
                         output.session(&caps[0]).give_container(&mut reports);
                     }
                 }
@@ -72,7 +72,6 @@ pub fn hot_keys<'scope>(
 /// Worker 0's detector and the global watermark it closes windows by.
 struct HotKeysState {
     detector: HotKeyDetector,
-    global: GlobalWatermark,
     stats: Arc<JobStats>,
     ctx: RunCtx,
 }
@@ -112,59 +111,10 @@ impl HotKeysState {
                 return None;
             }
         };
-        let mut global = GlobalWatermark::new();
-        if let Some(r) = &ctx.restore {
-            global.restore(r.counters.iter().map(|c| c.watermark).max().unwrap_or(Millis::MIN));
-        }
-        Some(HotKeysState {
-            detector,
-            global,
-            stats,
-            ctx,
-        })
+        Some(HotKeysState { detector, stats, ctx })
     }
 
-    /// Applies epoch `t`: counts its sampled events (in partition, position order: the
-    /// candidates depend on order), reads its control records, closes the windows the global
-    /// watermark passed, and checkpoints if `t` is a checkpoint.
-    fn apply_epoch(&mut self, t: u64, mut events: Vec<TimedEvent>, controls: Vec<Control>) -> Vec<HotWindow> {
-        events.sort_unstable_by_key(|e| (e.partition, e.position));
-        let mut dropped = 0u64;
-        for e in &events {
-            if self.detector.add(&e.item, e.hash, e.ts, e.wm_before) != Added::Counted {
-                dropped += 1;
-            }
-        }
-        let requested = controls.contains(&Control::Checkpoint);
-        for c in controls {
-            if let Control::Partition {
-                partition,
-                watermark,
-                status,
-                ..
-            } = c
-            {
-                self.global.update(partition, watermark, status);
-            }
-        }
-        let wm = self.global.advance();
-        let reports = self.detector.advance(wm, Millis::now());
-        if self.ctx.is_checkpoint(t, wm, requested) {
-            self.snapshot(t);
-        }
-        self.report(events.len() as u64, dropped, &reports);
-        reports
-    }
-
-    /// Writes `hotkeys.snap` of checkpoint `t`; a failed write fails the run.
-    fn snapshot(&self, t: u64) {
-        let Some(dir) = self.ctx.checkpoint_dir(t) else { return };
-        if let Err(e) = checkpoint::write_snapshot(&dir, HOT_KEYS_FILE, &self.detector.snapshot()) {
-            self.ctx.fail(format!("checkpoint write failed: {e:#}"));
-        }
-    }
-
-    fn report(&self, sampled: u64, dropped: u64, reports: &[HotWindow]) {
+    fn report_windows(&self, sampled: u64, dropped: u64, reports: &[HotWindow]) {
         let h = &self.stats.hot_keys;
         h.sampled.fetch_add(sampled, Relaxed);
         h.dropped.fetch_add(dropped, Relaxed);
@@ -174,6 +124,34 @@ impl HotKeysState {
             let hot = last.keys.iter().filter(|k| k.state == HotState::Hot).count() as u64;
             h.hot.store(hot, Relaxed);
             h.cooling.store(last.keys.len() as u64 - hot, Relaxed);
+        }
+    }
+}
+
+impl EpochOperator for HotKeysState {
+    type Record = TimedEvent;
+    /// The reports of the hot-key windows the epoch closed.
+    type Output = Vec<HotWindow>;
+
+    /// Counts the epoch's sampled events (in partition, position order: the candidates depend
+    /// on order) and closes the windows its global watermark passed.
+    fn apply(&mut self, _: u64, mut events: Vec<TimedEvent>, frame: &ControlFrame) -> Vec<HotWindow> {
+        events.sort_unstable_by_key(|e| (e.partition, e.position));
+        let mut dropped = 0u64;
+        for e in &events {
+            if self.detector.add(&e.item, e.hash, e.ts, e.wm_before) != Added::Counted {
+                dropped += 1;
+            }
+        }
+        let reports = self.detector.advance(frame.watermark, Millis::now());
+        self.report_windows(events.len() as u64, dropped, &reports);
+        reports
+    }
+
+    /// Writes `hotkeys.snap` of the checkpoint; a failed write fails the run.
+    fn snapshot(&mut self, _: u64, dir: PathBuf, _: &ControlFrame, _: &Capability<u64>) {
+        if let Err(e) = checkpoint::write_snapshot(&dir, HOT_KEYS_FILE, &self.detector.snapshot()) {
+            self.ctx.fail(format!("checkpoint write failed: {e:#}"));
         }
     }
 }

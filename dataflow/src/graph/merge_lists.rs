@@ -4,13 +4,12 @@
 //! it computes the same global watermark the counters computed for that epoch and lets
 //! `hotlist_operators::merge::ListMerger` decide what to publish.
 
-use super::epoch_stash::{Epoch, EpochStash};
+use super::lifecycle::{Applied, ControlFrame, EpochDriver, EpochOperator};
 use super::replays::Replays;
-use super::RunCtx;
 use crate::checkpoint;
-use crate::config::{JobPlan, TimePlan};
+use crate::config::JobPlan;
+use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
-use hotlist_operators::counting::Counting;
 use hotlist_operators::merge::ListMerger;
 use hotlist_operators::message::{Control, LocalList, PublishedList};
 use hotlist_operators::record::ListState;
@@ -18,15 +17,16 @@ use hotlist_operators::record::PartitionId;
 use hotlist_operators::snapshot::{PartitionState, SourceSnapshot};
 use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::GlobalWatermark;
-use hotlist_operators::window::WindowSpec;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 /// Merges local lists into published revisions on worker 0. `checkpoints` receives the
@@ -40,10 +40,9 @@ pub fn merge_lists<'scope>(
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
 ) -> Stream<'scope, u64, Vec<PublishedList>> {
     let leader = lists.scope().index() == 0;
-    let windows = (plan.windows.clone(), plan.counting.clone());
-    let time = plan.time;
+    let mut state = MergeState::new(plan, leader, stats, ctx.clone(), checkpoints);
     // `exact_at_seal` windows: worker 0 replays their sealed instances
-    let replay_plan = (leader && plan.counting.iter().any(|c| c.exact_at_seal())).then(|| Arc::new(plan.clone()));
+    let replay_plan = (leader && plan.any_exact_at_seal()).then(|| Arc::new(plan.clone()));
     let scope = lists.scope();
     lists.binary_frontier(
         control,
@@ -52,33 +51,31 @@ pub fn merge_lists<'scope>(
         "MergeLists",
         move |cap, info| {
             let activator = scope.activator_for(info.address);
-            let mut state = MergeState::new(windows, time, leader, stats, ctx, checkpoints);
             state.replays = replay_plan.map(|p| {
                 let restored = state.ctx.restore.as_ref().and_then(|r| r.replay.clone());
                 Replays::start(p, restored)
             });
             // held while replays are pending, at the earliest epoch still to come: their exact
             // revisions go out at it
-            let mut held = state.replays.as_ref().is_some_and(Replays::busy).then_some(cap);
-            let mut stash: EpochStash<LocalList, Control> = EpochStash::new(&[0]);
+            let mut held = state.is_replaying().then_some(cap);
+            let mut driver = EpochDriver::new(Some(state), &[0], ctx);
             move |(in_lists, f1), (in_control, f2), output| {
-                in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
-                in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
+                in_lists.for_each_stamp(|cap, data| driver.records(&cap, data));
+                in_control.for_each_stamp(|cap, data| driver.controls(&cap, data));
                 // apply every epoch the frontiers have passed, in order
-                while let Some((t, epoch)) = stash.pop_complete(|t| f1.less_equal(t) || f2.less_equal(t)) {
-                    let Epoch {
-                        caps,
-                        first: lists,
-                        second: controls,
-                    } = epoch;
-                    let mut published = state.apply_epoch(t, lists, controls);
-                    if !published.is_empty() {
+                while let Some(Applied {
+                    caps,
+                    output: published,
+                }) = driver.step(|t| f1.less_equal(t) || f2.less_equal(t))
+                {
+                    if let Some(mut published) = published.filter(|p| !p.is_empty()) {
                         output.session(&caps[0]).give_container(&mut published);
                     }
-                    if held.is_none() && state.replays.as_ref().is_some_and(Replays::busy) {
+                    if held.is_none() && driver.operator().is_some_and(|s| s.is_replaying()) {
                         held = Some(caps[0].clone());
                     }
                 }
+                let Some(state) = driver.operator() else { return };
                 let Some(h) = held.as_mut() else { return };
                 let frontier = f1.frontier().iter().chain(f2.frontier().iter()).min().copied();
                 if let Some(f) = frontier.filter(|f| h.time() < f) {
@@ -88,7 +85,7 @@ pub fn merge_lists<'scope>(
                 if !exact.is_empty() {
                     output.session(h).give_container(&mut exact);
                 }
-                if state.replays.as_ref().is_some_and(Replays::busy) {
+                if state.is_replaying() {
                     activator.activate_after(Duration::from_millis(5));
                 } else {
                     held = None;
@@ -103,8 +100,6 @@ struct MergeState {
     /// Worker 0: the one that merges, checkpoints and reports.
     leader: bool,
     merger: ListMerger,
-    /// The same global watermark the counters compute, from the same control records.
-    global: GlobalWatermark,
     /// Each partition's last control record: the sources' state for checkpoints.
     partitions: BTreeMap<PartitionId, PartitionState>,
     stats: Arc<JobStats>,
@@ -119,13 +114,13 @@ impl MergeState {
     /// A fresh merger, or worker 0's restored from `ctx.restore` (a merger that cannot be
     /// restored fails the run, and merging starts empty until it stops).
     fn new(
-        (windows, counting): (Vec<WindowSpec>, Vec<Counting>),
-        time: TimePlan,
+        plan: &JobPlan,
         leader: bool,
         stats: Arc<JobStats>,
         ctx: RunCtx,
         checkpoints: Rc<RefCell<BTreeSet<u64>>>,
     ) -> MergeState {
+        let (windows, time) = (plan.window_specs(), plan.time);
         let merger = match &ctx.restore {
             Some(r) if leader => ListMerger::try_restore(windows.clone(), time.allowed_lateness, &r.merger)
                 .unwrap_or_else(|e| {
@@ -134,15 +129,10 @@ impl MergeState {
                 }),
             _ => ListMerger::new(windows, time.allowed_lateness),
         }
-        .with_counting(&counting);
-        let mut global = GlobalWatermark::new();
-        if let Some(r) = &ctx.restore {
-            global.restore(r.counters.iter().map(|c| c.watermark).max().unwrap_or(Millis::MIN));
-        }
+        .with_counting(&plan.countings());
         MergeState {
             leader,
             merger,
-            global,
             partitions: BTreeMap::new(),
             stats,
             ctx,
@@ -151,92 +141,9 @@ impl MergeState {
         }
     }
 
-    /// Applies epoch `t`: receives its lists, reads its control records, and returns what the
-    /// merger publishes at the new global watermark; checkpoints first if `t` is a checkpoint.
-    fn apply_epoch(&mut self, t: u64, lists: Vec<LocalList>, controls: Vec<Control>) -> Vec<PublishedList> {
-        for l in lists {
-            self.merger.receive(l);
-        }
-        let requested = controls.contains(&Control::Checkpoint);
-        self.read_controls(controls);
-        let wm = self.global.advance();
-        let mut published = self.merger.advance(wm, Millis::now());
-        if let Some(r) = self.replays.as_mut() {
-            let positions = self.partitions.iter().map(|(p, s)| (*p, s.position)).collect();
-            r.sealed(self.merger.take_sealed(), &positions);
-            r.forget_before(self.merger.all_sealed_before(wm));
-        }
-        // the end of the input: nothing else runs, the last commit waits for every replay
-        if wm == Millis::MAX {
-            published.extend(self.finished_replays(true));
-        }
-        if self.leader && self.ctx.is_checkpoint(t, wm, requested) {
-            self.snapshot(t);
-            if requested {
-                // stopping: what is pending is in this checkpoint; the next run replays it
-                if let Some(r) = self.replays.as_mut() {
-                    r.stop();
-                }
-            }
-        }
-        if self.leader {
-            self.report(wm, &published);
-        }
-        published
-    }
-
-    /// Feeds each partition's control record to the global watermark and keeps it as the
-    /// partition's state for the next checkpoint.
-    fn read_controls(&mut self, controls: Vec<Control>) {
-        for c in controls {
-            let c = match (c, self.replays.as_mut()) {
-                (Control::Replay(notes), Some(r)) => {
-                    r.note(notes);
-                    continue;
-                }
-                (c, _) => c,
-            };
-            if let Control::Partition {
-                partition,
-                watermark,
-                status,
-                position,
-                max_ts,
-            } = c
-            {
-                self.global.update(partition, watermark, status);
-                // the real clock, also when finished: a Kafka partition may go on in a later run
-                let state = PartitionState {
-                    partition,
-                    position,
-                    max_ts,
-                    status,
-                };
-                self.partitions.insert(partition, state);
-            }
-        }
-    }
-
-    /// Writes `merger.snap` and `sources.snap` of checkpoint `t` and tells the sink it may
-    /// commit it; a failed write fails the run.
-    fn snapshot(&mut self, t: u64) {
-        let Some(dir) = self.ctx.checkpoint_dir(t) else { return };
-        let sources = SourceSnapshot {
-            partitions: self.partitions.values().cloned().collect(),
-        };
-        let written = checkpoint::write_snapshot(&dir, "merger.snap", &self.merger.snapshot())
-            .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
-            .and_then(|_| match &self.replays {
-                Some(r) => checkpoint::write_snapshot(&dir, "replay.snap", &r.snapshot()),
-                None => Ok(0),
-            })
-            .map(|_| ());
-        match written {
-            Ok(()) => {
-                self.checkpoints.borrow_mut().insert(t);
-            }
-            Err(e) => self.ctx.fail(format!("checkpoint write failed: {e:#}")),
-        }
+    /// Whether replays are pending (worker 0 of a job with `exact_at_seal` windows).
+    fn is_replaying(&self) -> bool {
+        self.replays.as_ref().is_some_and(Replays::busy)
     }
 
     /// The exact revisions of the replays finished since the last call (`wait`: all of them),
@@ -254,10 +161,10 @@ impl MergeState {
     }
 
     /// Reports watermarks, partition statuses and what was published to the shared stats.
-    fn report(&self, wm: Millis, published: &[PublishedList]) {
+    fn report_published(&self, wm: Millis, global: &GlobalWatermark, published: &[PublishedList]) {
         let stats = &self.stats;
         stats.watermark.store(wm.0, Relaxed);
-        for (p, pwm, status) in self.global.partitions() {
+        for (p, pwm, status) in global.partitions() {
             if let Some(ps) = stats.partitions.get_or_add(p.0) {
                 ps.watermark.store(pwm.0, Relaxed);
                 ps.status.store(status as u64, Relaxed);
@@ -275,6 +182,76 @@ impl MergeState {
                 ListState::Final => stats.windows_sealed.fetch_add(1, Relaxed),
                 ListState::Open => 0,
             };
+        }
+    }
+}
+
+impl EpochOperator for MergeState {
+    type Record = LocalList;
+    /// The revisions to publish.
+    type Output = Vec<PublishedList>;
+
+    /// Receives the epoch's lists, keeps each partition's state for the next checkpoint, and
+    /// returns what the merger publishes at the new global watermark (with the replays of the
+    /// instances it sealed started, and at the end of the input every replay's exact revision).
+    fn apply(&mut self, _: u64, lists: Vec<LocalList>, frame: &ControlFrame) -> Vec<PublishedList> {
+        for l in lists {
+            self.merger.receive(l);
+        }
+        if let Some(r) = self.replays.as_mut() {
+            r.note(frame.replays.clone());
+        }
+        // the real clock, also when finished: a Kafka partition may go on in a later run
+        for p in &frame.partitions {
+            self.partitions.insert(p.partition, p.clone());
+        }
+        let wm = frame.watermark;
+        let mut published = self.merger.advance(wm, Millis::now());
+        if let Some(r) = self.replays.as_mut() {
+            let positions = self.partitions.iter().map(|(p, s)| (*p, s.position)).collect();
+            r.sealed(self.merger.take_sealed(), &positions);
+            r.forget_before(self.merger.all_sealed_before(wm));
+        }
+        // the end of the input: nothing else runs, the last commit waits for every replay
+        if wm == Millis::MAX {
+            published.extend(self.finished_replays(true));
+        }
+        published
+    }
+
+    /// Worker 0 writes `merger.snap`, `sources.snap` (and `replay.snap`) of checkpoint `t` and
+    /// tells the sink it may commit it; a failed write fails the run.
+    fn snapshot(&mut self, t: u64, dir: PathBuf, frame: &ControlFrame, _: &Capability<u64>) {
+        if !self.leader {
+            return;
+        }
+        let sources = SourceSnapshot {
+            partitions: self.partitions.values().cloned().collect(),
+        };
+        let written = checkpoint::write_snapshot(&dir, "merger.snap", &self.merger.snapshot())
+            .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
+            .and_then(|_| match &self.replays {
+                Some(r) => checkpoint::write_snapshot(&dir, "replay.snap", &r.snapshot()),
+                None => Ok(0),
+            })
+            .map(|_| ());
+        match written {
+            Ok(()) => {
+                self.checkpoints.borrow_mut().insert(t);
+            }
+            Err(e) => self.ctx.fail(format!("checkpoint write failed: {e:#}")),
+        }
+        if frame.stopping {
+            // stopping: what is pending is in this checkpoint; the next run replays it
+            if let Some(r) = self.replays.as_mut() {
+                r.stop();
+            }
+        }
+    }
+
+    fn report(&mut self, published: &Vec<PublishedList>, frame: &ControlFrame, global: &GlobalWatermark) {
+        if self.leader {
+            self.report_published(frame.watermark, global, published);
         }
     }
 }

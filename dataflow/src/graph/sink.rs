@@ -6,8 +6,8 @@
 //! carries nothing; its frontier (seen by the probe) says which epochs have been handed off.
 
 use super::epoch_stash::{Epoch, EpochStash};
-use super::RunCtx;
 use crate::config::SourcePlan;
+use crate::run_ctx::RunCtx;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::DeadLetter;

@@ -13,21 +13,20 @@
 //! holding the epoch's capability until the files are on disk: counting goes on meanwhile, and
 //! the sink still commits the epoch only after it.
 
-use super::epoch_stash::{Epoch, EpochStash};
-use super::RunCtx;
+use super::lifecycle::{Applied, ControlFrame, EpochDriver, EpochOperator};
 use crate::checkpoint::remote::Remote;
 use crate::checkpoint::PartWritten;
+use crate::config::JobPlan;
+use crate::run_ctx::RunCtx;
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::counter::WindowedCounter;
-use hotlist_operators::counting::Counting;
 use hotlist_operators::hash::key_group;
 use hotlist_operators::message::{Control, LocalList};
 use hotlist_operators::pane_sharing::PaneSharing;
 use hotlist_operators::record::{DeadLetter, DeadReason, PartitionId, TimedEvent};
 use hotlist_operators::sketch_counter::SketchCounter;
-use hotlist_operators::time::Span;
+use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::GlobalWatermark;
-use hotlist_operators::window::WindowSpec;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -43,9 +42,7 @@ use timely::dataflow::Stream;
 pub fn window_count<'scope>(
     events: Stream<'scope, u64, Vec<TimedEvent>>,
     control: Stream<'scope, u64, Vec<Control>>,
-    windows: Vec<WindowSpec>,
-    counting: Vec<Counting>,
-    allowed_lateness: Span,
+    plan: &JobPlan,
     stats: Arc<JobStats>,
     ctx: RunCtx,
 ) -> (
@@ -61,43 +58,43 @@ pub fn window_count<'scope>(
     let (out_dead, dead) = builder.new_output::<Vec<DeadLetter>>();
     let mut out_lists: OutputBuilder<u64, CapacityContainerBuilder<Vec<LocalList>>> = OutputBuilder::from(out_lists);
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
-    let layout = (windows, counting, allowed_lateness);
-    let mut state = WindowCountState::new(layout, scope.index(), scope.peers(), stats, ctx);
+    let state = WindowCountState::new(plan, scope.index(), scope.peers(), stats, ctx.clone());
 
     builder.build(move |_initial_caps| {
-        // epochs hold capabilities for both outputs: [lists, sealed dead letters]
-        let mut stash: EpochStash<Vec<TimedEvent>, Control> = EpochStash::new(&[0, 1]);
+        let mut driver = EpochDriver::new(Some(state), &[LISTS, SEALED], ctx);
         move |frontiers| {
-            state.poll_write();
+            if let Some(state) = driver.operator() {
+                state.poll_write();
+            }
             // stash input under the capabilities of its epoch (events stay in their batches)
             in_events.for_each_stamp(|cap, data| {
-                if let Some(batches) = stash.first_mut(&cap) {
+                if let Some(batches) = driver.records_mut(&cap) {
                     batches.extend(data.map(std::mem::take));
                 }
             });
-            in_control.for_each_stamp(|cap, data| stash.second(&cap, data));
+            in_control.for_each_stamp(|cap, data| driver.controls(&cap, data));
             // apply every epoch the frontier has passed, in order
-            while let Some((t, epoch)) = stash.pop_complete(|t| frontiers.iter().any(|f| f.less_equal(t))) {
-                let Epoch {
-                    caps,
-                    first: events,
-                    second: controls,
-                } = epoch;
-                let (mut lists, mut dead) = state.apply_epoch(t, &events, controls, &caps[0]);
+            while let Some(Applied { caps, output }) = driver.step(|t| frontiers.iter().any(|f| f.less_equal(t))) {
+                let Some((mut lists, mut dead)) = output else { continue };
                 if !lists.is_empty() {
-                    out_lists.activate().session(&caps[0]).give_container(&mut lists);
+                    out_lists.activate().session(&caps[LISTS]).give_container(&mut lists);
                 }
                 if !dead.is_empty() {
-                    out_dead.activate().session(&caps[1]).give_container(&mut dead);
+                    out_dead.activate().session(&caps[SEALED]).give_container(&mut dead);
                 }
             }
-            if state.is_writing() {
+            if driver.operator().is_some_and(|s| s.is_writing()) {
                 activator.activate_after(Duration::from_millis(1)); // look again soon
             }
         }
     });
     (lists, dead)
 }
+
+/// The output port of the local lists (an epoch holds a capability for each port).
+const LISTS: usize = 0;
+/// The output port of the dead letters of events that reached only sealed windows.
+const SEALED: usize = 1;
 
 /// One worker's counting state, and the checkpoint it may be writing.
 struct WindowCountState {
@@ -107,7 +104,6 @@ struct WindowCountState {
     /// Whether the pane counter counts any window (else it is skipped: no interning per event).
     any_exact: bool,
     sketches: SketchCounter,
-    global: GlobalWatermark,
     stats: Arc<JobStats>,
     ctx: RunCtx,
     /// When the state gauges were last reported.
@@ -128,14 +124,10 @@ struct WindowCountState {
 impl WindowCountState {
     /// A fresh counter, or the one restored from `ctx.restore` (a counter that cannot be
     /// restored fails the run, and counting starts empty until it stops).
-    fn new(
-        (windows, counting, allowed_lateness): (Vec<WindowSpec>, Vec<Counting>, Span),
-        worker: usize,
-        peers: usize,
-        stats: Arc<JobStats>,
-        ctx: RunCtx,
-    ) -> WindowCountState {
-        let exact: Vec<bool> = counting.iter().map(Counting::counts_exactly).collect();
+    fn new(plan: &JobPlan, worker: usize, peers: usize, stats: Arc<JobStats>, ctx: RunCtx) -> WindowCountState {
+        let (windows, counting) = (plan.window_specs(), plan.countings());
+        let allowed_lateness = plan.time.allowed_lateness;
+        let exact: Vec<bool> = plan.windows.iter().map(|w| w.counting.counts_exactly()).collect();
         let w = worker as u32;
         let fresh = || WindowedCounter::counting(windows.clone(), &exact, allowed_lateness, w);
         let fresh_sketches = || SketchCounter::new(windows.clone(), counting.clone(), allowed_lateness, w, peers);
@@ -163,8 +155,6 @@ impl WindowCountState {
                     })
                 }
             };
-        let mut global = GlobalWatermark::new();
-        global.restore(counter.watermark());
         let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
         let remote = match ctx.checkpoint.as_ref().and_then(|c| c.remote.as_ref()) {
             Some(t) => Remote::connect(t)
@@ -178,7 +168,6 @@ impl WindowCountState {
             counter,
             any_exact: exact.contains(&true),
             sketches,
-            global,
             stats,
             ctx,
             last_stats: Instant::now() - Duration::from_secs(10),
@@ -187,34 +176,6 @@ impl WindowCountState {
             sharing,
             remote,
         }
-    }
-
-    /// Applies epoch `t`: its events, then its control records (the global watermark, emit
-    /// ticks), then a checkpoint if `t` is one (held by `hold`). Returns the lists to publish
-    /// and the events that reached only sealed windows.
-    fn apply_epoch(
-        &mut self,
-        t: u64,
-        events: &[Vec<TimedEvent>],
-        controls: Vec<Control>,
-        hold: &Capability<u64>,
-    ) -> (Vec<LocalList>, Vec<DeadLetter>) {
-        let dead = self.count(events);
-        let requested = controls.contains(&Control::Checkpoint);
-        let tick = self.read_controls(controls);
-        let wm = self.global.advance();
-        let started = Instant::now();
-        let mut lists = self.counter.advance(wm, tick);
-        if self.any_exact && (tick || !lists.is_empty()) {
-            self.stats.note_emit(started.elapsed());
-        }
-        lists.extend(self.sketches.advance(wm, tick));
-        if self.ctx.is_checkpoint(t, wm, requested) {
-            self.snapshot(t, hold);
-        }
-        self.tally(&dead);
-        self.report_state(tick);
-        (lists, dead)
     }
 
     /// Counts the epoch's events; returns those that reached only sealed windows.
@@ -263,30 +224,9 @@ impl WindowCountState {
         }
     }
 
-    /// Feeds the partitions' watermarks to the global watermark; returns whether an emit tick
-    /// came with them.
-    fn read_controls(&mut self, controls: Vec<Control>) -> bool {
-        let mut tick = false;
-        for c in controls {
-            match c {
-                Control::Partition {
-                    partition,
-                    watermark,
-                    status,
-                    ..
-                } => self.global.update(partition, watermark, status),
-                Control::EmitTick => tick = true,
-                Control::Checkpoint | Control::Replay(_) => {}
-                Control::Groups(notes) => self.counter.note_groups(&notes),
-            }
-        }
-        tick
-    }
-
-    /// Takes this worker's checkpoint of epoch `t` (in memory: only the panes changed since the
+    /// Takes this worker's checkpoint into `dir` (in memory: only the panes changed since the
     /// previous one) and starts writing it on its own thread, holding `hold` until it is durable.
-    fn snapshot(&mut self, t: u64, hold: &Capability<u64>) {
-        let Some(dir) = self.ctx.checkpoint_dir(t) else { return };
+    fn write_snapshot(&mut self, dir: PathBuf, hold: &Capability<u64>) {
         // one write at a time: wait for the previous one (bounds memory)
         self.finish_write();
         let started = Instant::now();
@@ -377,6 +317,41 @@ impl WindowCountState {
                 }
             }
         }
+    }
+}
+
+impl EpochOperator for WindowCountState {
+    /// Events, in the batches they arrived in.
+    type Record = Vec<TimedEvent>;
+    /// The lists to publish and the events that reached only sealed windows.
+    type Output = (Vec<LocalList>, Vec<DeadLetter>);
+
+    /// The restored counter's (the largest of the checkpoint's counters').
+    fn restored_watermark(&self, _: &RunCtx) -> Millis {
+        self.counter.watermark()
+    }
+
+    /// Counts the epoch's events, notes its groups and advances both counters to its global
+    /// watermark (emitting provisional lists at a tick).
+    fn apply(&mut self, _: u64, events: Vec<Vec<TimedEvent>>, frame: &ControlFrame) -> Self::Output {
+        let dead = self.count(&events);
+        self.counter.note_groups(&frame.groups);
+        let started = Instant::now();
+        let mut lists = self.counter.advance(frame.watermark, frame.tick);
+        if self.any_exact && (frame.tick || !lists.is_empty()) {
+            self.stats.note_emit(started.elapsed());
+        }
+        lists.extend(self.sketches.advance(frame.watermark, frame.tick));
+        (lists, dead)
+    }
+
+    fn snapshot(&mut self, _: u64, dir: PathBuf, _: &ControlFrame, hold: &Capability<u64>) {
+        self.write_snapshot(dir, hold);
+    }
+
+    fn report(&mut self, (_, dead): &Self::Output, frame: &ControlFrame, _: &GlobalWatermark) {
+        self.tally(dead);
+        self.report_state(frame.tick);
     }
 }
 

@@ -53,7 +53,7 @@ pub fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -
     };
     let (tx, rx) = crossbeam_channel::bounded::<()>(0);
     let title = format!("hotlist · job {} · {} worker(s)", plan.job_id, plan.workers);
-    let windows: Vec<String> = plan.windows.iter().map(|w| w.name.clone()).collect();
+    let windows: Vec<String> = plan.windows.iter().map(|w| w.spec.name.clone()).collect();
     let handle = std::thread::spawn(move || {
         let mut last = (Instant::now(), 0u64);
         loop {

@@ -27,12 +27,13 @@ pub use summary::{summary_text, RunSummary};
 
 use crate::config::{JobPlan, RedisTarget, SinkPlan, SourcePlan};
 use crate::connect_watchdog;
-use crate::graph::{self, sink::SinkHandoff, RunCtx};
+use crate::graph::{self, sink::SinkHandoff};
 use crate::peer_loss;
-use crate::source::discovery::PartitionWatch;
+use crate::run_ctx::RunCtx;
 use crate::source::kafka;
+use crate::source::kafka::discovery::PartitionWatch;
+use crate::source::kafka::resume;
 use crate::source::open_partitions;
-use crate::source::resume;
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
 use hotlist_sinks::PostgresStore;

@@ -69,7 +69,9 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
             start_over(plan, store.as_mut())?;
         }
     }
-    store.prepare(job, &plan.windows).context("cannot prepare the sink")?;
+    store
+        .prepare(job, &plan.window_specs())
+        .context("cannot prepare the sink")?;
     let committed = store
         .committed_epoch(job)
         .context("cannot read the sink's committed epoch")?;

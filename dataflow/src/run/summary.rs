@@ -86,7 +86,7 @@ pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
             SinkPlan::Memory(_) => "memory".into(),
         },
         plan.job_id,
-        plan.windows.first().map(|w| w.name.as_str()).unwrap_or("1m"),
+        plan.windows.first().map(|w| w.spec.name.as_str()).unwrap_or("1m"),
     ));
     out
 }

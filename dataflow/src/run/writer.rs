@@ -41,7 +41,7 @@ pub fn start(
             Some(Fanout::start(
                 t,
                 &plan.job_id,
-                &plan.windows,
+                &plan.window_specs(),
                 start_over,
                 stats.clone(),
             )?)

@@ -8,7 +8,7 @@
 //! partially read input.
 
 use super::lines::{Line, LineReader};
-use super::{ReadStatus, Record};
+use super::{PartitionReader, ReadStatus, Record};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
@@ -207,6 +207,32 @@ fn read_lines<R: BufRead>(mut lines: LineReader<R>, tx: &Sender<FromStdin>, in_f
         if tx.send(item).is_err() || last {
             return;
         }
+    }
+}
+
+impl PartitionReader for FileReader {
+    #[inline]
+    fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
+        FileReader::read(self, budget, f)
+    }
+
+    fn resume_at(&mut self, position: u64) -> Result<u64> {
+        self.skip_to(position).map(|()| position)
+    }
+}
+
+impl PartitionReader for StdinReader {
+    #[inline]
+    fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
+        StdinReader::read(self, budget, f)
+    }
+
+    fn resume_at(&mut self, _: u64) -> Result<u64> {
+        anyhow::bail!("standard input cannot be replayed")
+    }
+
+    fn can_idle(&self) -> bool {
+        true
     }
 }
 

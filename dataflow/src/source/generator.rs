@@ -4,7 +4,7 @@
 //! partition is released when the wall clock has moved `i / rate` seconds since the reader
 //! started, so event time advances like real time (the embedded default's live demo).
 
-use super::{ReadStatus, Record};
+use super::{PartitionReader, ReadStatus, Record};
 use crate::generator::{Generated, GeneratorSpec, GeneratorTables, PartitionStream};
 use anyhow::{anyhow, Result};
 use std::collections::HashMap;
@@ -76,5 +76,17 @@ impl GeneratorReader {
             }
         }
         ReadStatus::Read(budget)
+    }
+}
+
+impl PartitionReader for GeneratorReader {
+    #[inline]
+    fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
+        GeneratorReader::read(self, budget, f)
+    }
+
+    fn resume_at(&mut self, position: u64) -> anyhow::Result<u64> {
+        self.skip_to(position);
+        Ok(position)
     }
 }

@@ -11,30 +11,31 @@
 //! still before `e - max_epochs_in_flight`.
 //!
 //! Files: `operator` the timely operator; `state` its partitions and epoch clock (restore
-//! included); `resume` how a checkpoint's partitions go on in a new run (a Kafka partition a
-//! bounded run finished reads on); `accept` the per-record path (parsing, the event time rules,
+//! included); `accept` the per-record path (parsing, the event time rules,
 //! lateness); `replay_notes` what `exact_at_seal` replays need to know of the partitions;
-//! `file`, `generator`, `kafka` the readers (`kafka/data_loss.rs`: messages lost
-//! before they were read); `lines` splitting files and stdin into lines of bounded size;
-//! `discovery` partitions added to a Kafka topic while the job runs.
+//! `reader` the [`PartitionReader`] trait every reader implements and the [`Reader`] that
+//! dispatches to them; `file`, `generator` the readers of files, stdin and the generator;
+//! `kafka/` everything Kafka (the reader, data loss, partitions added while the job runs, how
+//! a partition a bounded run finished goes on, reading a range again by offset); `lines`
+//! splitting files and stdin into lines of bounded size.
 
 mod accept;
-pub mod discovery;
 pub mod file;
 pub mod generator;
 pub mod kafka;
 pub mod lines;
 mod operator;
+mod reader;
 pub mod replay;
 mod replay_notes;
-pub mod resume;
 mod state;
 #[cfg(test)]
 mod tests;
 
 pub use operator::source;
+pub use reader::{AfterRead, PartitionReader, Reader};
 
-use crate::config::{JobPlan, SourcePlan};
+use crate::config::JobPlan;
 use hotlist_operators::message::Control;
 use hotlist_operators::record::{DeadLetter, ItemId, PartitionId, TimedEvent};
 use hotlist_operators::time::Millis;
@@ -99,50 +100,6 @@ pub enum ReadStatus {
     Failed(String),
 }
 
-/// A partition reader.
-pub enum Reader {
-    /// A JSON-lines file.
-    File(file::FileReader),
-    /// Standard input (read on a helper thread).
-    Stdin(file::StdinReader),
-    /// The generator (boxed: it is much larger than the other readers).
-    Generator(Box<generator::GeneratorReader>),
-    /// A Kafka partition.
-    Kafka(Box<kafka::KafkaReader>),
-}
-
-impl Reader {
-    #[inline]
-    fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
-        match self {
-            Reader::File(r) => r.read(budget, f),
-            Reader::Stdin(r) => r.read(budget, f),
-            Reader::Generator(r) => r.read(budget, f),
-            Reader::Kafka(r) => r.read(budget, f),
-        }
-    }
-
-    /// Skips to `position` records from the start (a restore); returns the position it reads
-    /// on from: `position`, except for a Kafka partition that lost messages there and may read
-    /// on from its first offset (`source.on_data_loss = "continue"`).
-    fn resume_at(&mut self, position: u64) -> anyhow::Result<u64> {
-        match self {
-            Reader::File(r) => r.skip_to(position).map(|()| position),
-            Reader::Stdin(_) => anyhow::bail!("standard input cannot be replayed"),
-            Reader::Generator(r) => {
-                r.skip_to(position);
-                Ok(position)
-            }
-            Reader::Kafka(r) => r.seek(position),
-        }
-    }
-
-    /// Whether "no data right now" can last (so the partition may go idle).
-    fn can_idle(&self) -> bool {
-        matches!(self, Reader::Stdin(_) | Reader::Kafka(_))
-    }
-}
-
 /// The output streams of a source.
 pub struct SourceStreams<'scope> {
     /// Accepted events.
@@ -164,17 +121,13 @@ pub fn owns(p: u32, index: usize, peers: usize) -> bool {
 
 /// Opens the readers of the partitions worker `index` of `peers` owns (see [`owns`]).
 pub fn open_partitions(plan: &JobPlan, index: usize, peers: usize) -> anyhow::Result<Vec<(PartitionId, Reader)>> {
-    let (mut out, limit) = (Vec::new(), plan.max_record_bytes);
-    for p in (0..plan.source.partitions()).filter(|p| owns(*p, index, peers)) {
-        let reader = match &plan.source {
-            SourcePlan::Files(paths) => Reader::File(file::FileReader::open(&paths[p as usize], limit)?),
-            SourcePlan::Stdin => Reader::Stdin(file::StdinReader::spawn(limit)),
-            SourcePlan::Generator { spec, pace } => {
-                Reader::Generator(Box::new(generator::GeneratorReader::new(spec, p, *pace)?))
-            }
-            SourcePlan::Kafka { spec, .. } => Reader::Kafka(Box::new(kafka::KafkaReader::open(spec, p, None, limit)?)),
-        };
-        out.push((PartitionId(p), reader));
-    }
-    Ok(out)
+    (0..plan.source.partitions())
+        .filter(|p| owns(*p, index, peers))
+        .map(|p| {
+            Ok((
+                PartitionId(p),
+                Reader::open(&plan.source, p, plan.max_record_bytes, true)?,
+            ))
+        })
+        .collect()
 }

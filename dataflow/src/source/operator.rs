@@ -6,7 +6,7 @@
 use super::state::{EpochEnd, SourceState};
 use super::{Reader, SourceStreams};
 use crate::config::JobPlan;
-use crate::graph::RunCtx;
+use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
 use hotlist_operators::group::{GroupNote, GroupNoter};
 use hotlist_operators::hot_keys::Sampler;
@@ -19,6 +19,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Scope;
 
 /// Builds the source operator over `readers` (resumed from `ctx.restore`, if any). It stops
@@ -47,14 +48,14 @@ pub fn source<'scope>(
     let sampler = plan.hot_keys.map(|h| Sampler::new(h.sample));
     // with per-group windows: the groups the events count in, for every worker's counter
     // (`group::admission`), sent with the control records of the events' epoch
-    let mut noter = GroupNoter::new(&plan.windows, plan.time.allowed_lateness);
+    let mut noter = GroupNoter::new(&plan.window_specs(), plan.time.allowed_lateness);
     let mut notes: Vec<GroupNote> = Vec::new();
     let mut picked: Vec<TimedEvent> = Vec::new();
     let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);
 
     builder.build(move |caps| {
-        // capabilities: [events, control, dead, sampled]; none at all for a source without partitions
-        let mut caps = state.has_partitions().then_some(caps);
+        // none at all for a source without partitions
+        let mut caps = state.has_partitions().then(|| OutputCaps::new(caps)).flatten();
         let mut batch = state.new_batch();
         move |_frontiers| {
             let Some(c) = caps.as_mut() else { return };
@@ -69,7 +70,7 @@ pub fn source<'scope>(
                 let chosen = batch.events.iter().filter(|e| s.picks(e.partition, e.position));
                 picked.extend(chosen.cloned());
                 if !picked.is_empty() {
-                    out_sampled.activate().session(&c[3]).give_container(&mut picked);
+                    out_sampled.activate().session(&c.sampled).give_container(&mut picked);
                 }
             }
             if let Some(n) = noter.as_mut() {
@@ -78,29 +79,29 @@ pub fn source<'scope>(
                 }
                 if !notes.is_empty() {
                     let mut control = vec![Control::Groups(std::mem::take(&mut notes))];
-                    out_control.activate().session(&c[1]).give_container(&mut control);
+                    out_control.activate().session(&c.control).give_container(&mut control);
                 }
             }
             if !batch.events.is_empty() {
-                out_events.activate().session(&c[0]).give_container(&mut batch.events);
+                out_events
+                    .activate()
+                    .session(&c.events)
+                    .give_container(&mut batch.events);
                 batch.events.reserve(state.batch_size());
             }
             if !batch.dead.is_empty() {
-                out_dead.activate().session(&c[2]).give_container(&mut batch.dead);
+                out_dead.activate().session(&c.dead).give_container(&mut batch.dead);
             }
             state.flush_tallies();
             // close the epoch on the timer, at the end of input, or when stopping
             if let Some(end) = state.epoch_end(stopping) {
                 let mut controls = state.close_epoch(end, stopping);
-                out_control.activate().session(&c[1]).give_container(&mut controls);
+                out_control.activate().session(&c.control).give_container(&mut controls);
                 if end == EpochEnd::Last {
                     caps = None;
                     return;
                 }
-                let epoch = state.next_epoch();
-                for cap in c.iter_mut() {
-                    cap.downgrade(&epoch);
-                }
+                c.downgrade(&state.next_epoch());
             }
             if produced {
                 activator.activate();
@@ -114,5 +115,33 @@ pub fn source<'scope>(
         control,
         dead,
         sampled,
+    }
+}
+
+/// The source's capabilities, one per output, in the order the outputs are built.
+struct OutputCaps {
+    events: Capability<u64>,
+    control: Capability<u64>,
+    dead: Capability<u64>,
+    sampled: Capability<u64>,
+}
+
+impl OutputCaps {
+    /// Names the capabilities timely hands the operator (one per output, in output order).
+    fn new(caps: Vec<Capability<u64>>) -> Option<OutputCaps> {
+        let [events, control, dead, sampled] = <[_; 4]>::try_from(caps).ok()?;
+        Some(OutputCaps {
+            events,
+            control,
+            dead,
+            sampled,
+        })
+    }
+
+    /// Moves every output on to `epoch`.
+    fn downgrade(&mut self, epoch: &u64) {
+        for cap in [&mut self.events, &mut self.control, &mut self.dead, &mut self.sampled] {
+            cap.downgrade(epoch);
+        }
     }
 }

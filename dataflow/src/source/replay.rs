@@ -9,8 +9,8 @@
 //! removed the offsets) is an error naming the reason: the list then stays approximate.
 
 use super::accept::{accept, Batch, Place, Rules, Tally};
-use super::{file, generator, kafka, ReadStatus, Reader};
-use crate::config::{JobPlan, SourcePlan};
+use super::{kafka, PartitionReader, ReadStatus, Reader};
+use crate::config::JobPlan;
 use hotlist_operators::certify::{certify, Certificate};
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::RankedItem;
@@ -31,6 +31,7 @@ pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool) -> Result<(Vec
     let window = plan
         .windows
         .iter()
+        .map(|w| &w.spec)
         .find(|w| w.name == job.window)
         .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
     let mut threshold = job.threshold.max(1);
@@ -68,7 +69,9 @@ fn read_range(
     stop: &AtomicBool,
     f: &mut impl FnMut(&hotlist_operators::record::TimedEvent),
 ) -> Result<(), String> {
-    let (mut reader, kafka) = open(plan, r.partition.0).map_err(|e| format!("{e:#}"))?;
+    let mut reader =
+        Reader::open(&plan.source, r.partition.0, plan.max_record_bytes, false).map_err(|e| format!("{e:#}"))?;
+    let kafka = reader.positions_are_offsets();
     let at = reader.resume_at(r.from).map_err(|e| format!("{e:#}"))?;
     if at != r.from {
         return Err(format!(
@@ -78,7 +81,7 @@ fn read_range(
     }
     let mut clock = PartitionClock::with_max(plan.time.max_out_of_orderness, r.max_ts);
     let rules = Rules {
-        judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+        judge: LatenessJudge::new(plan.window_specs(), plan.time.allowed_lateness),
         max_future: plan.time.max_future,
         max_record_bytes: plan.max_record_bytes,
         // wall-clock `future` verdicts are not re-derived: the source noted them (`skips`)
@@ -124,11 +127,8 @@ fn read_range(
         batch.events.iter().for_each(&mut *f);
         batch.events.clear();
         batch.dead.clear();
-        if let Reader::Kafka(k) = &mut reader {
-            if k.take_lost().gaps > 0 {
-                return Err("messages of the range are gone (retention or a re-created topic)".into());
-            }
-            done |= k.position() >= r.to;
+        if let Some(after) = reader.after_read() {
+            done |= kafka::replay::range_read(after, r.to)?;
         }
         if !kafka && position >= r.to {
             done = true;
@@ -150,28 +150,6 @@ fn read_range(
         }
     }
     Ok(())
-}
-
-/// A reader of partition `p` of its own (the generator unpaced); whether it is Kafka's.
-fn open(plan: &JobPlan, p: u32) -> anyhow::Result<(Reader, bool)> {
-    let limit = plan.max_record_bytes;
-    Ok(match &plan.source {
-        SourcePlan::Files(paths) => {
-            let path = paths
-                .get(p as usize)
-                .ok_or_else(|| anyhow::anyhow!("the job has no file for partition {p}"))?;
-            (Reader::File(file::FileReader::open(path, limit)?), false)
-        }
-        SourcePlan::Stdin => anyhow::bail!("standard input cannot be replayed"),
-        SourcePlan::Generator { spec, .. } => (
-            Reader::Generator(Box::new(generator::GeneratorReader::new(spec, p, false)?)),
-            false,
-        ),
-        SourcePlan::Kafka { spec, .. } => (
-            Reader::Kafka(Box::new(kafka::KafkaReader::open(spec, p, None, limit)?)),
-            true,
-        ),
-    })
 }
 
 #[cfg(test)]

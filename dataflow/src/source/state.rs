@@ -5,11 +5,11 @@
 //! (`source::operator`) only moves what the methods produce to the outputs.
 
 use super::accept::{accept, Batch, Place, Rules, Tally};
-use super::discovery::Growth;
+use super::kafka::discovery::Growth;
 use super::replay_notes::{PartitionMarks, ReplayNoter};
-use super::{ReadStatus, Reader};
+use super::{PartitionReader, ReadStatus, Reader};
 use crate::config::{JobPlan, SourcePlan};
-use crate::graph::RunCtx;
+use crate::run_ctx::RunCtx;
 use crate::stats::{JobStats, PartitionStats};
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::message::Control;
@@ -95,9 +95,9 @@ impl Partition {
 
 /// The job's `exact_at_seal` windows.
 fn replay_windows(plan: &JobPlan) -> Vec<(WindowId, WindowSpec)> {
-    (plan.windows.iter().zip(&plan.counting).enumerate())
-        .filter(|(_, (_, c))| c.exact_at_seal())
-        .map(|(i, (w, _))| (WindowId(i as u16), w.clone()))
+    (plan.windows.iter().enumerate())
+        .filter(|(_, w)| w.counting.exact_at_seal())
+        .map(|(i, w)| (WindowId(i as u16), w.spec.clone()))
         .collect()
 }
 
@@ -162,7 +162,7 @@ impl SourceState {
         let mut state = SourceState {
             partitions: Vec::new(),
             rules: Rules {
-                judge: LatenessJudge::new(plan.windows.clone(), plan.time.allowed_lateness),
+                judge: LatenessJudge::new(plan.window_specs(), plan.time.allowed_lateness),
                 max_future: plan.time.max_future,
                 max_record_bytes: plan.max_record_bytes,
                 wall: Millis::now(),
@@ -399,15 +399,14 @@ impl Partition {
     /// lag and any data loss it accepted go to its stats; a data loss it did not accept fails
     /// the run.
     fn after_kafka_read(&mut self, ctx: &RunCtx) {
-        let Reader::Kafka(k) = &mut self.reader else { return };
-        self.position = k.position();
-        if let Some(lag) = k.lag() {
+        let Some(after) = self.reader.after_read() else { return };
+        self.position = after.position;
+        if let Some(lag) = after.lag {
             self.stats.lag.store(lag as i64, Relaxed);
         }
-        let lost = k.take_lost();
-        self.stats.data_loss.fetch_add(lost.gaps, Relaxed);
-        self.stats.data_loss_messages.fetch_add(lost.messages, Relaxed);
-        if let Some(line) = k.take_failure() {
+        self.stats.data_loss.fetch_add(after.lost.gaps, Relaxed);
+        self.stats.data_loss_messages.fetch_add(after.lost.messages, Relaxed);
+        if let Some(line) = after.failure {
             ctx.fail(line);
         }
     }

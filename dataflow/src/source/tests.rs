@@ -5,7 +5,7 @@ use super::state::SourceState;
 use super::{file::FileReader, Reader};
 use crate::checkpoint::Restored;
 use crate::config::{parse, Overrides};
-use crate::graph::RunCtx;
+use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
 use hotlist_operators::record::{PartitionId, PartitionStatus};
 use hotlist_operators::snapshot::{MergerSnapshot, PartitionState, SourceSnapshot};

@@ -12,9 +12,9 @@
 //! with fewer is the data-loss case of `kafka/data_loss.rs`). Bounded runs do not discover: they
 //! read the partitions and offsets the topic had at start.
 
-use super::kafka::{client_config, KafkaReader};
-use super::{owns, Reader};
+use super::{client_config, KafkaReader};
 use crate::config::KafkaSpec;
+use crate::source::{owns, Reader};
 use hotlist_operators::record::PartitionId;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -73,7 +73,7 @@ fn partition_count(consumer: &BaseConsumer, topic: &str) -> Option<u32> {
 }
 
 /// One worker's side: the partitions it knows of, and opening the new ones it owns.
-pub(super) struct Growth {
+pub(in crate::source) struct Growth {
     /// The watch's count.
     count: Arc<AtomicU32>,
     /// Partitions `0..known` have been considered (opened here if this worker owns them).
@@ -89,7 +89,7 @@ pub(super) struct Growth {
 
 impl Growth {
     /// Worker `worker` of `workers`, which knows the topic's first `known` partitions.
-    pub(super) fn new(
+    pub(in crate::source) fn new(
         count: Arc<AtomicU32>,
         known: u32,
         (worker, workers): (usize, usize),
@@ -110,7 +110,7 @@ impl Growth {
     /// Readers of the partitions added since the last call that this worker owns, at their
     /// earliest offsets. A partition that cannot be opened yet (the broker is away) is tried
     /// again 5 s later, and those after it wait for it.
-    pub(super) fn new_readers(&mut self) -> Vec<(PartitionId, Reader)> {
+    pub(in crate::source) fn new_readers(&mut self) -> Vec<(PartitionId, Reader)> {
         let n = self.count.load(Relaxed);
         if n <= self.known || self.retry_at.is_some_and(|t| Instant::now() < t) {
             return Vec::new();

@@ -26,13 +26,22 @@
 //! Messages that can no longer be read — the topic was deleted and re-created, or retention
 //! deleted them before they were read — are found by `data_loss` (at a restore, and while
 //! reading) and handled as `source.on_data_loss` says.
+//!
+//! Everything Kafka of the source lives in this folder: the reader (here), `data_loss`,
+//! `discovery` (partitions added while the job runs), `resume` (a partition a bounded run
+//! finished reads on in the next run) and `replay` (reading a range again by offset, for
+//! `exact_at_seal`). Its settings are validated with the rest of the config
+//! (`config/validate.rs`, into `config::KafkaSpec`).
 
 mod data_loss;
+pub mod discovery;
+pub mod replay;
+pub mod resume;
 
 pub use data_loss::Lost;
 
 use super::lines::RAW_HEAD_BYTES;
-use super::{InMessage, ReadStatus, Record};
+use super::{AfterRead, InMessage, PartitionReader, ReadStatus, Record};
 use crate::config::KafkaSpec;
 use anyhow::{anyhow, Context, Result};
 use hotlist_operators::time::Millis;
@@ -318,4 +327,33 @@ fn records_of<M: Message>(msg: &M, max_record_bytes: usize, f: &mut impl FnMut(R
         f(Record::LineAt(line, at(number)));
     }
     number as usize
+}
+
+impl PartitionReader for KafkaReader {
+    #[inline]
+    fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
+        KafkaReader::read(self, budget, f)
+    }
+
+    fn resume_at(&mut self, position: u64) -> Result<u64> {
+        self.seek(position)
+    }
+
+    fn can_idle(&self) -> bool {
+        true
+    }
+
+    fn positions_are_offsets(&self) -> bool {
+        true
+    }
+
+    /// Its position is the next offset to read; its consumer lag, and any data loss it found.
+    fn after_read(&mut self) -> Option<AfterRead> {
+        Some(AfterRead {
+            position: self.position(),
+            lag: self.lag(),
+            lost: self.take_lost(),
+            failure: self.take_failure(),
+        })
+    }
 }

@@ -63,7 +63,7 @@ pub fn continue_finished(mut restored: Restored, plan: &JobPlan) -> Restored {
             return restored;
         }
         let last = partitions.iter().map(|p| p.max_ts).max().unwrap_or(Millis::MIN);
-        let sealed = sealed_after_end(&plan.windows, last);
+        let sealed = sealed_after_end(&plan.window_specs(), last);
         for c in restored.counters.iter_mut() {
             c.watermark = Millis::MIN; // afresh, from the partitions' clocks
             c.sealed_until = sealed_until_max(&c.sealed_until, &sealed);
@@ -131,7 +131,7 @@ mod tests {
         Restored {
             epoch: 9,
             counters: vec![CounterSnapshot {
-                windows: plan.windows.clone(),
+                windows: plan.window_specs(),
                 allowed_lateness: plan.time.allowed_lateness,
                 watermark: Millis::MAX,
                 key_groups: Vec::new(),
