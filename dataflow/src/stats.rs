@@ -4,6 +4,7 @@
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::PublishedList;
 use hotlist_operators::time::Millis;
+use hotlist_sinks::redis::FanoutStats;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -88,7 +89,7 @@ pub struct JobStats {
     /// Bytes of those checkpoints' counter parts, linked panes included.
     pub checkpoint_total_bytes: AtomicU64,
     /// The Redis fan-out's counters (all zero without one).
-    pub fanout: FanoutStats,
+    pub fanout: Arc<FanoutStats>,
     /// The hot-key detector's counters (all zero without `[hot_keys]`).
     pub hot_keys: HotKeyStats,
 }
@@ -110,19 +111,6 @@ pub struct HotKeyStats {
     pub cooling: AtomicU64,
     /// Open windows held.
     pub open_windows: AtomicU64,
-}
-
-/// Counters of the Redis fan-out (`sink.redis_url`).
-#[derive(Debug, Default)]
-pub struct FanoutStats {
-    /// Whether the job has a fan-out (its metrics are exported only then).
-    pub enabled: AtomicBool,
-    /// Window lists waiting to be written (at most one per window).
-    pub pending_lists: AtomicU64,
-    /// Failed write attempts.
-    pub failures: AtomicU64,
-    /// The last epoch written to Redis.
-    pub committed_epoch: AtomicU64,
 }
 
 /// Counters of one input partition.
@@ -273,7 +261,7 @@ impl JobStats {
             largest_checkpoint: Mutex::new((0, 0)),
             checkpoint_written_bytes: AtomicU64::new(0),
             checkpoint_total_bytes: AtomicU64::new(0),
-            fanout: FanoutStats::default(),
+            fanout: Arc::default(),
             hot_keys: HotKeyStats::default(),
         }
     }

@@ -74,11 +74,13 @@
 //! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
 //! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `hot_keys` (the
-//! hot-key hash: its commit arguments and its read).
+//! hot-key hash: its commit arguments and its read), [`fanout`] (the job's thread that copies
+//! each committed batch's newest lists into Redis, riding out outages).
 
 mod conn;
 mod encode;
 mod error;
+pub mod fanout;
 mod hot_keys;
 mod keys;
 mod ownership;
@@ -86,6 +88,8 @@ mod read;
 #[cfg(test)]
 mod tests;
 mod write;
+
+pub use fanout::{Fanout, FanoutStats, FanoutTarget};
 
 use crate::error::SinkError;
 use crate::ownership::Claims;
