@@ -95,10 +95,10 @@ fn serve_metrics(addr: std::net::SocketAddr, plan: &config::JobPlan, stats: &Arc
     let (s, job, source) = (stats.clone(), plan.job_id.clone(), plan.source.clone());
     // named at each scrape: a Kafka topic may gain partitions while the job runs
     let render = move || {
-        let names: Vec<String> = (0..s.partitions.len() as u32)
+        let names: Vec<String> = (0..s.source.partitions.len() as u32)
             .map(|p| source.partition_name(p))
             .collect();
-        hotlist_dataflow::metrics::render(&s, &job, &names)
+        s.render_metrics(&job, &names)
     };
     let bound = hotlist_server::metrics::serve_text(addr, Arc::new(render))
         .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;

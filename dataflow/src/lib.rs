@@ -11,7 +11,8 @@
 //!   validation and fallback, retention, the job directory's lock);
 //! - [`run`]: running a job: who owns it and where it resumes, workers, the sink writer thread,
 //!   progress display, summary;
-//! - [`stats`]: the job's shared counters; [`metrics`]: them in the Prometheus format;
+//! - [`stats`]: the job's shared counters, one struct per subsystem, each naming its own
+//!   Prometheus series; [`metrics`]: the registry they render into;
 //! - [`connect_watchdog`], [`peer_loss`]: a cluster that fails to connect or loses a peer
 //!   stops with one clear line.
 #![deny(missing_docs)]

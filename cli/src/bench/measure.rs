@@ -62,10 +62,10 @@ pub(super) fn measure_with_stats(
             let (mut best, mut peak_bytes) = ((0u64, 0u64), 0u64);
             while !done.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(100));
-                let c = stats.total_counters();
-                peak_bytes = peak_bytes.max(stats.total_state_bytes());
+                let c = stats.counting.total_counters();
+                peak_bytes = peak_bytes.max(stats.counting.total_state_bytes());
                 if c > best.0 {
-                    best = (c, stats.total_state_bytes());
+                    best = (c, stats.counting.total_state_bytes());
                 }
             }
             (best, peak_bytes)

@@ -43,15 +43,21 @@ pub(super) fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
 /// The exact counter's emitting `advance`s (`hotlist_emit_seconds`): how many, mean, p50 and
 /// max per emit, and their share of the run's wall time.
 fn report_emits(stats: &JobStats, run: &BenchResult) {
-    let mut samples = stats.emit_samples.lock().map(|s| s.clone()).unwrap_or_default();
+    let mut samples = stats
+        .counting
+        .emit_samples
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
     if samples.is_empty() {
         return;
     }
     samples.sort_by(f64::total_cmp);
     let total: f64 = samples.iter().sum();
     let ms = |s: f64| s * 1000.0;
-    let sum =
-        |f: fn(&(AtomicU64, AtomicU64)) -> &AtomicU64| stats.emits.iter().map(|e| f(e).load(Relaxed)).sum::<u64>();
+    let sum = |f: fn(&(AtomicU64, AtomicU64)) -> &AtomicU64| {
+        stats.counting.emits.iter().map(|e| f(e).load(Relaxed)).sum::<u64>()
+    };
     println!(
         "emits (exact counter, per worker and emitting advance): {} of them, mean {:.2} ms, p50 {:.2} ms, \
          max {:.2} ms; {:.2} s in all, {:.0}% of the run's wall time; lists {} incremental, {} recounted",
@@ -127,9 +133,14 @@ pub(super) fn bench_json(args: &BenchArgs) -> Result<BenchResult> {
 /// Checkpoint figures of a checkpointed run: write time and size, and the time to load and
 /// restore the largest checkpoint (what a restart costs before it reads again).
 fn report_checkpoints(plan: &JobPlan, dir: &std::path::Path, stats: &JobStats) -> Result<()> {
-    let h = &stats.checkpoint_seconds;
+    let h = &stats.checkpoints.checkpoint_seconds;
     let (count, sum) = (h.get_sample_count(), h.get_sample_sum());
-    let (bytes, counters) = stats.largest_checkpoint.lock().map(|l| *l).unwrap_or((0, 0));
+    let (bytes, counters) = stats
+        .checkpoints
+        .largest_checkpoint
+        .lock()
+        .map(|l| *l)
+        .unwrap_or((0, 0));
     let job_dir = dir.join(&plan.job_id);
     let largest = hotlist_dataflow::checkpoint::list(dir, &plan.job_id)
         .into_iter()
@@ -157,9 +168,13 @@ fn report_checkpoints(plan: &JobPlan, dir: &std::path::Path, stats: &JobStats) -
     .map_err(|e| anyhow::anyhow!("restore: {e}"))?;
     let restore = started.elapsed();
     let written = stats
+        .checkpoints
         .checkpoint_written_bytes
         .load(std::sync::atomic::Ordering::Relaxed);
-    let total = stats.checkpoint_total_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let total = stats
+        .checkpoints
+        .checkpoint_total_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "checkpoints: {count} counter snapshots written, mean {:.0} ms each (off the worker thread), {:.0}% of \
          their bytes written (the rest: unchanged panes linked); largest {:.1} MB for {} live counters \

@@ -99,13 +99,13 @@ fn write_loop(
                 let took = r
                     .upload(&cp.dir, &facts.job, batch.epoch, uploaded)
                     .with_context(|| format!("checkpoint upload failed: checkpoint {}", batch.epoch))?;
-                stats.checkpoint_upload_seconds.observe(took.as_secs_f64());
+                stats.checkpoints.checkpoint_upload_seconds.observe(took.as_secs_f64());
                 uploaded = Some(batch.epoch);
             }
         }
         let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
-        stats.commit_seconds.observe(started.elapsed().as_secs_f64());
+        stats.sink.commit_seconds.observe(started.elapsed().as_secs_f64());
         if let Some(f) = &fanout {
             f.offer(&batch);
         }
@@ -115,10 +115,10 @@ fn write_loop(
                 tracing::warn!("checkpoint retention in the bucket failed (retried at the next commit): {e:#}");
             }
         }
-        stats.committed_epoch.store(batch.epoch, Relaxed);
-        stats.commits.fetch_add(1, Relaxed);
+        stats.sink.committed_epoch.store(batch.epoch, Relaxed);
+        stats.sink.commits.fetch_add(1, Relaxed);
         for l in &batch.lists {
-            stats.note_committed(l);
+            stats.sink.note_committed(l);
         }
     }
     Ok(())

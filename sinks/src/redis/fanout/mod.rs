@@ -64,6 +64,34 @@ pub struct FanoutStats {
     pub committed_epoch: AtomicU64,
 }
 
+impl FanoutStats {
+    /// Its Prometheus series, if the job has a fan-out: (name, help, value), a counter for a
+    /// name ending in `_total`, else a gauge (the job's metrics endpoint renders them).
+    pub fn series(&self) -> Option<[(&'static str, &'static str, i64); 3]> {
+        if !self.enabled.load(Relaxed) {
+            return None;
+        }
+        let load = |a: &AtomicU64| a.load(Relaxed) as i64;
+        Some([
+            (
+                "hotlist_fanout_pending_lists",
+                "window lists waiting to be written to the Redis fan-out (at most one per window)",
+                load(&self.pending_lists),
+            ),
+            (
+                "hotlist_fanout_failures_total",
+                "failed write attempts to the Redis fan-out",
+                load(&self.failures),
+            ),
+            (
+                "hotlist_fanout_committed_epoch",
+                "last epoch written to the Redis fan-out",
+                load(&self.committed_epoch),
+            ),
+        ])
+    }
+}
+
 /// What the writer thread and the fan-out thread share.
 #[derive(Default)]
 struct Shared {
