@@ -4,7 +4,7 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p hotlist-dataflow && cp target/release/hotlist /usr/local/bin/hotlist
+RUN cargo build --release --locked -p hotlist && cp target/release/hotlist /usr/local/bin/hotlist
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/* \

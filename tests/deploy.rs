@@ -334,7 +334,7 @@ fn dockerfile_and_systemd_unit_are_shaped_right() {
         froms[0].ends_with(" AS build") && froms[1].contains("slim"),
         "{froms:?}"
     );
-    assert!(docker.contains("cargo build --release --locked -p hotlist-dataflow"));
+    assert!(docker.contains("cargo build --release --locked -p hotlist"));
     assert!(docker.contains("COPY --from=build /usr/local/bin/hotlist /usr/local/bin/hotlist"));
     assert!(docker.contains("ENTRYPOINT [\"hotlist\"]"));
     let unit = std::fs::read_to_string(root().join("deploy/systemd/hotlist@.service")).expect("unit");

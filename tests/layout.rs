@@ -51,6 +51,7 @@ fn every_crate_module_map_names_every_module() {
         "sinks/src/lib.rs",
         "dataflow/src/lib.rs",
         "server/src/lib.rs",
+        "cli/src/lib.rs",
         "tests/lib.rs",
     ];
     let mut missing = Vec::new();
@@ -86,11 +87,12 @@ fn expand_braces(path: &str) -> Vec<String> {
 /// The repository paths a Markdown text mentions in backticks: tokens starting with one of the
 /// workspace's top-level folders, with a trailing `:line` or `/` removed.
 fn mentioned_paths(text: &str) -> BTreeSet<String> {
-    const TOP: [&str; 8] = [
+    const TOP: [&str; 9] = [
         "operators/",
         "sinks/",
         "dataflow/",
         "server/",
+        "cli/",
         "tests/",
         "scripts/",
         "configs/",

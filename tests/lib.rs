@@ -23,7 +23,7 @@ pub fn hotlist_bin() -> PathBuf {
     let bin = profile_dir.join("hotlist");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p hotlist-dataflow` (or `cargo test --workspace`, which builds it)",
+        "{} is missing: run `cargo build -p hotlist` (or `cargo test --workspace`, which builds it)",
         bin.display()
     );
     bin

@@ -15,7 +15,8 @@
 //! - [`memory`]: `MemoryStore`, an in-memory store with the same semantics, for tests;
 //! - [`sqlite`]: `SqliteStore`, the SQLite sink and its read API;
 //! - [`postgres`]: `PostgresStore`, the PostgreSQL sink (same tables and semantics as SQLite);
-//! - [`redis`]: `RedisStore`, the serving fan-out holding each window's latest list;
+//! - [`redis`]: `RedisStore`, the serving fan-out holding each window's latest list, and
+//!   `Fanout`, the job's thread that writes into it;
 //! - `read_checks`: what every store checks in what it reads back (counts bounded by the
 //!   window's `k`, ranges of instants, revisions and epochs, a list's accuracy: `exact`,
 //!   `error_bound`, the sketch check), so a damaged row is a clear [`SinkError::Corrupt`],

@@ -154,32 +154,32 @@ impl MergeState {
         };
         let exact = r.finished(Millis::now(), wait);
         let stats = &self.stats;
-        stats.replays_exact.fetch_add(exact.len() as u64, Relaxed);
-        stats.replays_failed.store(r.failed, Relaxed);
-        stats.replays_pending.store(r.pending() as u64, Relaxed);
+        stats.merge.replays_exact.fetch_add(exact.len() as u64, Relaxed);
+        stats.merge.replays_failed.store(r.failed, Relaxed);
+        stats.merge.replays_pending.store(r.pending() as u64, Relaxed);
         exact
     }
 
     /// Reports watermarks, partition statuses and what was published to the shared stats.
     fn report_published(&self, wm: Millis, global: &GlobalWatermark, published: &[PublishedList]) {
         let stats = &self.stats;
-        stats.watermark.store(wm.0, Relaxed);
+        stats.merge.watermark.store(wm.0, Relaxed);
         for (p, pwm, status) in global.partitions() {
-            if let Some(ps) = stats.partitions.get_or_add(p.0) {
+            if let Some(ps) = stats.source.partitions.get_or_add(p.0) {
                 ps.watermark.store(pwm.0, Relaxed);
                 ps.status.store(status as u64, Relaxed);
             }
         }
-        stats.revisions.fetch_add(published.len() as u64, Relaxed);
+        stats.merge.revisions.fetch_add(published.len() as u64, Relaxed);
         if let Some(r) = &self.replays {
-            stats.replays_failed.store(r.failed, Relaxed);
-            stats.replays_pending.store(r.pending() as u64, Relaxed);
+            stats.merge.replays_failed.store(r.failed, Relaxed);
+            stats.merge.replays_pending.store(r.pending() as u64, Relaxed);
         }
         // (a replay's exact revision is counted in `finished_replays`, not as a seal)
         for p in published.iter().filter(|p| p.certificate.is_none()) {
             match p.state {
-                ListState::Closed => stats.windows_closed.fetch_add(1, Relaxed),
-                ListState::Final => stats.windows_sealed.fetch_add(1, Relaxed),
+                ListState::Closed => stats.merge.windows_closed.fetch_add(1, Relaxed),
+                ListState::Final => stats.merge.windows_sealed.fetch_add(1, Relaxed),
                 ListState::Open => 0,
             };
         }

@@ -211,14 +211,14 @@ impl WindowCountState {
         for d in dead {
             let (total, of_partition): (&AtomicU64, fn(&PartitionStats) -> &AtomicU64) = match d.reason {
                 DeadReason::Sealed => {
-                    self.stats.sealed_dropped.fetch_add(1, Relaxed);
+                    self.stats.counting.sealed_dropped.fetch_add(1, Relaxed);
                     continue;
                 }
-                DeadReason::Late => (&self.stats.late, |p| &p.late),
-                _ => (&self.stats.bad, |p| &p.bad),
+                DeadReason::Late => (&self.stats.source.late, |p| &p.late),
+                _ => (&self.stats.source.bad, |p| &p.bad),
             };
             total.fetch_add(1, Relaxed);
-            if let Some(p) = self.stats.partitions.get(d.partition.0) {
+            if let Some(p) = self.stats.source.partitions.get(d.partition.0) {
                 of_partition(&p).fetch_add(1, Relaxed);
             }
         }
@@ -306,13 +306,19 @@ impl WindowCountState {
             let st = self.counter.stats();
             let sk = self.sketches.stats();
             let (bytes, items) = (st.heap_bytes + sk.heap_bytes, st.live_items + sk.exact_items);
-            self.stats.set_worker_state(self.worker, st.live_counters, bytes, items);
-            self.stats.set_worker_sketches(self.worker, sk.sketches, sk.folds);
-            self.stats.set_worker_without_user(self.worker, st.without_user);
-            self.stats.set_worker_emits(self.worker, st.emits);
+            self.stats
+                .counting
+                .set_worker_state(self.worker, st.live_counters, bytes, items);
+            self.stats
+                .counting
+                .set_worker_sketches(self.worker, sk.sketches, sk.folds);
+            self.stats
+                .counting
+                .set_worker_without_user(self.worker, st.without_user);
+            self.stats.counting.set_worker_emits(self.worker, st.emits);
             if self.worker == 0 {
                 // every worker knows every instance's groups alike
-                if let Ok(mut o) = self.stats.overflow_groups.lock() {
+                if let Ok(mut o) = self.stats.counting.overflow_groups.lock() {
                     o.extend(self.counter.overflow_groups());
                 }
             }

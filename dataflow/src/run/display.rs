@@ -61,7 +61,7 @@ pub fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 _ => return,
             }
-            let events = stats.events_in.load(Relaxed);
+            let events = stats.source.events_in.load(Relaxed);
             let rate = (events - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
             last = (Instant::now(), events);
             let line = status_line(&stats, rate);
@@ -88,19 +88,19 @@ pub fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -
 pub fn status_line(stats: &JobStats, rate: f64) -> String {
     format!(
         "events {} ({:.0}/s) · bad {} · late {} (dropped {}) · sealed {} · watermark {} · closed {} · sealed windows {} · revisions {} · commits {} · {} counters, {:.1} MB",
-        stats.events_in.load(Relaxed),
+        stats.source.events_in.load(Relaxed),
         rate,
-        stats.bad.load(Relaxed),
-        stats.late.load(Relaxed),
-        stats.late_dropped.load(Relaxed),
-        stats.sealed_dropped.load(Relaxed),
-        stats.watermark(),
-        stats.windows_closed.load(Relaxed),
-        stats.windows_sealed.load(Relaxed),
-        stats.revisions.load(Relaxed),
-        stats.commits.load(Relaxed),
-        stats.total_counters(),
-        stats.total_state_bytes() as f64 / 1e6,
+        stats.source.bad.load(Relaxed),
+        stats.source.late.load(Relaxed),
+        stats.source.late_dropped.load(Relaxed),
+        stats.counting.sealed_dropped.load(Relaxed),
+        stats.merge.watermark(),
+        stats.merge.windows_closed.load(Relaxed),
+        stats.merge.windows_sealed.load(Relaxed),
+        stats.merge.revisions.load(Relaxed),
+        stats.sink.commits.load(Relaxed),
+        stats.counting.total_counters(),
+        stats.counting.total_state_bytes() as f64 / 1e6,
     )
 }
 
@@ -109,7 +109,7 @@ pub fn status_line(stats: &JobStats, rate: f64) -> String {
 pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
     /// Groups shown per per-group window (`hotlist query --group` shows any).
     const GROUPS_SHOWN: usize = 5;
-    let latest = match stats.latest.lock() {
+    let latest = match stats.sink.latest.lock() {
         Ok(l) => l.clone(),
         Err(_) => return String::new(),
     };

@@ -12,12 +12,11 @@
 //!
 //! Files: this one the run's steps (start, start the writer, start the workers, join);
 //! `start` who owns the job, where the run resumes and when it refuses to start; `writer` the
-//! sink writer; `fanout` the Redis fan-out beside it (its own thread, connecting lazily: an
-//! unreachable fan-out never stops the job); `display` the progress display; `summary` what a
-//! run returns and prints.
+//! sink writer, which starts the Redis fan-out beside it (`hotlist_sinks::redis::fanout`: its own
+//! thread, connecting lazily: an unreachable fan-out never stops the job); `display` the
+//! progress display; `summary` what a run returns and prints.
 
 mod display;
-mod fanout;
 mod start;
 mod summary;
 mod writer;

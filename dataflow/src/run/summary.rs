@@ -40,18 +40,18 @@ impl RunSummary {
     /// The figures of `stats` at the end of a run that took `elapsed`.
     pub fn from_stats(stats: &JobStats, elapsed: Duration, stopped: bool) -> RunSummary {
         RunSummary {
-            records_in: stats.records_in.load(Relaxed),
-            events_in: stats.events_in.load(Relaxed),
-            bad: stats.bad.load(Relaxed),
-            late: stats.late.load(Relaxed),
-            late_dropped: stats.late_dropped.load(Relaxed),
-            sealed_dropped: stats.sealed_dropped.load(Relaxed),
-            revisions: stats.revisions.load(Relaxed),
-            windows_sealed: stats.windows_sealed.load(Relaxed),
-            commits: stats.commits.load(Relaxed),
+            records_in: stats.source.records_in.load(Relaxed),
+            events_in: stats.source.events_in.load(Relaxed),
+            bad: stats.source.bad.load(Relaxed),
+            late: stats.source.late.load(Relaxed),
+            late_dropped: stats.source.late_dropped.load(Relaxed),
+            sealed_dropped: stats.counting.sealed_dropped.load(Relaxed),
+            revisions: stats.merge.revisions.load(Relaxed),
+            windows_sealed: stats.merge.windows_sealed.load(Relaxed),
+            commits: stats.sink.commits.load(Relaxed),
             elapsed,
-            peak_counters: stats.peak_counters.load(Relaxed),
-            watermark: stats.watermark(),
+            peak_counters: stats.counting.peak_counters.load(Relaxed),
+            watermark: stats.merge.watermark(),
             stopped,
         }
     }

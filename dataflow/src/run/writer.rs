@@ -1,7 +1,7 @@
 //! The sink writer thread: drains the epochs worker 0 hands off into the store, coalescing
 //! whatever is queued into one transaction (so commits keep up however small epochs are),
 //! retrying transient store errors with a bounded backoff, and handing each committed batch to
-//! the Redis fan-out (`fanout`, which writes it on a thread of its own). With checkpoints every
+//! the Redis fan-out (`hotlist_sinks::redis::Fanout`, which writes it on a thread of its own). With checkpoints every
 //! batch is a checkpoint's: the writer writes its `MANIFEST` before the commit (its files are all
 //! durable by then) and applies retention after it.
 //!
@@ -9,11 +9,11 @@
 //! whose job another run took over, too), and a manifest that cannot be written end the thread
 //! with the error; worker 0 sees the channel closed and the job stops.
 
-use super::fanout::Fanout;
 use crate::checkpoint::{self, RunFacts};
 use crate::config::{CheckpointPlan, JobPlan};
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
+use hotlist_sinks::redis::{Fanout, FanoutTarget};
 use hotlist_sinks::{CommitBatch, SinkError, SinkStore};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -37,14 +37,16 @@ pub fn start(
         // a run that starts the job over empties the job's lists in Redis first (its commits
         // start again from epoch 0)
         Some(t) => {
-            let start_over = plan.from_scratch && plan.writes_the_sink();
-            Some(Fanout::start(
-                t,
-                &plan.job_id,
-                &plan.window_specs(),
-                start_over,
-                stats.clone(),
-            )?)
+            let target = FanoutTarget {
+                url: t.url.clone(),
+                prefix: t.prefix.clone(),
+                job: plan.job_id.clone(),
+                windows: plan.window_specs(),
+                start_over: plan.from_scratch && plan.writes_the_sink(),
+            };
+            let fanout =
+                Fanout::start(target, stats.fanout.clone()).context("cannot start the Redis fan-out thread")?;
+            Some(fanout)
         }
         None => None,
     };
@@ -97,13 +99,13 @@ fn write_loop(
                 let took = r
                     .upload(&cp.dir, &facts.job, batch.epoch, uploaded)
                     .with_context(|| format!("checkpoint upload failed: checkpoint {}", batch.epoch))?;
-                stats.checkpoint_upload_seconds.observe(took.as_secs_f64());
+                stats.checkpoints.checkpoint_upload_seconds.observe(took.as_secs_f64());
                 uploaded = Some(batch.epoch);
             }
         }
         let started = Instant::now();
         commit_with_retry(store.as_mut(), &batch)?;
-        stats.commit_seconds.observe(started.elapsed().as_secs_f64());
+        stats.sink.commit_seconds.observe(started.elapsed().as_secs_f64());
         if let Some(f) = &fanout {
             f.offer(&batch);
         }
@@ -113,10 +115,10 @@ fn write_loop(
                 tracing::warn!("checkpoint retention in the bucket failed (retried at the next commit): {e:#}");
             }
         }
-        stats.committed_epoch.store(batch.epoch, Relaxed);
-        stats.commits.fetch_add(1, Relaxed);
+        stats.sink.committed_epoch.store(batch.epoch, Relaxed);
+        stats.sink.commits.fetch_add(1, Relaxed);
         for l in &batch.lists {
-            stats.note_committed(l);
+            stats.sink.note_committed(l);
         }
     }
     Ok(())

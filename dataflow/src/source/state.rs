@@ -198,7 +198,7 @@ impl SourceState {
                 let state = restore
                     .as_deref()
                     .and_then(|r| r.sources.partitions.iter().find(|p| p.partition == id));
-                let stats = self.stats.partitions.get_or_add(id.0).unwrap_or_default();
+                let stats = self.stats.source.partitions.get_or_add(id.0).unwrap_or_default();
                 Partition::resume(id, reader, self.out_of_orderness, state, stats)
             })
             .collect();
@@ -320,11 +320,11 @@ impl SourceState {
             if t.records == 0 {
                 continue;
             }
-            stats.records_in.fetch_add(t.records, Relaxed);
-            stats.events_in.fetch_add(t.events, Relaxed);
-            stats.bad.fetch_add(t.bad, Relaxed);
-            stats.late.fetch_add(t.late, Relaxed);
-            stats.late_dropped.fetch_add(t.late_dropped, Relaxed);
+            stats.source.records_in.fetch_add(t.records, Relaxed);
+            stats.source.events_in.fetch_add(t.events, Relaxed);
+            stats.source.bad.fetch_add(t.bad, Relaxed);
+            stats.source.late.fetch_add(t.late, Relaxed);
+            stats.source.late_dropped.fetch_add(t.late_dropped, Relaxed);
             let ps = &part.stats;
             ps.records.fetch_add(t.records, Relaxed);
             ps.events.fetch_add(t.events, Relaxed);

@@ -74,10 +74,11 @@
 //! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
 //! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `hot_keys` (the
-//! hot-key hash: its commit arguments and its read); tests in `tests` (the key layout, latest
-//! only, scores; the fixture; the conformance suite), `corrupt_tests` (the windows document,
-//! corrupt data), `accuracy_tests` (the meta hash's accuracy and certificate) and
-//! `connection_tests` (credentials, reconnecting, error classes).
+//! hot-key hash: its commit arguments and its read), [`fanout`] (the job's thread that copies
+//! each committed batch's newest lists into Redis, riding out outages); tests in `tests` (the
+//! key layout, latest only, scores; the fixture; the conformance suite), `corrupt_tests` (the
+//! windows document, corrupt data), `accuracy_tests` (the meta hash's accuracy and certificate)
+//! and `connection_tests` (credentials, reconnecting, error classes).
 
 #[cfg(test)]
 mod accuracy_tests;
@@ -88,6 +89,7 @@ mod connection_tests;
 mod corrupt_tests;
 mod encode;
 mod error;
+pub mod fanout;
 mod hot_keys;
 mod keys;
 mod ownership;
@@ -95,6 +97,8 @@ mod read;
 #[cfg(test)]
 mod tests;
 mod write;
+
+pub use fanout::{Fanout, FanoutStats, FanoutTarget};
 
 use crate::error::SinkError;
 use crate::ownership::Claims;

@@ -2,9 +2,9 @@
 //! job's checkpoints (which exist, what they hold, whether they restore into the config's job:
 //! `verify` runs the same checks as a restore — manifest, checksums, validation).
 
-use crate::checkpoint::{self, checkpoint_dir, JobLayout, Manifest};
-use crate::config;
 use anyhow::{anyhow, bail, Result};
+use hotlist_dataflow::checkpoint::{self, checkpoint_dir, JobLayout, Manifest};
+use hotlist_dataflow::config;
 use std::path::PathBuf;
 
 /// Arguments of `hotlist checkpoints`.
@@ -50,7 +50,7 @@ pub fn checkpoints(args: &CheckpointsArgs) -> Result<()> {
         .ok_or_else(|| anyhow!("the config has no [checkpoint] section"))?;
     if let Some(t) = &cp.remote {
         // the bucket's checkpoints, read through the local directory
-        let remote = crate::checkpoint::remote::Remote::connect(t)?;
+        let remote = hotlist_dataflow::checkpoint::remote::Remote::connect(t)?;
         let got = remote.download(&cp.dir, &plan.job_id, u64::MAX)?;
         println!(
             "checkpoints in {} (downloaded {} into {})",

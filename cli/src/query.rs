@@ -16,8 +16,8 @@
 //! Without `--group`, such a window's groups of the latest instance are printed with how to
 //! pick one.
 
-use crate::config;
 use anyhow::{anyhow, bail, Result};
+use hotlist_dataflow::config;
 use hotlist_operators::group::{GroupKey, OTHER_GROUP};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;

@@ -7,9 +7,9 @@
 //! Single-event messages are keyed by item id; with `--batch N`, N newline-terminated events share one message (the
 //! Kafka source reads a final newline as a terminator, not as an empty event).
 
-use crate::config::{self, SourcePlan};
-use crate::generator::{GeneratorTables, PartitionStream};
 use anyhow::{bail, Context, Result};
+use hotlist_dataflow::config::{self, SourcePlan};
+use hotlist_dataflow::generator::{GeneratorTables, PartitionStream};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;

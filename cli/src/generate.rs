@@ -1,8 +1,8 @@
 //! `hotlist generate`: the configured generator's records as JSON-lines files.
 
-use crate::config::{self, SourcePlan};
-use crate::generator::{GeneratorSpec, GeneratorTables, PartitionStream};
 use anyhow::{bail, Context, Result};
+use hotlist_dataflow::config::{self, SourcePlan};
+use hotlist_dataflow::generator::{GeneratorSpec, GeneratorTables, PartitionStream};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

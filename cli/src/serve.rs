@@ -1,7 +1,7 @@
 //! `hotlist serve`: the read API and live page over the job's sink store.
 
-use crate::config::{self, RedisTarget, SinkPlan};
 use anyhow::{Context, Result};
+use hotlist_dataflow::config::{self, RedisTarget, SinkPlan};
 use hotlist_server::limits::{self, ConnectionLimits};
 use hotlist_sinks::{PostgresStore, RedisStore, SinkError, SqliteStore, StoreReader};
 use std::net::SocketAddr;

@@ -1,0 +1,112 @@
+//! The sink writer's counters: commits, their latency, the last committed epoch, and each
+//! window's latest committed list (what it is: exact or its error bound, the sketch check).
+
+use crate::metrics::{self, Metrics};
+use hotlist_operators::group::GroupKey;
+use hotlist_operators::message::PublishedList;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Counters of the sink writer.
+#[derive(Debug)]
+pub struct SinkStats {
+    /// Last epoch committed to the sink.
+    pub committed_epoch: AtomicU64,
+    /// Sink transactions.
+    pub commits: AtomicU64,
+    /// Sink commit latency (seconds), and rows written.
+    pub commit_seconds: prometheus::Histogram,
+    /// Latest committed list per window and group (the newest instance).
+    pub latest: Mutex<BTreeMap<(String, GroupKey), PublishedList>>,
+}
+
+impl Default for SinkStats {
+    fn default() -> SinkStats {
+        SinkStats {
+            committed_epoch: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            commit_seconds: metrics::histogram(
+                "hotlist_sink_commit_seconds",
+                "sink commit latency",
+                vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                ],
+            ),
+            latest: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl SinkStats {
+    /// Records a committed list as the window's latest if it is the newest instance.
+    pub fn note_committed(&self, list: &PublishedList) {
+        if let Ok(mut latest) = self.latest.lock() {
+            let key = (list.window.clone(), list.group.clone());
+            let newer = latest
+                .get(&key)
+                .is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
+            if newer {
+                latest.insert(key, list.clone());
+            }
+        }
+    }
+
+    /// Registers commits, their latency, the committed epoch and the lists' accuracy.
+    pub fn register(&self, m: &Metrics) {
+        m.scalars([
+            (
+                "hotlist_commits_total",
+                "sink transactions",
+                self.commits.load(Relaxed) as i64,
+            ),
+            (
+                "hotlist_committed_epoch",
+                "last committed epoch",
+                self.committed_epoch.load(Relaxed) as i64,
+            ),
+        ]);
+        m.add(self.commit_seconds.clone());
+        self.register_list_accuracy(m);
+    }
+
+    /// Per window, what its latest committed list is: exact (1) or not, its error bound, and
+    /// for a `both` window how the sketch compared (recall@K, largest and mean over-count).
+    fn register_list_accuracy(&self, m: &Metrics) {
+        let vec = |name: &str, help: &str| metrics::gauge_vec(name, help, &["window"]);
+        let exact = vec(
+            "hotlist_list_exact",
+            "1 when the window's latest list is exact, 0 when approximate",
+        );
+        let bound = vec(
+            "hotlist_list_error_bound",
+            "the largest possible over-count of any count in the window's latest list (0: exact)",
+        );
+        let recall = vec(
+            "hotlist_sketch_recall",
+            "mode = both: the share of the exact top-K the sketch's top-K found (latest list)",
+        );
+        let max_over = vec(
+            "hotlist_sketch_max_overcount",
+            "mode = both: the sketch's largest over-count on the items of both lists (latest list)",
+        );
+        let mean_over = vec(
+            "hotlist_sketch_mean_overcount",
+            "mode = both: the sketch's total over-count divided by K (latest list)",
+        );
+        if let Ok(latest) = self.latest.lock() {
+            for ((window, _), l) in latest.iter().filter(|((_, g), _)| g.is_global()) {
+                exact.with_label_values(&[window]).set(if l.exact { 1.0 } else { 0.0 });
+                bound.with_label_values(&[window]).set(l.error_bound as f64);
+                if let Some(c) = &l.sketch_check {
+                    recall.with_label_values(&[window]).set(c.recall());
+                    max_over.with_label_values(&[window]).set(c.max_overcount as f64);
+                    mean_over.with_label_values(&[window]).set(c.mean_overcount());
+                }
+            }
+        }
+        for g in [exact, bound, recall, max_over, mean_over] {
+            m.add(g);
+        }
+    }
+}

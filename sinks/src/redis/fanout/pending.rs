@@ -1,0 +1,106 @@
+//! What the fan-out has yet to write, and how batches merge into it (an older instance never
+//! replaces a newer one).
+
+use crate::types::CommitBatch;
+use hotlist_operators::hot_keys::HotWindow;
+use hotlist_operators::message::PublishedList;
+use hotlist_operators::time::Millis;
+use std::collections::BTreeMap;
+
+/// What the fan-out has yet to write: per window, the newest revision of the newest instance,
+/// and the epoch and watermark of the last batch merged in.
+#[derive(Debug, PartialEq)]
+pub(super) struct Pending {
+    pub(super) epoch: u64,
+    pub(super) watermark: Millis,
+    pub(super) lists: BTreeMap<String, PublishedList>,
+    /// The newest closed hot-key window.
+    pub(super) hot: Option<HotWindow>,
+}
+
+impl Pending {
+    /// An empty set at the batch's epoch and watermark, then the batch merged in.
+    pub(super) fn of(batch: &CommitBatch) -> Pending {
+        let mut p = Pending {
+            epoch: batch.epoch,
+            watermark: batch.watermark,
+            lists: BTreeMap::new(),
+            hot: None,
+        };
+        p.merge(batch);
+        p
+    }
+
+    /// Merges a batch committed after everything already here: per window, its newest list
+    /// (greatest start, then highest revision; on a tie the later one) replaces the pending one
+    /// unless that is of a newer instance.
+    pub(super) fn merge(&mut self, batch: &CommitBatch) {
+        self.epoch = self.epoch.max(batch.epoch);
+        self.watermark = self.watermark.max(batch.watermark);
+        let mut newest: BTreeMap<&str, &PublishedList> = BTreeMap::new();
+        for l in &batch.lists {
+            let slot = newest.entry(l.window.as_str()).or_insert(l);
+            if (l.start, l.revision) >= (slot.start, slot.revision) {
+                *slot = l;
+            }
+        }
+        for (window, l) in newest {
+            self.put(window, l.clone(), true);
+        }
+        if let Some(w) = batch.hot_keys.iter().max_by_key(|w| w.start) {
+            self.put_hot(w.clone());
+        }
+    }
+
+    /// Keeps the newer of the pending hot-key window and `w` (on a tie, `w`).
+    fn put_hot(&mut self, w: HotWindow) {
+        if self.hot.as_ref().is_none_or(|h| w.start >= h.start) {
+            self.hot = Some(w);
+        }
+    }
+
+    /// Puts back a set that failed to be written, under what was merged since (`self`): per
+    /// window the newer instance wins; for the same instance, what was merged since.
+    pub(super) fn merge_older(&mut self, older: Pending) {
+        self.epoch = self.epoch.max(older.epoch);
+        self.watermark = self.watermark.max(older.watermark);
+        for (window, l) in older.lists {
+            self.put(&window, l, false);
+        }
+        if let Some(w) = older
+            .hot
+            .filter(|w| self.hot.as_ref().is_none_or(|h| w.start > h.start))
+        {
+            self.hot = Some(w);
+        }
+    }
+
+    /// Sets `window`'s list to `l` if there is none, if `l` is of a newer instance, or if it is
+    /// of the same instance and `l` is the later one (`later`).
+    fn put(&mut self, window: &str, l: PublishedList, later: bool) {
+        match self.lists.get_mut(window) {
+            Some(p) if l.start > p.start || (l.start == p.start && later) => *p = l,
+            Some(_) => {}
+            None => {
+                self.lists.insert(window.to_string(), l);
+            }
+        }
+    }
+
+    /// How many lists are pending (at most one per window).
+    pub(super) fn len(&self) -> usize {
+        self.lists.len()
+    }
+
+    /// The batch that writes everything pending (no dead letters: Redis keeps none).
+    pub(super) fn to_batch(&self, job: &str) -> CommitBatch {
+        CommitBatch {
+            job: job.to_string(),
+            epoch: self.epoch,
+            watermark: self.watermark,
+            lists: self.lists.values().cloned().collect(),
+            dead_letters: Vec::new(),
+            hot_keys: self.hot.iter().cloned().collect(),
+        }
+    }
+}
