@@ -219,7 +219,10 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn the_docs_are_a_linked_whole() {
     let readme = read(&root().join("README.md"));
     let lines = readme.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines: keep it a front door (≤ 250), move reference to docs/");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines: keep it a front door (≤ 250), move reference to docs/"
+    );
     let mut pages = vec![root().join("README.md")];
     let mut doc_names = Vec::new();
     for entry in std::fs::read_dir(root().join("docs")).expect("docs/ exists") {
@@ -245,14 +248,21 @@ fn the_docs_are_a_linked_whole() {
         let text = read(page);
         for (target, anchor) in relative_links(&text) {
             links += 1;
-            let file = if target.is_empty() { page.clone() } else { dir.join(&target) };
+            let file = if target.is_empty() {
+                page.clone()
+            } else {
+                dir.join(&target)
+            };
             if !file.exists() {
                 problems.push(format!("{}: link to {target} which does not exist", page.display()));
                 continue;
             }
             if let Some(anchor) = anchor {
                 if file.extension().is_some_and(|e| e == "md") && !anchors(&read(&file)).contains(&anchor) {
-                    problems.push(format!("{}: link to {target}#{anchor}: no such heading", page.display()));
+                    problems.push(format!(
+                        "{}: link to {target}#{anchor}: no such heading",
+                        page.display()
+                    ));
                 }
             }
         }
@@ -265,8 +275,17 @@ fn the_docs_are_a_linked_whole() {
 fn link_parsers_find_what_they_should() {
     assert_eq!(
         relative_links("see [a](docs/a.md#x-y) and [b](https://x.org/y) and [c](#here)"),
-        [("docs/a.md".to_string(), Some("x-y".to_string())), (String::new(), Some("here".to_string()))]
+        [
+            ("docs/a.md".to_string(), Some("x-y".to_string())),
+            (String::new(), Some("here".to_string()))
+        ]
     );
-    assert_eq!(anchor_of(" Starting over: --from-scratch"), "starting-over---from-scratch");
-    assert_eq!(anchor_of("Field mapping (`[source.format]`)"), "field-mapping-sourceformat");
+    assert_eq!(
+        anchor_of(" Starting over: --from-scratch"),
+        "starting-over---from-scratch"
+    );
+    assert_eq!(
+        anchor_of("Field mapping (`[source.format]`)"),
+        "field-mapping-sourceformat"
+    );
 }

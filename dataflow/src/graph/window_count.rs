@@ -345,7 +345,7 @@ impl EpochOperator for WindowCountState {
         let started = Instant::now();
         let mut lists = self.counter.advance(frame.watermark, frame.tick);
         if self.any_exact && (frame.tick || !lists.is_empty()) {
-            self.stats.note_emit(started.elapsed());
+            self.stats.counting.note_emit(started.elapsed());
         }
         lists.extend(self.sketches.advance(frame.watermark, frame.tick));
         (lists, dead)

@@ -8,7 +8,10 @@ use hotlist_operators::group::GroupKey;
 use hotlist_operators::time::Millis;
 
 /// `list` in group `group` (a canonical key).
-fn in_group(mut l: hotlist_operators::message::PublishedList, group: &str) -> hotlist_operators::message::PublishedList {
+fn in_group(
+    mut l: hotlist_operators::message::PublishedList,
+    group: &str,
+) -> hotlist_operators::message::PublishedList {
     l.group = GroupKey::from_stored(group.to_string());
     l
 }
