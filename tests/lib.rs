@@ -3,11 +3,18 @@
 //! - [`model`]: a brute-force, obviously-correct model of docs/time.md's rules (event contract,
 //!   per-partition lateness, windows, ranking) that the job's sealed output must equal;
 //! - [`inputs`]: random and fixed input files (events, disorder, late events, bad lines);
-//! - [`kills`]: the crash tests' loop of SIGKILLs and restarts.
+//! - [`kills`]: the crash tests' loop of SIGKILLs and restarts;
+//! - [`serial`]: locks for a service the tests of one binary share (the local PostgreSQL).
+//!
+//! The tests themselves are three binaries, each a folder whose `main.rs` lists its modules:
+//! `blackbox/` (the built binary against real services, under faults and hostile input),
+//! `oracle/` (results equal the model or an independent computation) and `repo/` (the
+//! deployment files, module maps and the paths the docs name).
 
 pub mod inputs;
 pub mod kills;
 pub mod model;
+pub mod serial;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

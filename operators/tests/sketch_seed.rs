@@ -5,9 +5,7 @@
 //! with conservative update. HeavyKeeper in the same 32 KiB (1024 × 4 buckets of 8 bytes) on
 //! the same stream: never over-counts, and also finds the top 10.
 
-#[path = "support/zipf.rs"]
-mod zipf;
-
+use crate::zipf;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::record::RankedItem;
 use hotlist_operators::sketch::{CmsShape, CountMinTopK, HeavyKeeper, HkShape, TopKSketch};

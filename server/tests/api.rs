@@ -2,9 +2,9 @@
 //! server (on 127.0.0.1:0) serves what it reads. The stores are the real SQLite file here;
 //! `api_stores.rs` runs the same checks against real PostgreSQL and Redis.
 
-mod common;
+use crate::common;
 
-use common::{list, start, Kind};
+use crate::common::{list, start, Kind};
 use hotlist_operators::record::ListState;
 
 /// The API returns exactly the stored lists: latest from the cache, `k` truncation, history

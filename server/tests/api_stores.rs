@@ -2,9 +2,9 @@
 //! (127.0.0.1:6379) that `scripts/test` starts. Redis holds only the latest list per window,
 //! so history lookups are checked on PostgreSQL only.
 
-mod common;
+use crate::common;
 
-use common::Kind;
+use crate::common::Kind;
 
 /// The API returns exactly the lists stored in PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! The server at the process's open-file limit (a test binary of its own: it lowers the limit
+//! The server at the process's open-file limit (in a process of its own: it lowers the limit
 //! of the whole process). The connection limit is set far above the file limit, so what is
 //! tested is the accept loop's answer to EMFILE: close the longest-idle connection and accept,
 //! instead of retrying `accept` for ever while idle sockets hold every descriptor.
@@ -42,8 +42,40 @@ fn closed_by_server(conn: &mut TcpStream, within: Duration) -> bool {
 /// With every file descriptor of the process taken (idle clients hold the server's side of
 /// theirs), a new client's `/healthz` is still answered: the longest-idle connection is closed
 /// to make room.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn healthz_answers_when_the_process_is_out_of_file_descriptors() {
+#[test]
+fn healthz_answers_when_the_process_is_out_of_file_descriptors() {
+    in_a_process_of_its_own(
+        "fd_limit::healthz_answers_when_the_process_is_out_of_file_descriptors",
+        out_of_file_descriptors,
+    );
+}
+
+/// Runs `test` in a new process of this test binary that runs only the test `name` (its path,
+/// `module::test`), and fails when that process fails; in that process, runs `test`. (The other
+/// tests of the binary run on threads of this process: they would open files while the limit
+/// is low, and take the descriptors the test counts on.)
+fn in_a_process_of_its_own(name: &str, test: fn()) {
+    const VAR: &str = "HOTLIST_TEST_IN_OWN_PROCESS";
+    if std::env::var(VAR).is_ok_and(|v| v == name) {
+        return test();
+    }
+    let exe = std::env::current_exe().expect("the path of this test binary");
+    let out = std::process::Command::new(&exe)
+        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(VAR, name)
+        .output()
+        .unwrap_or_else(|e| panic!("run {} {name}: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" 1 passed;"),
+        "{name}, in a process of its own: {}\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let open: Arc<dyn Fn() -> Result<Box<dyn StoreReader>, SinkError> + Send + Sync> =

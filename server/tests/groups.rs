@@ -2,9 +2,7 @@
 //! `group=KEY`), refuses missing and foreign dims with a 400 naming them, and `/v1/groups`
 //! lists the groups of the latest instance.
 
-mod common;
-
-use common::{list, start, windows, Kind};
+use crate::common::{list, start, windows, Kind};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::ListState;

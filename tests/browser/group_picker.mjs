@@ -1,4 +1,4 @@
-// Drives the live page's group picker in headless Chromium for tests/browser.rs.
+// Drives the live page's group picker in headless Chromium for tests/blackbox/browser.rs.
 //
 //   node group_picker.mjs URL WINDOW SCREENSHOT_PATH
 //

@@ -1,4 +1,4 @@
-// Drives hotlist's live page in headless Chromium for tests/browser.rs.
+// Drives hotlist's live page in headless Chromium for tests/blackbox/browser.rs.
 //
 //   node live_page.mjs URL SCREENSHOT_PATH
 //

@@ -1,6 +1,6 @@
 //! Shared harness: a real store, a writer through the sinks crate, the real server on port 0.
 
-#![allow(dead_code)] // each test binary uses a different part
+#![allow(dead_code)] // no test reads `Harness::kind`
 
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};

@@ -135,6 +135,8 @@ fn query_says_what_a_list_is_in_sqlite() {
 
 #[test]
 fn query_says_what_a_list_is_in_postgres() {
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let url = std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
     let schema = format!("hotlist_accuracy_{}_{}", std::process::id(), rand::random::<u32>());
     struct DropSchema(String, String);

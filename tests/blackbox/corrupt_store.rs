@@ -115,6 +115,8 @@ fn query_of_a_damaged_sqlite_accuracy_is_one_line_and_exit_1() {
 
 #[test]
 fn query_of_a_damaged_postgres_header_is_one_line_and_exit_1() {
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let url = std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
     let schema = format!("hotlist_corrupt_{}_{}", std::process::id(), rand::random::<u32>());
     struct DropSchema(String, String);

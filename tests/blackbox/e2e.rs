@@ -224,6 +224,8 @@ fn bad_config_is_one_clear_line() {
 #[test]
 fn binary_into_postgres_with_redis_fanout() {
     use rand::Rng;
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let pg_url =
         std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
     let redis_url = std::env::var("HOTLIST_TEST_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());

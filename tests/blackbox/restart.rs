@@ -394,6 +394,8 @@ impl Drop for Pg {
 /// scratch — stops with exit 1 and one line when it thaws, storing nothing.
 #[test]
 fn two_live_runs_and_a_stale_writer_on_postgres() {
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let job = Job::new(36, 20_000);
     let pg = Pg::for_job(&job);
     let (a, b) = (job.spawn(&[]), job.spawn(&["--set", "checkpoint.dir=\"ckpt-b\""]));

@@ -211,7 +211,7 @@ fn generated_events_outside_the_range_are_bad_records() {
 
 /// `source.start` written as an unquoted TOML datetime (in `--set`, where TOML reads
 /// `2026-11-29T10:00:00Z` as a datetime, not a string) is a time. (`source.start_time` likewise:
-/// `tests/kafka.rs` reprocesses from one.)
+/// `tests/blackbox/kafka/` reprocesses from one.)
 #[test]
 fn start_times_may_be_toml_datetimes() {
     let config = "[job]\nid = \"t\"\n[source]\nkind = \"generator\"\nitems = 3\npartitions = 1\nevents = 5\n\
@@ -304,6 +304,8 @@ const PG_TIMES: &str = "[job]\nid = \"t\"\n[time]\nmax_out_of_orderness = \"5s\"
 /// second run over the same input (a restart re-reads it) exits 0 too.
 #[test]
 fn extreme_event_times_into_postgres() {
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let pg = PgSchema::new();
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
@@ -366,6 +368,8 @@ fn extreme_event_times_into_postgres() {
 /// on, and a later event is counted.
 #[test]
 fn a_watermark_before_postgres_range_is_stored_as_minus_infinity() {
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let pg = PgSchema::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let config = format!(
@@ -414,6 +418,8 @@ fn a_watermark_before_postgres_range_is_stored_as_minus_infinity() {
 /// range is refused when the job starts (one clear line), not when such an event arrives.
 #[test]
 fn a_window_postgres_cannot_hold_is_refused_at_start() {
+    // the local PostgreSQL: not while a test restarts it
+    let _postgres = hotlist_tests::serial::postgres();
     let pg = PgSchema::new();
     let dir = input(&[event("zero", MIN_EVENT)], "");
     let config = format!(
