@@ -51,6 +51,26 @@ pub(crate) fn list_with(start: i64, revision: u32, items: Vec<RankedItem>) -> Pu
     }
 }
 
+/// An open, empty revision `revision` of window `window`'s instance at `start` (10 ms long):
+/// what the batch checks and the "highest revision wins" rule look at.
+pub(crate) fn empty_list(window: &str, start: i64, revision: u32) -> PublishedList {
+    PublishedList {
+        group: Default::default(),
+        window: window.into(),
+        start: Millis(start),
+        end: Millis(start + 10),
+        revision,
+        state: ListState::Open,
+        watermark: Millis(0),
+        as_of: Millis(0),
+        items: vec![],
+        exact: true,
+        error_bound: 0,
+        sketch_check: None,
+        certificate: None,
+    }
+}
+
 /// Revision `revision` of the `1m` instance at `start`, with `n` items whose ids and counts
 /// name the revision, so a reader can tell rows of different revisions apart: the `i`-th item
 /// (0-based) is `r{revision}-item{i}` with count `revision * 1000 + (n - i)` (strictly falling,

@@ -147,23 +147,7 @@ pub(crate) fn latest_revisions(lists: &[PublishedList]) -> Vec<&PublishedList> {
 mod tests {
     use super::*;
 
-    fn list(window: &str, start: i64, revision: u32) -> PublishedList {
-        PublishedList {
-            group: Default::default(),
-            window: window.into(),
-            start: Millis(start),
-            end: Millis(start + 10),
-            revision,
-            state: ListState::Open,
-            watermark: Millis(0),
-            as_of: Millis(0),
-            items: vec![],
-            exact: true,
-            error_bound: 0,
-            sketch_check: None,
-            certificate: None,
-        }
-    }
+    use crate::test_fixtures::empty_list as list;
 
     #[test]
     fn highest_revision_wins() {

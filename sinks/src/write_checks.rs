@@ -102,25 +102,9 @@ mod tests {
     use super::*;
     use hotlist_operators::certify::Certificate;
     use hotlist_operators::record::ListState;
-    use hotlist_operators::time::{Millis, Span};
+    use hotlist_operators::time::Span;
 
-    fn list(window: &str, start: i64, revision: u32) -> PublishedList {
-        PublishedList {
-            group: Default::default(),
-            window: window.into(),
-            start: Millis(start),
-            end: Millis(start + 10),
-            revision,
-            state: ListState::Open,
-            watermark: Millis(0),
-            as_of: Millis(0),
-            items: vec![],
-            exact: true,
-            error_bound: 0,
-            sketch_check: None,
-            certificate: None,
-        }
-    }
+    use crate::test_fixtures::empty_list as list;
 
     #[test]
     fn batch_checks() {
