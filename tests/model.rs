@@ -1,4 +1,4 @@
-//! A brute-force model of the rules in docs/time.md and README's event contract: independent of the job's code on purpose (its own
+//! A brute-force model of the rules in docs/time.md and docs/input.md's event contract: independent of the job's code on purpose (its own
 //! parsing through `serde_json::Value`, its own window enumeration by scanning, a full sort).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Black-box tests: the built `hotlist` binary (`cargo build -p hotlist-dataflow --bin hotlist`)
+//! Black-box tests: the built `hotlist` binary (`cargo build -p hotlist --bin hotlist`)
 //! run as a user runs it, against real services (PostgreSQL, Redis, a Kafka-protocol broker, an
 //! S3-compatible server, a headless browser), under kills, outages, hostile input and hostile
 //! clients.

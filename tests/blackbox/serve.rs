@@ -7,7 +7,7 @@
 //! loopback port and talks raw HTTP/1.1 to it (no client library that would hide what the
 //! server does with the socket). On failure it panics with the server's stderr.
 //!
-//! `healthz_latency_under_idle_and_slowloris` is the README's measurement, ignored by default:
+//! `healthz_latency_under_idle_and_slowloris` is the measurement in docs/api.md, ignored by default:
 //! `scripts/loadtest idle` runs it on a release build.
 
 use hotlist_operators::message::PublishedList;
@@ -484,7 +484,7 @@ fn survives_a_corrupt_item_count_of_2_pow_40() {
     survives_a_corrupt_item_count(1 << 40);
 }
 
-/// The README's measurement: `/healthz` latency over new connections while 1,000 idle
+/// The measurement in docs/api.md: `/healthz` latency over new connections while 1,000 idle
 /// keep-alive connections and 100 slowloris connections are held (slowloris ones are closed
 /// after the header timeout and reconnect at once, as an attacker would). Seconds from
 /// `HOTLIST_LOAD_SECONDS` (default 20).

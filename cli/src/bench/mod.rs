@@ -1,4 +1,4 @@
-//! `hotlist bench`: the throughput benchmark (README "Benchmarks" has the figures).
+//! `hotlist bench`: the throughput benchmark (docs/benchmarks.md has the figures).
 //!
 //! 1. **memory**: the generator in memory → exact counts for the four default windows
 //!    (1m, 5m, 1h, 1d tumbling, K = 100), Zipf(1.1) over 1M items, into an in-memory store;

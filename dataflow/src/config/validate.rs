@@ -476,7 +476,7 @@ fn validate_cluster(run: &RawRun, overrides: &Overrides) -> Result<Option<Cluste
 /// and bounded) ends, further ahead of now than `max_future` would dead-letter those events as
 /// `future`. That is a configuration mistake, refused with the way out. (`generate` and
 /// `produce` do not judge events and are not checked.) A paced generator that starts by now
-/// stays behind the wall clock; an endless unpaced one outruns it eventually (see README).
+/// stays behind the wall clock; an endless unpaced one outruns it eventually (see docs/configuration.md, `source.start`).
 pub fn check_against_clock(plan: &JobPlan, now: Millis) -> Result<()> {
     let SourcePlan::Generator { spec, pace } = &plan.source else {
         return Ok(());
