@@ -48,12 +48,13 @@ pub fn hot_keys<'scope>(
         Pipeline,
         "HotKeys",
         move |_cap, _info| {
-            let state = if leader {
-                HotKeysState::new(spec, allowed_lateness, stats, ctx.clone())
-            } else {
-                None
+            let setup = HotKeysSetup {
+                leader,
+                spec,
+                allowed_lateness,
+                stats,
             };
-            let mut driver = EpochDriver::new(state, &[0], ctx);
+            let mut driver = EpochDriver::<HotKeysState>::new(setup, &[0], ctx);
             move |(in_events, f1), (in_control, f2), output| {
                 in_events.for_each_stamp(|cap, data| driver.records(&cap, data));
                 in_control.for_each_stamp(|cap, data| driver.controls(&cap, data));
@@ -76,11 +77,50 @@ struct HotKeysState {
     ctx: RunCtx,
 }
 
+/// What the detector is built from.
+struct HotKeysSetup {
+    /// Worker 0: the only one that runs a detector.
+    leader: bool,
+    spec: HotKeySpec,
+    allowed_lateness: Span,
+    stats: Arc<JobStats>,
+}
+
 impl HotKeysState {
-    /// A fresh detector, or the checkpoint's (`hotkeys.snap`). A checkpoint without one, or
-    /// taken with another sample, window or sketch size, starts the detector afresh (logged);
-    /// a damaged one fails the run (and the detector is off until it stops).
-    fn new(spec: HotKeySpec, allowed_lateness: Span, stats: Arc<JobStats>, ctx: RunCtx) -> Option<HotKeysState> {
+    fn report_windows(&self, sampled: u64, dropped: u64, reports: &[HotWindow]) {
+        let h = &self.stats.hot_keys;
+        h.sampled.fetch_add(sampled, Relaxed);
+        h.dropped.fetch_add(dropped, Relaxed);
+        h.windows.fetch_add(reports.len() as u64, Relaxed);
+        h.open_windows.store(self.detector.open_windows() as u64, Relaxed);
+        if let Some(last) = reports.last() {
+            let hot = last.keys.iter().filter(|k| k.state == HotState::Hot).count() as u64;
+            h.hot.store(hot, Relaxed);
+            h.cooling.store(last.keys.len() as u64 - hot, Relaxed);
+        }
+    }
+}
+
+impl EpochOperator for HotKeysState {
+    type Record = TimedEvent;
+    /// The reports of the hot-key windows the epoch closed.
+    type Output = Vec<HotWindow>;
+    type Setup = HotKeysSetup;
+
+    /// Worker 0's detector (none on the others): fresh, or the checkpoint's (`hotkeys.snap`).
+    /// A checkpoint without one, or taken with another sample, window or sketch size, starts
+    /// the detector afresh (logged); a damaged one fails the run (and the detector is off
+    /// until it stops).
+    fn restore(setup: HotKeysSetup, ctx: &RunCtx) -> Option<HotKeysState> {
+        let HotKeysSetup {
+            leader,
+            spec,
+            allowed_lateness,
+            stats,
+        } = setup;
+        if !leader {
+            return None;
+        }
         let fresh = || HotKeyDetector::new(spec, allowed_lateness);
         let detector = match ctx.restore.as_ref().map(|r| (r.epoch, r.hot_keys.as_ref())) {
             None => fresh(),
@@ -111,27 +151,12 @@ impl HotKeysState {
                 return None;
             }
         };
-        Some(HotKeysState { detector, stats, ctx })
+        Some(HotKeysState {
+            detector,
+            stats,
+            ctx: ctx.clone(),
+        })
     }
-
-    fn report_windows(&self, sampled: u64, dropped: u64, reports: &[HotWindow]) {
-        let h = &self.stats.hot_keys;
-        h.sampled.fetch_add(sampled, Relaxed);
-        h.dropped.fetch_add(dropped, Relaxed);
-        h.windows.fetch_add(reports.len() as u64, Relaxed);
-        h.open_windows.store(self.detector.open_windows() as u64, Relaxed);
-        if let Some(last) = reports.last() {
-            let hot = last.keys.iter().filter(|k| k.state == HotState::Hot).count() as u64;
-            h.hot.store(hot, Relaxed);
-            h.cooling.store(last.keys.len() as u64 - hot, Relaxed);
-        }
-    }
-}
-
-impl EpochOperator for HotKeysState {
-    type Record = TimedEvent;
-    /// The reports of the hot-key windows the epoch closed.
-    type Output = Vec<HotWindow>;
 
     /// Counts the epoch's sampled events (in partition, position order: the candidates depend
     /// on order) and closes the windows its global watermark passed.

@@ -1,10 +1,12 @@
 //! The lifecycle every epoch operator shares (`WindowCount`, `MergeLists`, `HotKeys`).
 //!
-//! An [`EpochOperator`] holds only its own state: it is restored from the run's checkpoint,
-//! applies one epoch's records together with the epoch's [`ControlFrame`], writes its part of a
-//! checkpoint, and reports to the shared stats. The [`EpochDriver`] does the rest alike for
-//! all of them:
+//! An [`EpochOperator`] holds only its own state: it is restored from the run's checkpoint
+//! (fresh without one), applies one epoch's records together with the epoch's
+//! [`ControlFrame`], writes its part of a checkpoint, and reports to the shared stats. The
+//! [`EpochDriver`] owns the whole lifecycle and does the rest alike for all of them:
 //!
+//! 0. `restore` the operator from its setup (or learn that this worker runs none), and the
+//!    global watermark at the one it resumes at (`restored_watermark`);
 //! 1. stash each input by epoch (`epoch_stash`) until the frontier has passed the epoch;
 //! 2. read the epoch's control records once into a [`ControlFrame`], advancing the global
 //!    watermark (restored from the checkpoint, so every operator on every worker computes the
@@ -84,6 +86,15 @@ pub trait EpochOperator {
     type Record;
     /// What it emits at an epoch.
     type Output;
+    /// What it is built from, fresh or restored (its part of the plan, worker and peer
+    /// counts, the shared stats…).
+    type Setup;
+
+    /// The operator of this worker: fresh, or restored from `ctx.restore` (a state that cannot
+    /// be restored fails the run, `RunCtx::fail`). `None`: this worker runs no instance of it.
+    fn restore(setup: Self::Setup, ctx: &RunCtx) -> Option<Self>
+    where
+        Self: Sized;
 
     /// The global watermark it resumes at. By default that of the restored checkpoint (the
     /// largest of its counters'; `Millis::MIN`: none).
@@ -119,8 +130,10 @@ pub struct EpochDriver<O: EpochOperator> {
 }
 
 impl<O: EpochOperator> EpochDriver<O> {
-    /// A driver of `op` whose epochs hold a capability for each output port in `ports`.
-    pub fn new(op: Option<O>, ports: &[usize], ctx: RunCtx) -> Self {
+    /// Restores the operator from `setup` ([`EpochOperator::restore`]) and drives it; its
+    /// epochs hold a capability for each output port in `ports`.
+    pub fn new(setup: O::Setup, ports: &[usize], ctx: RunCtx) -> Self {
+        let op = O::restore(setup, &ctx);
         let mut global = GlobalWatermark::new();
         if let Some(op) = &op {
             global.restore(op.restored_watermark(&ctx));

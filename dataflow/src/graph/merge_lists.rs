@@ -39,10 +39,12 @@ pub fn merge_lists<'scope>(
     ctx: RunCtx,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
 ) -> Stream<'scope, u64, Vec<PublishedList>> {
-    let leader = lists.scope().index() == 0;
-    let mut state = MergeState::new(plan, leader, stats, ctx.clone(), checkpoints);
-    // `exact_at_seal` windows: worker 0 replays their sealed instances
-    let replay_plan = (leader && plan.any_exact_at_seal()).then(|| Arc::new(plan.clone()));
+    let setup = MergeSetup {
+        plan: plan.clone(),
+        leader: lists.scope().index() == 0,
+        stats,
+        checkpoints,
+    };
     let scope = lists.scope();
     lists.binary_frontier(
         control,
@@ -51,14 +53,10 @@ pub fn merge_lists<'scope>(
         "MergeLists",
         move |cap, info| {
             let activator = scope.activator_for(info.address);
-            state.replays = replay_plan.map(|p| {
-                let restored = state.ctx.restore.as_ref().and_then(|r| r.replay.clone());
-                Replays::start(p, restored)
-            });
+            let mut driver = EpochDriver::<MergeState>::new(setup, &[0], ctx);
             // held while replays are pending, at the earliest epoch still to come: their exact
             // revisions go out at it
-            let mut held = state.is_replaying().then_some(cap);
-            let mut driver = EpochDriver::new(Some(state), &[0], ctx);
+            let mut held = driver.operator().is_some_and(|s| s.is_replaying()).then_some(cap);
             move |(in_lists, f1), (in_control, f2), output| {
                 in_lists.for_each_stamp(|cap, data| driver.records(&cap, data));
                 in_control.for_each_stamp(|cap, data| driver.controls(&cap, data));
@@ -110,37 +108,16 @@ struct MergeState {
     replays: Option<Replays>,
 }
 
-impl MergeState {
-    /// A fresh merger, or worker 0's restored from `ctx.restore` (a merger that cannot be
-    /// restored fails the run, and merging starts empty until it stops).
-    fn new(
-        plan: &JobPlan,
-        leader: bool,
-        stats: Arc<JobStats>,
-        ctx: RunCtx,
-        checkpoints: Rc<RefCell<BTreeSet<u64>>>,
-    ) -> MergeState {
-        let (windows, time) = (plan.window_specs(), plan.time);
-        let merger = match &ctx.restore {
-            Some(r) if leader => ListMerger::try_restore(windows.clone(), time.allowed_lateness, &r.merger)
-                .unwrap_or_else(|e| {
-                    ctx.fail(format!("cannot restore checkpoint {}: merger.snap: {e}", r.epoch));
-                    ListMerger::new(windows, time.allowed_lateness)
-                }),
-            _ => ListMerger::new(windows, time.allowed_lateness),
-        }
-        .with_counting(&plan.countings());
-        MergeState {
-            leader,
-            merger,
-            partitions: BTreeMap::new(),
-            stats,
-            ctx,
-            checkpoints,
-            replays: None,
-        }
-    }
+/// What the merger is built from.
+struct MergeSetup {
+    plan: JobPlan,
+    /// Worker 0: the one that merges, checkpoints and reports.
+    leader: bool,
+    stats: Arc<JobStats>,
+    checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+}
 
+impl MergeState {
     /// Whether replays are pending (worker 0 of a job with `exact_at_seal` windows).
     fn is_replaying(&self) -> bool {
         self.replays.as_ref().is_some_and(Replays::busy)
@@ -190,6 +167,44 @@ impl EpochOperator for MergeState {
     type Record = LocalList;
     /// The revisions to publish.
     type Output = Vec<PublishedList>;
+    type Setup = MergeSetup;
+
+    /// A fresh merger, or worker 0's restored from `ctx.restore` (a merger that cannot be
+    /// restored fails the run, and merging starts empty until it stops); with `exact_at_seal`
+    /// windows worker 0 starts the replays of their sealed instances (the checkpoint's pending
+    /// ones first). Every worker has one.
+    fn restore(setup: MergeSetup, ctx: &RunCtx) -> Option<MergeState> {
+        let MergeSetup {
+            plan,
+            leader,
+            stats,
+            checkpoints,
+        } = setup;
+        let (windows, time) = (plan.window_specs(), plan.time);
+        let merger = match &ctx.restore {
+            Some(r) if leader => ListMerger::try_restore(windows.clone(), time.allowed_lateness, &r.merger)
+                .unwrap_or_else(|e| {
+                    ctx.fail(format!("cannot restore checkpoint {}: merger.snap: {e}", r.epoch));
+                    ListMerger::new(windows, time.allowed_lateness)
+                }),
+            _ => ListMerger::new(windows, time.allowed_lateness),
+        }
+        .with_counting(&plan.countings());
+        // `exact_at_seal` windows: worker 0 replays their sealed instances
+        let replays = (leader && plan.any_exact_at_seal()).then(|| {
+            let restored = ctx.restore.as_ref().and_then(|r| r.replay.clone());
+            Replays::start(Arc::new(plan), restored)
+        });
+        Some(MergeState {
+            leader,
+            merger,
+            partitions: BTreeMap::new(),
+            stats,
+            ctx: ctx.clone(),
+            checkpoints,
+            replays,
+        })
+    }
 
     /// Receives the epoch's lists, keeps each partition's state for the next checkpoint, and
     /// returns what the merger publishes at the new global watermark (with the replays of the

@@ -15,10 +15,10 @@
 //! `WindowCount` picks the same `max_groups` groups per instance (`group::admission`).
 //!
 //! `WindowCount`, `MergeLists` and `HotKeys` are epoch operators: each implements
-//! [`lifecycle::EpochOperator`] (the watermark it resumes at, apply an epoch with its control
-//! frame, snapshot, report; each builds its own state, fresh or restored) and runs under one
-//! [`lifecycle::EpochDriver`] (stash by epoch, the control frame, the global watermark, the
-//! checkpoint decision).
+//! [`lifecycle::EpochOperator`] (restore its state, fresh or from the checkpoint, and the
+//! watermark it resumes at; apply an epoch with its control frame, snapshot, report) and runs
+//! under one [`lifecycle::EpochDriver`] (which restores it from its setup, then stashes by
+//! epoch, reads the control frame, keeps the global watermark, decides checkpoints).
 
 pub mod epoch_stash;
 pub mod hot_keys;

@@ -58,10 +58,15 @@ pub fn window_count<'scope>(
     let (out_dead, dead) = builder.new_output::<Vec<DeadLetter>>();
     let mut out_lists: OutputBuilder<u64, CapacityContainerBuilder<Vec<LocalList>>> = OutputBuilder::from(out_lists);
     let mut out_dead: OutputBuilder<u64, CapacityContainerBuilder<Vec<DeadLetter>>> = OutputBuilder::from(out_dead);
-    let state = WindowCountState::new(plan, scope.index(), scope.peers(), stats, ctx.clone());
+    let setup = WindowCountSetup {
+        plan: plan.clone(),
+        worker: scope.index(),
+        peers: scope.peers(),
+        stats,
+    };
 
     builder.build(move |_initial_caps| {
-        let mut driver = EpochDriver::new(Some(state), &[LISTS, SEALED], ctx);
+        let mut driver = EpochDriver::<WindowCountState>::new(setup, &[LISTS, SEALED], ctx);
         move |frontiers| {
             if let Some(state) = driver.operator() {
                 state.poll_write();
@@ -121,63 +126,16 @@ struct WindowCountState {
     remote: Option<Arc<Remote>>,
 }
 
-impl WindowCountState {
-    /// A fresh counter, or the one restored from `ctx.restore` (a counter that cannot be
-    /// restored fails the run, and counting starts empty until it stops).
-    fn new(plan: &JobPlan, worker: usize, peers: usize, stats: Arc<JobStats>, ctx: RunCtx) -> WindowCountState {
-        let (windows, counting) = (plan.window_specs(), plan.countings());
-        let allowed_lateness = plan.time.allowed_lateness;
-        let exact: Vec<bool> = plan.windows.iter().map(|w| w.counting.counts_exactly()).collect();
-        let w = worker as u32;
-        let fresh = || WindowedCounter::counting(windows.clone(), &exact, allowed_lateness, w);
-        let fresh_sketches = || SketchCounter::new(windows.clone(), counting.clone(), allowed_lateness, w, peers);
-        let (counter, sketches) =
-            match &ctx.restore {
-                None => (fresh(), fresh_sketches()),
-                Some(r) => {
-                    let restored = WindowedCounter::restore_counting(
-                        windows.clone(),
-                        &exact,
-                        allowed_lateness,
-                        w,
-                        peers,
-                        &r.counters,
-                    )
-                    .and_then(|c| {
-                        let (wm, sealed) = (c.watermark(), c.sealed_until().to_vec());
-                        let layout = (windows.clone(), counting.clone());
-                        SketchCounter::restore(layout.0, layout.1, allowed_lateness, w, peers, wm, &sealed, &r.sketches)
-                            .map(|s| (c, s))
-                    });
-                    restored.unwrap_or_else(|e| {
-                        ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
-                        (fresh(), fresh_sketches())
-                    })
-                }
-            };
-        let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
-        let remote = match ctx.checkpoint.as_ref().and_then(|c| c.remote.as_ref()) {
-            Some(t) => Remote::connect(t)
-                .map_err(|e| ctx.fail(format!("{e:#}")))
-                .ok()
-                .map(Arc::new),
-            None => None,
-        };
-        WindowCountState {
-            worker,
-            counter,
-            any_exact: exact.contains(&true),
-            sketches,
-            stats,
-            ctx,
-            last_stats: Instant::now() - Duration::from_secs(10),
-            writing: None,
-            previous: None,
-            sharing,
-            remote,
-        }
-    }
+/// What a worker's counters are built from.
+struct WindowCountSetup {
+    plan: JobPlan,
+    /// Global worker index.
+    worker: usize,
+    peers: usize,
+    stats: Arc<JobStats>,
+}
 
+impl WindowCountState {
     /// Counts the epoch's events; returns those that reached only sealed windows.
     fn count(&mut self, events: &[Vec<TimedEvent>]) -> Vec<DeadLetter> {
         let mut dead = Vec::new();
@@ -331,6 +289,69 @@ impl EpochOperator for WindowCountState {
     type Record = Vec<TimedEvent>;
     /// The lists to publish and the events that reached only sealed windows.
     type Output = (Vec<LocalList>, Vec<DeadLetter>);
+    type Setup = WindowCountSetup;
+
+    /// Every worker's: fresh counters, or those restored from `ctx.restore` (a counter that
+    /// cannot be restored fails the run, and counting starts empty until it stops).
+    fn restore(setup: WindowCountSetup, ctx: &RunCtx) -> Option<WindowCountState> {
+        let WindowCountSetup {
+            plan,
+            worker,
+            peers,
+            stats,
+        } = setup;
+        let (windows, counting) = (plan.window_specs(), plan.countings());
+        let allowed_lateness = plan.time.allowed_lateness;
+        let exact: Vec<bool> = plan.windows.iter().map(|w| w.counting.counts_exactly()).collect();
+        let w = worker as u32;
+        let fresh = || WindowedCounter::counting(windows.clone(), &exact, allowed_lateness, w);
+        let fresh_sketches = || SketchCounter::new(windows.clone(), counting.clone(), allowed_lateness, w, peers);
+        let (counter, sketches) =
+            match &ctx.restore {
+                None => (fresh(), fresh_sketches()),
+                Some(r) => {
+                    let restored = WindowedCounter::restore_counting(
+                        windows.clone(),
+                        &exact,
+                        allowed_lateness,
+                        w,
+                        peers,
+                        &r.counters,
+                    )
+                    .and_then(|c| {
+                        let (wm, sealed) = (c.watermark(), c.sealed_until().to_vec());
+                        let layout = (windows.clone(), counting.clone());
+                        SketchCounter::restore(layout.0, layout.1, allowed_lateness, w, peers, wm, &sealed, &r.sketches)
+                            .map(|s| (c, s))
+                    });
+                    restored.unwrap_or_else(|e| {
+                        ctx.fail(format!("cannot restore checkpoint {}: {e}", r.epoch));
+                        (fresh(), fresh_sketches())
+                    })
+                }
+            };
+        let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
+        let remote = match ctx.checkpoint.as_ref().and_then(|c| c.remote.as_ref()) {
+            Some(t) => Remote::connect(t)
+                .map_err(|e| ctx.fail(format!("{e:#}")))
+                .ok()
+                .map(Arc::new),
+            None => None,
+        };
+        Some(WindowCountState {
+            worker,
+            counter,
+            any_exact: exact.contains(&true),
+            sketches,
+            stats,
+            ctx: ctx.clone(),
+            last_stats: Instant::now() - Duration::from_secs(10),
+            writing: None,
+            previous: None,
+            sharing,
+            remote,
+        })
+    }
 
     /// The restored counter's (the largest of the checkpoint's counters').
     fn restored_watermark(&self, _: &RunCtx) -> Millis {
