@@ -477,3 +477,53 @@ fn a_taken_over_run_with_quiet_input_stops_at_once() {
     let out = child.wait_with_output().expect("output");
     refused(&out, &["was taken over by another run"]);
 }
+
+/// Every file and folder below `dir`, as sorted relative paths.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()) {
+            out.push(e.strip_prefix(dir).unwrap().display().to_string());
+            if e.is_dir() {
+                todo.push(e);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A `job.id` that is a path (`..`, `../x`, an absolute path, `a/b`) would put the job's
+/// checkpoints outside `checkpoint.dir`: it is refused at validation with one line naming the
+/// key, before anything is written — no store, no checkpoint directory, here or outside.
+#[test]
+fn a_job_id_that_is_a_path_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("in")).unwrap();
+    std::fs::write(work.join("in/p0.jsonl"), "{\"item_id\":\"a\",\"ts\":1}\n").unwrap();
+    std::fs::write(work.join("job.toml"), job_config()).unwrap();
+    let outside = dir.path().join("outside");
+    let absolute = outside.display().to_string();
+    for bad in ["../escaped", "..", "a/b", absolute.as_str()] {
+        let set = format!("job.id={bad:?}");
+        let out = hotlist_tests::run_hotlist(
+            &work,
+            &["run", "--config", "job.toml", "--progress", "never", "--set", &set],
+            false,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{bad:?}: one line, got {stderr}");
+        assert!(
+            lines[0].starts_with("error: config job.toml: job.id: "),
+            "{bad:?}: {stderr}"
+        );
+    }
+    assert_eq!(
+        tree(dir.path()),
+        ["work", "work/in", "work/in/p0.jsonl", "work/job.toml"]
+    );
+}

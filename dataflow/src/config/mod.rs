@@ -6,12 +6,14 @@
 //!
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
 //! plan, a function per section (a window's counting mode and sketch: `counting`; its `by`,
-//! `max_groups` and `count`: `keys`; `[source.format]`: `format`); `plan` the validated
-//! [`JobPlan`] the rest of the job uses.
+//! `max_groups` and `count`: `keys`; `[source.format]`: `format`; `job.id` and window names,
+//! which become paths and keys: `names`); `plan` the validated [`JobPlan`] the rest of the job
+//! uses.
 
 mod counting;
 mod format;
 mod keys;
+mod names;
 mod plan;
 mod raw;
 #[cfg(test)]
@@ -20,6 +22,7 @@ mod validate;
 
 pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
 pub use format::{DimsAt, InputFormat};
+pub use names::{check_name, MAX_NAME_LEN};
 pub use plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
     WindowPlan, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,

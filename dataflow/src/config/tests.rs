@@ -522,3 +522,37 @@ fn checkpoint_dirs_in_object_storage() {
         assert!(err.contains(want) && !err.contains('\n'), "{cp}: {err}");
     }
 }
+
+/// `job.id` and window names become checkpoint paths, S3 keys and Redis keys: anything outside
+/// the safe alphabet (a path separator, `..`, a leading dot, a key separator) is refused with a
+/// line naming the key; ordinary names pass.
+#[test]
+fn job_ids_and_window_names_are_safe_for_paths_and_keys() {
+    for bad in [
+        "..",
+        "../escape",
+        "/etc",
+        "a/b",
+        "a\\\\b",
+        ".hidden",
+        "a:b",
+        "two words",
+    ] {
+        let err = format!(
+            "{:#}",
+            plan(GEN, &[&format!("job.id={bad:?}")]).map(|_| ()).unwrap_err()
+        );
+        assert!(err.starts_with("job.id: "), "{bad:?}: {err}");
+    }
+    let long = "x".repeat(MAX_NAME_LEN + 1);
+    assert!(plan(GEN, &[&format!("job.id={long:?}")]).is_err());
+    assert_eq!(
+        plan(GEN, &["job.id=\"trending-v2.eu_1\""]).unwrap().job_id,
+        "trending-v2.eu_1"
+    );
+    let window = |name: &str| format!("{GEN}[[window]]\nname = {name:?}\nsize = \"1m\"\n");
+    let err = format!("{:#}", plan(&window("../1m"), &[]).map(|_| ()).unwrap_err());
+    assert!(err.starts_with("window \"../1m\": name: "), "{err}");
+    assert!(plan(&window("1m:x"), &[]).is_err());
+    assert!(plan(&window("1m_eu"), &[]).is_ok());
+}

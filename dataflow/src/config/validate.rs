@@ -26,9 +26,7 @@ use std::path::PathBuf;
 /// Validates a whole config; `overrides` supplies the flags that win over the file.
 pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     let job_id = raw.job.id.unwrap_or_else(|| "hotlist".to_string());
-    if job_id.is_empty() || job_id.len() > 128 {
-        bail!("job.id: must be 1 to 128 characters");
-    }
+    super::names::check_name("job.id", &job_id)?;
     let source = raw.source.ok_or_else(|| anyhow!("missing [source] section"))?;
     let max_record_bytes = validate_max_record_bytes(source.max_record_bytes())?;
     let mut input = super::format::validate_format(source.format().unwrap_or(&Default::default()))?;
@@ -293,6 +291,9 @@ fn validate_windows(raw: &[RawWindow]) -> Result<Vec<WindowSpec>> {
             })
             .collect::<Result<Vec<_>>>()?
     };
+    for w in &windows {
+        super::names::check_name(&format!("window {:?}: name", w.name), &w.name)?;
+    }
     validate_all(&windows).map_err(|e| anyhow!("{e}"))?;
     Ok(windows)
 }
