@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Open connections to the metrics endpoint at most; past it, a new one closes the
+    /// longest-idle one first (idle ones are closed after 75 s, silent ones after 5 s).
+    #[arg(long, value_name = "N", default_value_t = hotlist_server::metrics_endpoint::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub metrics_max_connections: u32,
     /// Read the input as it is now, seal every window and exit (Kafka: up to the end
     /// offsets at start; the same as source.bounded = true). For backfills and reprocessing.
     #[arg(long)]
@@ -81,7 +85,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     })?;
     let stats = Arc::new(JobStats::new(plan.total_workers(), plan.source.partitions() as usize));
     if let Some(addr) = args.metrics_addr {
-        serve_metrics(addr, &plan, &stats)?;
+        serve_metrics(addr, args.metrics_max_connections, &plan, &stats)?;
     }
     let summary = engine::run_with_stats(&plan, args.progress, shutdown, stats.clone())?;
     let names: Vec<String> = plan.windows.iter().map(|w| w.spec.name.clone()).collect();
@@ -90,8 +94,14 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Serves the job's metrics at `http://addr/metrics` while it runs.
-fn serve_metrics(addr: std::net::SocketAddr, plan: &config::JobPlan, stats: &Arc<JobStats>) -> Result<()> {
+/// Serves the job's metrics at `http://addr/metrics` while it runs, behind `serve`'s connection
+/// guard (at most `max_connections`): idle clients cannot take the job's file descriptors.
+fn serve_metrics(
+    addr: std::net::SocketAddr,
+    max_connections: u32,
+    plan: &config::JobPlan,
+    stats: &Arc<JobStats>,
+) -> Result<()> {
     let (s, job, source) = (stats.clone(), plan.job_id.clone(), plan.source.clone());
     // named at each scrape: a Kafka topic may gain partitions while the job runs
     let render = move || {
@@ -100,7 +110,11 @@ fn serve_metrics(addr: std::net::SocketAddr, plan: &config::JobPlan, stats: &Arc
             .collect();
         s.render_metrics(&job, &names)
     };
-    let bound = hotlist_server::metrics::serve_text(addr, Arc::new(render))
+    let limits = hotlist_server::limits::ConnectionLimits {
+        max_connections: max_connections as usize,
+        ..hotlist_server::metrics_endpoint::default_limits()
+    };
+    let bound = hotlist_server::metrics_endpoint::serve(addr, Arc::new(render), limits)
         .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
     eprintln!("metrics on http://{bound}/metrics");
     Ok(())

@@ -18,8 +18,8 @@ pub struct ServeArgs {
     /// Address to listen on (loopback by default; use 0.0.0.0:PORT to expose it).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// How often to poll the store for a new commit.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    /// How often to poll the store for a new commit (at least 10ms).
+    #[arg(long, default_value = "100ms", value_parser = parse_poll)]
     pub poll: Duration,
     /// Override a config key (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -42,6 +42,11 @@ pub struct ServeArgs {
     /// Time a request may take before it is answered 503.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_positive_duration)]
     pub request_timeout: Duration,
+    /// Store lookups (older instances, per-group lists, group listings) waiting at most for
+    /// the history thread; past it a lookup is answered 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_HISTORY_QUEUE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub history_queue: u32,
 }
 
 impl ServeArgs {
@@ -79,6 +84,17 @@ pub enum From {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     hotlist_operators::time::Span::parse(s).map(|s| s.as_std())
+}
+
+/// `--poll`: at least [`limits::MIN_POLL`] (0 made the refresher a busy loop on the store).
+fn parse_poll(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < limits::MIN_POLL => Err(format!(
+            "must be at least {}ms (polling faster only loads the store)",
+            limits::MIN_POLL.as_millis()
+        )),
+        d => Ok(d),
+    }
 }
 
 fn parse_positive_duration(s: &str) -> Result<Duration, String> {
@@ -135,13 +151,14 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr().context("listener address")?;
         println!(
-            "serving job {:?} on http://{addr}/ (API: /v1/top?window=…, /v1/windows, /healthz, /metrics)",
+            "serving job {:?} on http://{addr}/ (API: /v1/top?window=…, /v1/windows, /livez, /readyz, /metrics)",
             plan.job_id
         );
         let options = hotlist_server::ServeOptions {
             job: plan.job_id.clone(),
             open,
             poll: args.poll,
+            history_queue: args.history_queue as usize,
             max_age: plan.time.emit_interval.as_std(),
             limits: args.limits(),
         };
@@ -200,5 +217,16 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["serve", "--request-timeout", "0ms"]).is_err());
         assert!(Cli::try_parse_from(["serve", "--max-connections", "0"]).is_err());
+        for poll in ["0ms", "9ms"] {
+            assert!(Cli::try_parse_from(["serve", "--poll", poll]).is_err(), "{poll}");
+        }
+        assert_eq!(
+            Cli::try_parse_from(["serve", "--poll", "10ms"])
+                .expect("parse")
+                .serve
+                .poll,
+            limits::MIN_POLL
+        );
+        assert_eq!(cli.serve.history_queue as usize, limits::DEFAULT_HISTORY_QUEUE);
     }
 }

@@ -1,5 +1,6 @@
-//! The API handlers: `/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`, and the 404
-//! fallback (`/v1/groups` and the group parameters of `/v1/top` are in `crate::groups`).
+//! The API handlers: `/v1/top`, `/v1/hot`, `/v1/windows`, `/metrics`, and the 404 fallback
+//! (`/v1/groups` and the group parameters of `/v1/top` are in `crate::groups`; the probes
+//! `/livez`, `/readyz`, `/healthz` in `crate::probes`).
 //!
 //! Every user-input problem is a 4xx with a JSON body `{"error": "...", "parameter": "..."}`;
 //! store trouble on a history lookup is a 503; nothing a client sends can cause a 500.
@@ -79,7 +80,7 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
     let at = parse_at(p.date.as_deref(), p.at.as_deref())?;
     let list = match group.is_global() {
         true => resolve_list(app, &snapshot, spec, at).await?,
-        false => resolve_group_list(app, spec, &group, at).await?,
+        false => resolve_group_list(app, snapshot.epoch, spec, &group, at).await?,
     };
     // as_of tells apart equal revision numbers of different runs over the same store
     let etag = format!(
@@ -91,9 +92,7 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
         list.as_of.0,
         k
     );
-    // Only a URL naming an instance (at/date) may be cached forever once its list is final:
-    // "latest" moves on to the next instance.
-    let immutable = at.is_some() && list.state == ListState::Final;
+    let immutable = at.is_some() && never_changes(&list);
     if headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -111,24 +110,48 @@ async fn top_inner(app: &Arc<AppState>, raw: Option<&str>, headers: &HeaderMap) 
     Ok(r)
 }
 
-/// A group's list: its latest, or its instance for `at` (read from the store: the snapshot
-/// holds global lists only).
+/// Whether a stored list can never change again, so that a URL naming its instance may be
+/// cached forever (`immutable`). Only a final list that is exact: an approximate final list
+/// of an `exact_at_seal` window is replaced by its exact revision after the replay, and the
+/// store does not say which approximate final lists will be (the window's mode is not stored,
+/// nor a replay that gave up), so none is immutable. "Latest" is never immutable either (the
+/// caller checks): it moves on to the next instance.
+pub fn never_changes(list: &StoredList) -> bool {
+    list.state == ListState::Final && list.exact
+}
+
+/// A group's list: its latest (from the lookup cache while the snapshot's epoch is served,
+/// else from the store), or its instance for `at` (from the store).
 async fn resolve_group_list(
     app: &Arc<AppState>,
+    epoch: Option<u64>,
     spec: &StoredWindow,
     group: &GroupKey,
     at: Option<Millis>,
 ) -> Result<Arc<StoredList>, ApiError> {
     let window = spec.name.as_str();
     let found = match at {
-        None => app.history.latest_of(&app.job, window, group).await,
+        None => match app.lookups.list(epoch, window, group) {
+            Some(cached) => {
+                app.metrics.lookup_cache.with_label_values(&["hit"]).inc();
+                cached
+            }
+            None => {
+                app.metrics.lookup_cache.with_label_values(&["miss"]).inc();
+                let read = app.history.latest_of(&app.job, window, group).await?.map(Arc::new);
+                app.lookups.put_list(epoch, window, group, read.clone());
+                read
+            }
+        },
         Some(t) => {
             let start = window_spec(spec).start_for_query(t);
-            app.history.instance_of(&app.job, window, group, start).await
+            app.history
+                .instance_of(&app.job, window, group, start)
+                .await?
+                .map(Arc::new)
         }
-    }
-    .map_err(ApiError::unavailable)?;
-    found.map(Arc::new).ok_or_else(|| {
+    };
+    found.ok_or_else(|| {
         ApiError::not_found(
             Some("group"),
             format!("window {window:?} has no list for group {:?}", group.as_str()),
@@ -207,10 +230,7 @@ async fn resolve_list(
 }
 
 async fn history(app: &Arc<AppState>, window: &str, start: Millis) -> Result<Option<StoredList>, ApiError> {
-    app.history
-        .instance(&app.job, window, start)
-        .await
-        .map_err(ApiError::unavailable)
+    Ok(app.history.instance(&app.job, window, start).await?)
 }
 
 fn set_cache_headers(r: &mut Response, etag: &str, immutable: bool, max_age: Duration) {
@@ -337,25 +357,6 @@ pub async fn windows(State(app): State<Arc<AppState>>) -> Response {
     r
 }
 
-/// `GET /healthz`: 200 while the store answered within 10 s, else 503 (lists are still served).
-pub async fn healthz(State(app): State<Arc<AppState>>) -> Response {
-    let (age, err) = app.cache.health();
-    let s = app.cache.get();
-    let healthy = age.is_some_and(|a| a < Duration::from_secs(10));
-    let body = json!({
-        "status": if healthy { "ok" } else { "degraded" },
-        "epoch": s.epoch,
-        "store_answered_ms_ago": age.map(|a| a.as_millis() as u64),
-        "last_error": err,
-    });
-    let code = if healthy {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, axum::Json(body)).into_response()
-}
-
 /// `GET /metrics` (Prometheus text format).
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let s = app.cache.get();
@@ -372,7 +373,7 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 pub async fn not_found() -> Response {
     ApiError::not_found(
         None,
-        "no such endpoint; see /v1/top, /v1/hot, /v1/windows, /healthz, /metrics",
+        "no such endpoint; see /v1/top, /v1/hot, /v1/windows, /v1/groups, /livez, /readyz, /healthz, /metrics",
     )
     .into_response()
 }

@@ -13,6 +13,7 @@ use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{SinkError, StoreReader, StoredList, StoredWindow};
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,8 @@ pub struct Snapshot {
 /// The shared state between the refresher and the handlers.
 pub struct Cache {
     snapshot: RwLock<Arc<Snapshot>>,
+    /// The refresher thread is running (see [`Cache::refresher_running`]).
+    refresher: AtomicBool,
     last_ok: Mutex<Option<Instant>>,
     last_error: Mutex<Option<String>>,
 }
@@ -42,6 +45,7 @@ impl Default for Cache {
     fn default() -> Self {
         Cache {
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            refresher: AtomicBool::new(false),
             last_ok: Mutex::new(None),
             last_error: Mutex::new(None),
         }
@@ -62,6 +66,12 @@ impl Cache {
             Ok(mut g) => *g = Arc::new(s),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(s),
         }
+    }
+
+    /// Whether the refresher thread is running: set by [`refresh_loop`] while it runs, cleared
+    /// when it ends, by a panic too (what `/livez` reports).
+    pub fn refresher_running(&self) -> bool {
+        self.refresher.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Time since the store last answered, and its last error.
@@ -139,6 +149,15 @@ pub fn refresh_loop(
     on_refresh: impl Fn(bool, Duration),
 ) {
     use std::sync::atomic::Ordering::Relaxed;
+    /// Clears the running flag however the loop ends.
+    struct Running<'a>(&'a Cache);
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.0.refresher.store(false, Relaxed);
+        }
+    }
+    cache.refresher.store(true, Relaxed);
+    let _running = Running(&cache);
     let mut reader: Option<Box<dyn StoreReader>> = None;
     let mut backoff = poll;
     while !stop.load(Relaxed) {

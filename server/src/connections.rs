@@ -1,7 +1,8 @@
 //! The open connections: what each is doing (waiting for a request head, in a handler, idle
 //! between requests) and since when. Each connection's watchdog asks it when the connection's
 //! time is up; the accept loop asks it for the longest-idle connection to close when the
-//! server is full or out of file descriptors.
+//! server is full or out of file descriptors (and, when every connection is in a handler, for
+//! the one in a handler longest: a new client, a health check, always gets in).
 //!
 //! A connection reports its own progress: [`TrackedIo`] sees the bytes it reads, and the
 //! listener's service calls [`Conn::request_started`] / [`Conn::response_ready`] around each
@@ -13,7 +14,7 @@
 //! the server is full.
 
 use crate::limits::ConnectionLimits;
-use crate::metrics::ApiMetrics;
+use crate::metrics::ConnectionMetrics;
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
@@ -48,7 +49,10 @@ pub(crate) enum CloseReason {
     IdleTimeout,
     /// The server was full (or out of file descriptors) and this was the longest-idle one.
     Evicted,
-    /// The server was full and every connection was in a handler: the new one was dropped.
+    /// The server was full, every connection was in a handler, and this one had been in its
+    /// handler longest: its request is dropped so that a new client gets in.
+    EvictedBusy,
+    /// The server was full and no connection could be closed: the new one was dropped.
     Refused,
     /// Shutting down, and the connection was not in a handler.
     Shutdown,
@@ -60,6 +64,7 @@ impl CloseReason {
             CloseReason::HeaderTimeout => "header_timeout",
             CloseReason::IdleTimeout => "idle_timeout",
             CloseReason::Evicted => "evicted",
+            CloseReason::EvictedBusy => "evicted_busy",
             CloseReason::Refused => "refused",
             CloseReason::Shutdown => "shutdown",
         }
@@ -81,7 +86,7 @@ struct State {
     /// When the phase began.
     since: Instant,
     /// Chosen to be closed to make room; the watchdog closes it at its next look.
-    evicted: bool,
+    evicted: Option<CloseReason>,
 }
 
 /// One open connection's shared state.
@@ -98,7 +103,7 @@ impl Conn {
             state: Mutex::new(State {
                 phase: Phase::Head,
                 since: Instant::now(),
-                evicted: false,
+                evicted: None,
             }),
             changed: Notify::new(),
         }
@@ -146,8 +151,8 @@ impl Conn {
     /// in a handler then gets at most `header_timeout` more to finish what it was doing.
     pub(crate) fn verdict(&self, limits: &ConnectionLimits, now: Instant, draining_since: Option<Instant>) -> Verdict {
         let s = self.state();
-        if s.evicted {
-            return Verdict::Close(CloseReason::Evicted);
+        if let Some(reason) = s.evicted {
+            return Verdict::Close(reason);
         }
         let (deadline, reason) = match s.phase {
             Phase::Busy { .. } => return Verdict::Open { until: None },
@@ -172,11 +177,11 @@ pub(crate) struct Registry {
     next_id: AtomicU64,
     /// Notified (all waiters) whenever a connection is removed.
     closed: Notify,
-    metrics: Arc<ApiMetrics>,
+    metrics: Arc<ConnectionMetrics>,
 }
 
 impl Registry {
-    pub(crate) fn new(metrics: Arc<ApiMetrics>) -> Registry {
+    pub(crate) fn new(metrics: Arc<ConnectionMetrics>) -> Registry {
         Registry {
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
@@ -199,7 +204,7 @@ impl Registry {
         let id = self.next_id.fetch_add(1, Relaxed);
         let conn = Arc::new(Conn::new());
         self.conns().insert(id, conn.clone());
-        self.metrics.open_connections.inc();
+        self.metrics.open.inc();
         Registration {
             registry: self.clone(),
             id,
@@ -209,20 +214,27 @@ impl Registry {
 
     /// Counts a connection the server closed.
     pub(crate) fn count_closed(&self, reason: CloseReason) {
-        self.metrics
-            .connections_closed
-            .with_label_values(&[reason.label()])
-            .inc();
+        self.metrics.closed.with_label_values(&[reason.label()]).inc();
     }
 
     /// Chooses the connection that has been waiting (idle, or for a request head) the longest
     /// and tells its watchdog to close it. False if every connection is in a handler.
     fn evict_longest_idle(&self) -> bool {
+        self.evict_oldest(false)
+    }
+
+    /// Chooses the connection that has been in its handler the longest and tells its watchdog
+    /// to close it (its request is dropped). False if none is in a handler.
+    fn evict_longest_busy(&self) -> bool {
+        self.evict_oldest(true)
+    }
+
+    fn evict_oldest(&self, busy: bool) -> bool {
         let conns = self.conns();
         let mut oldest: Option<(Instant, &Arc<Conn>)> = None;
         for conn in conns.values() {
             let s = conn.state();
-            if s.evicted || matches!(s.phase, Phase::Busy { .. }) {
+            if s.evicted.is_some() || matches!(s.phase, Phase::Busy { .. }) != busy {
                 continue;
             }
             if oldest.is_none_or(|(since, _)| s.since < since) {
@@ -232,19 +244,26 @@ impl Registry {
         let Some((_, conn)) = oldest else {
             return false;
         };
-        conn.state().evicted = true;
+        conn.state().evicted = Some(match busy {
+            true => CloseReason::EvictedBusy,
+            false => CloseReason::Evicted,
+        });
         conn.changed.notify_one();
         true
     }
 
-    /// Closes the longest-idle connection and waits (at most `wait`) until a connection has
-    /// closed and its file descriptor is free. False, at once, if every connection is in a
-    /// handler.
+    /// Closes the longest-idle connection (or, if every connection is in a handler, the one in
+    /// its handler longest) and waits (at most `wait`) until a connection has closed and its
+    /// file descriptor is free. False, at once, if there is no connection to close.
+    ///
+    /// Closing a busy connection drops one request so that a new client, e.g. a health check,
+    /// is never refused: handlers are bounded by the request timeout, but a server whose every
+    /// connection waits on a slow store would otherwise refuse everyone for that long.
     pub(crate) async fn make_room(&self, wait: Duration) -> bool {
         let closed = self.closed.notified();
         tokio::pin!(closed);
         closed.as_mut().enable(); // registered before the eviction: its close cannot be missed
-        if !self.evict_longest_idle() {
+        if !self.evict_longest_idle() && !self.evict_longest_busy() {
             return false;
         }
         let _ = tokio::time::timeout(wait, closed).await;
@@ -274,7 +293,7 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.registry.conns().remove(&self.id);
-        self.registry.metrics.open_connections.dec();
+        self.registry.metrics.open.dec();
         self.registry.closed.notify_waiters();
     }
 }
@@ -400,10 +419,11 @@ mod tests {
         assert_eq!(deadline(&c, Some(now)), None);
     }
 
-    /// Eviction picks the connection waiting longest, never one in a handler, never twice.
+    /// Eviction picks the connection waiting longest, one in a handler only when every one is,
+    /// never the same twice.
     #[test]
     fn evicts_the_longest_idle_first() {
-        let registry = Arc::new(Registry::new(Arc::new(ApiMetrics::new())));
+        let registry = Arc::new(Registry::new(Arc::new(ConnectionMetrics::new("test"))));
         let old = registry.register();
         std::thread::sleep(Duration::from_millis(2)); // distinct `since` instants
         let busy = registry.register();
@@ -424,6 +444,12 @@ mod tests {
             Verdict::Close(CloseReason::Evicted)
         );
         assert!(!registry.evict_longest_idle(), "only a busy one is left");
+        assert!(registry.evict_longest_busy(), "the busy one, when nothing else is left");
+        assert_eq!(
+            busy.conn().verdict(&limits(), now, None),
+            Verdict::Close(CloseReason::EvictedBusy)
+        );
+        assert!(!registry.evict_longest_busy(), "never twice");
         assert_eq!(registry.len(), 3);
         drop(newer);
         assert_eq!(registry.len(), 2);

@@ -31,6 +31,8 @@ pub struct FakeStore {
     pub behaviour: Mutex<Behaviour>,
     /// Readers opened so far.
     pub opened: AtomicU32,
+    /// Lists read so far (every call of `list`, whatever its behaviour).
+    pub reads: AtomicU32,
 }
 
 impl FakeStore {
@@ -39,6 +41,7 @@ impl FakeStore {
             epoch: Mutex::new(1),
             behaviour: Mutex::new(Behaviour::Good),
             opened: AtomicU32::new(0),
+            reads: AtomicU32::new(0),
         })
     }
 
@@ -61,6 +64,7 @@ struct FakeReader(Arc<FakeStore>);
 
 impl FakeReader {
     fn list(&self, window: &str) -> Result<Option<StoredList>, SinkError> {
+        self.0.reads.fetch_add(1, Relaxed);
         let epoch = *self.0.epoch.lock().expect("epoch");
         let behaviour = *self.0.behaviour.lock().expect("behaviour"); // not held while panicking
         if behaviour == Behaviour::Slow {

@@ -7,6 +7,7 @@
 //! naming it; other unknown parameters are ignored like elsewhere (cache busters).
 
 use crate::error::ApiError;
+use crate::lookup_cache::Groups;
 use crate::state::{find_window, AppState};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue};
@@ -119,7 +120,17 @@ pub fn group_json(g: &GroupKey) -> serde_json::Value {
     }
 }
 
-/// `GET /v1/groups?window=W`: the groups of the window's latest instance, in key order.
+/// Groups `/v1/groups` lists when no `limit` is given.
+pub const DEFAULT_GROUPS_LIMIT: usize = 1000;
+/// The largest `limit` of `/v1/groups` (page on with `after` for more).
+pub const MAX_GROUPS_LIMIT: usize = 10_000;
+
+/// `GET /v1/groups?window=W[&limit=N][&after=KEY]`: the groups of the window's latest instance,
+/// in key order: at most `limit` of them (default [`DEFAULT_GROUPS_LIMIT`], at most
+/// [`MAX_GROUPS_LIMIT`]), those after the key `after` if given. `truncated` says whether groups
+/// were left out, `next_after` the key to pass as `after` for the next page (null on the last
+/// page; when `truncated` is true anyway, the instance has more groups than the server reads,
+/// [`hotlist_sinks::store::MAX_GROUPS_READ`]). The listing is read from the store once per epoch.
 pub async fn groups(State(app): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match groups_inner(&app, raw.as_deref()).await {
         Ok(r) => r,
@@ -127,24 +138,87 @@ pub async fn groups(State(app): State<Arc<AppState>>, RawQuery(raw): RawQuery) -
     }
 }
 
-async fn groups_inner(app: &Arc<AppState>, raw: Option<&str>) -> Result<Response, ApiError> {
-    let window = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "window")
-        .map(|(_, v)| v.into_owned())
-        .ok_or_else(|| ApiError::bad("window", "window is required, e.g. ?window=5m"))?;
-    let snapshot = app.cache.get();
-    let spec = find_window(&snapshot, &window)?;
-    let found = app
-        .history
-        .groups(&app.job, &spec.name)
-        .await
-        .map_err(ApiError::unavailable)?;
-    let (start, groups) = match found {
-        Some((start, groups)) => (Some(start.0), groups),
-        None => (None, Vec::new()),
+/// Parsed `/v1/groups` parameters.
+struct GroupsParams {
+    window: String,
+    limit: usize,
+    after: Option<String>,
+}
+
+fn parse_groups(raw: Option<&str>) -> Result<GroupsParams, ApiError> {
+    let (mut window, mut limit, mut after) = (None, None, None);
+    for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        let (slot, name) = match key.as_ref() {
+            "window" => (&mut window, "window"),
+            "limit" => (&mut limit, "limit"),
+            "after" => (&mut after, "after"),
+            _ => continue,
+        };
+        if slot.replace(value.into_owned()).is_some() {
+            return Err(ApiError::bad(name, format!("{name} given more than once")));
+        }
+    }
+    let window = window.ok_or_else(|| ApiError::bad("window", "window is required, e.g. ?window=5m"))?;
+    let limit = match limit {
+        None => DEFAULT_GROUPS_LIMIT,
+        Some(l) => match l.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_GROUPS_LIMIT).contains(&n) => n,
+            _ => {
+                return Err(ApiError::bad(
+                    "limit",
+                    format!("limit must be an integer from 1 to {MAX_GROUPS_LIMIT}"),
+                ))
+            }
+        },
     };
-    let groups: Vec<serde_json::Value> = groups.iter().map(group_json).collect();
-    let body = json!({"window": spec.name, "by": spec.by, "window_start": start, "groups": groups});
+    Ok(GroupsParams { window, limit, after })
+}
+
+async fn groups_inner(app: &Arc<AppState>, raw: Option<&str>) -> Result<Response, ApiError> {
+    let p = parse_groups(raw)?;
+    let snapshot = app.cache.get();
+    let spec = find_window(&snapshot, &p.window)?;
+    let listing = match app.lookups.groups(snapshot.epoch, &spec.name) {
+        Some(cached) => {
+            app.metrics.lookup_cache.with_label_values(&["hit"]).inc();
+            cached
+        }
+        None => {
+            app.metrics.lookup_cache.with_label_values(&["miss"]).inc();
+            let read = app.history.groups(&app.job, &spec.name).await?;
+            let listing = Arc::new(match read {
+                Some((start, mut keys)) => {
+                    // byte order, whatever the store's collation: `after` pages by it
+                    keys.sort_unstable();
+                    Groups {
+                        start: Some(start),
+                        read_capped: keys.len() >= hotlist_sinks::store::MAX_GROUPS_READ,
+                        keys,
+                    }
+                }
+                None => Groups::default(),
+            });
+            app.lookups.put_groups(snapshot.epoch, &spec.name, listing.clone());
+            listing
+        }
+    };
+    let from = match &p.after {
+        // keys are sorted: the first one after `after`
+        Some(after) => listing.keys.partition_point(|k| k.as_str() <= after.as_str()),
+        None => 0,
+    };
+    let page = &listing.keys[from.min(listing.keys.len())..];
+    let shown = &page[..page.len().min(p.limit)];
+    let more = shown.len() < page.len();
+    let body = json!({
+        "window": spec.name,
+        "by": spec.by,
+        "window_start": listing.start.map(|s| s.0),
+        "groups": shown.iter().map(group_json).collect::<Vec<_>>(),
+        "limit": p.limit,
+        "truncated": more || listing.read_capped,
+        "next_after": if more { shown.last().map(|k| k.as_str()) } else { None },
+    });
     let mut r = axum::Json(body).into_response();
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

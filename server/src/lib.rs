@@ -5,7 +5,9 @@
 //!   reloaded when an epoch commits, by
 //!   a refresher that survives any failure of the store;
 //! - [`history`]: the thread that answers lookups of older instances from the store;
-//! - [`api`]: the API handlers (`/v1/top`, `/v1/hot`, `/v1/windows`, `/healthz`, `/metrics`);
+//! - [`api`]: the API handlers (`/v1/top`, `/v1/hot`, `/v1/windows`, `/metrics`);
+//! - [`probes`]: `/livez` (liveness), `/readyz` (readiness: the store is fresh), `/healthz`;
+//! - [`lookup_cache`]: per-group latest lists and group listings, kept for one epoch;
 //! - [`state`]: what every handler shares (`AppState`) and the lookup of a request's window;
 //! - [`error`]: `ApiError`, every 4xx/5xx as a JSON body;
 //! - [`groups`]: per-group lists: the group a `/v1/top` request names, and `/v1/groups`;
@@ -15,7 +17,8 @@
 //! - `listener` and `connections`: the accept loop and per-connection tasks that enforce them;
 //! - `panics`: contains panics of store readers;
 //! - `fake_store` (tests only): a store reader that fails, panics or corrupts on demand;
-//! - [`metrics`]: Prometheus metrics, and a small `/metrics` endpoint other processes reuse.
+//! - [`metrics`]: Prometheus metrics;
+//! - [`metrics_endpoint`]: the job's `/metrics` endpoint, behind the same connection guard.
 //!
 //! Shape (after mini-redis): [`run`] takes a bound listener and a shutdown future, so tests run
 //! the real server on `127.0.0.1:0`; the binary only parses flags, binds and calls it.
@@ -33,10 +36,13 @@ pub mod groups;
 pub mod history;
 pub mod limits;
 mod listener;
+pub mod lookup_cache;
 pub mod metrics;
+pub mod metrics_endpoint;
 pub mod middleware;
 pub mod page;
 mod panics;
+pub mod probes;
 pub mod state;
 
 use axum::routing::get;
@@ -55,8 +61,11 @@ pub struct ServeOptions {
     pub job: String,
     /// Opens a store reader (called again after errors).
     pub open: Arc<dyn Fn() -> Result<Box<dyn hotlist_sinks::StoreReader>, hotlist_sinks::SinkError> + Send + Sync>,
-    /// How often to poll the store for a new commit.
+    /// How often to poll the store for a new commit (the binary refuses less than
+    /// [`limits::MIN_POLL`]).
     pub poll: Duration,
+    /// History lookups waiting at most (past it a lookup is answered 503 with `Retry-After`).
+    pub history_queue: usize,
     /// `Cache-Control: max-age` for lists that may still change (the job's emit interval).
     pub max_age: Duration,
     /// Timeouts and the connection limit, used as given (the binary caps `max_connections` to
@@ -72,7 +81,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/hot", get(api::hot))
         .route("/v1/windows", get(api::windows))
         .route("/v1/groups", get(groups::groups))
-        .route("/healthz", get(api::healthz))
+        .route("/livez", get(probes::livez))
+        .route("/readyz", get(probes::readyz))
+        .route("/healthz", get(probes::healthz))
         .route("/metrics", get(api::metrics))
         .fallback(api::not_found)
         // the last layer added runs first: the latency metric sees the timeout's 503
@@ -114,12 +125,20 @@ pub async fn run(
     let state = Arc::new(AppState {
         job: options.job,
         cache,
-        history: history::HistoryWorker::start(Box::new(move || open()))?,
+        history: history::HistoryWorker::start(Box::new(move || open()), options.history_queue, metrics.clone())?,
+        lookups: lookup_cache::LookupCache::default(),
         max_age: options.max_age,
         request_timeout: options.limits.request_timeout,
         metrics: metrics.clone(),
     });
-    listener::serve(listener, router(state), options.limits, metrics, shutdown).await;
+    listener::serve(
+        listener,
+        router(state),
+        options.limits,
+        metrics.connections.clone(),
+        shutdown,
+    )
+    .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = refresher.join();
     Ok(())
@@ -140,6 +159,7 @@ mod tests {
             job: "job".into(),
             open: Arc::new(store.opener()),
             poll: Duration::from_millis(5),
+            history_queue: limits::DEFAULT_HISTORY_QUEUE,
             max_age: Duration::from_secs(1),
             limits: ConnectionLimits {
                 request_timeout: Duration::from_millis(300),

@@ -30,6 +30,14 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default [`ConnectionLimits::max_connections`], before [`cap_to_open_files`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default queue of history lookups (`--history-queue`): store reads of older instances,
+/// per-group lists and group listings wait here for the one history thread. A lookup takes
+/// milliseconds, so 64 waiting is a burst; past it a lookup is answered 503 with `Retry-After`
+/// at once rather than after the request timeout.
+pub const DEFAULT_HISTORY_QUEUE: usize = 64;
+/// The shortest store poll interval `hotlist serve --poll` accepts: below it the refresher
+/// would spin on the store (0 was a busy loop) for no fresher lists than the job commits.
+pub const MIN_POLL: Duration = Duration::from_millis(10);
 /// File descriptors kept for everything but client connections: stdio, the listener, the
 /// runtime's epoll and wakers, and the store readers (SQLite opens the database, its WAL and
 /// shared-memory files per reader; PostgreSQL and Redis a socket each).

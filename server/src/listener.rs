@@ -7,8 +7,9 @@
 //! - every connection is in the [`Registry`] with its phase, and a watchdog beside it closes it
 //!   when its header or idle time is up (hyper's own `header_read_timeout` is off: its clock
 //!   also runs while a keep-alive connection is idle, so it cannot tell idle from slow);
-//! - at `max_connections`, a newly accepted connection first closes the longest-idle one (or is
-//!   dropped itself if every connection is in a handler);
+//! - at `max_connections`, a newly accepted connection first closes the longest-idle one (if
+//!   every connection is in a handler, the one in its handler longest: a health check always
+//!   gets in);
 //! - when `accept` fails for lack of file descriptors (EMFILE/ENFILE) or memory, the
 //!   longest-idle connection is closed and accepting resumes as soon as it is gone. If nothing
 //!   can be closed, the loop backs off: 10 ms, doubling up to 1 s, reset by the next success.
@@ -20,7 +21,7 @@
 
 use crate::connections::{CloseReason, Conn, Registration, Registry, TrackedIo, Verdict};
 use crate::limits::ConnectionLimits;
-use crate::metrics::ApiMetrics;
+use crate::metrics::ConnectionMetrics;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -43,7 +44,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
-    metrics: Arc<ApiMetrics>,
+    metrics: Arc<ConnectionMetrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let registry = Arc::new(Registry::new(metrics));
@@ -63,7 +64,7 @@ pub(crate) async fn serve(
             Ok((stream, _peer)) => {
                 backoff = BACKOFF_MIN;
                 if registry.len() >= limits.max_connections && !registry.make_room(CLOSE_WAIT).await {
-                    tracing::debug!("all {} connections are in handlers: dropping a new one", registry.len());
+                    tracing::debug!("no connection of {} can be closed: dropping a new one", registry.len());
                     registry.count_closed(CloseReason::Refused);
                     continue;
                 }

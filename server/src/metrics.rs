@@ -1,11 +1,41 @@
-//! API metrics in the Prometheus text format, and a tiny `/metrics` endpoint for other
-//! processes (the job exposes its own metrics through [`serve_text`]).
+//! API metrics in the Prometheus text format, and the connection guard's metrics (also used by
+//! the job's `/metrics` endpoint, `crate::metrics_endpoint`).
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
-use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// The metrics of a connection guard (`listener`): open connections and the connections it
+/// closed, by reason. `hotlist serve` names them `hotlist_api_…`, the job's metrics endpoint
+/// `hotlist_metrics_endpoint_…`.
+pub struct ConnectionMetrics {
+    /// Open HTTP connections.
+    pub open: IntGauge,
+    /// Connections the server closed, by reason (header_timeout, idle_timeout, evicted,
+    /// evicted_busy, refused, shutdown).
+    pub closed: IntCounterVec,
+}
+
+impl ConnectionMetrics {
+    /// The two series, named `<prefix>_open_connections` and `<prefix>_connections_closed_total`.
+    pub fn new(prefix: &str) -> ConnectionMetrics {
+        let open = IntGauge::new(format!("{prefix}_open_connections"), "open HTTP connections").expect("valid metric");
+        let closed = IntCounterVec::new(
+            Opts::new(
+                format!("{prefix}_connections_closed_total"),
+                "connections the server closed, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        ConnectionMetrics { open, closed }
+    }
+
+    fn collectors(&self) -> [Box<dyn prometheus::core::Collector>; 2] {
+        [Box::new(self.open.clone()), Box::new(self.closed.clone())]
+    }
+}
 
 /// The server's metrics.
 pub struct ApiMetrics {
@@ -18,11 +48,17 @@ pub struct ApiMetrics {
     pub refresh_seconds: Histogram,
     /// Epoch of the served snapshot (-1 before any commit).
     pub epoch: IntGauge,
-    /// Open HTTP connections.
-    pub open_connections: IntGauge,
-    /// Connections the server closed, by reason (header_timeout, idle_timeout, evicted,
-    /// refused, shutdown).
-    pub connections_closed: IntCounterVec,
+    /// Open connections and connections closed (`hotlist_api_…`).
+    pub connections: Arc<ConnectionMetrics>,
+    /// Store lookups waiting for the history thread.
+    pub history_queued: IntGauge,
+    /// Store lookups not queued because the queue was full (answered 503).
+    pub history_rejected: IntCounter,
+    /// Queued lookups dropped unread because their request was gone (timed out, disconnected).
+    pub history_abandoned: IntCounter,
+    /// Per-group lists and group listings answered from the epoch cache, and read from the
+    /// store (`result` = hit, miss).
+    pub lookup_cache: IntCounterVec,
 }
 
 impl ApiMetrics {
@@ -43,24 +79,42 @@ impl ApiMetrics {
         )
         .expect("valid metric");
         let epoch = IntGauge::new("hotlist_api_snapshot_epoch", "committed epoch being served").expect("valid metric");
-        let open_connections =
-            IntGauge::new("hotlist_api_open_connections", "open HTTP connections").expect("valid metric");
-        let connections_closed = IntCounterVec::new(
-            Opts::new(
-                "hotlist_api_connections_closed_total",
-                "connections the server closed, by reason",
-            ),
-            &["reason"],
+        let connections = Arc::new(ConnectionMetrics::new("hotlist_api"));
+        let history_queued = IntGauge::new(
+            "hotlist_api_history_queued",
+            "store lookups waiting for the history thread",
         )
         .expect("valid metric");
-        for m in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+        let history_rejected = IntCounter::new(
+            "hotlist_api_history_rejected_total",
+            "store lookups refused with 503 because the history queue was full",
+        )
+        .expect("valid metric");
+        let history_abandoned = IntCounter::new(
+            "hotlist_api_history_abandoned_total",
+            "queued store lookups dropped unread because their request was gone",
+        )
+        .expect("valid metric");
+        let lookup_cache = IntCounterVec::new(
+            Opts::new(
+                "hotlist_api_lookup_cache_total",
+                "per-group lists and group listings answered from the epoch cache (hit) or read from the store (miss)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        let mut all: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(requests.clone()),
             Box::new(reloads.clone()),
             Box::new(refresh_seconds.clone()),
             Box::new(epoch.clone()),
-            Box::new(open_connections.clone()),
-            Box::new(connections_closed.clone()),
-        ] {
+            Box::new(history_queued.clone()),
+            Box::new(history_rejected.clone()),
+            Box::new(history_abandoned.clone()),
+            Box::new(lookup_cache.clone()),
+        ];
+        all.extend(connections.collectors());
+        for m in all {
             registry.register(m).expect("unique metric names");
         }
         ApiMetrics {
@@ -69,8 +123,11 @@ impl ApiMetrics {
             reloads,
             refresh_seconds,
             epoch,
-            open_connections,
-            connections_closed,
+            connections,
+            history_queued,
+            history_rejected,
+            history_abandoned,
+            lookup_cache,
         }
     }
 
@@ -86,6 +143,16 @@ impl Default for ApiMetrics {
     }
 }
 
+/// The connection guard's metrics alone, in the text format (for an endpoint that renders
+/// the rest itself).
+pub fn render_connections(m: &ConnectionMetrics) -> String {
+    let registry = Registry::new();
+    for c in m.collectors() {
+        let _ = registry.register(c);
+    }
+    render_registry(&registry)
+}
+
 /// Renders a registry in the text format.
 pub fn render_registry(registry: &Registry) -> String {
     let mut buf = Vec::new();
@@ -93,48 +160,4 @@ pub fn render_registry(registry: &Registry) -> String {
         return format!("# error encoding metrics: {e}\n");
     }
     String::from_utf8_lossy(&buf).into_owned()
-}
-
-/// Serves `GET /metrics` with `render()` on `addr` from a background thread (its own small
-/// runtime). Returns the bound address (useful with port 0).
-pub fn serve_text(addr: SocketAddr, render: Arc<dyn Fn() -> String + Send + Sync>) -> std::io::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    let bound = listener.local_addr()?;
-    std::thread::Builder::new()
-        .name("hotlist-metrics".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!("metrics endpoint: cannot start a runtime: {e}");
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!("metrics endpoint: {e}");
-                        return;
-                    }
-                };
-                let app = axum::Router::new().route(
-                    "/metrics",
-                    axum::routing::get(move || {
-                        let render = render.clone();
-                        async move {
-                            (
-                                [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                                render(),
-                            )
-                        }
-                    }),
-                );
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::error!("metrics endpoint stopped: {e}");
-                }
-            });
-        })?;
-    Ok(bound)
 }

@@ -28,7 +28,8 @@ pub async fn timed(State(app): State<Arc<AppState>>, req: Request, next: Next) -
 }
 
 /// Answers 503 (JSON) when the handler takes longer than the request timeout; the handler is
-/// dropped (a history lookup already sent to the store thread finishes there, unseen).
+/// dropped (a history lookup it queued is then skipped by the history thread, unread; one
+/// already being read finishes there, unseen).
 pub async fn request_timeout(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     match tokio::time::timeout(app.request_timeout, next.run(req)).await {
         Ok(resp) => resp,

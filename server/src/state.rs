@@ -4,6 +4,7 @@
 use crate::cache::{Cache, Snapshot};
 use crate::error::ApiError;
 use crate::history::HistoryWorker;
+use crate::lookup_cache::LookupCache;
 use crate::metrics::ApiMetrics;
 use hotlist_sinks::StoredWindow;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ pub struct AppState {
     pub cache: Arc<Cache>,
     /// History lookups (`date`, `at`), answered on their own thread.
     pub history: HistoryWorker,
+    /// Per-group latest lists and group listings of the served epoch.
+    pub lookups: LookupCache,
     /// `Cache-Control: max-age` for lists that may still change.
     pub max_age: Duration,
     /// A handler that takes longer answers 503.

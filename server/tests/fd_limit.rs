@@ -84,6 +84,7 @@ async fn out_of_file_descriptors() {
         job: "fd".into(),
         open,
         poll: Duration::from_millis(20),
+        history_queue: hotlist_server::limits::DEFAULT_HISTORY_QUEUE,
         max_age: Duration::from_secs(1),
         limits: ConnectionLimits {
             header_timeout: Duration::from_secs(60),

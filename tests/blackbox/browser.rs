@@ -690,3 +690,40 @@ fn live_page_group_picker_switches_lists() {
     assert_eq!(rows(&lines[1]["list"]), api("US"), "the picked group's list");
     assert_screenshot(&shot);
 }
+
+/// With a slow server (every `/v1/windows` held 2.5 s by the browser), the live page polls one
+/// at a time: never two `/v1/windows` requests in flight, where a page that polls every second
+/// regardless would pile up three. Its polls keep going (more than one in 7 s).
+#[test]
+fn live_page_never_stacks_polls() {
+    let chromium = chromium_path();
+    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    ensure_node_modules(&script_dir);
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("hotlist.toml"), CONFIG).expect("write config");
+    run_job(dir.path(), &[]);
+    let port = free_port();
+    let _server = start_server(dir.path(), port);
+    let out = Command::new("node")
+        .arg(script_dir.join("poll_overlap.mjs"))
+        .args([&format!("http://127.0.0.1:{port}/"), "2500", "7000"])
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("run poll_overlap.mjs");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| {
+        panic!(
+            "poll_overlap.mjs printed {line:?}: {e}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(
+        out.status.success() && v.get("error").is_none(),
+        "poll_overlap.mjs failed: {v}"
+    );
+    assert_eq!(v["max_in_flight"], 1, "one poll at a time: {v}");
+    assert!(
+        v["requests"].as_u64().is_some_and(|n| n >= 2),
+        "the page keeps polling: {v}"
+    );
+}

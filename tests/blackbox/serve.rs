@@ -10,6 +10,13 @@
 //! `healthz_latency_under_idle_and_slowloris` is the measurement in docs/api.md, ignored by default:
 //! `scripts/loadtest idle` runs it on a release build.
 
+// issue 21: the job's metrics endpoint, a hanging or gone store, what caches may keep, and the
+// small limits (`--poll`, `/v1/groups`)
+mod job_metrics;
+mod list_caching;
+mod small_ones;
+mod store_trouble;
+
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::{ListState, RankedItem};
 use hotlist_operators::time::{Millis, Span};

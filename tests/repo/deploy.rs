@@ -226,9 +226,18 @@ fn kubernetes_manifests_reference_each_other() {
     );
 }
 
-/// Runs the StatefulSet's start script for pod `hotlist-<ordinal>` with a stand-in `hotlist`
-/// that writes its arguments and the hostfile it was given; returns (arguments, hostfile lines).
-fn run_start_script(ordinal: usize) -> (Vec<String>, Vec<String>) {
+/// What the stand-in `hotlist` of [`run_start_script`] saw.
+struct StartedWith {
+    args: Vec<String>,
+    hosts: Vec<String>,
+    /// Its open-file limits: soft, hard.
+    nofile: (String, String),
+}
+
+/// Runs the StatefulSet's start script for pod `hotlist-<ordinal>` (under a soft open-file
+/// limit of `soft_nofile`, if given, as a container runtime may set) with a stand-in `hotlist`
+/// that writes its arguments, the hostfile it was given and its open-file limits.
+fn run_start_script(ordinal: usize, soft_nofile: Option<u32>) -> StartedWith {
     let m = manifests();
     let sts = get(&m, "StatefulSet", "hotlist");
     let container = &sts["spec"]["template"]["spec"]["containers"][0];
@@ -239,12 +248,15 @@ fn run_start_script(ordinal: usize) -> (Vec<String>, Vec<String>) {
         .map(str_of)
         .collect();
     assert_eq!(command, ["/bin/sh", "-c"]);
-    let script = str_of(&container["args"][0]).replace("/tmp/hosts", "$HOSTS");
+    let mut script = str_of(&container["args"][0]).replace("/tmp/hosts", "$HOSTS");
+    if let Some(n) = soft_nofile {
+        script = format!("ulimit -S -n {n}\n{script}");
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = dir.path().join("hotlist");
     std::fs::write(
         &fake,
-        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$OUT/args\"\nwhile [ $# -gt 0 ]; do [ \"$1\" = --hostfile ] && cp \"$2\" \"$OUT/hosts\"; shift; done\n",
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$OUT/args\"\nulimit -S -n > \"$OUT/nofile\"\nulimit -H -n >> \"$OUT/nofile\"\nwhile [ $# -gt 0 ]; do [ \"$1\" = --hostfile ] && cp \"$2\" \"$OUT/hosts\"; shift; done\n",
     )
     .expect("write fake hotlist");
     std::process::Command::new("chmod")
@@ -276,7 +288,12 @@ fn run_start_script(ordinal: usize) -> (Vec<String>, Vec<String>) {
             .map(str::to_string)
             .collect()
     };
-    (read("args"), read("hosts"))
+    let nofile = read("nofile");
+    StartedWith {
+        args: read("args"),
+        hosts: read("hosts"),
+        nofile: (nofile[0].clone(), nofile[1].clone()),
+    }
 }
 
 #[test]
@@ -285,7 +302,7 @@ fn the_start_script_writes_one_hostfile_line_per_replica() {
     let sts = get(&m, "StatefulSet", "hotlist");
     let replicas = sts["spec"]["replicas"].as_i64().expect("replicas") as usize;
     let service = str_of(&sts["spec"]["serviceName"]);
-    let (args, hosts) = run_start_script(replicas - 1);
+    let StartedWith { args, hosts, .. } = run_start_script(replicas - 1, None);
     let want: Vec<String> = (0..replicas)
         .map(|i| format!("hotlist-{i}.{service}.prod.svc:2101"))
         .collect();
@@ -435,5 +452,102 @@ fn the_object_storage_overlay_patches_the_base() {
         Some(ckpt.dir.to_str().expect("utf-8")),
         mounts["checkpoints"].as_str(),
         "the local checkpoint directory is the pods' checkpoint mount"
+    );
+}
+
+/// The paths a router serves: the `.route("PATH"` calls of `file` (a server source file).
+fn routes_of(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    text.split(".route(")
+        .skip(1)
+        .filter_map(|rest| rest.trim_start().strip_prefix('"')?.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The probes of the manifests ask what they mean and are served: the serving pods' liveness
+/// probe is `/livez` (alive whatever the store does: a store outage must not restart every
+/// pod, throwing their cached lists away) and their readiness probe `/readyz` (the store is
+/// fresh), both routes of `hotlist serve`'s router on the container's serving port; the job's
+/// HTTP probes are routes of its metrics endpoint on the port `--metrics-addr` binds.
+#[test]
+fn probes_are_served_by_the_endpoints_they_name() {
+    let m = manifests();
+    let serve_routes = routes_of("server/src/lib.rs");
+    assert!(
+        serve_routes.contains(&"/v1/top".to_string()),
+        "read the route table: {serve_routes:?}"
+    );
+    let serve = &get(&m, "Deployment", "hotlist-serve")["spec"]["template"]["spec"]["containers"][0];
+    let ports = named(&serve["ports"], "containerPort");
+    for (probe, path) in [("livenessProbe", "/livez"), ("readinessProbe", "/readyz")] {
+        let get = &serve[probe]["httpGet"];
+        assert_eq!(get["path"].as_str(), Some(path), "hotlist-serve {probe}");
+        assert!(
+            serve_routes.iter().any(|r| r == path),
+            "{path} is a route of serve: {serve_routes:?}"
+        );
+        assert!(
+            ports.contains_key(str_of(&get["port"])),
+            "{probe} on a port the container has"
+        );
+    }
+
+    let metrics_routes = routes_of("server/src/metrics_endpoint.rs");
+    let job = &get(&m, "StatefulSet", "hotlist")["spec"]["template"]["spec"]["containers"][0];
+    let job_ports = named(&job["ports"], "containerPort");
+    let metrics_port = job_ports["metrics"].as_i64().expect("metrics port");
+    assert!(
+        str_of(&job["args"][0]).contains(&format!("--metrics-addr 0.0.0.0:{metrics_port}")),
+        "the metrics endpoint listens on the metrics port"
+    );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let get = &job[probe]["httpGet"];
+        if let Some(path) = get["path"].as_str() {
+            assert!(
+                metrics_routes.iter().any(|r| r == path),
+                "job {probe}: {path} is served: {metrics_routes:?}"
+            );
+            assert_eq!(str_of(&get["port"]), "metrics", "job {probe}");
+        }
+    }
+}
+
+/// The job runs with enough open files: the systemd unit sets `LimitNOFILE` (systemd's default
+/// soft limit is 1024), and the pods' start script raises the soft limit to the hard one the
+/// runtime grants (a pod spec cannot set it): started under a soft limit of 256, `hotlist`
+/// runs with soft = hard.
+#[test]
+fn the_job_gets_enough_open_files() {
+    let unit = std::fs::read_to_string(root().join("deploy/systemd/hotlist@.service")).expect("unit");
+    let nofile: u64 = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LimitNOFILE="))
+        .expect("the unit sets LimitNOFILE")
+        .trim()
+        .parse()
+        .expect("LimitNOFILE is a number");
+    assert!(
+        nofile >= 8192,
+        "LimitNOFILE={nofile} is too few for checkpoints, panes and sockets"
+    );
+
+    let hard = String::from_utf8(
+        std::process::Command::new("/bin/sh")
+            .args(["-c", "ulimit -H -n"])
+            .output()
+            .expect("sh")
+            .stdout,
+    )
+    .expect("utf-8");
+    let hard = hard.trim();
+    if hard != "unlimited" && hard.parse::<u64>().is_ok_and(|h| h <= 256) {
+        return; // nothing to raise here: the check needs a hard limit above 256
+    }
+    let started = run_start_script(0, Some(256));
+    assert_eq!(
+        started.nofile,
+        (hard.to_string(), hard.to_string()),
+        "the start script raises the soft open-file limit to the hard one"
     );
 }

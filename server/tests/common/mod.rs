@@ -182,6 +182,7 @@ pub async fn start(kind: Kind) -> Harness {
         job: JOB.into(),
         open,
         poll: Duration::from_millis(20),
+        history_queue: hotlist_server::limits::DEFAULT_HISTORY_QUEUE,
         max_age: Duration::from_secs(1),
         limits: Default::default(),
     };
