@@ -19,9 +19,16 @@ pub mod serial;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
-/// The built `hotlist` binary (target/<profile>/hotlist next to this test's deps directory).
-/// `cargo test --workspace` builds it (the dataflow crate's own CLI tests need it).
+/// The `hotlist` binary the tests run: `$HOTLIST_BIN` when set (a path to any hotlist binary,
+/// e.g. a release build or an installed one, so the same tests check it), else the built
+/// target/<profile>/hotlist next to this test's deps directory.
+/// `cargo test --workspace` builds the latter (the dataflow crate's own CLI tests need it).
 pub fn hotlist_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("HOTLIST_BIN").filter(|b| !b.is_empty()) {
+        let bin = PathBuf::from(bin);
+        assert!(bin.is_file(), "HOTLIST_BIN={} is not a file", bin.display());
+        return bin;
+    }
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe
         .parent()
@@ -30,7 +37,7 @@ pub fn hotlist_bin() -> PathBuf {
     let bin = profile_dir.join("hotlist");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p hotlist` (or `cargo test --workspace`, which builds it)",
+        "{} is missing: run `cargo build -p hotlist` (or `cargo test --workspace`, which builds it), or set HOTLIST_BIN",
         bin.display()
     );
     bin

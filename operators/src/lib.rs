@@ -22,7 +22,9 @@
 //! - [`certify`]: the threshold and the check that make a sketch window's sealed list provably
 //!   exact after a sketch-guided replay;
 //! - [`replay`]: that replay minus the reading: the sources' notes of where an instance's
-//!   events lie per partition, the ranges and job of a sealed instance, one counting pass;
+//!   events lie per partition, the ranges and job of a sealed instance;
+//! - [`replay_budget`]: the replay's passes within a bound on the items counted at once
+//!   (split by item-hash ranges, or over budget);
 //! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
 //!   candidate list and HeavyKeeper, behind one `TopKSketch` trait, and their snapshots;
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
@@ -54,6 +56,7 @@ pub mod message;
 pub mod pane_sharing;
 pub mod record;
 pub mod replay;
+pub mod replay_budget;
 pub mod sketch;
 pub mod sketch_counter;
 pub mod snapshot;

@@ -1,7 +1,8 @@
 //! The sketch-guided replay of a sealed sketch instance (`exact_at_seal`), minus the reading:
-//! where each partition's share of an instance begins and ends, what a pass counts, and the
-//! job a sealed instance hands to the replay thread (`dataflow/src/replay.rs` reads; the proof
-//! that the result is exact is in `certify.rs`).
+//! where each partition's share of an instance begins and ends, and the job a sealed instance
+//! hands to the replay thread (`dataflow/src/source/replay.rs` reads; the passes, within a
+//! memory budget, are in `replay_budget.rs`; the proof that the result is exact in
+//! `certify.rs`).
 //!
 //! **Ranges.** A source notes, per partition, the first epoch in which it accepted an event of
 //! an instance ([`ReplayNote::Start`]: the partition's position and clock at that epoch's
@@ -15,16 +16,12 @@
 //! rejection ([`ReplayNote::Skip`]) and the replay skips those records; if more than
 //! [`MAX_SKIPS`] are outstanding, instances they may touch stay approximate (with the reason).
 
-use crate::hash::item_hash;
-use crate::record::{ItemId, PartitionId};
+use crate::record::PartitionId;
 use crate::sketch::CountMinSketch;
 use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowSpec};
-use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
 
 /// Most `future` rejections the merger keeps for replays (beyond: the instances they may
 /// touch are not replayed).
@@ -143,53 +140,6 @@ impl ReplaySnapshot {
 pub fn counts_in(w: &WindowSpec, start: Millis, lateness: Span, ts: Millis, wm_before: Millis) -> bool {
     let end = w.end_of(start);
     ts >= start && ts < end && end > wm_before.minus(lateness)
-}
-
-/// One replay pass: exact counts of the items whose estimate is at least the threshold.
-pub struct ReplayPass<'a> {
-    sketch: &'a CountMinSketch,
-    threshold: u64,
-    counts: FxMap<ItemId, u64>,
-    /// Events of the instance seen (counted or not).
-    pub events: u64,
-}
-
-impl<'a> ReplayPass<'a> {
-    /// A pass from `threshold` guided by `sketch`.
-    pub fn new(sketch: &'a CountMinSketch, threshold: u64) -> ReplayPass<'a> {
-        ReplayPass {
-            sketch,
-            threshold,
-            counts: FxMap::default(),
-            events: 0,
-        }
-    }
-
-    /// One event of the instance.
-    #[inline]
-    pub fn observe(&mut self, item: &ItemId, hash: u64) {
-        self.events += 1;
-        if let Some(c) = self.counts.get_mut(item) {
-            *c += 1;
-        } else if self.sketch.estimate(hash) >= self.threshold {
-            self.counts.insert(item.clone(), 1);
-        }
-    }
-
-    /// One event by id (hashes it).
-    pub fn observe_id(&mut self, item: &str) {
-        self.observe(&ItemId::from(item), item_hash(item));
-    }
-
-    /// Items counted so far.
-    pub fn counted(&self) -> usize {
-        self.counts.len()
-    }
-
-    /// The exact counts.
-    pub fn into_counts(self) -> Vec<(ItemId, u64)> {
-        self.counts.into_iter().collect()
-    }
 }
 
 /// Where the merger keeps the sources' notes until instances seal.

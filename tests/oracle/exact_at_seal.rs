@@ -246,3 +246,110 @@ fn sigterm_mid_run_then_a_restart_finishes_exact() {
         "dead letters"
     );
 }
+
+/// A flat input (`exact_at_seal.max_replay_keys`, docs/exact-at-seal.md#memory): three 10 s
+/// instances of 300 distinct items each, every item once or twice, so a pass that proves a
+/// list counts every item; two files, in order.
+fn flat_input() -> Vec<Vec<Vec<u8>>> {
+    let mut parts = vec![Vec::new(), Vec::new()];
+    for instance in 0..3i64 {
+        for i in 0..300i64 {
+            for repeat in 0..(1 + i64::from(i % 3 == 0)) {
+                let ts = instance * 10_000 + (i * 30 + repeat * 7) % 10_000;
+                let line = format!(r#"{{"item_id":"x{instance}-{i}","ts":{ts}}}"#);
+                parts[(i % 2) as usize].push(line.into_bytes());
+            }
+        }
+    }
+    for p in &mut parts {
+        p.sort_by_key(|l| serde_json::from_slice::<serde_json::Value>(l).expect("json")["ts"].as_i64());
+    }
+    parts
+}
+
+/// Runs `flat_input` through the binary on 2 workers with a replay budget of 64 keys in at
+/// most `ranges` ranges; returns the directory, the stored headers and the run's log.
+fn run_flat(ranges: u32) -> (tempfile::TempDir, Headers, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    write_partitions(&dir.path().join("in"), &flat_input()).expect("inputs");
+    let config = format!(
+        "[job]\nid = \"{JOB}\"\n[source]\nkind = \"file\"\npath = \"in/*.jsonl\"\n\
+         [time]\nmax_out_of_orderness = \"1s\"\nallowed_lateness = \"0s\"\n\
+         [[window]]\nname = \"10s\"\nsize = \"10s\"\nk = 5\nmode = \"sketch\"\nexact_at_seal = true\n\
+         [window.sketch]\nepsilon = 0.05\ndelta = 0.1\n\
+         [sink]\nkind = \"sqlite\"\npath = \"out.db\"\n\
+         [exact_at_seal]\nmax_replay_keys = 64\nmax_key_ranges = {ranges}\n"
+    );
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let out = hotlist_tests::spawn_run(dir.path(), 2)
+        .wait_with_output()
+        .expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    let heads = headers(&dir.path().join("out.db"));
+    (dir, heads, log)
+}
+
+/// The peak keys of every replay the log reports (`peak N keys of 64`).
+fn peaks(log: &str) -> Vec<usize> {
+    log.lines()
+        .filter_map(|l| l.split_once("peak ").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// 64 keys at once in up to 16 ranges: each pass is split by item hash, no replay map holds
+/// more than 64 items, and every sealed list is the model's, exact and certified.
+#[test]
+fn a_flat_instance_is_replayed_in_hash_ranges_within_the_key_budget() {
+    let (dir, heads, log) = run_flat(16);
+    let windows = [ModelWindow::new("10s", 10_000, 10_000, 5)];
+    let (top, _) = model::run(&flat_input(), &windows, 1_000, 0);
+    let db = dir.path().join("out.db");
+    assert_eq!(
+        hotlist_tests::sqlite_sealed_lists(&db, JOB),
+        top,
+        "the model's lists: {log}"
+    );
+    assert_eq!(heads.len(), 3, "{heads:?}");
+    for (key, (exact, bound, passes)) in &heads {
+        assert!(
+            *exact && *bound == 0 && passes.is_some(),
+            "{key:?}: exact, certified: {log}"
+        );
+    }
+    let peaks = peaks(&log);
+    assert_eq!(peaks.len(), 3, "one replay line per instance: {log}");
+    assert!(peaks.iter().all(|p| *p <= 64), "peak keys {peaks:?} within 64: {log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("sealed list exact") && !l.contains(" 1 item-hash range(s)")),
+        "a pass was split: {log}"
+    );
+}
+
+/// 64 keys at once in at most 2 ranges cannot hold 300 items: every list stays as sealed
+/// (approximate, with its bound), the log gives the reason, and no map held more than 64.
+#[test]
+fn a_flat_instance_over_the_key_budget_stays_approximate_with_the_reason() {
+    let (_dir, heads, log) = run_flat(2);
+    assert_eq!(heads.len(), 3, "{heads:?}");
+    for (key, (exact, bound, passes)) in &heads {
+        assert!(!*exact && *bound > 0 && passes.is_none(), "{key:?}: approximate: {log}");
+    }
+    let over: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("stays approximate: over the replay budget"))
+        .collect();
+    assert_eq!(over.len(), 3, "one reason per instance: {log}");
+    assert!(
+        over.iter().all(|l| l.contains("exact_at_seal.max_replay_keys")),
+        "{over:?}"
+    );
+    let peaks = peaks(&log);
+    assert!(
+        peaks.len() == 3 && peaks.iter().all(|p| *p <= 64),
+        "peak keys {peaks:?}: {log}"
+    );
+}

@@ -144,6 +144,7 @@ fn run_windows(
         batch_size: c.batch,
         cluster: None,
         hot_keys: None,
+        exact_at_seal: Default::default(),
     };
     let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;

@@ -179,6 +179,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         batch_size: 8192,
         cluster: None,
         hot_keys: None,
+        exact_at_seal: Default::default(),
     }
 }
 

@@ -1,8 +1,9 @@
 //! A window's `mode` and `[window.sketch]`: how it counts, checked against its `k`.
 
-use super::raw::{RawSketch, RawWindow};
+use super::raw::{RawExactAtSeal, RawSketch, RawWindow};
 use anyhow::{anyhow, bail, Result};
 use hotlist_operators::counting::{Algorithm, Counting, SketchSpec};
+use hotlist_operators::replay_budget::{ReplayBudget, DEFAULT_MAX_KEY_RANGES, DEFAULT_MAX_REPLAY_KEYS};
 use hotlist_operators::sketch::MAX_CANDIDATES;
 use hotlist_operators::window::WindowSpec;
 
@@ -53,6 +54,12 @@ fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
             at("exact_at_seal")
         );
     }
+    if exact_at_seal && spec.conservative {
+        bail!(
+            "{}: needs sketch.conservative = false (a conservative table depends on the order events arrive, and a replay's memory budget must not)",
+            at("exact_at_seal")
+        );
+    }
     spec.exact_at_seal = exact_at_seal;
     Ok(match mode {
         "sketch" => Counting::Sketch(spec),
@@ -72,6 +79,21 @@ fn window_counting(raw: &RawWindow, w: &WindowSpec) -> Result<Counting> {
             at("mode")
         ),
     })
+}
+
+/// `[exact_at_seal]`: the replays' memory budget (docs/exact-at-seal.md, "Memory").
+pub fn validate_replay_budget(raw: Option<&RawExactAtSeal>) -> Result<ReplayBudget> {
+    let keys = raw
+        .and_then(|r| r.max_replay_keys)
+        .unwrap_or(DEFAULT_MAX_REPLAY_KEYS as i64);
+    let ranges = raw
+        .and_then(|r| r.max_key_ranges)
+        .unwrap_or(i64::from(DEFAULT_MAX_KEY_RANGES));
+    let keys =
+        usize::try_from(keys).map_err(|_| anyhow!("exact_at_seal.max_replay_keys: must be positive, got {keys}"))?;
+    // out of u32's range: checked (and named) like any other bad value
+    let ranges = u32::try_from(ranges).unwrap_or(u32::MAX);
+    ReplayBudget::new(keys, ranges).map_err(|e| anyhow!("exact_at_seal.{e}"))
 }
 
 fn sketch_spec(raw: &RawSketch, w: &WindowSpec, at: &dyn Fn(&str) -> String) -> Result<SketchSpec> {
@@ -198,11 +220,58 @@ mod tests {
                 "mode = \"sketch\"\nexact_at_seal = true\n[window.sketch]\nalgorithm = \"heavykeeper\"",
                 "exact_at_seal: needs algorithm = \"cms\"",
             ),
+            (
+                "mode = \"sketch\"\nexact_at_seal = true\n[window.sketch]\nconservative = true",
+                "exact_at_seal: needs sketch.conservative = false",
+            ),
             ("mode = \"sketch\"\n[window.sketch]\nwidth = 5", "unknown field `width`"),
         ];
         for (window, want) in cases {
             let got = err(window);
             assert!(got.contains(want), "{window}: {got}");
+        }
+    }
+
+    /// `[exact_at_seal]`: the replays' budget, its defaults, and every bad value one line
+    /// naming its key.
+    #[test]
+    fn the_replay_budget_section() {
+        use hotlist_operators::replay_budget::ReplayBudget;
+        let gen = "[source]\nkind = \"generator\"\n";
+        let budget = |extra: &str| parse(&format!("{gen}{extra}"), &Overrides::default()).map(|p| p.exact_at_seal);
+        assert_eq!(budget("").unwrap(), ReplayBudget::default());
+        assert_eq!(
+            budget("[exact_at_seal]\nmax_replay_keys = 50\nmax_key_ranges = 4\n").unwrap(),
+            ReplayBudget::new(50, 4).unwrap()
+        );
+        let set = Overrides {
+            set: vec!["exact_at_seal.max_replay_keys=7".into()],
+            ..Overrides::default()
+        };
+        assert_eq!(parse(gen, &set).unwrap().exact_at_seal.max_keys(), 7);
+        for (extra, want) in [
+            ("max_replay_keys = 0", "exact_at_seal.max_replay_keys: must be positive"),
+            (
+                "max_replay_keys = -3",
+                "exact_at_seal.max_replay_keys: must be positive, got -3",
+            ),
+            (
+                "max_key_ranges = 3",
+                "exact_at_seal.max_key_ranges: must be a power of two between 1 and 1024, got 3",
+            ),
+            (
+                "max_key_ranges = 0",
+                "exact_at_seal.max_key_ranges: must be a power of two",
+            ),
+            (
+                "max_key_ranges = 4096",
+                "exact_at_seal.max_key_ranges: must be a power of two",
+            ),
+            ("max_keys = 5", "unknown field `max_keys`"),
+        ] {
+            let got = format!("{:#}", budget(&format!("[exact_at_seal]\n{extra}\n")).expect_err(extra));
+            assert!(got.contains(want), "{extra}: {got}");
+            assert_eq!(got.lines().count(), 1, "{got}");
         }
     }
 }

@@ -5,6 +5,7 @@
 use crate::generator::GeneratorSpec;
 use hotlist_operators::counting::Counting;
 use hotlist_operators::hot_keys::HotKeySpec;
+use hotlist_operators::replay_budget::ReplayBudget;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
@@ -56,6 +57,8 @@ pub struct JobPlan {
     pub cluster: Option<ClusterPlan>,
     /// The sampled hot-key detector (`[hot_keys]`), if on.
     pub hot_keys: Option<HotKeySpec>,
+    /// `[exact_at_seal]`: how much a replay may count exactly at once.
+    pub exact_at_seal: ReplayBudget,
 }
 
 /// A cluster of processes.

@@ -34,6 +34,8 @@ pub struct RawConfig {
     pub run: RawRun,
     /// `[hot_keys]` (none: no hot-key detector).
     pub hot_keys: Option<RawHotKeys>,
+    /// `[exact_at_seal]`: the replays' memory budget (none: the defaults).
+    pub exact_at_seal: Option<RawExactAtSeal>,
 }
 
 /// `[job]`.
@@ -333,4 +335,14 @@ pub struct RawHotKeys {
     pub delta: Option<toml::Value>,
     /// Candidates kept beside each window's sketch (default 64).
     pub candidates: Option<i64>,
+}
+
+/// `[exact_at_seal]`: how much a replay of a sealed sketch instance may count exactly at once.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExactAtSeal {
+    /// Most items one replay map holds (default 250,000).
+    pub max_replay_keys: Option<i64>,
+    /// Most item-hash ranges a pass is split into when a map would hold more (default 16).
+    pub max_key_ranges: Option<i64>,
 }

@@ -37,6 +37,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     input.format = input.compile(&job_dims(&windows), needs_user(&windows))?;
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
     let counting = super::counting::validate_counting(&raw.window, &windows)?;
+    let exact_at_seal = super::counting::validate_replay_budget(raw.exact_at_seal.as_ref())?;
     if let Some(w) = counting.iter().position(|c| c.exact_at_seal()) {
         if matches!(source, SourcePlan::Stdin) {
             bail!(
@@ -98,6 +99,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         batch_size,
         cluster,
         hot_keys,
+        exact_at_seal,
     })
 }
 

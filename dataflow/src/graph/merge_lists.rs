@@ -132,8 +132,7 @@ impl MergeState {
         let exact = r.finished(Millis::now(), wait);
         let stats = &self.stats;
         stats.merge.replays_exact.fetch_add(exact.len() as u64, Relaxed);
-        stats.merge.replays_failed.store(r.failed, Relaxed);
-        stats.merge.replays_pending.store(r.pending() as u64, Relaxed);
+        r.report(&stats.merge);
         exact
     }
 
@@ -149,8 +148,7 @@ impl MergeState {
         }
         stats.merge.revisions.fetch_add(published.len() as u64, Relaxed);
         if let Some(r) = &self.replays {
-            stats.merge.replays_failed.store(r.failed, Relaxed);
-            stats.merge.replays_pending.store(r.pending() as u64, Relaxed);
+            r.report(&stats.merge);
         }
         // (a replay's exact revision is counted in `finished_replays`, not as a seal)
         for p in published.iter().filter(|p| p.certificate.is_none()) {

@@ -10,11 +10,13 @@
 
 use crate::config::JobPlan;
 use crate::source::replay::replay;
+use crate::stats::MergeStats;
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::merge::SealedSketch;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::{ListState, PartitionId, RankedItem};
 use hotlist_operators::replay::{ReplayJob, ReplayNote, ReplayRanges, ReplaySnapshot};
+use hotlist_operators::replay_budget::{ReplayBudget, ReplayStats, Replayed};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::InstanceKey;
 use std::collections::BTreeMap;
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-type Outcome = (ReplayJob, Result<(Vec<RankedItem>, Certificate), String>, Duration);
+type Outcome = (ReplayJob, Result<Replayed, String>, Duration);
 
 /// The replays of one run.
 pub struct Replays {
@@ -36,6 +38,11 @@ pub struct Replays {
     thread: Option<JoinHandle<()>>,
     /// Instances whose list stayed approximate, with the reason (for the log and metrics).
     pub failed: u64,
+    /// Of those, the ones no pass proving the list fitted the budget.
+    pub over_budget: u64,
+    /// The most items one replay map held in this run.
+    pub peak_keys: usize,
+    budget: ReplayBudget,
     /// The job is stopping (see [`Replays::stop`]).
     stopping: bool,
 }
@@ -43,6 +50,7 @@ pub struct Replays {
 impl Replays {
     /// The replays of a job, continuing the restored checkpoint's (`restored`).
     pub fn start(plan: Arc<JobPlan>, restored: Option<ReplaySnapshot>) -> Replays {
+        let budget = plan.exact_at_seal;
         let (jobs, inbox) = channel::<ReplayJob>();
         let (outbox, results) = channel::<Outcome>();
         let stop = Arc::new(AtomicBool::new(false));
@@ -70,6 +78,9 @@ impl Replays {
             stop,
             thread,
             failed: 0,
+            over_budget: 0,
+            peak_keys: 0,
+            budget,
             stopping: false,
         };
         for job in restored.pending {
@@ -142,6 +153,25 @@ impl Replays {
         tracing::warn!("window {window} instance {start}: the sealed list stays approximate: {why}");
     }
 
+    /// Stores its counters in the merge's stats.
+    pub fn report(&self, m: &MergeStats) {
+        m.replays_failed.store(self.failed, Relaxed);
+        m.replays_over_budget.store(self.over_budget, Relaxed);
+        m.replay_keys_peak.store(self.peak_keys as u64, Relaxed);
+        m.replays_pending.store(self.pending() as u64, Relaxed);
+    }
+
+    /// A replay's memory, for the log.
+    fn memory(&self, stats: &ReplayStats) -> String {
+        format!(
+            "peak {} keys of {} (max_replay_keys), {} item-hash range(s), {} read(s)",
+            stats.peak_keys,
+            self.budget.max_keys(),
+            stats.ranges,
+            stats.reads
+        )
+    }
+
     /// Replays running or queued.
     pub fn pending(&self) -> usize {
         self.pending.len()
@@ -167,18 +197,32 @@ impl Replays {
                 continue;
             }
             match outcome {
-                Ok((items, certificate)) => {
+                Ok(Replayed::Exact(items, certificate, stats)) => {
+                    self.peak_keys = self.peak_keys.max(stats.peak_keys);
                     tracing::info!(
-                        "window {} instance {}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s; {} items counted exactly from threshold {}",
+                        "window {} instance {}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s; {} items counted exactly from threshold {}; {}",
                         job.window,
                         job.start,
                         certificate.passes,
                         job.ranges.len(),
                         took.as_secs_f64(),
                         certificate.counted,
-                        certificate.threshold
+                        certificate.threshold,
+                        self.memory(&stats)
                     );
                     out.push(exact_revision(job, items, certificate, as_of));
+                }
+                Ok(Replayed::OverBudget(stats)) => {
+                    self.peak_keys = self.peak_keys.max(stats.peak_keys);
+                    self.over_budget += 1;
+                    let why = format!(
+                        "over the replay budget: a pass that proves the list needs more than {} items (exact_at_seal.max_replay_keys) in one of {} item-hash ranges (exact_at_seal.max_key_ranges); {} pass(es), {}",
+                        self.budget.max_keys(),
+                        self.budget.max_ranges(),
+                        stats.passes,
+                        self.memory(&stats)
+                    );
+                    self.give_up(&job.window, job.start, &why);
                 }
                 Err(why) => self.give_up(&job.window, job.start, &why),
             }

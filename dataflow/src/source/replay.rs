@@ -1,8 +1,8 @@
 //! Reading a sealed instance's input again (`exact_at_seal`): each partition's range from its
 //! resume point to its position in the sealing epoch, through the same per-record path as the
 //! live source (`accept`: parsing, size, event time range, the clock and the lateness rule), so
-//! that every record gets the verdict it got live. The passes and the proof: `certify.rs` and
-//! `hotlist_operators::replay`.
+//! that every record gets the verdict it got live. The passes, within the job's memory budget:
+//! `hotlist_operators::replay_budget`; the proof: `certify.rs`.
 //!
 //! A reader of its own per range: a file opened again, the generator sought, a second Kafka
 //! consumer. A range that cannot be read again (a file that shrank, Kafka retention that
@@ -11,10 +11,10 @@
 use super::accept::{accept, Batch, Place, Rules, Tally};
 use super::{kafka, PartitionReader, ReadStatus, Reader};
 use crate::config::JobPlan;
-use hotlist_operators::certify::{certify, Certificate};
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::RankedItem;
-use hotlist_operators::replay::{counts_in, PartitionRange, ReplayJob, ReplayPass};
+use hotlist_operators::record::ItemId;
+use hotlist_operators::replay::{counts_in, PartitionRange, ReplayJob};
+use hotlist_operators::replay_budget::{replay_within, Replayed};
 use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::PartitionClock;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -25,49 +25,64 @@ const BUDGET: usize = 4096;
 /// How long a Kafka range may go without a message before the replay gives up.
 const KAFKA_STALL: Duration = Duration::from_secs(60);
 
-/// The exact list of a sealed instance and its certificate, or why it cannot be had. Stops
-/// early (an error) when `stop` is set.
-pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool) -> Result<(Vec<RankedItem>, Certificate), String> {
+/// The exact list of a sealed instance and its certificate, or that no pass proving it fits
+/// the plan's budget (`[exact_at_seal]`), or why it cannot be had (`Err`). Stops early (an
+/// error) when `stop` is set.
+pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool) -> Result<Replayed, String> {
     let window = plan
         .windows
         .iter()
         .map(|w| &w.spec)
         .find(|w| w.name == job.window)
         .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
-    let mut threshold = job.threshold.max(1);
-    let mut passes = 0;
-    loop {
-        passes += 1;
-        let mut pass = ReplayPass::new(&job.sketch, threshold);
+    // no estimate reaches past the largest cell
+    let upper = job.sketch.cells().iter().max().unwrap_or(0).saturating_add(1);
+    let estimate = |hash: u64| job.sketch.estimate(hash);
+    let mut read_once = |visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), String> {
         for range in &job.ranges {
+            let mut more = true;
             read_range(plan, range, stop, &mut |e| {
                 if counts_in(window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
-                    pass.observe(&e.item, e.hash);
+                    more = visit(&e.item, e.hash);
                 }
+                more
             })
             .map_err(|e| format!("partition {}: {e}", range.partition.0))?;
-        }
-        let counted = pass.counted() as u64;
-        match certify(pass.into_counts(), job.k, threshold) {
-            Ok(items) => {
-                let certificate = Certificate {
-                    threshold,
-                    counted,
-                    passes,
-                };
-                return Ok((items, certificate));
+            if !more {
+                break;
             }
-            Err(next) => threshold = next,
         }
+        Ok(())
+    };
+    replay_within(
+        &estimate,
+        upper,
+        job.k,
+        job.threshold,
+        plan.exact_at_seal,
+        &mut read_once,
+    )
+}
+
+/// The live source's per-record rules, but for the wall clock.
+fn replay_rules(plan: &JobPlan) -> Rules {
+    Rules {
+        judge: LatenessJudge::new(plan.window_specs(), plan.time.allowed_lateness),
+        max_future: plan.time.max_future,
+        max_record_bytes: plan.max_record_bytes,
+        // wall-clock `future` verdicts are not re-derived: the source noted them (`skips`)
+        wall: Millis::MAX_EVENT,
+        format: plan.input.format.clone(),
+        user_required: plan.input.user_required,
     }
 }
 
-/// Reads one partition's range, handing every accepted event to `f`.
+/// Reads one partition's range, handing every accepted event to `f` until it returns `false`.
 fn read_range(
     plan: &JobPlan,
     r: &PartitionRange,
     stop: &AtomicBool,
-    f: &mut impl FnMut(&hotlist_operators::record::TimedEvent),
+    f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
 ) -> Result<(), String> {
     let mut reader =
         Reader::open(&plan.source, r.partition.0, plan.max_record_bytes, false).map_err(|e| format!("{e:#}"))?;
@@ -80,15 +95,7 @@ fn read_range(
         ));
     }
     let mut clock = PartitionClock::with_max(plan.time.max_out_of_orderness, r.max_ts);
-    let rules = Rules {
-        judge: LatenessJudge::new(plan.window_specs(), plan.time.allowed_lateness),
-        max_future: plan.time.max_future,
-        max_record_bytes: plan.max_record_bytes,
-        // wall-clock `future` verdicts are not re-derived: the source noted them (`skips`)
-        wall: Millis::MAX_EVENT,
-        format: plan.input.format.clone(),
-        user_required: plan.input.user_required,
-    };
+    let rules = replay_rules(plan);
     let (mut position, mut done) = (r.from, r.from >= r.to);
     let mut batch = Batch {
         events: Vec::with_capacity(BUDGET),
@@ -124,7 +131,9 @@ fn read_range(
             };
             accept(rec, place, &mut clock, &rules);
         });
-        batch.events.iter().for_each(&mut *f);
+        if !batch.events.iter().all(&mut *f) {
+            return Ok(());
+        }
         batch.events.clear();
         batch.dead.clear();
         if let Some(after) = reader.after_read() {
@@ -156,8 +165,11 @@ fn read_range(
 mod tests {
     use super::*;
     use crate::config::{parse, Overrides};
+    use hotlist_operators::certify::Certificate;
     use hotlist_operators::hash::item_hash;
     use hotlist_operators::record::PartitionId;
+    use hotlist_operators::record::RankedItem;
+    use hotlist_operators::replay_budget::ReplayBudget;
     use hotlist_operators::sketch::{CmsShape, CountMinSketch};
     use hotlist_operators::window::{InstanceKey, WindowId};
     use std::collections::BTreeMap;
@@ -210,6 +222,13 @@ mod tests {
         }
     }
 
+    fn exact(r: Result<Replayed, String>) -> (Vec<RankedItem>, Certificate) {
+        match r {
+            Ok(Replayed::Exact(items, cert, _)) => (items, cert),
+            other => panic!("not exact: {other:?}"),
+        }
+    }
+
     fn brute(lines: &[String], skip: &[u64]) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
         for (i, l) in lines.iter().enumerate() {
@@ -239,7 +258,7 @@ mod tests {
         let (_dir, plan) = job_over(&refs);
         let counts = [("a", 3), ("b", 3), ("c", 4), ("d", 1)];
         let j = job(lines.len() as u64, &counts, 3, vec![]);
-        let (items, cert) = replay(&plan, &j, &AtomicBool::new(false)).expect("replayed");
+        let (items, cert) = exact(replay(&plan, &j, &AtomicBool::new(false)));
         let want = brute(&lines[..11], &[]); // the late line does not count
         assert_eq!(want["c"], 3, "the late c is not counted");
         let got: Vec<(String, u64)> = items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
@@ -262,7 +281,7 @@ mod tests {
             1_000,
             vec![],
         );
-        let (items, cert) = replay(&plan, &j, &AtomicBool::new(false)).expect("replayed");
+        let (items, cert) = exact(replay(&plan, &j, &AtomicBool::new(false)));
         assert_eq!((cert.threshold, cert.passes), (1, 2));
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].count, 3);
@@ -280,7 +299,7 @@ mod tests {
             1,
             vec![(4, 0), (8, 0), (10, 0)],
         );
-        let (items, _) = replay(&plan, &j, &AtomicBool::new(false)).expect("replayed");
+        let (items, _) = exact(replay(&plan, &j, &AtomicBool::new(false)));
         let want = brute(&lines[..11], &[4, 8, 10]);
         assert_eq!(want.get("c"), None);
         let got: Vec<(String, u64)> = items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
@@ -288,5 +307,37 @@ mod tests {
         let far = job(lines.len() as u64 + 5, &[("a", 3)], 1, vec![]);
         let err = replay(&plan, &far, &AtomicBool::new(false)).expect_err("the file is shorter");
         assert!(err.contains("ended at position 12, before 17"), "{err}");
+    }
+
+    #[test]
+    fn a_pass_over_the_budget_is_split_or_left_approximate() {
+        let lines = input();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (_dir, mut plan) = job_over(&refs);
+        // a, b, c and d are seen: a pass from 1 counts 4 items; one from 3 (the exact K-th
+        // count) a, b and c
+        let j = job(lines.len() as u64, &[("a", 3), ("b", 3), ("c", 4), ("d", 1)], 1, vec![]);
+        let want = vec![("a".to_string(), 3), ("b".to_string(), 3)];
+        let ids = |items: &[RankedItem]| -> Vec<(String, u64)> {
+            items.iter().map(|r| (r.item_id.to_string(), r.count)).collect()
+        };
+        plan.exact_at_seal = ReplayBudget::new(2, 1).expect("budget");
+        let over = replay(&plan, &j, &AtomicBool::new(false));
+        assert!(
+            matches!(over, Ok(Replayed::OverBudget(s)) if s.peak_keys == 2),
+            "{over:?}"
+        );
+        // 3 keys: the pass from 1 overflows, a higher threshold proves the list
+        plan.exact_at_seal = ReplayBudget::new(3, 1).expect("budget");
+        let (items, cert) = exact(replay(&plan, &j, &AtomicBool::new(false)));
+        assert_eq!((ids(&items), cert.counted), (want.clone(), 3));
+        // 2 keys in up to 8 ranges: split
+        plan.exact_at_seal = ReplayBudget::new(2, 8).expect("budget");
+        let split = replay(&plan, &j, &AtomicBool::new(false));
+        let Ok(Replayed::Exact(items, _, stats)) = split else {
+            panic!("split: {split:?}")
+        };
+        assert_eq!(ids(&items), want, "the unsplit pass's list");
+        assert!(stats.ranges > 1 && stats.peak_keys <= 2, "{stats:?}");
     }
 }

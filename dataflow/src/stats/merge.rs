@@ -23,6 +23,11 @@ pub struct MergeStats {
     pub replays_failed: AtomicU64,
     /// `exact_at_seal`: replays running or queued.
     pub replays_pending: AtomicU64,
+    /// `exact_at_seal`: of the lists left approximate, those whose proving pass did not fit
+    /// the replay budget (`[exact_at_seal] max_replay_keys`).
+    pub replays_over_budget: AtomicU64,
+    /// `exact_at_seal`: the most items one replay map held in this run.
+    pub replay_keys_peak: AtomicU64,
 }
 
 impl Default for MergeStats {
@@ -35,6 +40,8 @@ impl Default for MergeStats {
             replays_exact: AtomicU64::new(0),
             replays_failed: AtomicU64::new(0),
             replays_pending: AtomicU64::new(0),
+            replays_over_budget: AtomicU64::new(0),
+            replay_keys_peak: AtomicU64::new(0),
         }
     }
 }
@@ -72,13 +79,23 @@ impl MergeStats {
             ),
             (
                 "hotlist_exact_at_seal_failures_total",
-                "exact_at_seal: sealed sketch lists left approximate because their input could not be read again (the log says why)",
+                "exact_at_seal: sealed sketch lists left approximate: their input could not be read again, or the replay was over its budget (the log says why)",
                 load(&self.replays_failed),
             ),
             (
                 "hotlist_exact_at_seal_pending",
                 "exact_at_seal: replays running or queued",
                 load(&self.replays_pending),
+            ),
+            (
+                "hotlist_exact_at_seal_over_budget_total",
+                "exact_at_seal: sealed sketch lists left approximate because no proving pass fitted exact_at_seal.max_replay_keys in exact_at_seal.max_key_ranges ranges",
+                load(&self.replays_over_budget),
+            ),
+            (
+                "hotlist_exact_at_seal_replay_keys_peak",
+                "exact_at_seal: the most items one replay map held in this run (bounded by exact_at_seal.max_replay_keys)",
+                load(&self.replay_keys_peak),
             ),
         ]);
         let g = self.watermark();
