@@ -220,6 +220,9 @@ fn run_sealing(
         let mut max_ts: Option<i64> = None;
         for (i, line) in lines.iter().enumerate() {
             let pos = i as u64 + 1;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue; // a blank line: skipped and counted, no dead letter
+            }
             let Some((item, ts)) = parse(line) else {
                 dead.push((p as u32, pos, "bad".to_string()));
                 continue;

@@ -48,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ts_unit: TsUnit::Millis,
             user: None,
             dims: Vec::new(),
+            bounds: Default::default(),
         };
         let plain = (0..5)
             .map(|_| rate(&bids, &|l| parse_with(l, &f).is_ok()))

@@ -66,6 +66,30 @@ pub enum BadRecord {
     /// string).
     #[error("ts {0} is outside years 0000-9999")]
     TsOutOfRange(String),
+    /// A dim value longer than `source.format.max_dim_bytes`.
+    #[error("dims.{dim} is {len} bytes long (at most {max}, source.format.max_dim_bytes)")]
+    DimTooLong {
+        /// The dim.
+        dim: String,
+        /// Its value's length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A window's group key (percent-encoded) longer than `source.format.max_group_key_bytes`.
+    #[error(
+        "group key of window {window:?} would be {len} bytes (at most {max}, source.format.max_group_key_bytes); its longest dim is {dim}"
+    )]
+    GroupKeyTooLong {
+        /// The window.
+        window: String,
+        /// The key's length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+        /// The dim whose encoded value is longest.
+        dim: String,
+    },
     /// Any other violation: malformed JSON, missing or mistyped fields, trailing garbage.
     #[error("{0}")]
     Invalid(String),

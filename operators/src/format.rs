@@ -9,7 +9,9 @@
 //!   same item), with the item-id rules ([`check_item_id`]); a missing user is `None`;
 //! - time: an integer in the format's unit (converted to ms, sub-ms truncated toward −∞) or an
 //!   RFC 3339 string; outside years 0000–9999 (also after conversion) it is out of range;
-//! - a dim: a string or an integer; missing or `null` is `""`;
+//! - a dim: a string or an integer; missing or `null` is `""`; a value longer than
+//!   `max_dim_bytes`, or one that makes a window's group key longer than
+//!   `max_group_key_bytes`, is bad ([`DimBounds`]);
 //! - a pointer finding nothing (item id, time) or a value of another type is a bad record whose
 //!   detail names the target and the pointer (`item_id: /Bid/auction finds nothing`).
 //!
@@ -21,6 +23,7 @@ mod tests;
 mod walk;
 
 use crate::event::{check_item_id, parse_event, BadRecord, ParsedEvent};
+use crate::group::DimBounds;
 use crate::time::Millis;
 use std::borrow::Cow;
 pub use walk::MAX_TARGETS;
@@ -85,6 +88,8 @@ pub struct Format {
     pub user: Option<Pointer>,
     /// The dims the job needs, by name, and where each one is.
     pub dims: Vec<(String, Pointer)>,
+    /// How long their values and the windows' group keys may be.
+    pub bounds: DimBounds,
 }
 
 impl Default for Format {
@@ -96,6 +101,7 @@ impl Default for Format {
             ts_unit: TsUnit::Millis,
             user: None,
             dims: Vec::new(),
+            bounds: DimBounds::default(),
         }
     }
 }
@@ -179,12 +185,13 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, 
         }
         None => None,
     };
-    let dims = caps
+    let dims: Vec<Cow<'a, str>> = caps
         .dims
         .into_iter()
         .zip(&format.dims)
         .map(|(cap, (name, p))| dim(name, p, cap))
         .collect::<Result<_, _>>()?;
+    format.bounds.check(&dims)?;
     Ok(ParsedEvent {
         item_id,
         ts,

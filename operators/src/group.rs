@@ -14,9 +14,13 @@
 //! still owns whole items, so merging per-worker lists stays exact per group.
 
 mod admission;
+mod bounds;
 mod notes;
 
 pub use admission::{Admitted, GroupNote, InstanceGroups};
+pub use bounds::{
+    encoded_len, longest_key, DimBounds, DEFAULT_MAX_DIM_BYTES, DEFAULT_MAX_GROUP_KEY_BYTES, GROUP_KEY_LIMIT,
+};
 pub use notes::GroupNoter;
 
 use crate::hash::item_hash;
@@ -107,9 +111,30 @@ impl fmt::Display for GroupKey {
     }
 }
 
+/// The read API's query parameters (`/v1/top`, `/v1/groups`): a dim of one of these names could
+/// not be selected by `dim=value`, so `by` refuses them ([`check_by_dim`]).
+pub const RESERVED_DIM_NAMES: [&str; 5] = ["window", "k", "date", "at", "group"];
+
+/// A dim name a window may group by: a valid dim name ([`check_dim_name`]) that is not one of
+/// the read API's query parameters ([`RESERVED_DIM_NAMES`]).
+pub fn check_by_dim(name: &str) -> Result<(), String> {
+    check_dim_name(name)?;
+    if RESERVED_DIM_NAMES.contains(&name) {
+        return Err(format!(
+            "dim name {name:?} is a query parameter of the read API ({}); name the dim otherwise \
+             (map it under another name in [source.format] dims)",
+            RESERVED_DIM_NAMES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The longest dim name.
+pub const MAX_DIM_NAME: usize = 64;
+
 /// A dim name usable in `by` and in group keys: 1–64 of `A-Z a-z 0-9 - . _ ~`.
 pub fn check_dim_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 64 || !name.bytes().all(unreserved) {
+    if name.is_empty() || name.len() > MAX_DIM_NAME || !name.bytes().all(unreserved) {
         return Err(format!(
             "dim name {name:?} must be 1-64 characters of A-Z a-z 0-9 - . _ ~"
         ));

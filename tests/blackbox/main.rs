@@ -35,3 +35,9 @@ mod event_times;
 mod read_errors;
 // hostile input: a 300 MB line, in a file and on stdin
 mod record_size;
+// hostile input: byte order marks, blank lines, long dim values, floods of bad lines
+mod input_edges;
+// configurations the job cannot serve, refused at start with one line
+mod config_limits;
+// the largest values the job admits, committed into PostgreSQL
+mod store_limits;

@@ -3,7 +3,10 @@
 //! [`Format`] for the dims and the user the job's windows need.
 
 use anyhow::{anyhow, bail, Result};
+use hotlist_operators::counter::{job_dims, needs_user};
 use hotlist_operators::format::{Format, Pointer, TsUnit, MAX_TARGETS};
+use hotlist_operators::group::{DimBounds, DEFAULT_MAX_DIM_BYTES, DEFAULT_MAX_GROUP_KEY_BYTES, GROUP_KEY_LIMIT};
+use hotlist_operators::window::WindowSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -21,6 +24,10 @@ pub struct RawFormat {
     pub user: Option<String>,
     /// A pointer to an object of dims (default `/dims`), or a table `{ name = "/pointer" }`.
     pub dims: Option<toml::Value>,
+    /// The longest dim value in bytes (default 256).
+    pub max_dim_bytes: Option<i64>,
+    /// The longest group key in bytes, percent-encoded (default 1024).
+    pub max_group_key_bytes: Option<i64>,
 }
 
 /// Where the dims are.
@@ -50,6 +57,10 @@ pub struct InputFormat {
     /// Every window needs a user: a record without one is a bad record (otherwise it goes on
     /// with no user).
     pub user_required: bool,
+    /// `max_dim_bytes`.
+    pub max_dim_bytes: usize,
+    /// `max_group_key_bytes`.
+    pub max_group_key_bytes: usize,
 }
 
 impl Default for InputFormat {
@@ -57,6 +68,19 @@ impl Default for InputFormat {
     fn default() -> InputFormat {
         let raw = RawFormat::default();
         validate_format(&raw).expect("the default format is valid")
+    }
+}
+
+/// A byte bound of the dims: 1 to [`GROUP_KEY_LIMIT`] (a larger group key could exceed
+/// PostgreSQL's index row limit), or its default.
+fn bound(key: &str, v: Option<i64>, default: usize) -> Result<usize> {
+    match v.map(usize::try_from) {
+        None => Ok(default),
+        Some(Ok(n)) if (1..=GROUP_KEY_LIMIT).contains(&n) => Ok(n),
+        Some(_) => bail!(
+            "source.format.{key}: must be between 1 and {GROUP_KEY_LIMIT} (a longer group key could exceed PostgreSQL's index row limit), got {}",
+            v.unwrap_or_default()
+        ),
     }
 }
 
@@ -91,6 +115,12 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
                 if name.is_empty() {
                     bail!("source.format.dims: a dim name must not be empty");
                 }
+                if hotlist_operators::group::RESERVED_DIM_NAMES.contains(&name.as_str()) {
+                    bail!(
+                        "source.format.dims.{name}: {name:?} is a query parameter of the read API ({}); map the dim under another name",
+                        hotlist_operators::group::RESERVED_DIM_NAMES.join(", ")
+                    );
+                }
                 each.insert(name.clone(), pointer(&format!("dims.{name}"), p)?);
             }
             DimsAt::Each(each)
@@ -104,6 +134,7 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
             ts_unit,
             user: None,
             dims: Vec::new(),
+            bounds: DimBounds::default(),
         },
         item_id,
         ts,
@@ -111,12 +142,33 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
         user,
         dims,
         user_required: false,
+        max_dim_bytes: bound("max_dim_bytes", raw.max_dim_bytes, DEFAULT_MAX_DIM_BYTES)?,
+        max_group_key_bytes: bound(
+            "max_group_key_bytes",
+            raw.max_group_key_bytes,
+            DEFAULT_MAX_GROUP_KEY_BYTES,
+        )?,
     };
     input.format = input.compile(&[], false)?;
     Ok(input)
 }
 
 impl InputFormat {
+    /// The parser's format for `windows`: the dims of their `by` and a user if one counts
+    /// distinct users ([`InputFormat::compile`]), with the bounds of the dims' values and of
+    /// each window's group key.
+    pub fn compile_for(&self, windows: &[WindowSpec]) -> Result<Format> {
+        let mut format = self.compile(&job_dims(windows), needs_user(windows))?;
+        let names: Vec<String> = format.dims.iter().map(|(n, _)| n.clone()).collect();
+        format.bounds = DimBounds::new(
+            self.max_dim_bytes,
+            self.max_group_key_bytes,
+            &names,
+            windows.iter().map(|w| (w.name.as_str(), &w.key.by[..])),
+        );
+        Ok(format)
+    }
+
     /// The parser's format for the dims the job needs (the union of the windows' `by`) and
     /// whether it needs a user (a window counts `distinct_users`). A dim missing from a
     /// `dims` table, or a user needed without `source.format.user`, is a config error.
@@ -154,6 +206,7 @@ impl InputFormat {
             ts_unit: self.ts_unit,
             user,
             dims,
+            bounds: DimBounds::default(),
         })
     }
 }

@@ -2,7 +2,7 @@
 
 use super::raw::RawWindow;
 use anyhow::{bail, Result};
-use hotlist_operators::group::{check_dim_name, KeyShape, DEFAULT_MAX_GROUPS};
+use hotlist_operators::group::{check_by_dim, KeyShape, DEFAULT_MAX_GROUPS};
 
 /// Most dims one window may group by.
 pub const MAX_BY_DIMS: usize = 8;
@@ -20,7 +20,7 @@ pub fn key_shape(w: &RawWindow) -> Result<KeyShape> {
         bail!("{}: at most {MAX_BY_DIMS} dims", at("by"));
     }
     for d in &by {
-        if let Err(e) = check_dim_name(d) {
+        if let Err(e) = check_by_dim(d) {
             bail!("{}: {e}", at("by"));
         }
     }

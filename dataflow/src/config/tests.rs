@@ -161,6 +161,16 @@ fn errors_name_the_key() {
             "sink.redis_url",
         ),
         (GEN, &["run.workers=0"], "run.workers"),
+        (
+            GEN,
+            &["run.batch_size=0"],
+            "run.batch_size: must be between 1 and 1048576, got 0",
+        ),
+        (
+            GEN,
+            &["run.batch_size=1048577"],
+            "run.batch_size: must be between 1 and 1048576, got 1048577",
+        ),
         (GEN, &["time.bogus=1"], "bogus"),
         ("[source]\nkind = \"file\"\n", &[], "source.path"),
         (
@@ -421,6 +431,17 @@ fn per_group_and_distinct_user_windows() {
         ("by = [\"a b\"]", "window \"w\": by: dim name \"a b\""),
         ("by = [\"c\", \"c\"]", "listed twice"),
         (
+            "by = [\"k\"]",
+            "window \"w\": by: dim name \"k\" is a query parameter of the read API",
+        ),
+        (
+            "by = [\"c\", \"window\"]",
+            "by: dim name \"window\" is a query parameter",
+        ),
+        ("by = [\"date\"]", "by: dim name \"date\" is a query parameter"),
+        ("by = [\"at\"]", "by: dim name \"at\" is a query parameter"),
+        ("by = [\"group\"]", "by: dim name \"group\" is a query parameter"),
+        (
             "max_groups = 5",
             "window \"w\": max_groups: only for a window with `by`",
         ),
@@ -476,6 +497,10 @@ fn source_format() {
         ("source.format.user=\"x\"", "source.format.user"),
         ("source.format.dims=3", "source.format.dims"),
         ("source.format.dims.c=3", "source.format.dims.c"),
+        (
+            "source.format.dims.k=\"/k\"",
+            "source.format.dims.k: \"k\" is a query parameter",
+        ),
         ("source.format.bogus=\"/x\"", "bogus"),
     ] {
         let err = format!("{:#}", plan(file, &[set]).unwrap_err());

@@ -15,13 +15,16 @@ use super::raw::{
 use super::Overrides;
 use crate::generator::GeneratorSpec;
 use anyhow::{anyhow, bail, Context, Result};
-use hotlist_operators::counter::{job_dims, needs_user};
 use hotlist_operators::hot_keys::{HotKeySpec, MAX_SAMPLE};
 use hotlist_operators::sketch::{CmsShape, MAX_CANDIDATES};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{default_windows, validate_all, WindowSpec};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// Largest `run.batch_size`: a source allocates room for a batch up front, so a huge value
+/// aborted on allocation; a batch of 2^20 records is far past where larger batches pay.
+pub const MAX_BATCH_SIZE: usize = 1 << 20;
 
 /// Validates a whole config; `overrides` supplies the flags that win over the file.
 pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
@@ -34,7 +37,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     let time = validate_time(&raw.time)?;
     let windows = validate_windows(&raw.window)?;
     // what the windows need of each record: their `by` dims and, for distinct users, a user
-    input.format = input.compile(&job_dims(&windows), needs_user(&windows))?;
+    input.format = input.compile_for(&windows)?;
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
     let counting = super::counting::validate_counting(&raw.window, &windows)?;
     let exact_at_seal = super::counting::validate_replay_budget(raw.exact_at_seal.as_ref())?;
@@ -72,8 +75,8 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         cp
     });
     let hot_keys = raw.hot_keys.as_ref().map(validate_hot_keys).transpose()?;
-    if batch_size == 0 {
-        bail!("run.batch_size: must be positive");
+    if !(1..=MAX_BATCH_SIZE).contains(&batch_size) {
+        bail!("run.batch_size: must be between 1 and {MAX_BATCH_SIZE}, got {batch_size}");
     }
     if overrides.from_checkpoint.is_some() && checkpoint.is_none() {
         bail!("--from-checkpoint needs a [checkpoint] section");

@@ -13,7 +13,7 @@ pub(super) enum BadKind {
     EmptyItemId,
     NotObject,
     InvalidUtf8,
-    EmptyLine,
+    TrailingGarbage,
     DigitStringTs,
 }
 
@@ -25,7 +25,7 @@ impl BadKind {
         BadKind::EmptyItemId,
         BadKind::NotObject,
         BadKind::InvalidUtf8,
-        BadKind::EmptyLine,
+        BadKind::TrailingGarbage,
         BadKind::DigitStringTs,
     ];
 }
@@ -70,7 +70,10 @@ pub(super) fn render_bad(kind: BadKind, item: &str, ts: Millis, cut: u64, out: &
             write_i64(ts.0, out);
             out.push(b'}');
         }
-        BadKind::EmptyLine => {}
+        BadKind::TrailingGarbage => {
+            render_json(item, ts, out);
+            out.extend_from_slice(b" x");
+        }
         BadKind::DigitStringTs => {
             out.extend_from_slice(b"{\"item_id\":");
             write_json_str(item, out);

@@ -27,7 +27,8 @@
 //!   event has `ts = base - u` with `u` uniform in `[0, jitter]`.
 //! - **Bad records.** With probability `bad_fraction` a record is a bad line instead of an event:
 //!   truncated JSON, a float `ts`, a missing `item_id`, an empty `item_id`, not an object,
-//!   invalid UTF-8, an empty line or a digit-string `ts`, chosen from the ChaCha stream. Every
+//!   invalid UTF-8, trailing garbage or a digit-string `ts` (not an empty line: that is a blank
+//!   line, skipped and counted, not a bad record), chosen from the ChaCha stream. Every
 //!   one is rejected by `hotlist_operators::event::parse_event`.
 //! - **Volume.** `events` (if set) is split over the partitions as evenly as possible, lower
 //!   partitions taking the remainder; `None` makes every partition endless.

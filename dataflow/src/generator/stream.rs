@@ -366,11 +366,12 @@ mod tests {
             again.push(b'\n');
         }
         assert_eq!(lines, again);
-        // FNV-1a of the 1000 lines, pinned likewise.
+        // FNV-1a of the 1000 lines, pinned likewise (changed once on purpose: the empty-line
+        // bad kind became trailing garbage when blank lines stopped being bad records).
         let fnv = lines.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
-        assert_eq!(fnv, 0x8010_25ae_1329_d35f, "fingerprint {fnv:#x}");
+        assert_eq!(fnv, 0x1bae_ecad_eb1f_b82a, "fingerprint {fnv:#x}");
     }
 
     #[test]

@@ -87,10 +87,11 @@ pub fn spawn_display(plan: &JobPlan, progress: Progress, stats: Arc<JobStats>) -
 /// One line of counters.
 pub fn status_line(stats: &JobStats, rate: f64) -> String {
     format!(
-        "events {} ({:.0}/s) · bad {} · late {} (dropped {}) · sealed {} · watermark {} · closed {} · sealed windows {} · revisions {} · commits {} · {} counters, {:.1} MB",
+        "events {} ({:.0}/s) · bad {} · blank {} · late {} (dropped {}) · sealed {} · watermark {} · closed {} · sealed windows {} · revisions {} · commits {} · {} counters, {:.1} MB",
         stats.source.events_in.load(Relaxed),
         rate,
         stats.source.bad.load(Relaxed),
+        stats.source.blank.load(Relaxed),
         stats.source.late.load(Relaxed),
         stats.source.late_dropped.load(Relaxed),
         stats.counting.sealed_dropped.load(Relaxed),

@@ -14,6 +14,8 @@ pub struct RunSummary {
     pub events_in: u64,
     /// Bad records.
     pub bad: u64,
+    /// Blank lines (skipped, not dead-lettered).
+    pub blank: u64,
     /// Events late for some window.
     pub late: u64,
     /// Events late for all their windows.
@@ -43,6 +45,7 @@ impl RunSummary {
             records_in: stats.source.records_in.load(Relaxed),
             events_in: stats.source.events_in.load(Relaxed),
             bad: stats.source.bad.load(Relaxed),
+            blank: stats.source.blank.load(Relaxed),
             late: stats.source.late.load(Relaxed),
             late_dropped: stats.source.late_dropped.load(Relaxed),
             sealed_dropped: stats.counting.sealed_dropped.load(Relaxed),
@@ -61,8 +64,8 @@ impl RunSummary {
 pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
     let secs = s.elapsed.as_secs_f64().max(1e-9);
     let mut out = format!(
-        "{} after {:.1}s: {} records, {} events ({:.0}/s), {} bad, {} late ({} counted nowhere), {} sealed-dropped; \
-         {} revisions, {} windows sealed, {} commits; watermark {}\n",
+        "{} after {:.1}s: {} records, {} events ({:.0}/s), {} bad, {} late ({} counted nowhere), {} sealed-dropped, \
+         {} blank lines; {} revisions, {} windows sealed, {} commits; watermark {}\n",
         if s.stopped { "stopped" } else { "finished" },
         secs,
         s.records_in,
@@ -72,6 +75,7 @@ pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
         s.late,
         s.late_dropped,
         s.sealed_dropped,
+        s.blank,
         s.revisions,
         s.windows_sealed,
         s.commits,

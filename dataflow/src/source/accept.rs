@@ -2,7 +2,10 @@
 //! `time.max_future`), stamped with its partition's watermark *before* it, judged late or not,
 //! and routed to the events or the dead letters.
 //!
-//! Every record is counted or dead-lettered, never dropped: a record longer than
+//! A blank line (empty, or only ASCII whitespace) is no record: it is skipped and counted
+//! (`blank_lines`), as line readers do, so a file of newlines costs no dead letters.
+//!
+//! Every other record is counted or dead-lettered, never dropped: a record longer than
 //! `source.max_record_bytes` is `too_large`, one that is not an event (or whose `ts` is outside
 //! years 0000–9999, generated events included) is `bad`, an event further ahead of its reference
 //! time than `max_future` is `future`; none of them moves the watermark. The reference time is
@@ -13,7 +16,7 @@
 //! activation.
 
 use super::{InMessage, Record};
-use hotlist_operators::event::check_event_time;
+use hotlist_operators::event::{check_event_time, BadRecord};
 use hotlist_operators::format::{parse_with, Format};
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
@@ -38,6 +41,8 @@ pub struct Tally {
     pub events: u64,
     /// Bad records (reasons `bad`, `future` and `too_large`).
     pub bad: u64,
+    /// Blank lines (empty or whitespace only): skipped, not dead-lettered.
+    pub blank: u64,
     /// Events late for some window.
     pub late: u64,
     /// Events late for every window (counted nowhere).
@@ -115,19 +120,10 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
             at.reject(head.to_vec(), DeadReason::TooLarge, detail);
             return None;
         }
-        Record::Line(line) | Record::LineAt(line, _) => match parse_with(line, &rules.format) {
-            Ok(ev) if ev.user.is_none() && rules.user_required => {
-                let pointer = rules.format.user.as_ref().map_or("", |p| p.text.as_str());
-                let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
-                at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
-                return None;
-            }
-            Ok(ev) => (ItemId::from(ev.item_id.as_ref()), ev.ts, Some(line), extra_of(&ev)),
-            Err(bad) => {
-                at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message));
-                return None;
-            }
-        },
+        Record::Line(line) | Record::LineAt(line, _) => {
+            let (item, ts, extra) = parse_line(line, message, &mut at, rules)?;
+            (item, ts, Some(line), extra)
+        }
         Record::Event(item, ts) => match check_event_time(ts) {
             Ok(ts) => (item.clone(), ts, None, None),
             Err(bad) => {
@@ -181,6 +177,34 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
         position: at.position,
     });
     None
+}
+
+/// A parsed line's item, time and extras; `None` when it was blank (counted as such) or bad
+/// (dead-lettered).
+#[inline]
+fn parse_line(
+    line: &[u8],
+    message: Option<InMessage>,
+    at: &mut Place<'_>,
+    rules: &Rules,
+) -> Option<(ItemId, Millis, Option<Box<EventExtra>>)> {
+    match parse_with(line, &rules.format) {
+        Ok(ev) if ev.user.is_none() && rules.user_required => {
+            let pointer = rules.format.user.as_ref().map_or("", |p| p.text.as_str());
+            let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
+            at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
+            None
+        }
+        Ok(ev) => Some((ItemId::from(ev.item_id.as_ref()), ev.ts, extra_of(&ev))),
+        Err(BadRecord::Empty) => {
+            at.tally.blank += 1;
+            None
+        }
+        Err(bad) => {
+            at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message));
+            None
+        }
+    }
 }
 
 /// The reference time of the `max_future` rule and what it is: the message's timestamp, else
@@ -368,6 +392,7 @@ mod tests {
             ts_unit: hotlist_operators::format::TsUnit::Millis,
             user: Some(p("/Bid/bidder")),
             dims: vec![("channel".into(), p("/Bid/channel"))],
+            bounds: Default::default(),
         };
         let with = br#"{"Bid":{"auction":7,"bidder":9,"date_time":5,"channel":"A"}}"#;
         let without = br#"{"Bid":{"auction":7,"date_time":5}}"#;

@@ -1,7 +1,8 @@
 //! Splitting a byte stream into lines in bounded memory (the file and stdin readers).
 //!
 //! A line is everything up to `\n`; a trailing `\r` is dropped too, and a last line without a
-//! newline still counts. A line longer than the limit (`source.max_record_bytes`) is never
+//! newline still counts. A UTF-8 byte order mark (`EF BB BF`) at the very start of the stream
+//! is dropped (editors on Windows write one), so the first line is not a bad record. A line longer than the limit (`source.max_record_bytes`) is never
 //! buffered whole: the reader streams past its rest, keeping its first [`RAW_HEAD_BYTES`] and
 //! counting its true length. Memory: the underlying reader's buffer plus at most `limit + 1`
 //! bytes, whatever the input.
@@ -10,6 +11,9 @@ use std::io::{self, BufRead};
 
 /// How much of a too-large record its dead letter keeps: the first 4 KiB.
 pub const RAW_HEAD_BYTES: usize = 4096;
+
+/// The UTF-8 byte order mark, dropped at the start of a stream.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// One line as read.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,6 +38,8 @@ pub struct LineReader<R> {
     buf: Vec<u8>,
     /// Bytes consumed so far.
     offset: u64,
+    /// The first line has not been read yet (it may start with a byte order mark).
+    first: bool,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -44,6 +50,7 @@ impl<R: BufRead> LineReader<R> {
             limit,
             buf: Vec::with_capacity(256),
             offset: 0,
+            first: true,
         }
     }
 
@@ -55,6 +62,8 @@ impl<R: BufRead> LineReader<R> {
     /// The next line, or `None` at the end of the input.
     pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
         self.buf.clear();
+        // the first line keeps room for a byte order mark, so one does not make it too large
+        let bom_room = if self.first { BOM.len() } else { 0 };
         let (mut len, mut consumed_any, mut last) = (0u64, false, None);
         loop {
             let chunk = match self.inner.fill_buf() {
@@ -70,7 +79,7 @@ impl<R: BufRead> LineReader<R> {
             }
             let newline = memchr::memchr(b'\n', chunk);
             let part = &chunk[..newline.unwrap_or(chunk.len())];
-            keep(&mut self.buf, len, part, self.limit + 1);
+            keep(&mut self.buf, len, part, self.limit + 1 + bom_room);
             if let Some(&b) = part.last() {
                 last = Some(b);
             }
@@ -88,6 +97,10 @@ impl<R: BufRead> LineReader<R> {
                 self.buf.pop();
             }
             len -= 1;
+        }
+        if std::mem::take(&mut self.first) && self.buf.starts_with(BOM) {
+            self.buf.drain(..BOM.len());
+            len -= BOM.len() as u64;
         }
         Ok(Some(if len > self.limit as u64 {
             let head = &self.buf[..self.buf.len().min(RAW_HEAD_BYTES)];
@@ -170,6 +183,23 @@ mod tests {
                 assert_eq!(got[1], whole(b"ok"));
             }
             assert_eq!(lines(&input, 10_000, chunk)[0], whole(&long));
+        }
+    }
+
+    /// A byte order mark at the start of the stream is dropped (whatever the read sizes, also
+    /// from a line of exactly the limit); one anywhere else is data.
+    #[test]
+    fn a_leading_byte_order_mark_is_dropped() {
+        for chunk in [1, 2, 3, 7, 1 << 16] {
+            let got = lines(b"\xEF\xBB\xBFone\n\xEF\xBB\xBFtwo", 100, chunk);
+            assert_eq!(got, vec![whole(b"one"), whole(b"\xEF\xBB\xBFtwo")]);
+            assert_eq!(lines(b"\xEF\xBB\xBF", 100, chunk), vec![whole(b"")]);
+            assert_eq!(lines(b"\xEF\xBB\xBF\r\nx", 100, chunk), vec![whole(b""), whole(b"x")]);
+            assert_eq!(lines(b"\xEF\xBBx", 100, chunk), vec![whole(b"\xEF\xBBx")]);
+            let exact = [BOM, &[b'x'; 10][..], b"\n"].concat();
+            assert_eq!(lines(&exact, 10, chunk), vec![whole(&[b'x'; 10])]);
+            let over = [BOM, &[b'x'; 11][..], b"\n"].concat();
+            assert_eq!(lines(&over, 10, chunk), vec![(vec![b'x'; 11], Some(11))]);
         }
     }
 

@@ -323,12 +323,14 @@ impl SourceState {
             stats.source.records_in.fetch_add(t.records, Relaxed);
             stats.source.events_in.fetch_add(t.events, Relaxed);
             stats.source.bad.fetch_add(t.bad, Relaxed);
+            stats.source.blank.fetch_add(t.blank, Relaxed);
             stats.source.late.fetch_add(t.late, Relaxed);
             stats.source.late_dropped.fetch_add(t.late_dropped, Relaxed);
             let ps = &part.stats;
             ps.records.fetch_add(t.records, Relaxed);
             ps.events.fetch_add(t.events, Relaxed);
             ps.bad.fetch_add(t.bad, Relaxed);
+            ps.blank.fetch_add(t.blank, Relaxed);
             ps.late.fetch_add(t.late, Relaxed);
         }
     }

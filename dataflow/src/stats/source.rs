@@ -1,4 +1,4 @@
-//! The source's counters: records read, valid, bad and late events, per input partition and
+//! The source's counters: records read, valid, bad and late events, blank lines, per input partition and
 //! in all, and each partition's watermark, status and Kafka lag and data loss.
 
 use crate::metrics::{self, Metrics};
@@ -15,6 +15,8 @@ pub struct SourceStats {
     pub events_in: AtomicU64,
     /// Bad records (dead-lettered).
     pub bad: AtomicU64,
+    /// Blank lines (empty or whitespace only): skipped, not dead-lettered.
+    pub blank: AtomicU64,
     /// Events late for at least one window (dead-lettered with reason `late`).
     pub late: AtomicU64,
     /// Events late for every window they belong to (counted nowhere).
@@ -30,6 +32,7 @@ impl SourceStats {
             records_in: AtomicU64::new(0),
             events_in: AtomicU64::new(0),
             bad: AtomicU64::new(0),
+            blank: AtomicU64::new(0),
             late: AtomicU64::new(0),
             late_dropped: AtomicU64::new(0),
             partitions: PartitionTable::new(partitions),
@@ -50,13 +53,18 @@ impl SourceStats {
     /// Records, events, bad and late counts per partition, labelled with the partition's source.
     fn register_partition_counters(&self, m: &Metrics, names: &[String]) {
         type Field = fn(&PartitionStats) -> &AtomicU64;
-        let per_part: [(&str, &str, Field); 6] = [
+        let per_part: [(&str, &str, Field); 7] = [
             ("hotlist_records_total", "records read per partition", |ps| &ps.records),
             ("hotlist_events_total", "valid events per partition", |ps| &ps.events),
             (
                 "hotlist_bad_records_total",
                 "bad records per partition (dead-lettered)",
                 |ps| &ps.bad,
+            ),
+            (
+                "hotlist_blank_lines_total",
+                "blank lines (empty or whitespace only) per partition: skipped, not dead-lettered",
+                |ps| &ps.blank,
             ),
             (
                 "hotlist_late_events_total",
@@ -136,6 +144,8 @@ pub struct PartitionStats {
     pub events: AtomicU64,
     /// Bad records.
     pub bad: AtomicU64,
+    /// Blank lines.
+    pub blank: AtomicU64,
     /// Events late for some window.
     pub late: AtomicU64,
     /// Partition watermark (ms; `i64::MIN` before any event), as the merger last saw it.

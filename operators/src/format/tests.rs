@@ -14,6 +14,7 @@ fn bids() -> Format {
         ts_unit: TsUnit::Millis,
         user: Some(ptr("/Bid/bidder")),
         dims: vec![("channel".to_string(), ptr("/Bid/channel"))],
+        bounds: Default::default(),
     }
 }
 
@@ -152,6 +153,7 @@ fn units_escapes_and_indices() {
         ts_unit: TsUnit::Millis,
         user: Some(ptr("/u/0/id")),
         dims: vec![("d".into(), ptr("/t/0")), ("e".into(), ptr("/a~1b/~0c"))],
+        bounds: Default::default(),
     };
     let e = parse_with(br#"{"t":["x",5],"a/b":{"~c":"i"},"u":[{"id":-3}]}"#, &f).expect("parsed");
     assert_eq!((e.item_id.as_ref(), e.ts.0, e.user.as_deref()), ("i", 5, Some("-3")));
@@ -317,6 +319,7 @@ fn format() -> impl Strategy<Value = Format> {
                 .enumerate()
                 .map(|(i, p)| (format!("d{i}"), p))
                 .collect(),
+            bounds: Default::default(),
         })
 }
 
