@@ -33,6 +33,8 @@
 //! - [`message`]: the records that carry the features' payloads: control records (group
 //!   announcements, replay notes), per-worker lists (sketch shares), published lists
 //!   (certificates);
+//! - [`dead_letter_cap`]: the bound on dead letters: per source and block of positions, the
+//!   first `cap` whole, the rest counted per reason into one summary;
 //! - [`record`]: the plain records that travel between operators and into sinks (a leaf: ids,
 //!   events, partition and list states, dead letters).
 //!
@@ -44,6 +46,7 @@
 pub mod certify;
 pub mod counter;
 pub mod counting;
+pub mod dead_letter_cap;
 pub mod event;
 pub mod format;
 pub mod group;
