@@ -54,5 +54,5 @@ pub use ownership::{Claim, Owner};
 pub use postgres::PostgresStore;
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
-pub use store::{SinkStore, StoreReader};
+pub use store::{DeadLetterBlocks, SinkStore, StoreReader};
 pub use types::{CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};

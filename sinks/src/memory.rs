@@ -7,9 +7,10 @@
 use crate::error::SinkError;
 use crate::ownership::{Claim, Claims, Owner};
 use crate::read_checks;
-use crate::store::{SinkStore, StoreReader, MAX_GROUPS_READ};
+use crate::store::{DeadLetterBlocks, SinkStore, StoreReader, MAX_GROUPS_READ};
 use crate::types::{latest_revisions, CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};
 use crate::write_checks::{check_batch, check_job, check_prepare};
+use hotlist_operators::dead_letter_cap::block_of;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::message::PublishedList;
@@ -107,8 +108,9 @@ impl SinkStore for MemoryStore {
         for w in &batch.hot_keys {
             state.hot_keys.insert(w.start, w.clone());
         }
-        let letters = batch.dead_letters.iter().map(|d| (batch.job.clone(), d.clone()));
-        inner.dead_letters.extend(letters);
+        for d in &batch.dead_letters {
+            add_letter(&mut inner.dead_letters, &batch.job, d);
+        }
         state.epoch = Some(batch.epoch);
         state.watermark = Some(batch.watermark);
         Ok(true)
@@ -149,6 +151,39 @@ impl SinkStore for MemoryStore {
         inner.dead_letters.retain(|(j, _)| j != job);
         Ok(())
     }
+
+    fn dead_letter_blocks(&mut self, job: &str) -> Result<DeadLetterBlocks, SinkError> {
+        let mut blocks = BTreeMap::<(String, u64), u64>::new();
+        for (j, d) in &self.data().dead_letters {
+            if j == job {
+                *blocks
+                    .entry((d.source.clone(), block_of(d.letter.position)))
+                    .or_default() += d.count;
+            }
+        }
+        Ok(blocks.into_iter().collect())
+    }
+}
+
+/// Appends a whole letter, or adds a summary to its block's summary row (as the SQL stores do).
+fn add_letter(letters: &mut Vec<(String, SourcedDeadLetter)>, job: &str, d: &SourcedDeadLetter) {
+    if let Some(last) = d.last_position {
+        let block = block_of(d.letter.position);
+        let same = letters.iter_mut().find(|(j, o)| {
+            j == job
+                && o.is_summary()
+                && o.source == d.source
+                && o.letter.reason == d.letter.reason
+                && block_of(o.letter.position) == block
+        });
+        if let Some((_, o)) = same {
+            o.count += d.count;
+            o.letter.position = o.letter.position.min(d.letter.position);
+            o.last_position = o.last_position.map(|l| l.max(last));
+            return;
+        }
+    }
+    letters.push((job.to_string(), d.clone()));
 }
 
 impl StoreReader for MemoryStore {
@@ -280,7 +315,7 @@ mod tests {
             let mut counts = BTreeMap::<String, u64>::new();
             for (j, d) in &self.data().dead_letters {
                 if j == job {
-                    *counts.entry(d.letter.reason.as_str().to_string()).or_default() += 1;
+                    *counts.entry(d.letter.reason.as_str().to_string()).or_default() += d.count;
                 }
             }
             Ok(counts.into_iter().collect())

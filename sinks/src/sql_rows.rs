@@ -65,8 +65,9 @@ pub(crate) struct RawList<T> {
     pub limit: usize,
 }
 
-/// A `dead_letters` row: source, partition, position, reason, detail, raw.
-pub(crate) type RawDeadLetter = (String, i64, i64, String, String, Vec<u8>);
+/// A `dead_letters` row: source, partition, position, reason, detail, raw, count,
+/// last_position.
+pub(crate) type RawDeadLetter = (String, i64, i64, String, String, Vec<u8>, i64, Option<i64>);
 
 /// A `topk_instances` row (an instance header) as stored; `T` is the store's instant type.
 pub(crate) struct RawHeader<T> {
@@ -146,13 +147,28 @@ pub(crate) fn commit(location: &Path, job: &str, epoch: i64, watermark: Millis) 
 
 /// A dead letter as committed.
 pub(crate) fn dead_letter(location: &Path, job: &str, raw: RawDeadLetter) -> Result<SourcedDeadLetter, SinkError> {
-    let (source, partition, position, reason, detail, raw) = raw;
+    let (source, partition, position, reason, detail, raw, count, last) = raw;
     let corrupt =
         |what: String| SinkError::corrupt(location, format!("job {job:?} dead letter from {source:?}: {what}"));
     let partition = u32::try_from(partition).map_err(|_| corrupt(format!("partition {partition} out of range")))?;
     let position = u64::try_from(position).map_err(|_| corrupt(format!("position {position} is negative")))?;
     let reason = parse_reason(&reason).ok_or_else(|| corrupt(format!("unknown reason {reason:?}")))?;
+    let count = u64::try_from(count)
+        .ok()
+        .filter(|c| *c >= 1 && (last.is_some() || *c == 1))
+        .ok_or_else(|| corrupt(format!("count {count} out of range")))?;
+    let last_position = match last {
+        None => None,
+        Some(l) => Some(
+            u64::try_from(l)
+                .ok()
+                .filter(|l| *l >= position)
+                .ok_or_else(|| corrupt(format!("last position {l} before position {position}")))?,
+        ),
+    };
     Ok(SourcedDeadLetter {
+        count,
+        last_position,
         letter: DeadLetter {
             partition: PartitionId(partition),
             position,

@@ -12,6 +12,10 @@ use hotlist_operators::window::WindowSpec;
 /// the `(other)` group): a listing is bounded whatever the store holds.
 pub const MAX_GROUPS_READ: usize = 100_001;
 
+/// Per (source, block of `hotlist_operators::dead_letter_cap::BLOCK` positions), how many dead
+/// letters a job has stored, whole and counted in summaries.
+pub type DeadLetterBlocks = Vec<((String, u64), u64)>;
+
 /// A place the job commits its output to, one epoch range at a time.
 ///
 /// # Protocol
@@ -58,6 +62,14 @@ pub trait SinkStore: Send {
     /// `owner` is recorded. This handle's later commits of the job fail with
     /// [`SinkError::TakenOver`] (writing nothing) once another handle has claimed it.
     fn claim(&mut self, job: &str, owner: &str) -> Result<Claim, SinkError>;
+
+    /// Per (source, block of `hotlist_operators::dead_letter_cap::BLOCK` positions), how many
+    /// dead letters the job has stored (whole, and counted in summaries): where the cap on
+    /// dead letters per block resumes. Empty for a store that keeps no dead letters (Redis).
+    fn dead_letter_blocks(&mut self, job: &str) -> Result<DeadLetterBlocks, SinkError> {
+        let _ = job;
+        Ok(Vec::new())
+    }
 
     /// Forgets the job's results in one transaction: its lists (rows and headers), dead letters
     /// and commit row. Its windows and its owner stay. For a run that starts the job over.

@@ -157,6 +157,20 @@ pub(crate) fn letter(pos: u64, reason: DeadReason, raw: &[u8]) -> SourcedDeadLet
             reason,
             detail: format!("detail {pos}"),
         },
+        count: 1,
+        last_position: None,
+    }
+}
+
+/// A summary of `count` dead letters of `reason` from partition 3 of `file:events/a.jsonl`,
+/// positions `first..=last`.
+pub(crate) fn summary(first: u64, last: u64, count: u64, reason: DeadReason) -> SourcedDeadLetter {
+    let mut d = letter(first, reason, b"");
+    d.letter.detail = "summary".into();
+    SourcedDeadLetter {
+        count,
+        last_position: Some(last),
+        ..d
     }
 }
 
@@ -171,6 +185,8 @@ pub(crate) fn not_json(pos: u64, raw: &[u8]) -> SourcedDeadLetter {
             reason: DeadReason::Bad,
             detail: "not json".into(),
         },
+        count: 1,
+        last_position: None,
     }
 }
 

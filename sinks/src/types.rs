@@ -35,8 +35,36 @@ pub struct CommitBatch {
 pub struct SourcedDeadLetter {
     /// The source, e.g. `"file:events/a.jsonl"` or `"generator:3"`.
     pub source: String,
-    /// The letter.
+    /// The letter; of a summary row: the first position, the reason and a summary detail.
     pub letter: DeadLetter,
+    /// How many dead letters the row stands for: 1 for a whole letter, more for a summary of
+    /// those beyond the block's cap (`hotlist_operators::dead_letter_cap`).
+    #[serde(default = "one")]
+    pub count: u64,
+    /// Of a summary row: the last position it counts (`None` for a whole letter).
+    #[serde(default)]
+    pub last_position: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl SourcedDeadLetter {
+    /// A whole dead letter of `source`.
+    pub fn whole(source: String, letter: DeadLetter) -> Self {
+        SourcedDeadLetter {
+            source,
+            letter,
+            count: 1,
+            last_position: None,
+        }
+    }
+
+    /// Whether this row is a summary of letters beyond a block's cap.
+    pub fn is_summary(&self) -> bool {
+        self.last_position.is_some()
+    }
 }
 
 /// The stored (latest) revision of one window instance's list.

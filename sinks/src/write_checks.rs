@@ -4,7 +4,8 @@
 
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
-use crate::types::CommitBatch;
+use crate::types::{CommitBatch, SourcedDeadLetter};
+use hotlist_operators::dead_letter_cap::block_of;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::window::{validate_all, WindowSpec};
@@ -76,8 +77,36 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
                 ),
             ));
         }
+        check_count(job, d)?;
     }
     Ok(())
+}
+
+/// A whole letter counts 1; a summary at least 1, from its first position to its last (in the
+/// same block), every number fitting the stores' signed 64-bit columns.
+fn check_count(job: &str, d: &SourcedDeadLetter) -> Result<(), SinkError> {
+    let bad = |what: String| {
+        Err(SinkError::invalid(
+            job,
+            format!("dead letter from {:?}: {what}", d.source),
+        ))
+    };
+    match d.last_position {
+        None if d.count != 1 => bad(format!("a whole letter counts 1, not {}", d.count)),
+        Some(last)
+            if d.count == 0
+                || i64::try_from(d.count).is_err()
+                || i64::try_from(last).is_err()
+                || last < d.letter.position
+                || block_of(last) != block_of(d.letter.position) =>
+        {
+            bad(format!(
+                "summary of {} from position {} to {last} is out of range",
+                d.count, d.letter.position
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks a list's accuracy as every reader will ([`read_checks::accuracy`], bounding the

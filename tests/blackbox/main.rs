@@ -37,6 +37,8 @@ mod read_errors;
 mod record_size;
 // hostile input: byte order marks, blank lines, long dim values, floods of bad lines
 mod input_edges;
+// floods of bad lines: dead letters beyond a cap per block are summarised, deterministically
+mod dead_letter_cap;
 // configurations the job cannot serve, refused at start with one line
 mod config_limits;
 // the largest values the job admits, committed into PostgreSQL

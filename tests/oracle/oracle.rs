@@ -142,6 +142,7 @@ fn run_windows(
         epoch_interval: Span::from_millis(1),
         max_epochs_in_flight: 2,
         batch_size: c.batch,
+        max_dead_letters_per_block: hotlist_dataflow::config::DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK,
         cluster: None,
         hot_keys: None,
         exact_at_seal: Default::default(),

@@ -177,6 +177,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         epoch_interval: Span::from_millis(100),
         max_epochs_in_flight: 4,
         batch_size: 8192,
+        max_dead_letters_per_block: hotlist_dataflow::config::DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK,
         cluster: None,
         hot_keys: None,
         exact_at_seal: Default::default(),

@@ -14,6 +14,10 @@ use std::path::PathBuf;
 /// The default of `source.max_record_bytes`: 1 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
 
+/// Default `run.max_dead_letters_per_block`: dead letters kept whole per source and block of
+/// 1,000,000 positions; the rest of a block's are counted per reason in one summary row.
+pub const DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK: usize = 1_000;
+
 /// The largest `source.max_record_bytes` accepted: 64 MiB. A source holds one record of up
 /// to this size per partition, and a dead letter keeps a bad record of up to this size whole.
 pub const MAX_RECORD_BYTES_LIMIT: usize = 64 << 20;
@@ -53,6 +57,8 @@ pub struct JobPlan {
     pub max_epochs_in_flight: u64,
     /// Records a source reads per activation.
     pub batch_size: usize,
+    /// Dead letters kept whole per source and block of positions (`dead_letter_cap`).
+    pub max_dead_letters_per_block: usize,
     /// Multi-process settings (None: one process).
     pub cluster: Option<ClusterPlan>,
     /// The sampled hot-key detector (`[hot_keys]`), if on.

@@ -306,6 +306,9 @@ pub struct RawRun {
     pub max_epochs_in_flight: Option<u64>,
     /// Records a source reads per activation (over all its partitions).
     pub batch_size: Option<usize>,
+    /// Dead letters kept whole per source and block of 1,000,000 positions (default 1000);
+    /// the rest are counted per reason in one summary row per block.
+    pub max_dead_letters_per_block: Option<usize>,
     /// Processes in the cluster (default 1). Each runs `workers` threads.
     pub processes: Option<usize>,
     /// This process's index, 0-based.

@@ -171,6 +171,11 @@ fn errors_name_the_key() {
             &["run.batch_size=1048577"],
             "run.batch_size: must be between 1 and 1048576, got 1048577",
         ),
+        (
+            GEN,
+            &["run.max_dead_letters_per_block=1000001"],
+            "run.max_dead_letters_per_block: must be at most 1000000 (the positions of a block), got 1000001",
+        ),
         (GEN, &["time.bogus=1"], "bogus"),
         ("[source]\nkind = \"file\"\n", &[], "source.path"),
         (

@@ -6,7 +6,7 @@
 
 use super::plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
-    WindowPlan, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+    WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawS3, RawSink,
@@ -15,6 +15,7 @@ use super::raw::{
 use super::Overrides;
 use crate::generator::GeneratorSpec;
 use anyhow::{anyhow, bail, Context, Result};
+use hotlist_operators::dead_letter_cap::BLOCK;
 use hotlist_operators::hot_keys::{HotKeySpec, MAX_SAMPLE};
 use hotlist_operators::sketch::{CmsShape, MAX_CANDIDATES};
 use hotlist_operators::time::{Millis, Span};
@@ -78,6 +79,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     if !(1..=MAX_BATCH_SIZE).contains(&batch_size) {
         bail!("run.batch_size: must be between 1 and {MAX_BATCH_SIZE}, got {batch_size}");
     }
+    let max_dead_letters_per_block = dead_letter_cap(&raw.run)?;
     if overrides.from_checkpoint.is_some() && checkpoint.is_none() {
         bail!("--from-checkpoint needs a [checkpoint] section");
     }
@@ -100,10 +102,22 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         epoch_interval,
         max_epochs_in_flight,
         batch_size,
+        max_dead_letters_per_block,
         cluster,
         hot_keys,
         exact_at_seal,
     })
+}
+
+/// `run.max_dead_letters_per_block`, or its default: at most a block's positions.
+fn dead_letter_cap(run: &RawRun) -> Result<usize> {
+    let cap = run
+        .max_dead_letters_per_block
+        .unwrap_or(DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK);
+    if cap > BLOCK as usize {
+        bail!("run.max_dead_letters_per_block: must be at most {BLOCK} (the positions of a block), got {cap}");
+    }
+    Ok(cap)
 }
 
 /// A duration key, or its default.

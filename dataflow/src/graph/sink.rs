@@ -1,6 +1,11 @@
 //! `Sink`: gathers each completed epoch's published lists and dead letters on worker 0 and
 //! hands them, as one [`CommitBatch`], to the sink writer thread.
 //!
+//! Dead letters are bounded here (`hotlist_operators::dead_letter_cap`): an open epoch holds
+//! at most `run.max_dead_letters_per_block` whole letters per source and block, and each epoch,
+//! once complete, is folded in epoch order into whole letters and block summaries, so what is
+//! stored depends on the input alone and memory stays bounded between checkpoints.
+//!
 //! The hand-off channel is bounded: when the store falls behind, worker 0 blocks here and the
 //! sources' in-flight bound turns that into backpressure on reading. The operator's output
 //! carries nothing; its frontier (seen by the probe) says which epochs have been handed off.
@@ -8,13 +13,15 @@
 use super::epoch_stash::{Epoch, EpochStash};
 use crate::config::SourcePlan;
 use crate::run_ctx::RunCtx;
+use crate::stats::JobStats;
+use hotlist_operators::dead_letter_cap::{block_range, BlockCounts, EpochLetters, Folded};
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::DeadLetter;
 use hotlist_operators::time::Millis;
 use hotlist_sinks::{CommitBatch, SourcedDeadLetter};
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -45,6 +52,10 @@ pub struct SinkHandoff {
     /// Added to timely epochs: the first epoch after what the store already committed for
     /// this job, so a rerun's commits are not skipped as already done.
     pub epoch_base: u64,
+    /// The cap on whole dead letters per block, with the store's count per (source, block).
+    pub dead_letters: BlockCounts<String>,
+    /// Where summarised dead letters are counted.
+    pub stats: Arc<JobStats>,
 }
 
 /// Hands completed epochs to the writer.
@@ -66,6 +77,8 @@ pub fn sink<'scope>(
                 ctx,
                 checkpoints,
                 watermark: Millis::MIN,
+                open: BTreeMap::new(),
+                folded: BTreeMap::new(),
             };
             // Without checkpoints, hold each epoch's output capability until it is handed off
             // (so the probe, and the sources' in-flight bound, reflect the sink). With them,
@@ -76,8 +89,26 @@ pub fn sink<'scope>(
                   (in_dead, f2),
                   _output: &mut OutputBuilderSession<'_, u64, CapacityContainerBuilder<Vec<()>>>| {
                 in_lists.for_each_stamp(|cap, data| stash.first(&cap, data));
-                in_dead.for_each_stamp(|cap, data| stash.second(&cap, data));
+                in_dead.for_each_stamp(|cap, data| {
+                    let t = cap.least().copied();
+                    let mut hot = Vec::new();
+                    for batch in data {
+                        for d in batch.drain(..) {
+                            match d {
+                                SinkInput::Dead(l) => {
+                                    if let Some(t) = t {
+                                        state.add_letter(t, l);
+                                    }
+                                }
+                                SinkInput::Hot(w) => hot.push(SinkInput::Hot(w)),
+                            }
+                        }
+                    }
+                    // (also for letters alone: the epoch is stashed, its capability held)
+                    stash.second(&cap, std::iter::once(&mut hot));
+                });
                 let pending_at = |t: &u64| f1.less_equal(t) || f2.less_equal(t);
+                state.fold_complete(pending_at);
                 if state.checkpointing() {
                     state.commit_checkpoints(&mut stash, pending_at);
                 } else {
@@ -100,12 +131,66 @@ struct SinkState {
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
     /// The greatest watermark of any list handed off so far.
     watermark: Millis,
+    /// Dead letters of epochs not yet complete, bounded per block.
+    open: BTreeMap<u64, EpochLetters<String>>,
+    /// Dead letters of complete epochs not yet handed off, the cap applied.
+    folded: BTreeMap<u64, Folded<String>>,
 }
 
 impl SinkState {
     /// Whether results are committed at checkpoints (else at every epoch).
     fn checkpointing(&self) -> bool {
         self.ctx.checkpoint.is_some()
+    }
+
+    /// Keeps a dead letter of epoch `t` (a letter the store has already is dropped).
+    fn add_letter(&mut self, t: u64, letter: DeadLetter) {
+        let Some(h) = self.handoff.as_ref() else { return };
+        if self.stored_already(&letter) {
+            return;
+        }
+        let cap = h.dead_letters.cap();
+        let source = h.source.partition_name(letter.partition.0);
+        self.open
+            .entry(t)
+            .or_insert_with(|| EpochLetters::new(cap))
+            .add(source, letter);
+    }
+
+    /// Applies the cap to every complete epoch's dead letters, in epoch order.
+    fn fold_complete(&mut self, pending_at: impl Fn(&u64) -> bool) {
+        let Some(h) = self.handoff.as_mut() else {
+            self.open.clear();
+            return;
+        };
+        while let Some(entry) = self.open.first_entry() {
+            if pending_at(entry.key()) {
+                break;
+            }
+            let (t, letters) = entry.remove_entry();
+            let folded = h.dead_letters.fold(letters);
+            for (source, block) in &folded.overflowed {
+                let (lo, hi) = block_range(*block);
+                // once per block: a block of a source is a million positions
+                tracing::warn!(
+                    "{source}: more than {} dead letters in positions {lo}..={hi} \
+                     (run.max_dead_letters_per_block): the rest of the block's are counted in a \
+                     summary row per reason (hotlist_dead_letters_summarised_total)",
+                    h.dead_letters.cap()
+                );
+            }
+            self.folded.insert(t, folded);
+        }
+    }
+
+    /// The folded dead letters of epochs up to `t`, merged in epoch order.
+    fn take_folded(&mut self, t: u64) -> Folded<String> {
+        let later = self.folded.split_off(&(t + 1));
+        let mut out = Folded::default();
+        for (_, f) in std::mem::replace(&mut self.folded, later) {
+            out.extend(f);
+        }
+        out
     }
 
     /// Without checkpoints: hands off every complete epoch, one batch each.
@@ -135,6 +220,7 @@ impl SinkState {
                 lists.extend(e.first);
                 dead.extend(e.second);
             }
+            self.fold_complete(&pending_at);
             if self.ctx.failed() {
                 self.handoff = None; // a checkpoint file is missing: commit nothing more
                 break;
@@ -143,15 +229,12 @@ impl SinkState {
         }
     }
 
-    /// After a fallback to an older checkpoint: drops the dead letters the store has already.
-    fn not_yet_committed(&self, dead: Vec<DeadLetter>) -> Vec<DeadLetter> {
-        match self.ctx.restore.as_deref() {
-            Some(r) if !r.stored_dead_letters.is_empty() => dead
-                .into_iter()
-                .filter(|d| !r.stored_dead_letters.contains(d.partition, d.position))
-                .collect(),
-            _ => dead,
-        }
+    /// After a fallback to an older checkpoint: whether the store has this dead letter already.
+    fn stored_already(&self, d: &DeadLetter) -> bool {
+        self.ctx
+            .restore
+            .as_deref()
+            .is_some_and(|r| r.stored_dead_letters.contains(d.partition, d.position))
     }
 
     /// Sends epoch `t`'s results (timely epoch; the batch carries the sink epoch) to the writer.
@@ -160,24 +243,18 @@ impl SinkState {
         if self.handoff.is_none() {
             return;
         }
-        let (mut letters, mut hot_keys) = (Vec::with_capacity(dead.len()), Vec::new());
-        for d in dead {
-            match d {
-                SinkInput::Dead(letter) => letters.push(letter),
-                SinkInput::Hot(w) => hot_keys.push(w),
-            }
-        }
-        let dead = self.not_yet_committed(letters);
-        hot_keys.sort_by_key(|w| w.start);
-        let Some(h) = self.handoff.as_mut() else { return };
-        self.watermark = lists.iter().map(|l| l.watermark).fold(self.watermark, Millis::max);
-        let dead_letters = dead
+        let mut hot_keys: Vec<_> = dead
             .into_iter()
-            .map(|letter| SourcedDeadLetter {
-                source: h.source.partition_name(letter.partition.0),
-                letter,
+            .filter_map(|d| match d {
+                SinkInput::Hot(w) => Some(w),
+                SinkInput::Dead(_) => None, // taken out on arrival
             })
             .collect();
+        hot_keys.sort_by_key(|w| w.start);
+        let folded = self.take_folded(t);
+        let Some(h) = self.handoff.as_mut() else { return };
+        self.watermark = lists.iter().map(|l| l.watermark).fold(self.watermark, Millis::max);
+        let dead_letters = sourced(folded, &h.stats);
         let batch = CommitBatch {
             job: h.job.clone(),
             epoch: h.epoch_base + t,
@@ -196,4 +273,34 @@ impl SinkState {
     fn finish(&mut self) {
         self.handoff = None;
     }
+}
+
+/// The batch's dead letters: the whole ones, then one row per summary (counted in the metric).
+fn sourced(folded: Folded<String>, stats: &JobStats) -> Vec<SourcedDeadLetter> {
+    let mut out: Vec<SourcedDeadLetter> = folded
+        .whole
+        .into_iter()
+        .map(|(source, letter)| SourcedDeadLetter::whole(source, letter))
+        .collect();
+    for ((source, block, reason), s) in folded.summaries {
+        stats.sink.note_summarised(reason, s.count);
+        let (lo, hi) = block_range(block);
+        out.push(SourcedDeadLetter {
+            source,
+            letter: DeadLetter {
+                partition: s.partition,
+                position: s.first,
+                raw: Vec::new(),
+                reason,
+                detail: format!(
+                    "summary: the {reason} dead letters of positions {lo}..={hi} beyond \
+                     run.max_dead_letters_per_block, counted only",
+                    reason = reason.as_str()
+                ),
+            },
+            count: s.count,
+            last_position: Some(s.last),
+        });
+    }
+    out
 }

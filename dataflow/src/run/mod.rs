@@ -35,6 +35,7 @@ use crate::source::kafka::resume;
 use crate::source::open_partitions;
 use crate::stats::JobStats;
 use anyhow::{anyhow, Context, Result};
+use hotlist_operators::dead_letter_cap::BlockCounts;
 use hotlist_sinks::PostgresStore;
 use hotlist_sinks::RedisStore;
 use hotlist_sinks::{SinkStore, SqliteStore};
@@ -102,6 +103,7 @@ pub fn run_with_stats(
         restore,
         facts,
         dir_lock,
+        dead_letter_blocks,
     } = start::start(plan)?;
     // Epochs continue the store's numbering, so a new run's commits are never skipped.
     let watch = partition_watch(plan);
@@ -122,6 +124,8 @@ pub fn run_with_stats(
         source: plan.source.clone(),
         failed: failed.clone(),
         epoch_base,
+        dead_letters: BlockCounts::new(plan.max_dead_letters_per_block, dead_letter_blocks),
+        stats: stats.clone(),
     };
     let guards = start_workers(plan, handoff, &ctx, &stats, &shutdown, &failed)?;
     let display = display::spawn_display(plan, progress, stats.clone());

@@ -40,6 +40,9 @@ pub struct Start {
     pub facts: Option<RunFacts>,
     /// The job directory's lock, held for the run's lifetime (process 0, with checkpoints).
     pub dir_lock: Option<FileLock>,
+    /// Per (source, block of positions), the dead letters the store has: where the cap on
+    /// whole dead letters per block resumes (empty unless this process writes the sink).
+    pub dead_letter_blocks: hotlist_sinks::DeadLetterBlocks,
 }
 
 /// Opens the store and decides where the run starts (see the module documentation).
@@ -75,6 +78,15 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
     let committed = store
         .committed_epoch(job)
         .context("cannot read the sink's committed epoch")?;
+    // the store is the truth: what it holds per block (after a reset: nothing) is what the
+    // commits so far, of this run's checkpoint and before, have counted
+    let dead_letter_blocks = if owns {
+        store
+            .dead_letter_blocks(job)
+            .context("cannot read the sink's dead letters per block")?
+    } else {
+        Vec::new()
+    };
     // checkpoints in object storage: the bucket's committed ones join the local directory
     // (every process: each needs them whole before it decides where to resume)
     if let (Some(cp), Some(c), false) = (&plan.checkpoint, committed, plan.from_scratch) {
@@ -95,6 +107,7 @@ pub fn start(plan: &JobPlan) -> Result<Start> {
         restore,
         facts,
         dir_lock,
+        dead_letter_blocks,
     })
 }
 

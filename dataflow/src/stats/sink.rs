@@ -1,9 +1,11 @@
 //! The sink writer's counters: commits, their latency, the last committed epoch, and each
-//! window's latest committed list (what it is: exact or its error bound, the sketch check).
+//! window's latest committed list (what it is: exact or its error bound, the sketch check), and
+//! the dead letters counted only, in a block's summary, beyond `run.max_dead_letters_per_block`.
 
 use crate::metrics::{self, Metrics};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::DeadReason;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -19,6 +21,9 @@ pub struct SinkStats {
     pub commit_seconds: prometheus::Histogram,
     /// Latest committed list per window and group (the newest instance).
     pub latest: Mutex<BTreeMap<(String, GroupKey), PublishedList>>,
+    /// Dead letters counted only (in a block's summary row), per reason in `DeadReason::ALL`
+    /// order.
+    pub dead_letters_summarised: [AtomicU64; DeadReason::ALL.len()],
 }
 
 impl Default for SinkStats {
@@ -34,6 +39,7 @@ impl Default for SinkStats {
                 ],
             ),
             latest: Mutex::new(BTreeMap::new()),
+            dead_letters_summarised: Default::default(),
         }
     }
 }
@@ -68,6 +74,22 @@ impl SinkStats {
         ]);
         m.add(self.commit_seconds.clone());
         self.register_list_accuracy(m);
+        let summarised = metrics::int_counter_vec(
+            "hotlist_dead_letters_summarised_total",
+            "dead letters beyond run.max_dead_letters_per_block in their block: counted in a summary row, not kept whole",
+            &["reason"],
+        );
+        for (r, n) in DeadReason::ALL.iter().zip(&self.dead_letters_summarised) {
+            summarised.with_label_values(&[r.as_str()]).inc_by(n.load(Relaxed));
+        }
+        m.add(summarised);
+    }
+
+    /// Counts dead letters of `reason` that went into a summary.
+    pub fn note_summarised(&self, reason: DeadReason, n: u64) {
+        if let Some(i) = DeadReason::ALL.iter().position(|r| *r == reason) {
+            self.dead_letters_summarised[i].fetch_add(n, Relaxed);
+        }
     }
 
     /// Per window, what its latest committed list is: exact (1) or not, its error bound, and

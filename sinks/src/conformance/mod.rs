@@ -17,12 +17,13 @@
 //! handling) is tested in that backend's `tests.rs`.
 //!
 //! Files: `subject` (the [`Subject`], [`Damage`], [`History`]), and the cases by concern:
-//! `commits`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`, `groups`.
+//! `commits`, `dead_letters`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`, `groups`.
 
 mod accuracy;
 mod commits;
 mod concurrency;
 mod corrupt;
+mod dead_letters;
 mod groups;
 mod hot_keys;
 mod ownership;
@@ -38,6 +39,7 @@ pub(crate) use commits::{
 };
 pub(crate) use concurrency::{concurrent_reader_never_sees_a_mix_of_revisions, throughput};
 pub(crate) use corrupt::{a_list_longer_than_its_windows_k_is_corrupt, damaged_rows_are_reported_never_trusted};
+pub(crate) use dead_letters::dead_letter_summaries_add_up_per_block;
 pub(crate) use groups::groups_are_lists_of_their_own;
 pub(crate) use hot_keys::{damaged_hot_keys_are_reported, hot_keys_round_trip};
 pub(crate) use ownership::{
@@ -55,6 +57,7 @@ macro_rules! suite {
             highest_revision_replaces_rows,
             epochs_at_or_below_the_committed_one_are_skipped,
             dead_letters_round_trip_raw_bytes,
+            dead_letter_summaries_add_up_per_block,
             latest_instances_and_windows,
             invalid_input_changes_nothing,
             concurrent_reader_never_sees_a_mix_of_revisions,

@@ -129,7 +129,7 @@ pub(super) struct Columns<'a> {
     pub headers: Headers<'a>,
     /// One entry per row of every instance.
     pub rows: Rows<'a>,
-    /// One entry per dead letter.
+    /// One entry per whole dead letter (summaries are written one by one).
     pub letters: Letters<'a>,
     /// The batch's watermark.
     pub watermark: PgTime,
@@ -200,7 +200,13 @@ impl<'a> Columns<'a> {
             c.push_list(job, l)?;
         }
         for d in &batch.dead_letters {
-            c.letters.push(job, d)?;
+            if d.is_summary() {
+                // written one by one (`summaries`): checked here like every letter
+                pg_text(job, &d.source, || "dead letter source".into())?;
+                pg_text(job, &d.letter.detail, || "dead letter detail".into())?;
+            } else {
+                c.letters.push(job, d)?;
+            }
         }
         Ok(c)
     }

@@ -11,11 +11,13 @@
 //! certified). The tables a migration leaves are the tables a new schema gets, and they refuse
 //! the same impossible rows.
 
-use super::old_schemas::{downgrade_to_v4, downgrade_to_v5, v1_schema, v2_schema};
+use super::old_schemas::{downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, v1_schema, v2_schema};
 use super::tests::TestDb;
 use super::*;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{approximate, batch, certified, hot_window, letter, list, sketch_check, windows, JOB};
+use crate::test_fixtures::{
+    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, windows, JOB,
+};
 use crate::types::StoredList;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::{HotState, HotWindow};
@@ -33,7 +35,7 @@ struct Seen {
     list: Option<StoredList>,
     /// The columns and primary keys of the list tables and `hotlist_windows` ([`key_shape`]).
     keys: Vec<KeyShape>,
-    /// The columns and constraints of `topk_instances` ([`instances_shape`]).
+    /// The columns and constraints of `topk_instances` or `dead_letters` ([`table_shape`]).
     instances: Option<Shape>,
 }
 
@@ -52,7 +54,7 @@ struct Case {
     again: fn(&TestDb, &mut PostgresStore, Seen),
 }
 
-const CASES: [Case; 5] = [
+const CASES: [Case; 6] = [
     Case {
         name: "a version-1 schema is migrated on connect",
         from: 1,
@@ -154,12 +156,40 @@ const CASES: [Case; 5] = [
             );
         },
     },
+    Case {
+        name: "a version-6 schema is migrated on connect",
+        from: 6,
+        build: |db| {
+            let mut w = db.store();
+            w.prepare(JOB, &windows()).unwrap();
+            let mut b = batch(1, vec![]);
+            b.dead_letters = vec![letter(7, DeadReason::Bad, b"x"), letter(8, DeadReason::Late, b"y")];
+            assert!(w.commit(&b).unwrap());
+            let new = table_shape(db, "dead_letters");
+            drop(w);
+            downgrade_to_v6(db, 6);
+            assert_ne!(table_shape(db, "dead_letters"), new);
+            Seen {
+                letters: letters(db),
+                instances: Some(new),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v6,
+        again: |_, again, _| {
+            assert_eq!(
+                again.dead_letter_counts(JOB).unwrap(),
+                vec![("bad".to_string(), 1 + 7), ("late".to_string(), 1)],
+                "connecting to a version-7 schema again changes nothing"
+            );
+        },
+    },
 ];
 
 /// Every case: build, connect (which migrates), check, connect again, check.
 #[test]
 fn every_older_version_is_migrated_on_connect() {
-    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(SCHEMA_VERSION, 7);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let db = TestDb::new();
@@ -184,7 +214,7 @@ fn migrated_v1(db: &TestDb, store: &mut PostgresStore, seen: Seen) -> Seen {
         .client()
         .query(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
-             WHERE conrelid = 'dead_letters'::regclass AND contype = 'c'",
+             WHERE conrelid = 'dead_letters'::regclass AND contype = 'c' AND conname <> 'dead_letters_count_check'",
             &[],
         )
         .unwrap()
@@ -351,6 +381,29 @@ fn migrated_v5(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
         "no certificate"
     );
     assert!(w.commit(&batch(2, vec![v5_proved()])).unwrap());
+    Seen::default()
+}
+
+/// The migrated table has the new table's columns and checks; the old letters stay, each one
+/// whole; summaries of one block add up in one row.
+fn migrated_v6(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
+    assert_eq!(
+        Some(table_shape(db, "dead_letters")),
+        seen.instances,
+        "the migrated table has the new table's columns, in order, and checks"
+    );
+    assert_eq!(letters(db), seen.letters, "the old letters stay");
+    let mut b = batch(2, Vec::new());
+    b.dead_letters = vec![summary(20, 30, 4, DeadReason::Bad)];
+    assert!(w.commit(&b).unwrap());
+    b.epoch = 3;
+    b.dead_letters = vec![summary(12, 40, 3, DeadReason::Bad)];
+    assert!(w.commit(&b).unwrap());
+    assert_eq!(
+        w.dead_letters(JOB, 1).unwrap(),
+        vec![summary(12, 40, 7, DeadReason::Bad)],
+        "one summary row for the block"
+    );
     Seen::default()
 }
 
@@ -528,13 +581,18 @@ fn list_tables_shape(db: &TestDb) -> Shape {
 
 /// The columns of `topk_instances` and its constraints (name, definition), in a stable order.
 fn instances_shape(db: &TestDb) -> Shape {
+    table_shape(db, "topk_instances")
+}
+
+/// The columns of `table` and its constraints (name, definition), in a stable order.
+fn table_shape(db: &TestDb, table: &str) -> Shape {
     let mut c = db.client();
     let columns = c
         .query(
             "SELECT column_name::text, data_type::text, is_nullable::text, column_default::text
              FROM information_schema.columns
-             WHERE table_schema = $1 AND table_name = 'topk_instances' ORDER BY ordinal_position",
-            &[&db.schema],
+             WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position",
+            &[&db.schema, &table],
         )
         .unwrap()
         .iter()
@@ -543,8 +601,8 @@ fn instances_shape(db: &TestDb) -> Shape {
     let constraints = c
         .query(
             "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
-             WHERE conrelid = 'topk_instances'::regclass ORDER BY conname",
-            &[],
+             WHERE conrelid = $1::text::regclass ORDER BY conname",
+            &[&table],
         )
         .unwrap()
         .iter()

@@ -25,7 +25,8 @@
 //!   it is rejected as [`SinkError::Invalid`](crate::SinkError::Invalid) before anything is
 //!   written. That never happens to what the job validated: event times are years 0000–9999
 //!   and `prepare` refuses a window longer than ~4712 years, whose instances near year 0 would
-//!   start before the range. Dead letters are inserted in chunks of at most 64 MiB. So is a batch whose job, window name, item id or source contains
+//!   start before the range. Dead letters are inserted in chunks of at most 64 MiB (a summary of
+//!   those beyond a block's cap is added to its block's row). So is a batch whose job, window name, item id or source contains
 //!   U+0000, which PostgreSQL text cannot hold; in a dead letter's (human-readable) detail
 //!   U+0000 is replaced by U+FFFD, its raw bytes are stored exactly (`bytea`).
 //! - Errors name the operation, the job and the server without credentials (user name and
@@ -42,7 +43,8 @@
 //! prepared statements, the commit lock), `conn` (connecting, reconnecting), `ident` (quoted
 //! identifiers, the connection string without credentials), `error` (how failures become a
 //! `SinkError` with a retry class), `encode` (instants and a batch as the column arrays the
-//! commit binds), `write` (prepare and commit), `ownership` (the job's lock and generation,
+//! commit binds), `write` (prepare and commit), `summaries` (dead-letter summaries: a block's
+//! row and its stored count), `ownership` (the job's lock and generation,
 //! `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one table of cases,
 //! a schema of each older version migrated on connect: what the version lacked commits and
 //! reads back, migrated tables equal new ones, the constraints refuse impossible rows),
@@ -61,6 +63,7 @@ mod ownership;
 mod read;
 mod schema;
 mod statements;
+mod summaries;
 #[cfg(test)]
 mod tests;
 mod write;

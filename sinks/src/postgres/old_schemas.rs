@@ -236,6 +236,7 @@ pub(super) fn downgrade_to_v4(db: &TestDb, version: i64) {
 /// Turns a schema of this build's version into a version-5 one stamped `version`:
 /// `topk_instances` as version 5 created it, every header kept without its certificate.
 pub(super) fn downgrade_to_v5(db: &TestDb, version: i64) {
+    downgrade_to_v6(db, 6);
     db.client()
         .batch_execute(&format!(
             "CREATE TEMP TABLE headers_v6 AS SELECT * FROM topk_instances;
@@ -244,6 +245,19 @@ pub(super) fn downgrade_to_v5(db: &TestDb, version: i64) {
                  watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount,
                  sketch_total_overcount, group_key FROM headers_v6;
              DROP TABLE headers_v6;
+             UPDATE hotlist_schema SET version = {version};"
+        ))
+        .unwrap();
+}
+
+/// Turns a schema of this build's version into a version-6 one stamped `version`:
+/// `dead_letters` without its counts (every row a whole letter), their check and index.
+pub(super) fn downgrade_to_v6(db: &TestDb, version: i64) {
+    db.client()
+        .batch_execute(&format!(
+            "DROP INDEX dead_letters_job_source_position;
+             ALTER TABLE dead_letters DROP CONSTRAINT dead_letters_count_check, DROP COLUMN last_position,
+                 DROP COLUMN count;
              UPDATE hotlist_schema SET version = {version};"
         ))
         .unwrap();

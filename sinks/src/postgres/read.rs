@@ -243,6 +243,7 @@ tuple_from_columns!(A 0, B 1, C 2, D 3);
 tuple_from_columns!(A 0, B 1, C 2, D 3, E 4);
 tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5);
 tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 
 /// The row's columns as a tuple of the types asked for.
 fn columns<T: FromColumns>(r: &Row) -> Result<T, postgres::Error> {

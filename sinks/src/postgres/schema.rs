@@ -14,7 +14,11 @@
 //! 6 certified lists: `topk_instances` gains the certificate of a sketch window's list a replay
 //! proved exact (`certificate_threshold`, `certificate_counted`, `certificate_passes`, all NULL
 //! when there is none; a certificate only on an exact, final list); 5 → 6 adds the columns
-//! and their check (no existing list has a certificate).
+//! and their check (no existing list has a certificate); 7 bounded dead letters: `dead_letters`
+//! gains `count` (how many letters a row stands for: 1, or more for a summary of those beyond
+//! a block's cap) and `last_position` (a summary's last position, NULL for a whole letter),
+//! with their check, and the index `dead_letters_job_source_position` that finds a block's
+//! rows; 6 → 7 adds them (every existing row is one whole letter).
 
 use super::error::pg_err;
 use super::ident::{quote_ident, redact};
@@ -23,7 +27,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -91,9 +95,14 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     detail      TEXT        NOT NULL,
     raw         BYTEA       NOT NULL,
     epoch       BIGINT      NOT NULL,
-    recorded_at TIMESTAMPTZ NOT NULL
+    recorded_at TIMESTAMPTZ NOT NULL,
+    count         BIGINT    NOT NULL DEFAULT 1,
+    last_position BIGINT,
+    CONSTRAINT dead_letters_count_check CHECK (
+        count >= 1 AND (last_position IS NOT NULL OR count = 1) AND last_position >= position)
 );
 CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE INDEX IF NOT EXISTS dead_letters_job_source_position ON dead_letters (job, source, position);
 CREATE TABLE IF NOT EXISTS hot_key_windows (
     job          TEXT        NOT NULL,
     window_start TIMESTAMPTZ NOT NULL,
@@ -205,6 +214,17 @@ ALTER TABLE topk_instances
         AND (certificate_threshold IS NULL OR (exact AND state = 'final')));
 ";
 
+/// Version 6 → 7: a dead-letter row's count and a summary's last position, with the same
+/// definitions (and constraint name) the version-7 table is created with; every existing row is
+/// one whole letter. (`SCHEMA` then creates the new index.) Run under the migration lock.
+const MIGRATE_6_TO_7: &str = "
+ALTER TABLE dead_letters
+    ADD COLUMN count         BIGINT NOT NULL DEFAULT 1,
+    ADD COLUMN last_position BIGINT,
+    ADD CONSTRAINT dead_letters_count_check CHECK (
+        count >= 1 AND (last_position IS NOT NULL OR count = 1) AND last_position >= position);
+";
+
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
 const VERSION_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS hotlist_schema (
@@ -270,6 +290,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
     if matches!(version, Some(1..=5)) {
         tx.batch_execute(MIGRATE_5_TO_6)
             .map_err(pg_err(location, "migrating the schema from version 5 to 6"))?;
+    }
+    if matches!(version, Some(1..=6)) {
+        tx.batch_execute(MIGRATE_6_TO_7)
+            .map_err(pg_err(location, "migrating the schema from version 6 to 7"))?;
     }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {

@@ -111,11 +111,26 @@ SELECT window_start, revision, state FROM topk_instances
 WHERE job = $1 AND window_name = $2 ORDER BY window_start";
 
 const SELECT_DEAD_LETTERS: &str = "
-SELECT source, partition, position, reason, detail, raw FROM dead_letters
+SELECT source, partition, position, reason, detail, raw, count, last_position FROM dead_letters
 WHERE job = $1 ORDER BY id DESC LIMIT $2";
 
 const SELECT_DEAD_LETTER_COUNTS: &str =
-    "SELECT reason, COUNT(*) FROM dead_letters WHERE job = $1 GROUP BY reason ORDER BY reason";
+    "SELECT reason, SUM(count)::int8 FROM dead_letters WHERE job = $1 GROUP BY reason ORDER BY reason";
+
+/// Per (source, block), the dead letters stored; `$2` is the block size.
+const SELECT_DEAD_LETTER_BLOCKS: &str = "
+SELECT source, position / $2::int8, SUM(count)::int8 FROM dead_letters WHERE job = $1 GROUP BY 1, 2";
+
+/// Adds to the summary row of a (source, reason, block): `$6..=$7` are the block's positions.
+const UPDATE_SUMMARY: &str = "
+UPDATE dead_letters SET count = count + $4, position = LEAST(position, $5), last_position = GREATEST(last_position, $8),
+    epoch = $9, recorded_at = $10
+WHERE job = $1 AND source = $2 AND reason = $3 AND last_position IS NOT NULL AND position BETWEEN $6 AND $7";
+
+/// A block's first summary row.
+const INSERT_SUMMARY: &str = "
+INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at, count, last_position)
+VALUES ($1, $2, $3, $4, $5, $6, ''::bytea, $7, $8, $9, $10)";
 
 const SELECT_LAST_COMMIT: &str = "SELECT epoch, watermark FROM hotlist_commits WHERE job = $1";
 
@@ -128,6 +143,9 @@ pub(super) struct Statements {
     pub(super) upsert_instances: Statement,
     pub(super) insert_rows: Statement,
     pub(super) insert_dead_letters: Statement,
+    pub(super) update_summary: Statement,
+    pub(super) insert_summary: Statement,
+    pub(super) select_dead_letter_blocks: Statement,
     pub(super) upsert_commit: Statement,
     pub(super) delete_windows: Statement,
     pub(super) insert_window: Statement,
@@ -156,6 +174,9 @@ impl Statements {
             upsert_instances: p(UPSERT_INSTANCES)?,
             insert_rows: p(INSERT_ROWS)?,
             insert_dead_letters: p(INSERT_DEAD_LETTERS)?,
+            update_summary: p(UPDATE_SUMMARY)?,
+            insert_summary: p(INSERT_SUMMARY)?,
+            select_dead_letter_blocks: p(SELECT_DEAD_LETTER_BLOCKS)?,
             upsert_commit: p(UPSERT_COMMIT)?,
             delete_windows: p(DELETE_WINDOWS)?,
             insert_window: p(INSERT_WINDOW)?,

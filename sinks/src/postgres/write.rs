@@ -10,7 +10,7 @@ use super::PostgresStore;
 use crate::error::SinkError;
 use crate::ownership::Claim;
 use crate::sql_rows::non_negative;
-use crate::store::SinkStore;
+use crate::store::{DeadLetterBlocks, SinkStore};
 use crate::types::CommitBatch;
 use crate::write_checks::{check_batch, check_prepare};
 use hotlist_operators::time::Millis;
@@ -118,6 +118,10 @@ impl SinkStore for PostgresStore {
     fn reset(&mut self, job: &str) -> Result<(), SinkError> {
         self.reset_job(job)
     }
+
+    fn dead_letter_blocks(&mut self, job: &str) -> Result<DeadLetterBlocks, SinkError> {
+        self.stored_dead_letter_blocks(job)
+    }
 }
 
 /// Writes a batch (as `cols`) inside the commit transaction: replaces the instances' rows,
@@ -186,6 +190,9 @@ fn write_batch(
             &job, &epoch, &now, &source, &partition, &position, &reason, &detail, &raw,
         ];
         tx.execute(&stmts.insert_dead_letters, &letters)?;
+    }
+    for d in batch.dead_letters.iter().filter(|d| d.is_summary()) {
+        super::summaries::write_summary(tx, stmts, job, d, epoch, now)?;
     }
     super::hot_keys::write_hot_windows(tx, job, &batch.hot_keys)?;
     tx.execute(&stmts.upsert_commit, &[&job, &epoch, &cols.watermark, &now])?;

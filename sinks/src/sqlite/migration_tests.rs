@@ -11,10 +11,12 @@
 //! certificate's columns (no old list certified). The tables a migration leaves are the tables
 //! a new database gets, and they refuse the same impossible rows.
 
-use super::old_schemas::{v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched};
+use super::old_schemas::{v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched, v6_database};
 use super::*;
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{approximate, batch, certified, hot_window, letter, list, sketch_check, windows, JOB};
+use crate::test_fixtures::{
+    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, windows, JOB,
+};
 use hotlist_operators::hot_keys::HotState;
 use hotlist_operators::record::DeadReason;
 
@@ -46,7 +48,7 @@ struct Case {
     same_tables: bool,
 }
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 8] = [
     Case {
         name: "a version-1 database is read as it is",
         from: 1,
@@ -156,13 +158,40 @@ const CASES: [Case; 7] = [
         },
         same_tables: true,
     },
+    Case {
+        name: "a version-6 database is read as it is, then migrated",
+        from: 6,
+        build: v6_database,
+        read: |path, r| {
+            let got = r.dead_letters(JOB, 10).unwrap();
+            assert_eq!(got.len(), 3);
+            assert!(got.iter().all(|d| d.count == 1 && !d.is_summary()), "{got:?}");
+            assert_eq!(
+                r.dead_letter_counts(JOB).unwrap(),
+                [("bad".to_string(), 2), ("late".to_string(), 1)]
+            );
+            Seen {
+                letters: letters(path),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v6,
+        reopened: |_, w, _| {
+            assert_eq!(
+                w.dead_letter_counts(JOB).unwrap(),
+                [("bad".to_string(), 2 + 7), ("late".to_string(), 1)],
+                "opening again changes nothing"
+            );
+        },
+        same_tables: true,
+    },
 ];
 
 /// Every case: build, read as it is (a reader never migrates), migrate by opening as the job,
 /// check, open again, check; and where asked, the migrated tables are the new tables.
 #[test]
 fn every_older_version_is_read_as_it_is_then_migrated() {
-    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(SCHEMA_VERSION, 7);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let dir = tempfile::tempdir().unwrap();
@@ -493,6 +522,29 @@ fn migrated_v5(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, _: Seen) -> S
         r.latest(JOB, "1m").unwrap(),
         Some(StoredList::from(proved)),
         "the reader opened before sees it"
+    );
+    Seen::default()
+}
+
+/// The old letters stay, each one whole; summaries of one block add up in one row, which the
+/// reader opened before sees; the stored count per block counts both.
+fn migrated_v6(path: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen) -> Seen {
+    assert_eq!(letters(path), seen.letters, "the old letters stay");
+    let mut b = batch(2, Vec::new());
+    b.dead_letters = vec![summary(20, 30, 4, DeadReason::Bad)];
+    assert!(w.commit(&b).unwrap());
+    b.epoch = 3;
+    b.dead_letters = vec![summary(12, 40, 3, DeadReason::Bad)];
+    assert!(w.commit(&b).unwrap());
+    let got = r.dead_letters(JOB, 1).unwrap();
+    assert_eq!(
+        got,
+        vec![summary(12, 40, 7, DeadReason::Bad)],
+        "one summary row for the block"
+    );
+    assert_eq!(
+        w.dead_letter_blocks(JOB).unwrap(),
+        vec![(("file:events/a.jsonl".to_string(), 0), 3 + 7)]
     );
     Seen::default()
 }

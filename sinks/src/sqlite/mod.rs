@@ -9,7 +9,8 @@
 //! Times are INTEGER milliseconds since the Unix epoch; `rank` starts at 1.
 //!
 //! Files: `open` (opening for writing or reading), `schema` (tables, version, the migrations
-//! from versions 1, 2 and 3), `write` (prepare and commit), `hot_keys` (hot-key windows: write
+//! from versions 1, 2 and 3), `write` (prepare and commit), `summaries` (dead-letter summaries: a block's row and
+//! its stored count), `hot_keys` (hot-key windows: write
 //! and read), `ownership` (the job's lock file and
 //! generation, `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one
 //! table of cases, a database of each older version read as it is, then migrated: what the
@@ -25,6 +26,7 @@ mod open;
 mod ownership;
 mod read;
 mod schema;
+mod summaries;
 #[cfg(test)]
 mod tests;
 mod write;

@@ -1,11 +1,13 @@
 //! The databases of older schema versions the migration tests start from: the DDL of
 //! versions 1 and 2 and the tables versions 5 and 6 changed, verbatim (as those releases
-//! created them), and the builders that make a database of each version.
+//! created them), and the builders that make a database of each version (version 7 only added
+//! columns and an index, which a downgrade drops).
 
 use super::*;
 use crate::store::SinkStore;
-use crate::test_fixtures::{approximate, batch, list, sketch_check, windows, JOB};
+use crate::test_fixtures::{approximate, batch, letter, list, sketch_check, windows, JOB};
 use hotlist_operators::message::PublishedList;
+use hotlist_operators::record::DeadReason;
 
 /// The tables of schema version 1, verbatim.
 const V1_DDL: &str = "
@@ -321,6 +323,7 @@ pub(super) fn downgrade_to_v4(path: &Path, version: i64) {
 /// `version`: `topk_instances` as version 5 created it, every header kept without its
 /// certificate.
 pub(super) fn downgrade_to_v5(path: &Path, version: i64) {
+    downgrade_to_v6(path, 6);
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(&format!(
         "ALTER TABLE topk_instances RENAME TO topk_instances_v6; {V5_TOPK_INSTANCES}
@@ -328,6 +331,37 @@ pub(super) fn downgrade_to_v5(path: &Path, version: i64) {
              final, watermark, as_of, item_count, exact, error_bound, sketch_found, sketch_of, sketch_max_overcount,
              sketch_total_overcount FROM topk_instances_v6;
          DROP TABLE topk_instances_v6;
+         PRAGMA user_version = {version};"
+    ))
+    .unwrap();
+}
+
+/// A version-6 database at `dir/v6.db` holding the two windows, a list and three whole dead
+/// letters.
+pub(super) fn v6_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v6.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    w.prepare(JOB, &windows()).unwrap();
+    let mut b = batch(1, vec![list(0, 3, 2)]);
+    b.dead_letters = vec![
+        letter(7, DeadReason::Bad, b"x"),
+        letter(8, DeadReason::Late, b"y"),
+        letter(9, DeadReason::Bad, b"z"),
+    ];
+    assert!(w.commit(&b).unwrap());
+    drop(w);
+    downgrade_to_v6(&path, 6);
+    path
+}
+
+/// Turns the database at `path` (this build's version) into a version-6 one stamped `version`:
+/// `dead_letters` without its counts (every row a whole letter) and their index.
+pub(super) fn downgrade_to_v6(path: &Path, version: i64) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "DROP INDEX dead_letters_job_source_position;
+         ALTER TABLE dead_letters DROP COLUMN last_position;
+         ALTER TABLE dead_letters DROP COLUMN count;
          PRAGMA user_version = {version};"
     ))
     .unwrap();

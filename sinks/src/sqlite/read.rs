@@ -4,10 +4,11 @@
 //!
 //! A database older than version 3 (read as it is, see `open`) has no accuracy columns: its
 //! lists are read as exact (the statements select constants in their place); one older than
-//! version 6 has no certificate columns: its lists have none. The version is read in each
+//! version 6 has no certificate columns: its lists have none; one older than version 7 has no
+//! dead-letter counts: every row is one whole letter. The version is read in each
 //! list's transaction, so a reader sees a migration that happened after it opened.
 
-use super::schema::{ACCURACY_VERSION, CERTIFICATE_VERSION, GROUPS_VERSION};
+use super::schema::{ACCURACY_VERSION, BOUNDED_DEAD_LETTERS_VERSION, CERTIFICATE_VERSION, GROUPS_VERSION};
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
@@ -169,13 +170,29 @@ impl SqliteStore {
     pub fn dead_letters(&self, job: &str, limit: usize) -> Result<Vec<SourcedDeadLetter>, SinkError> {
         let path = self.path.as_path();
         let raw = (|| -> rusqlite::Result<Vec<RawDeadLetter>> {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT source, partition, position, reason, detail, raw FROM dead_letters
-                 WHERE job = ?1 ORDER BY id DESC LIMIT ?2",
-            )?;
+            let tx = self.conn.unchecked_transaction()?;
+            // before version 7 every row is one whole letter: literals stand in for the columns
+            let counts = if self.version(&tx)? >= BOUNDED_DEAD_LETTERS_VERSION {
+                "count, last_position"
+            } else {
+                "1, NULL"
+            };
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT source, partition, position, reason, detail, raw, {counts} FROM dead_letters
+                 WHERE job = ?1 ORDER BY id DESC LIMIT ?2"
+            ))?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = stmt.query_map(params![job, limit], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
             })?;
             rows.collect()
         })()
@@ -188,10 +205,16 @@ impl SqliteStore {
     pub fn dead_letter_counts(&self, job: &str) -> Result<Vec<(String, u64)>, SinkError> {
         let path = self.path.as_path();
         let raw = (|| -> rusqlite::Result<Vec<(String, i64)>> {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT reason, COUNT(*) FROM dead_letters WHERE job = ?1
-                 GROUP BY reason ORDER BY reason",
-            )?;
+            let tx = self.conn.unchecked_transaction()?;
+            let count = if self.version(&tx)? >= BOUNDED_DEAD_LETTERS_VERSION {
+                "SUM(count)"
+            } else {
+                "COUNT(*)"
+            };
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT reason, {count} FROM dead_letters WHERE job = ?1
+                 GROUP BY reason ORDER BY reason"
+            ))?;
             let rows = stmt.query_map(params![job], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect()
         })()

@@ -16,14 +16,19 @@
 //! (`certificate_threshold`, `certificate_counted`, `certificate_passes`, all NULL when there
 //! is none; a certificate only on an exact, final list). 5 → 6 rebuilds `topk_instances` (so
 //! that its checks are the new table's, see `MIGRATE_5_TO_6`); no existing list has a
-//! certificate. A version 1 to 4 database gets the new `topk_instances` from 4 → 5's rebuild.
+//! certificate. A version 1 to 4 database gets the new `topk_instances` from 4 → 5's rebuild;
+//! 7 bounded dead letters: `dead_letters` gains `count` (how many letters a row stands for: 1,
+//! or more for a summary of those beyond a block's cap) and `last_position` (a summary's last
+//! position, NULL for a whole letter), and the index `dead_letters_job_source_position` that
+//! finds a block's rows. 6 → 7 (and 1 → 2's rebuild) adds the columns with `ALTER TABLE`: every
+//! existing row is one whole letter.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -44,6 +49,19 @@ pub(super) const GROUPS_VERSION: i64 = 5;
 
 /// The first version with certificates: a reader of an older database reads no certificate.
 pub(super) const CERTIFICATE_VERSION: i64 = 6;
+
+/// The first version with dead-letter counts: a reader of an older database reads every row
+/// as one whole letter.
+pub(super) const BOUNDED_DEAD_LETTERS_VERSION: i64 = 7;
+
+/// Version 6 → 7 (and the table 1 → 2 built): a row's count and a summary's last position,
+/// added with the definitions a new table has (`DEAD_LETTERS`; a test compares them); SQLite
+/// cannot add a table constraint, so the check is a column check of `last_position`.
+const MIGRATE_6_TO_7: &str = "
+ALTER TABLE dead_letters ADD COLUMN count INTEGER NOT NULL DEFAULT 1 CHECK (count >= 1);
+ALTER TABLE dead_letters ADD COLUMN last_position INTEGER
+    CHECK ((last_position IS NOT NULL OR count = 1) AND last_position >= position);
+";
 
 /// Version 5 → 6: `topk_instances` is moved aside, created again by `SCHEMA` (with the
 /// certificate's columns and their checks), refilled and dropped (`FINISH_5_TO_6`), so a
@@ -93,8 +111,10 @@ DROP TABLE topk_instances_v4;
 DROP TABLE hotlist_windows_v4;
 ";
 
-/// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside).
-/// The reasons are `DeadReason::as_str`'s (a test keeps them equal).
+/// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside);
+/// version 7's columns are added by `MIGRATE_6_TO_7`, to a new table too, so that new and
+/// migrated tables are the same. The reasons are `DeadReason::as_str`'s (a test keeps them
+/// equal).
 const DEAD_LETTERS: &str = "
 CREATE TABLE IF NOT EXISTS {table} (
     id          INTEGER PRIMARY KEY,
@@ -111,7 +131,10 @@ CREATE TABLE IF NOT EXISTS {table} (
 ";
 
 /// The index of `dead_letters` (dropped with the table by the migration, so created after it).
-const DEAD_LETTERS_INDEX: &str = "CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);";
+const DEAD_LETTERS_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS dead_letters_job_reason ON dead_letters (job, reason);
+CREATE INDEX IF NOT EXISTS dead_letters_job_source_position ON dead_letters (job, source, position);
+";
 
 /// Version 1 → 2: SQLite cannot change a `CHECK` constraint in place, so `dead_letters` is
 /// rebuilt: created aside with the new constraint, every row copied (ids kept), the old table
@@ -275,8 +298,15 @@ impl SqliteStore {
                 .map_err(sql_err(path, "migrating the schema from version 5 to 6"))?;
         }
         let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
-        tx.execute_batch(&format!("{SCHEMA}{dead_letters}{DEAD_LETTERS_INDEX}"))
+        tx.execute_batch(&format!("{SCHEMA}{dead_letters}"))
             .map_err(sql_err(path, "creating the tables"))?;
+        // a new table (version 0) and every older one gain the counts
+        if version < BOUNDED_DEAD_LETTERS_VERSION {
+            tx.execute_batch(MIGRATE_6_TO_7)
+                .map_err(sql_err(path, "migrating the schema to version 7"))?;
+        }
+        tx.execute_batch(DEAD_LETTERS_INDEX)
+            .map_err(sql_err(path, "creating the dead letters' indexes"))?;
         if regroup {
             tx.execute_batch(FINISH_4_TO_5)
                 .map_err(sql_err(path, "migrating the lists to version 5"))?;

@@ -6,7 +6,7 @@ use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use crate::ownership::Claim;
 use crate::sql_rows::non_negative;
-use crate::store::SinkStore;
+use crate::store::{DeadLetterBlocks, SinkStore};
 use crate::types::{latest_revisions, CommitBatch};
 use crate::write_checks::{check_batch, check_prepare};
 use hotlist_operators::message::PublishedList;
@@ -97,6 +97,10 @@ fn write_batch(tx: &Connection, batch: &CommitBatch, now: Millis) -> rusqlite::R
     }
     let mut dead = tx.prepare_cached(INSERT_DEAD_LETTER)?;
     for d in &batch.dead_letters {
+        if d.is_summary() {
+            super::summaries::write_summary(tx, job, d, epoch, now)?;
+            continue;
+        }
         dead.execute(params![
             job,
             d.source,
@@ -262,5 +266,9 @@ impl SinkStore for SqliteStore {
 
     fn reset(&mut self, job: &str) -> Result<(), SinkError> {
         self.reset_job(job)
+    }
+
+    fn dead_letter_blocks(&mut self, job: &str) -> Result<DeadLetterBlocks, SinkError> {
+        self.stored_dead_letter_blocks(job)
     }
 }
