@@ -21,6 +21,8 @@ mod kafka;
 mod s3_checkpoints;
 // the Redis fan-out with Redis servers of the test's own: outages, bounded memory, catching up
 mod fanout;
+// state that must not grow with rotating group values: the latest-list map, Redis group keys
+mod latest_state;
 // `hotlist serve` under slow, idle and too many clients, and over a corrupt row
 mod serve;
 // the live page in headless Chromium

@@ -17,12 +17,16 @@
 //! handling) is tested in that backend's `tests.rs`.
 //!
 //! Files: `subject` (the [`Subject`], [`Damage`], [`History`]), and the cases by concern:
-//! `commits`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`, `groups`.
+//! `commits`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`, `groups`; and
+//! `fanout`, the Redis fan-out against the SQLite store it copies (its own test: a fan-out is
+//! no backend).
 
 mod accuracy;
 mod commits;
 mod concurrency;
 mod corrupt;
+#[cfg(test)]
+mod fanout;
 mod groups;
 mod hot_keys;
 mod ownership;
