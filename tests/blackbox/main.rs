@@ -27,6 +27,10 @@ mod latest_state;
 mod serve;
 // the live page in headless Chromium
 mod browser;
+// PostgreSQL that stops answering: client timeouts, retries
+mod pg_timeouts;
+// `serve` and `query` under a SELECT-only role, and over an older schema
+mod pg_readonly;
 // `query` and `serve` over a damaged store
 mod corrupt_store;
 // `query` of approximate lists and sketch checks in every store
