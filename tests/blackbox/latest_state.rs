@@ -116,7 +116,6 @@ fn rotating_groups_keep_the_latest_lists_bounded() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let lists = scrape(&metrics).get("hotlist_latest_lists").copied();
     let mut c = redis.connection().expect("redis answers");
     let keys: Vec<String> = redis::cmd("KEYS").arg("hotlist:rot:*").query(&mut c).expect("KEYS");
     let group_keys = keys.iter().filter(|k| k.contains(":group:")).count();
@@ -124,11 +123,6 @@ fn rotating_groups_keep_the_latest_lists_bounded() {
         .arg("hotlist:rot:1s:groups")
         .query(&mut c)
         .expect("ZCARD");
-    drop(child.stdin.take());
-    assert!(
-        reap(child, Duration::from_secs(60)),
-        "the job did not end with its input"
-    );
     // two live instances of 20 groups (a tumbling window keeps the one before the newest)
     let bound = 2 * GROUPS as usize + 1;
     assert!(
@@ -140,9 +134,22 @@ fn rotating_groups_keep_the_latest_lists_bounded() {
         groups_set as usize <= bound,
         "{groups_set} members in the groups set, want at most {bound}"
     );
-    let lists = lists.expect("hotlist_latest_lists is exported");
+    // the map notes a commit's lists right after it: wait for them
+    let lists = loop {
+        let lists = scrape(&metrics).get("hotlist_latest_lists").copied();
+        if lists.is_some_and(|l| l >= GROUPS as f64) {
+            break lists.unwrap_or(0.0);
+        }
+        assert!(Instant::now() < deadline, "hotlist_latest_lists = {lists:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(
         lists <= bound as f64 && lists >= GROUPS as f64,
         "hotlist_latest_lists = {lists}, want at most {bound} (groups of the two live instances)"
+    );
+    drop(child.stdin.take());
+    assert!(
+        reap(child, Duration::from_secs(60)),
+        "the job did not end with its input"
     );
 }
