@@ -115,10 +115,11 @@ pub fn opener(sink: &SinkPlan) -> Result<Opener> {
                 SqliteStore::open_read_only(&path).map(|s| Box::new(s) as Box<dyn StoreReader>)
             }))
         }
-        SinkPlan::Postgres { url, schema } => {
-            let (url, schema) = (url.clone(), schema.clone());
+        SinkPlan::Postgres { url, schema, timeouts } => {
+            let (url, schema, timeouts) = (url.clone(), schema.clone(), *timeouts);
+            // a reader: no DDL (a SELECT-only role serves), the schema version checked
             Ok(Arc::new(move || {
-                PostgresStore::connect_with_schema(&url, &schema).map(|s| Box::new(s) as Box<dyn StoreReader>)
+                PostgresStore::open_reader(&url, &schema, timeouts).map(|s| Box::new(s) as Box<dyn StoreReader>)
             }))
         }
         SinkPlan::Redis(t) => Ok(redis_opener(t)),
@@ -141,6 +142,13 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             _ => anyhow::bail!("--from redis: the config has no Redis (set sink.redis_url)"),
         },
     };
+    // Tables this build does not read are a one-line error at start; an unreachable server is
+    // not (serve answers 503 until it comes).
+    if let (From::Sink, SinkPlan::Postgres { .. }) = (args.from, &plan.sink) {
+        if let Err(e @ SinkError::Schema { .. }) = open().map(drop) {
+            anyhow::bail!("cannot serve: {e}");
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -17,6 +17,8 @@
 //! - [`postgres`]: `PostgresStore`, the PostgreSQL sink (same tables and semantics as SQLite);
 //! - [`redis`]: `RedisStore`, the serving fan-out holding each window's latest list, and
 //!   `Fanout`, the job's thread that writes into it;
+//! - [`retention`]: which latest lists are kept where only latest lists live (Redis, the run's
+//!   map): those of the instances overlapping a window's newest one;
 //! - `read_checks`: what every store checks in what it reads back (counts bounded by the
 //!   window's `k`, ranges of instants, revisions and epochs, a list's accuracy: `exact`,
 //!   `error_bound`, the sketch check), so a damaged row is a clear [`SinkError::Corrupt`],
@@ -37,6 +39,7 @@ pub mod ownership;
 pub mod postgres;
 mod read_checks;
 pub mod redis;
+pub mod retention;
 mod sql_rows;
 pub mod sqlite;
 pub mod store;

@@ -3,6 +3,7 @@
 //! store, memory stays bounded however long Redis is down, and when Redis is back it catches up
 //! to the store's latest lists.
 
+use hotlist_operators::group::GroupKey;
 use hotlist_sinks::{RedisStore, SqliteStore, StoreReader, StoredList};
 use hotlist_tests::inputs::{random_partitions, write_partitions, Shape};
 use hotlist_tests::model::{self, ModelWindow};
@@ -16,13 +17,13 @@ use std::time::{Duration, Instant};
 
 /// A `redis-server` of the test's own on a loopback port, without persistence; stopped (by
 /// its process id) when dropped.
-struct RedisServer {
+pub(crate) struct RedisServer {
     child: Child,
     port: u16,
 }
 
 impl RedisServer {
-    fn start(port: u16) -> RedisServer {
+    pub(crate) fn start(port: u16) -> RedisServer {
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -47,11 +48,11 @@ impl RedisServer {
         server
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    fn connection(&self) -> Option<redis::Connection> {
+    pub(crate) fn connection(&self) -> Option<redis::Connection> {
         let mut c = redis::Client::open(self.url()).ok()?.get_connection().ok()?;
         redis::cmd("PING").query::<String>(&mut c).ok()?;
         Some(c)
@@ -340,4 +341,74 @@ fn an_unreachable_redis_sink_fails_the_start() {
     let line = stderr.trim_end();
     let want = format!("error: cannot connect to the Redis sink: connecting on redis://127.0.0.1:{port}/ failed: IO ");
     assert!(line.starts_with(&want) && line.lines().count() == 1, "{stderr}");
+}
+
+/// Every group a SQLite store holds a list of in `window`.
+pub(crate) fn sqlite_groups(db: &Path, job: &str, window: &str) -> Vec<GroupKey> {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare("SELECT DISTINCT group_key FROM topk_instances WHERE job = ?1 AND window_name = ?2 ORDER BY 1")
+        .expect("prepare");
+    let rows = stmt.query_map([job, window], |r| r.get::<_, String>(0)).expect("query");
+    rows.map(|g| GroupKey::from_stored(g.expect("group_key"))).collect()
+}
+
+/// A `by` window with 300 groups and the fan-out on: after the run, Redis holds SQLite's
+/// latest list of every group, and the same groups of the latest instance. (Before: the
+/// fan-out kept one pending list per window, so each flush wrote one group's list to Redis
+/// and the others never reached it.)
+#[test]
+fn every_groups_latest_list_reaches_redis() {
+    let redis = RedisServer::start(free_loopback_ports(1)[0]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = 1_713_462_000_000i64; // a minute boundary
+    let mut lines = String::new();
+    for i in 0..9_000i64 {
+        lines.push_str(&format!(
+            "{{\"item_id\":\"item{}\",\"ts\":{},\"dims\":{{\"g\":\"grp{}\"}}}}\n",
+            (i * 7) % 23,
+            base + i * 10,
+            i % 300
+        ));
+    }
+    std::fs::write(dir.path().join("events.jsonl"), lines).expect("input");
+    let config = format!(
+        "[job]\nid = \"fan\"\n[source]\nkind = \"file\"\npath = \"events.jsonl\"\n\
+         [time]\nmax_out_of_orderness = \"0s\"\nemit_interval = \"10ms\"\n\
+         [[window]]\nname = \"1m\"\nsize = \"1m\"\nk = 3\nby = [\"g\"]\n\
+         [sink]\npath = \"out.db\"\nredis_url = \"{}\"\n[run]\nepoch_interval = \"2ms\"\nbatch_size = 64\n",
+        redis.url()
+    );
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        true,
+    );
+    let db = dir.path().join("out.db");
+    let sqlite = SqliteStore::open_read_only(&db).expect("open out.db");
+    let mut fanout = RedisStore::connect(&redis.url(), "hotlist").expect("connect redis");
+    let groups = sqlite_groups(&db, "fan", "1m");
+    assert_eq!(groups.len(), 300, "every group has lists in SQLite");
+    let latest = sqlite.groups("fan", "1m").expect("sqlite groups");
+    assert_eq!(
+        fanout.groups("fan", "1m").expect("redis groups"),
+        latest,
+        "the latest instance's groups"
+    );
+    let mut missing = Vec::new();
+    for g in &groups {
+        let want = sqlite.latest_of("fan", "1m", g).expect("sqlite read");
+        assert!(want.is_some(), "{g}");
+        if fanout.latest_of("fan", "1m", g).expect("redis read") != want {
+            missing.push(g.as_str().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} groups' latest lists differ in Redis, e.g. {:?}",
+        missing.len(),
+        groups.len(),
+        &missing[..missing.len().min(5)]
+    );
 }

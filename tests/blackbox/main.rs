@@ -21,10 +21,16 @@ mod kafka;
 mod s3_checkpoints;
 // the Redis fan-out with Redis servers of the test's own: outages, bounded memory, catching up
 mod fanout;
+// state that must not grow with rotating group values: the latest-list map, Redis group keys
+mod latest_state;
 // `hotlist serve` under slow, idle and too many clients, and over a corrupt row
 mod serve;
 // the live page in headless Chromium
 mod browser;
+// PostgreSQL that stops answering: client timeouts, retries
+mod pg_timeouts;
+// `serve` and `query` under a SELECT-only role, and over an older schema
+mod pg_readonly;
 // `query` and `serve` over a damaged store
 mod corrupt_store;
 // `query` of approximate lists and sketch checks in every store

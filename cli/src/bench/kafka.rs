@@ -99,6 +99,7 @@ pub(super) fn bench_kafka(args: &BenchArgs, brokers: &str, topic: &str) -> Resul
             job.sink = SinkPlan::Postgres {
                 url: url.clone(),
                 schema: schema.clone(),
+                timeouts: Default::default(),
             };
             let r = measure("kafka", &hotlist_dataflow::run::resolve_source(&job)?, 0);
             drop_bench_schema(url, &schema);

@@ -220,6 +220,8 @@ pub enum SinkPlan {
         url: String,
         /// Schema (default "public").
         schema: String,
+        /// The client's timeouts.
+        timeouts: hotlist_sinks::postgres::PgTimeouts,
     },
     /// Redis (latest lists only: no history, no dead letters).
     Redis(RedisTarget),

@@ -256,6 +256,13 @@ pub struct RawSink {
     pub url: Option<String>,
     /// postgres: the schema to use (default "public").
     pub schema: Option<String>,
+    /// postgres: how long connecting (TCP and handshake) may take (default "10s").
+    pub connect_timeout: Option<String>,
+    /// postgres: the session's statement_timeout; the client waits for a reply this plus 5 s
+    /// (default "60s").
+    pub statement_timeout: Option<String>,
+    /// postgres: idle time before TCP keepalive probes (default "30s").
+    pub keepalives_idle: Option<String>,
     /// redis: key prefix (default "hotlist").
     pub prefix: Option<String>,
     /// Also write each window's latest list to this Redis (serving fan-out).

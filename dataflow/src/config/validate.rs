@@ -20,6 +20,7 @@ use hotlist_operators::hot_keys::{HotKeySpec, MAX_SAMPLE};
 use hotlist_operators::sketch::{CmsShape, MAX_CANDIDATES};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{default_windows, validate_all, WindowSpec};
+use hotlist_sinks::postgres::PgTimeouts;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -317,6 +318,24 @@ fn validate_windows(raw: &[RawWindow]) -> Result<Vec<WindowSpec>> {
     Ok(windows)
 }
 
+/// The PostgreSQL client's timeouts (`sink.connect_timeout`, `sink.statement_timeout`,
+/// `sink.keepalives_idle`), each more than 0.
+fn pg_timeouts(s: &RawSink) -> Result<PgTimeouts> {
+    let d = PgTimeouts::default();
+    let positive = |key: &str, v: &Option<String>, default: std::time::Duration| -> Result<std::time::Duration> {
+        let default = format!("{}ms", default.as_millis());
+        match span(key, v, &default)?.as_std() {
+            t if t.is_zero() => bail!("{key}: must be more than 0"),
+            t => Ok(t),
+        }
+    };
+    Ok(PgTimeouts {
+        connect: positive("sink.connect_timeout", &s.connect_timeout, d.connect)?,
+        statement: positive("sink.statement_timeout", &s.statement_timeout, d.statement)?,
+        keepalives_idle: positive("sink.keepalives_idle", &s.keepalives_idle, d.keepalives_idle)?,
+    })
+}
+
 /// The sink and its optional Redis fan-out.
 fn validate_sink(s: &RawSink) -> Result<(SinkPlan, Option<RedisTarget>)> {
     let sink = match s.kind.as_deref().unwrap_or("sqlite") {
@@ -327,6 +346,7 @@ fn validate_sink(s: &RawSink) -> Result<(SinkPlan, Option<RedisTarget>)> {
                 .clone()
                 .ok_or_else(|| anyhow!("sink.url: required for kind = \"postgres\""))?,
             schema: s.schema.clone().unwrap_or_else(|| "public".into()),
+            timeouts: pg_timeouts(s)?,
         },
         "redis" => SinkPlan::Redis(RedisTarget {
             url: s

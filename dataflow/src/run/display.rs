@@ -110,17 +110,23 @@ pub fn status_line(stats: &JobStats, rate: f64) -> String {
 pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
     /// Groups shown per per-group window (`hotlist query --group` shows any).
     const GROUPS_SHOWN: usize = 5;
-    let latest = match stats.sink.latest.lock() {
-        Ok(l) => l.clone(),
+    // Only what is shown is copied out of the map (it holds every live group's list).
+    let shown: Vec<(Vec<PublishedList>, usize)> = match stats.sink.latest.lock() {
+        Ok(latest) => windows
+            .iter()
+            .map(|w| {
+                let lists = latest.iter().filter(|((lw, _), _)| lw == w).map(|(_, l)| l);
+                (lists.clone().take(GROUPS_SHOWN).cloned().collect(), lists.count())
+            })
+            .collect(),
         Err(_) => return String::new(),
     };
     let mut out = String::new();
-    for w in windows {
-        let lists: Vec<&PublishedList> = latest.iter().filter(|((lw, _), _)| lw == w).map(|(_, l)| l).collect();
+    for (w, (lists, total)) in windows.iter().zip(shown) {
         if lists.is_empty() {
             out.push_str(&format!("\n{w}: no list yet\n"));
         }
-        for l in lists.iter().take(GROUPS_SHOWN) {
+        for l in &lists {
             let group = if l.group.is_global() {
                 String::new()
             } else {
@@ -137,10 +143,10 @@ pub fn render_lists(stats: &JobStats, windows: &[String], n: usize) -> String {
                 out.push_str(&format!("  {:>3}  {:<32} {:>12}\n", i + 1, r.item_id, r.count));
             }
         }
-        if lists.len() > GROUPS_SHOWN {
+        if total > GROUPS_SHOWN {
             out.push_str(&format!(
                 "  … and {} more groups (hotlist query --window {w} --group dim=value)\n",
-                lists.len() - GROUPS_SHOWN
+                total - GROUPS_SHOWN
             ));
         }
     }

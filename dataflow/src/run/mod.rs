@@ -50,9 +50,9 @@ pub fn open_store(sink: &SinkPlan) -> Result<Box<dyn SinkStore>> {
         SinkPlan::Sqlite(path) => {
             Box::new(SqliteStore::open(path).with_context(|| format!("cannot open sink {}", path.display()))?)
         }
-        SinkPlan::Postgres { url, schema } => {
-            Box::new(PostgresStore::connect_with_schema(url, schema).context("cannot connect to the PostgreSQL sink")?)
-        }
+        SinkPlan::Postgres { url, schema, timeouts } => Box::new(
+            PostgresStore::connect_with(url, schema, *timeouts).context("cannot connect to the PostgreSQL sink")?,
+        ),
         SinkPlan::Redis(t) => Box::new(open_redis(t)?),
         SinkPlan::Memory(store) => Box::new(store.clone()),
     })

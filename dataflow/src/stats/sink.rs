@@ -1,11 +1,13 @@
 //! The sink writer's counters: commits, their latency, the last committed epoch, and each
-//! window's latest committed list (what it is: exact or its error bound, the sketch check), and
-//! the dead letters counted only, in a block's summary, beyond `run.max_dead_letters_per_block`.
+//! window's latest committed list (what it is: exact or its error bound, the sketch check),
+//! kept for the groups of each window's live instances only; and the dead letters counted only,
+//! in a block's summary, beyond `run.max_dead_letters_per_block`.
 
 use crate::metrics::{self, Metrics};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::DeadReason;
+use hotlist_sinks::retention::superseded;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -45,17 +47,19 @@ impl Default for SinkStats {
 }
 
 impl SinkStats {
-    /// Records a committed list as the window's latest if it is the newest instance.
+    /// Records a committed list as its window and group's latest if it is the newest instance,
+    /// and drops the lists of instances the window's newest instance supersedes
+    /// (`hotlist_sinks::retention`): with rotating group values the map would otherwise keep
+    /// every group ever seen.
     pub fn note_committed(&self, list: &PublishedList) {
         if let Ok(mut latest) = self.latest.lock() {
-            let key = (list.window.clone(), list.group.clone());
-            let newer = latest
-                .get(&key)
-                .is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
-            if newer {
-                latest.insert(key, list.clone());
-            }
+            note(&mut latest, list);
         }
+    }
+
+    /// How many latest lists are tracked (`hotlist_latest_lists`).
+    pub fn latest_lists(&self) -> usize {
+        self.latest.lock().map_or(0, |l| l.len())
     }
 
     /// Registers commits, their latency, the committed epoch and the lists' accuracy.
@@ -70,6 +74,11 @@ impl SinkStats {
                 "hotlist_committed_epoch",
                 "last committed epoch",
                 self.committed_epoch.load(Relaxed) as i64,
+            ),
+            (
+                "hotlist_latest_lists",
+                "latest committed lists tracked, one per window and group of a live instance",
+                self.latest_lists() as i64,
             ),
         ]);
         m.add(self.commit_seconds.clone());
@@ -130,5 +139,87 @@ impl SinkStats {
         for g in [exact, bound, recall, max_over, mean_over] {
             m.add(g);
         }
+    }
+}
+
+/// [`SinkStats::note_committed`] on the map.
+fn note(latest: &mut BTreeMap<(String, GroupKey), PublishedList>, list: &PublishedList) {
+    let window = list.window.as_str();
+    let of_window = || {
+        latest
+            .range((window.to_string(), GroupKey::default())..)
+            .take_while(|((w, _), _)| w == window)
+    };
+    let newest = of_window().map(|(_, l)| l.start).max();
+    if newest.is_some_and(|n| superseded(list.end, n)) {
+        return;
+    }
+    let key = (list.window.clone(), list.group.clone());
+    let newer = latest
+        .get(&key)
+        .is_none_or(|l| (l.start, l.revision) <= (list.start, list.revision));
+    if newer {
+        latest.insert(key, list.clone());
+    }
+    if newest.is_none_or(|n| list.start > n) {
+        let gone: Vec<(String, GroupKey)> = latest
+            .range((window.to_string(), GroupKey::default())..)
+            .take_while(|((w, _), _)| w == window)
+            .filter(|(_, l)| superseded(l.end, list.start))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            latest.remove(&k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::record::ListState;
+    use hotlist_operators::time::Millis;
+
+    fn list(group: &str, start: i64) -> PublishedList {
+        PublishedList {
+            group: GroupKey::from_stored(format!("g={group}")),
+            window: "1m".into(),
+            start: Millis(start),
+            end: Millis(start + 60_000),
+            revision: 1,
+            state: ListState::Open,
+            watermark: Millis(start),
+            as_of: Millis(0),
+            items: vec![],
+            exact: true,
+            error_bound: 0,
+            sketch_check: None,
+            certificate: None,
+        }
+    }
+
+    /// Groups rotating with every instance: the map keeps the newest instance's groups and the
+    /// previous one's (a tumbling window), and an old instance's late list is not taken back.
+    #[test]
+    fn rotating_groups_keep_the_map_bounded() {
+        let stats = SinkStats::default();
+        stats.note_committed(&PublishedList {
+            window: "5m".into(),
+            ..list("x", 0)
+        });
+        for instance in 0..100i64 {
+            for g in 0..10 {
+                stats.note_committed(&list(&format!("{instance}-{g}"), instance * 60_000));
+            }
+            assert!(stats.latest_lists() <= 21, "{}", stats.latest_lists());
+        }
+        stats.note_committed(&list("late", 0));
+        let latest = stats.latest.lock().expect("lock");
+        let starts: std::collections::BTreeSet<i64> = latest.values().map(|l| l.start.0).collect();
+        assert_eq!(
+            starts.into_iter().collect::<Vec<_>>(),
+            vec![0, 98 * 60_000, 99 * 60_000]
+        );
+        assert_eq!(latest.len(), 21, "the other window's list stays");
     }
 }

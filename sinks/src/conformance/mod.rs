@@ -17,13 +17,17 @@
 //! handling) is tested in that backend's `tests.rs`.
 //!
 //! Files: `subject` (the [`Subject`], [`Damage`], [`History`]), and the cases by concern:
-//! `commits`, `dead_letters`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`, `groups`.
+//! `commits`, `dead_letters`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`,
+//! `groups`; and `fanout`, the Redis fan-out against the SQLite store it copies (its own test: a
+//! fan-out is no backend).
 
 mod accuracy;
 mod commits;
 mod concurrency;
 mod corrupt;
 mod dead_letters;
+#[cfg(test)]
+mod fanout;
 mod groups;
 mod hot_keys;
 mod ownership;

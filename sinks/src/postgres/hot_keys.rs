@@ -5,13 +5,14 @@
 //! in one `REPEATABLE READ READ ONLY` transaction. A schema older than version 4 has no hot
 //! keys (`None`).
 
+use super::client::{Queries, Transaction};
 use super::encode::{from_pg, pg_watermark, PgTime};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::read_checks::{hot_header, hot_window, RawHotHeader};
 use hotlist_operators::hot_keys::HotWindow;
 use postgres::types::ToSql;
-use postgres::{IsolationLevel, Transaction};
+use postgres::IsolationLevel;
 
 /// The first schema version with the hot-key tables.
 pub(super) const HOT_KEYS_VERSION: i64 = 4;

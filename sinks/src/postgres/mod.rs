@@ -38,7 +38,16 @@
 //!   [`claim`](crate::SinkStore::claim) bumps the job's generation in `hotlist_jobs`, which every
 //!   commit of a claiming handle checks after the job's commit lock.
 //!
-//! Files: `schema` (tables, version, the migrations from versions 1, 2 and 3, `drop_schema`),
+//! - No call waits forever ([`PgTimeouts`]): connecting has `connect` for the TCP connect and
+//!   the handshake, every statement `statement` (the session's `statement_timeout`) and the
+//!   client waits for any reply that plus [`REPLY_GRACE`] (`client`: a frozen server answers
+//!   nothing, not even TCP keepalives' failure); a timeout is transient and the next call
+//!   reconnects.
+//! - [`PostgresStore::open_reader`] (`serve`, `query`) runs no DDL: it checks the schema
+//!   version (`READ_SCHEMA_VERSION` ..= `SCHEMA_VERSION`) and works under a role with only
+//!   `SELECT` on the tables.
+//!
+//! Files: `client` (the blocking client with deadlines), `schema` (tables, version, the migrations from versions 1, 2 and 3, `drop_schema`),
 //! `hot_keys` (hot-key windows: write and read), `statements` (the SQL and the connection's
 //! prepared statements, the commit lock), `conn` (connecting, reconnecting), `ident` (quoted
 //! identifiers, the connection string without credentials), `error` (how failures become a
@@ -50,6 +59,7 @@
 //! reads back, migrated tables equal new ones, the constraints refuse impossible rows),
 //! starting from the schemas `old_schemas` builds (their DDL verbatim).
 
+mod client;
 mod conn;
 mod encode;
 mod error;
@@ -69,10 +79,10 @@ mod tests;
 mod write;
 
 pub use ownership::job_lock_key;
-pub use schema::{drop_schema, SCHEMA_VERSION};
+pub use schema::{drop_schema, READ_SCHEMA_VERSION, SCHEMA_VERSION};
 
 use crate::ownership::Claims;
-use postgres::Client;
+use client::Client;
 use statements::Statements;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -82,6 +92,51 @@ pub const DEFAULT_SCHEMA: &str = "public";
 
 /// How long a statement waits for a lock before failing with a (retryable) error.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the client waits for a reply beyond the statement timeout: a live server cancels a
+/// slow statement itself (a clear SQLSTATE 57014) before the client gives up on a frozen one.
+pub const REPLY_GRACE: Duration = Duration::from_secs(5);
+
+/// The client's timeouts (`sink.connect_timeout`, `sink.statement_timeout`,
+/// `sink.keepalives_idle`): no call waits for the server forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PgTimeouts {
+    /// Connecting: the TCP connect and the whole handshake (a frozen server accepts TCP
+    /// connections in its kernel and never answers the handshake).
+    pub connect: Duration,
+    /// The session's `statement_timeout`; the client waits for any reply at most this plus
+    /// [`REPLY_GRACE`], then drops the connection (the error is transient: retried, and the
+    /// next call reconnects).
+    pub statement: Duration,
+    /// Idle time before TCP keepalive probes (a vanished host or a cut network on an idle
+    /// connection is noticed within about this plus 30 s).
+    pub keepalives_idle: Duration,
+}
+
+impl PgTimeouts {
+    /// The longest wait for one reply.
+    pub fn reply(&self) -> Duration {
+        self.statement + REPLY_GRACE
+    }
+}
+
+impl Default for PgTimeouts {
+    fn default() -> PgTimeouts {
+        PgTimeouts {
+            connect: Duration::from_secs(10),
+            statement: Duration::from_secs(60),
+            keepalives_idle: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a handle is opened for: the job's writer creates and migrates the tables, a reader
+/// only checks their version (and needs no DDL rights).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Writer,
+    Reader,
+}
 
 /// A hotlist database in one schema of a PostgreSQL database: the job's sink and the readers'
 /// view (both through one connection; open one store per thread).
@@ -93,6 +148,10 @@ pub struct PostgresStore {
     schema: String,
     /// `<url without credentials> schema <schema>`: what errors name.
     location: String,
+    /// The client's timeouts (kept for reconnecting).
+    timeouts: PgTimeouts,
+    /// Writer or reader (kept for reconnecting: a reader never runs DDL).
+    role: Role,
     /// The jobs whose session lock this handle took (taken again after a reconnect).
     locked: BTreeSet<String>,
     /// The generations this handle claimed: its commits are fenced by them.

@@ -8,6 +8,7 @@
 //! lock. The handle then goes on without it: its commits stay fenced by the generation, which
 //! is what makes a stale writer stop.
 
+use super::client::Queries;
 use super::encode::pg_text;
 use super::ident::quote_ident;
 use super::statements::{COMMIT_LOCK_CLASS, LOCK_JOB, SELECT_OWNER};
@@ -18,7 +19,7 @@ use crate::sql_rows::non_negative;
 use crate::write_checks::check_job;
 use hotlist_operators::time::Millis;
 use postgres::types::Timestamp;
-use postgres::{GenericClient, ToStatement};
+use postgres::ToStatement;
 
 /// A session advisory lock on a 64-bit hash of the quoted schema and job names.
 const TRY_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))";
@@ -41,7 +42,7 @@ const RESET: [&str; 6] = [
 /// The job's owner as stored, read through `c` (a connection or a transaction) with `select`
 /// ([`SELECT_OWNER`], prepared or not).
 pub(super) fn read_owner(
-    c: &mut impl GenericClient,
+    c: &mut impl Queries,
     select: &(impl ToStatement + ?Sized),
     location: &str,
     job: &str,

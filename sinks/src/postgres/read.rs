@@ -4,6 +4,7 @@
 //! lost), then [`crate::sql_rows`] checks them; no statement reads more rows than a job may
 //! have written.
 
+use super::client::Queries;
 use super::encode::{from_pg, to_pg, PgTime};
 use super::PostgresStore;
 use crate::error::SinkError;

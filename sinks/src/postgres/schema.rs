@@ -20,14 +20,20 @@
 //! with their check, and the index `dead_letters_job_source_position` that finds a block's
 //! rows; 6 → 7 adds them (every existing row is one whole letter).
 
+use super::client::{Client, Queries};
 use super::error::pg_err;
 use super::ident::{quote_ident, redact};
 use crate::error::SinkError;
-use postgres::{Client, IsolationLevel, NoTls};
+use postgres::error::SqlState;
+use postgres::{IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
 pub const SCHEMA_VERSION: i64 = 7;
+
+/// The oldest schema version readers (`serve`, `query`) read: version 6's certificate columns
+/// are in every list read.
+pub const READ_SCHEMA_VERSION: i64 = 6;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -236,7 +242,7 @@ CREATE TABLE IF NOT EXISTS hotlist_schema (
 /// schemas: benchmarks, tests). A schema that does not exist is no error.
 pub fn drop_schema(url: &str, schema: &str) -> Result<(), SinkError> {
     let location = format!("{} schema {schema}", redact(url));
-    let mut client = Client::connect(url, NoTls).map_err(pg_err(&location, "connecting"))?;
+    let mut client = postgres::Client::connect(url, NoTls).map_err(pg_err(&location, "connecting"))?;
     client
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema)))
         .map_err(pg_err(&location, "dropping the schema"))
@@ -305,6 +311,40 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
         .map_err(err)?;
     }
     tx.commit().map_err(err)
+}
+
+/// A reader's check of the tables (no DDL: a read-only role cannot run it, and readers must
+/// not race the job's migrations): the schema version must be one this build reads.
+pub(super) fn check_readable(client: &mut Client, location: &str) -> Result<(), SinkError> {
+    let schema_err = |detail: String| SinkError::Schema {
+        path: PathBuf::from(location),
+        detail,
+    };
+    let version =
+        match client.query_opt("SELECT version FROM hotlist_schema", &[]) {
+            Ok(Some(r)) => r
+                .try_get::<_, i64>(0)
+                .map_err(pg_err(location, "reading the schema version"))?,
+            Ok(None) => return Err(schema_err("the schema version table hotlist_schema is empty".into())),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => return Err(schema_err(
+                "it has no hotlist tables (no hotlist_schema table): run the job first (readers never create tables)"
+                    .into(),
+            )),
+            Err(e) => return Err(pg_err(location, "reading the schema version")(e)),
+        };
+    if version < READ_SCHEMA_VERSION {
+        return Err(schema_err(format!(
+            "schema version {version} is older than this build reads ({READ_SCHEMA_VERSION}..={SCHEMA_VERSION}): \
+             run the job with this build once to migrate it (readers never change the schema)"
+        )));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(schema_err(format!(
+            "schema version {version} is newer than this build reads ({READ_SCHEMA_VERSION}..={SCHEMA_VERSION}): \
+             upgrade hotlist"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

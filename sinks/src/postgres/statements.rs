@@ -2,7 +2,8 @@
 //! `pub(super)` so a test can check their plans), and the commit lock and owner query that
 //! `ownership` runs unprepared.
 
-use postgres::{Client, Statement};
+use super::client::Client;
+use postgres::Statement;
 
 /// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
 pub(super) const COMMIT_LOCK_CLASS: i32 = 0x686f_746c; // "hotl"

@@ -5,6 +5,7 @@
 //! These tests need a real server (default `postgresql://postgres@127.0.0.1:5432/test`, or
 //! `HOTLIST_TEST_POSTGRES_URL`); they fail, never skip, when it is unreachable.
 
+use super::client::Queries;
 use super::encode::{to_pg, PG_END_MS, PG_MIN_MS};
 use super::error::{describe, pg_err, retry_class};
 use super::ident::{quote_ident, redact};
@@ -19,7 +20,7 @@ use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::DeadReason;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
-use postgres::NoTls;
+use postgres::{Client, NoTls};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Barrier;

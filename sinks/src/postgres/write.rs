@@ -2,6 +2,7 @@
 //! `READ COMMITTED` transaction serialized with the job's other committers (see the module
 //! documentation for the statements it runs).
 
+use super::client::{Queries, Transaction};
 use super::encode::{pg_text, pg_window, to_pg, Columns, PgTime};
 use super::ownership::read_owner;
 use super::schema::ensure_schema;
@@ -16,7 +17,7 @@ use crate::write_checks::{check_batch, check_prepare};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use postgres::types::{Timestamp, ToSql};
-use postgres::{IsolationLevel, Transaction};
+use postgres::IsolationLevel;
 
 impl SinkStore for PostgresStore {
     fn prepare(&mut self, job: &str, windows: &[WindowSpec]) -> Result<(), SinkError> {

@@ -161,6 +161,29 @@ for _, w in ipairs(writes) do
       CERTIFICATE[3], ARGV[q + 18])
   end
 end
+-- Retention (sinks/src/retention.rs): in each window written, drop the lists of the groups
+-- whose latest instance ended before the window's newest instance started (score + size <
+-- newest), so rotating group values do not pile up keys; the global list's key is kept.
+local sizes = {}
+for _, w in ipairs(writes) do
+  local i, q = w[1], w[2]
+  sizes[KEYS[3 * i + 2]] = tonumber(ARGV[q + 2]) - tonumber(ARGV[q + 1])
+end
+for gkey, size in pairs(sizes) do
+  local top = redis.call('ZRANGE', gkey, -1, -1, 'WITHSCORES')
+  if top[2] then
+    local horizon = '(' .. string.format('%d', tonumber(top[2]) - size)
+    local old = redis.call('ZRANGEBYSCORE', gkey, '-inf', horizon)
+    local base = string.sub(gkey, 1, #gkey - #'groups')
+    for _, m in ipairs(old) do
+      if m ~= '' then
+        local z = base .. 'group:' .. m .. ':latest'
+        redis.call('DEL', z, z .. ':meta')
+      end
+    end
+    if #old > 0 then redis.call('ZREMRANGEBYSCORE', gkey, '-inf', horizon) end
+  end
+end
 if hot then
   redis.call('DEL', hkey)
   redis.call('HSET', hkey, 'window_start', ARGV[hot], 'window_end', ARGV[hot + 1],

@@ -46,6 +46,11 @@
 //!    list, an older instance's correction does not clobber it. Writing deletes the sorted set
 //!    and the meta hash, adds every member and sets the meta hash, so no member of an earlier
 //!    list survives;
+//!    Then, in every window written, the lists of groups whose latest instance ended before
+//!    the window's newest instance started (`crate::retention`: a group score + the window's
+//!    size below the groups set's greatest score) are deleted with their groups-set members,
+//!    so rotating group values keep a bounded number of keys (the global list's keys stay);
+//!    the primary store keeps their history;
 //! 3. the batch's latest hot-key window replaces the `hot` hash if it starts at or after the
 //!    stored one;
 //! 4. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.

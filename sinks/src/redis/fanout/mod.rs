@@ -8,9 +8,17 @@
 //! lost them) and retries with a backoff of 100 ms doubling to 5 s.
 //!
 //! Memory stays bounded for any outage length: Redis keeps only the newest instance of each
-//! window, so what is pending is only, per window, the newest revision of the newest instance
-//! (at most windows × K items), plus the last epoch and watermark. Merging keeps the commit
-//! script's rule: an older instance never replaces a newer one, whatever order they come in.
+//! window and group, and only the groups of a window's live instances (`crate::retention`), so
+//! what is pending is, per window and group of a live instance, the newest revision of its
+//! newest instance (at most windows × live instances × (`max_groups` + 1) lists of K items),
+//! plus the last epoch and watermark. Merging keeps the commit script's rule: an older
+//! instance never replaces a newer one, whatever order they come in; every group's list is
+//! written (a batch of a `by` window holds one list per group).
+//!
+//! It also keeps what it wrote (the live lists, bounded the same way): a Redis that comes back
+//! without them (restarted without persistence: its commit is older than the last one
+//! written) gets them again, so every group's latest list is in Redis after any outage, not
+//! only the lists that change after it.
 //!
 //! When the job ends, the thread makes one last attempt (without waiting for the backoff) and
 //! exits; what it could not write is logged.
@@ -56,7 +64,7 @@ pub struct FanoutTarget {
 pub struct FanoutStats {
     /// Whether the job has a fan-out (its metrics are exported only then).
     pub enabled: AtomicBool,
-    /// Window lists waiting to be written (at most one per window).
+    /// Lists waiting to be written (at most one per window and group of a live instance).
     pub pending_lists: AtomicU64,
     /// Failed write attempts.
     pub failures: AtomicU64,
@@ -75,7 +83,7 @@ impl FanoutStats {
         Some([
             (
                 "hotlist_fanout_pending_lists",
-                "window lists waiting to be written to the Redis fan-out (at most one per window)",
+                "lists waiting to be written to the Redis fan-out (at most one per window and group of a live instance)",
                 load(&self.pending_lists),
             ),
             (
@@ -162,13 +170,20 @@ fn write_loop(shared: &Shared, target: &FanoutTarget, stats: &FanoutStats) {
     let mut store: Option<RedisStore> = None;
     let mut outage = Outage::default();
     let mut reset_due = target.start_over;
-    while let Some((pending, stopping)) = next_pending(shared, &outage) {
-        let result = write(&mut store, target, &mut reset_due, &pending);
+    // What Redis holds, as far as this thread wrote it: the live lists (bounded as pending
+    // is), written again if Redis comes back without them (restarted without persistence).
+    let mut written: Option<Pending> = None;
+    while let Some((mut pending, stopping)) = next_pending(shared, &outage) {
+        let result = write(&mut store, target, &mut reset_due, &mut pending, written.as_ref());
         let mut st = shared.lock();
         match result {
             Ok(url) => {
                 outage.recovered(&url, pending.epoch);
                 stats.committed_epoch.store(pending.epoch, Relaxed);
+                written = Some(match written.take() {
+                    Some(w) => merge_under(pending, w),
+                    None => pending,
+                });
             }
             Err(e) => {
                 store = None; // reconnect and prepare again next time
@@ -225,12 +240,15 @@ fn merge_under(mut newer: Pending, older: Pending) -> Pending {
 }
 
 /// Writes the pending lists (connecting and preparing first if not connected, and emptying the
-/// job's lists first while `reset_due`); returns the server's URL without its password.
+/// job's lists first while `reset_due`); returns the server's URL without its password. On a
+/// new connection to a Redis whose commit is older than what this thread `written` (it lost
+/// its data), the written lists go out again under the pending ones.
 fn write(
     store: &mut Option<RedisStore>,
     target: &FanoutTarget,
     reset_due: &mut bool,
-    pending: &Pending,
+    pending: &mut Pending,
+    written: Option<&Pending>,
 ) -> Result<String, SinkError> {
     let redis = match store {
         Some(r) => r,
@@ -241,6 +259,18 @@ fn write(
                 *reset_due = false;
             }
             r.prepare(&target.job, &target.windows)?;
+            if let Some(w) = written {
+                if r.committed_epoch(&target.job)?.is_none_or(|e| e < w.epoch) {
+                    tracing::info!(
+                        "Redis fan-out: {} lacks what was written up to epoch {} (restarted empty?): writing \
+                         the {} live list(s) again",
+                        r.url(),
+                        w.epoch,
+                        w.len()
+                    );
+                    pending.merge_older(w.clone());
+                }
+            }
             store.insert(r)
         }
     };

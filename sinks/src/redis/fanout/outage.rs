@@ -29,18 +29,18 @@ impl Outage {
         self.retry_at = Some(Instant::now() + backoff);
         if stopping {
             tracing::warn!(
-                "Redis fan-out: the job ends with {pending} window list(s) not written to Redis (it keeps older \
+                "Redis fan-out: the job ends with {pending} list(s) not written to Redis (it keeps older \
                  lists until the next run writes them): {e}"
             );
         } else if self.logged_at.is_none() {
             tracing::warn!(
-                "Redis fan-out failed (the job goes on; the newest list of each window is kept and written when \
+                "Redis fan-out failed (the job goes on; the newest list of each window and group is kept and written when \
                  Redis answers, retrying every {MAX_BACKOFF:?} at most): {e}"
             );
             self.logged_at = Some(Instant::now());
         } else if self.logged_at.is_some_and(|t| t.elapsed() >= REPEAT_WARNING) {
             tracing::warn!(
-                "Redis fan-out still failing after {} attempts ({pending} window list(s) pending): {e}",
+                "Redis fan-out still failing after {} attempts ({pending} list(s) pending): {e}",
                 self.failures
             );
             self.logged_at = Some(Instant::now());

@@ -43,7 +43,7 @@ fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
     }
 }
 
-/// What is pending: (window, start, revision) per window.
+/// What is pending: (window, start, revision) per window and group.
 fn shape(p: &Pending) -> Vec<(&str, i64, u32)> {
     p.lists
         .values()
@@ -124,7 +124,7 @@ fn an_older_instance_never_replaces_a_newer_one() {
     // For the same instance, what was merged since the failed attempt wins.
     let mut since = Pending::of(&batch(6, vec![list("5m", 0, 1, 3)]));
     since.merge_older(Pending::of(&batch(5, vec![list("5m", 0, 2, 1)])));
-    assert_eq!(since.lists["5m"].items.len(), 3);
+    assert_eq!(since.lists.values().next().map(|l| l.items.len()), Some(3));
     let b = since.to_batch("j");
     assert_eq!((b.epoch, b.lists.len(), b.dead_letters.len()), (6, 1, 0));
 }
@@ -167,4 +167,47 @@ fn an_unreachable_redis_keeps_one_list_per_window_pending() {
     assert_eq!(fanout.shared.lock().pending.as_ref().map(Pending::len), Some(1));
     drop(fanout);
     assert_eq!(stats.pending_lists.load(Relaxed), 1);
+}
+
+/// A list of `group` (`g=<group>`) of the `1m` window.
+fn group_list(group: &str, start: i64, revision: u32) -> PublishedList {
+    PublishedList {
+        group: hotlist_operators::group::GroupKey::from_stored(format!("g={group}")),
+        ..list("1m", start, revision, 2)
+    }
+}
+
+/// A batch of a `by` window holds one list per group: every group's list is pending (before,
+/// only one list per window was, so all other groups of the flush never reached Redis).
+#[test]
+fn every_groups_list_is_pending() {
+    let lists: Vec<PublishedList> = (0..500).map(|g| group_list(&g.to_string(), 0, 1)).collect();
+    let mut p = Pending::of(&batch(1, lists));
+    assert_eq!(p.len(), 500);
+    // a later revision of some groups replaces theirs only
+    p.merge(&batch(2, (0..10).map(|g| group_list(&g.to_string(), 0, 2)).collect()));
+    assert_eq!(p.len(), 500);
+    let revisions: Vec<u32> = p.lists.values().map(|l| l.revision).collect();
+    assert_eq!(revisions.iter().filter(|&&r| r == 2).count(), 10);
+    assert_eq!(p.to_batch("j").lists.len(), 500);
+}
+
+/// Groups rotating with every instance during an outage: what is pending stays the groups of
+/// the newest instance and the one before it (a tumbling window), never every group seen.
+#[test]
+fn rotating_groups_stay_bounded_during_an_outage() {
+    let mut p = Pending::of(&batch(1, vec![group_list("0-0", 0, 1)]));
+    for instance in 0..200i64 {
+        for epoch in 0..3u64 {
+            let lists = (0..20).map(|g| group_list(&format!("{instance}-{g}"), instance * 60_000, epoch as u32 + 1));
+            let failed = std::mem::replace(
+                &mut p,
+                Pending::of(&batch(instance as u64 * 3 + epoch + 2, lists.collect())),
+            );
+            p.merge_older(failed);
+            assert!(p.len() <= 40, "{} lists pending", p.len());
+        }
+    }
+    let starts: std::collections::BTreeSet<i64> = p.lists.values().map(|l| l.start.0).collect();
+    assert_eq!(starts.into_iter().collect::<Vec<_>>(), vec![198 * 60_000, 199 * 60_000]);
 }
