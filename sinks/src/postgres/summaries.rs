@@ -2,6 +2,7 @@
 //! commit adds its count to (`hotlist_operators::dead_letter_cap`), and the stored count per
 //! block a restarted job resumes the cap from.
 
+use super::client::{Queries, Transaction};
 use super::encode::PgTime;
 use super::statements::Statements;
 use super::PostgresStore;
@@ -11,7 +12,6 @@ use crate::store::DeadLetterBlocks;
 use crate::types::SourcedDeadLetter;
 use hotlist_operators::dead_letter_cap::{block_of, block_range, BLOCK};
 use postgres::types::ToSql;
-use postgres::Transaction;
 
 /// Writes a summary (`d.is_summary()`, checked by `check_batch`) inside the commit transaction:
 /// added to its block's row, or that row's first version.
