@@ -159,8 +159,11 @@ pub(super) fn setup_with(topic: &str, checkpoint: bool, produce_now: bool, event
         })
         .collect::<Vec<_>>()
         .join("\n");
+    // every dead letter stored whole: these tests compare them one by one with the model (the
+    // cap's summaries have their own test, `dead_letter_cap.rs`)
+    config.push_str("\n[run]\nmax_dead_letters_per_block = 1000000\n");
     if checkpoint {
-        config.push_str("\n[checkpoint]\ndir = \"ckpt\"\ninterval = \"10ms\"\n[run]\nepoch_interval = \"2ms\"\nbatch_size = 12\nmax_epochs_in_flight = 2\n");
+        config.push_str("epoch_interval = \"2ms\"\nbatch_size = 12\nmax_epochs_in_flight = 2\n[checkpoint]\ndir = \"ckpt\"\ninterval = \"10ms\"\n");
     }
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
     Setup {
