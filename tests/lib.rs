@@ -14,6 +14,7 @@
 pub mod inputs;
 pub mod kills;
 pub mod model;
+pub mod pg_schema;
 pub mod serial;
 
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! extremes of the range reach real PostgreSQL without ever failing a commit, and start times
 //! may be written as TOML datetimes.
 
+use hotlist_tests::pg_schema::PgSchema;
 use hotlist_tests::run_hotlist;
 use std::io::Write;
 use std::path::Path;
@@ -235,63 +236,6 @@ fn start_times_may_be_toml_datetimes() {
     assert_eq!(counted(&dir.path().join("out.db"), "1m"), (5, 1_795_946_400_000));
 }
 
-/// A fresh PostgreSQL schema for one test, dropped at the end.
-struct PgSchema {
-    url: String,
-    name: String,
-}
-
-impl PgSchema {
-    fn new() -> PgSchema {
-        use rand::Rng;
-        let url = std::env::var("HOTLIST_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgresql://postgres@127.0.0.1:5432/test".into());
-        let name = format!("hotlist_times_{:08x}", rand::rng().random::<u32>());
-        PgSchema { url, name }
-    }
-
-    /// `[sink]` for this schema.
-    fn sink(&self) -> String {
-        format!(
-            "[sink]\nkind = \"postgres\"\nurl = \"{}\"\nschema = \"{}\"\n",
-            self.url, self.name
-        )
-    }
-
-    fn client(&self) -> postgres::Client {
-        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).expect("connect postgres");
-        c.batch_execute(&format!("SET search_path TO \"{}\"", self.name))
-            .expect("search path");
-        c
-    }
-
-    /// (window, start ms, item, count) of every stored row of job `t`.
-    fn rows(&self) -> Vec<(String, i64, String, i64)> {
-        let rows = self
-            .client()
-            .query(
-                "SELECT window_name, (extract(epoch from window_start) * 1000)::bigint, item_id, count FROM topk \
-                 WHERE job = 't' ORDER BY window_name, window_start, rank",
-                &[],
-            )
-            .expect("query topk");
-        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect()
-    }
-
-    fn dead_letters(&self) -> i64 {
-        self.client()
-            .query_one("SELECT count(*) FROM dead_letters WHERE job = 't'", &[])
-            .expect("count")
-            .get(0)
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let _ = hotlist_sinks::postgres::drop_schema(&self.url, &self.name);
-    }
-}
-
 /// The windows and times of the PostgreSQL tests: `1d` tumbling and `1d` every hour (whose
 /// instances of an event at year 0 start in 1 BC), with allowed lateness.
 const PG_TIMES: &str = "[job]\nid = \"t\"\n[time]\nmax_out_of_orderness = \"5s\"\nallowed_lateness = \"1h\"\n\
@@ -306,7 +250,7 @@ const PG_TIMES: &str = "[job]\nid = \"t\"\n[time]\nmax_out_of_orderness = \"5s\"
 fn extreme_event_times_into_postgres() {
     // the local PostgreSQL: not while a test restarts it
     let _postgres = hotlist_tests::serial::postgres();
-    let pg = PgSchema::new();
+    let pg = PgSchema::new("hotlist_times");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
     let files = [
@@ -344,9 +288,9 @@ fn extreme_event_times_into_postgres() {
             stdout.contains("9 records, 3 events") && stdout.contains(" 6 bad,"),
             "run {run}: {stdout}"
         );
-        assert_eq!(pg.dead_letters(), 6 * run, "run {run}");
+        assert_eq!(pg_dead_letters(&pg), 6 * run, "run {run}");
     }
-    let rows = pg.rows();
+    let rows = pg_rows(&pg);
     let day = 86_400_000;
     for want in [
         ("1d".to_string(), MIN_EVENT, "zero".to_string(), 1),
@@ -370,7 +314,7 @@ fn extreme_event_times_into_postgres() {
 fn a_watermark_before_postgres_range_is_stored_as_minus_infinity() {
     // the local PostgreSQL: not while a test restarts it
     let _postgres = hotlist_tests::serial::postgres();
-    let pg = PgSchema::new();
+    let pg = PgSchema::new("hotlist_times");
     let dir = tempfile::tempdir().expect("tempdir");
     let config = format!(
         "{}[source]\nkind = \"file\"\npath = \"-\"\n{}",
@@ -411,7 +355,7 @@ fn a_watermark_before_postgres_range_is_stored_as_minus_infinity() {
     drop(stdin);
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(pg.rows().iter().any(|r| r.2 == "later"));
+    assert!(pg_rows(&pg).iter().any(|r| r.2 == "later"));
 }
 
 /// A window so long that its instances of an event at year 0 would start before PostgreSQL's
@@ -420,7 +364,7 @@ fn a_watermark_before_postgres_range_is_stored_as_minus_infinity() {
 fn a_window_postgres_cannot_hold_is_refused_at_start() {
     // the local PostgreSQL: not while a test restarts it
     let _postgres = hotlist_tests::serial::postgres();
-    let pg = PgSchema::new();
+    let pg = PgSchema::new("hotlist_times");
     let dir = input(&[event("zero", MIN_EVENT)], "");
     let config = format!(
         "{PG_TIMES}[[window]]\nname = \"huge\"\nsize = \"5000y\"\nk = 5\n[source]\nkind = \"file\"\npath = \"in/*.jsonl\"\n{}",
@@ -440,4 +384,28 @@ fn a_window_postgres_cannot_hold_is_refused_at_start() {
             && err.contains("PostgreSQL's timestamptz range"),
         "{err}"
     );
+}
+
+/// (window, start ms, item, count) of every stored row of job `t`.
+fn pg_rows(pg: &PgSchema) -> Vec<(String, i64, String, i64)> {
+    let rows = pg
+        .client()
+        .query(
+            "SELECT window_name, (extract(epoch from window_start) * 1000)::bigint, item_id, count FROM topk \
+             WHERE job = 't' ORDER BY window_name, window_start, rank",
+            &[],
+        )
+        .expect("query topk");
+    rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect()
+}
+
+/// The dead letters of job `t` in the schema (whole letters and summaries' counts).
+fn pg_dead_letters(pg: &PgSchema) -> i64 {
+    pg.client()
+        .query_one(
+            "SELECT coalesce(sum(count), 0)::bigint FROM dead_letters WHERE job = 't'",
+            &[],
+        )
+        .expect("count")
+        .get(0)
 }

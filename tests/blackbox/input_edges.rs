@@ -2,6 +2,7 @@
 //! before the first line, files of blank lines, dim values long enough to break a store's
 //! index, and floods of bad lines that would once have become as many dead-letter rows.
 
+use hotlist_tests::pg_schema::PgSchema;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -98,42 +99,6 @@ fn millions_of_blank_lines_are_counted_not_dead_lettered() {
     assert_eq!(sqlite_results(&dir.path().join("out.db")), (vec![], Some(2)));
 }
 
-/// A fresh PostgreSQL schema for one test, dropped at the end.
-struct PgSchema {
-    url: String,
-    name: String,
-}
-
-impl PgSchema {
-    fn new() -> PgSchema {
-        use rand::Rng;
-        let url = std::env::var("HOTLIST_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgresql://postgres@127.0.0.1:5432/test".into());
-        let name = format!("hotlist_edges_{:08x}", rand::rng().random::<u32>());
-        PgSchema { url, name }
-    }
-
-    fn sink(&self) -> String {
-        format!(
-            "[sink]\nkind = \"postgres\"\nurl = \"{}\"\nschema = \"{}\"\n",
-            self.url, self.name
-        )
-    }
-
-    fn client(&self) -> postgres::Client {
-        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).expect("connect postgres");
-        c.batch_execute(&format!("SET search_path TO \"{}\"", self.name))
-            .expect("search path");
-        c
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let _ = hotlist_sinks::postgres::drop_schema(&self.url, &self.name);
-    }
-}
-
 /// One event whose dim value is 10 KB (its group key, percent-encoded, up to 30 KB) in a `by`
 /// window, into real PostgreSQL: it used to make the commit fail ("index row size … exceeds
 /// btree version 4 maximum 2704"), a permanent store error on every restart. Now the job
@@ -141,7 +106,7 @@ impl Drop for PgSchema {
 #[test]
 fn a_10_kb_dim_value_is_a_bad_dead_letter_naming_the_dim() {
     let _postgres = hotlist_tests::serial::postgres();
-    let pg = PgSchema::new();
+    let pg = PgSchema::new("hotlist_edges");
     let event = |item: &str, ts: i64, country: &str| {
         format!("{{\"item_id\":\"{item}\",\"ts\":{ts},\"dims\":{{\"country\":\"{country}\"}}}}\n")
     };

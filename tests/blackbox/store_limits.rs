@@ -3,36 +3,8 @@
 //! docs/schema.md ("What fits in the stores") lists each text column with its bound; this test
 //! commits every bound at once.
 
+use hotlist_tests::pg_schema::PgSchema;
 use std::path::Path;
-
-/// A fresh PostgreSQL schema for one test, dropped at the end.
-struct PgSchema {
-    url: String,
-    name: String,
-}
-
-impl PgSchema {
-    fn new() -> PgSchema {
-        use rand::Rng;
-        let url = std::env::var("HOTLIST_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgresql://postgres@127.0.0.1:5432/test".into());
-        let name = format!("hotlist_limits_{:08x}", rand::rng().random::<u32>());
-        PgSchema { url, name }
-    }
-
-    fn client(&self) -> postgres::Client {
-        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).expect("connect postgres");
-        c.batch_execute(&format!("SET search_path TO \"{}\"", self.name))
-            .expect("search path");
-        c
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let _ = hotlist_sinks::postgres::drop_schema(&self.url, &self.name);
-    }
-}
 
 /// A directory path of about 3,700 bytes below `base` (the source name `file:PATH` is text).
 fn deep_dir(base: &Path) -> std::path::PathBuf {
@@ -52,7 +24,7 @@ fn deep_dir(base: &Path) -> std::path::PathBuf {
 #[test]
 fn the_largest_admissible_values_commit_into_postgres() {
     let _postgres = hotlist_tests::serial::postgres();
-    let pg = PgSchema::new();
+    let pg = PgSchema::new("hotlist_limits");
     let dir = tempfile::tempdir().expect("tempdir");
     let input = deep_dir(dir.path());
     let job = "j".repeat(128);
