@@ -4,7 +4,8 @@
 //!   per-partition lateness, windows, ranking) that the job's sealed output must equal;
 //! - [`inputs`]: random and fixed input files (events, disorder, late events, bad lines);
 //! - [`kills`]: the crash tests' loop of SIGKILLs and restarts;
-//! - [`serial`]: locks for a service the tests of one binary share (the local PostgreSQL).
+//! - [`serial`]: locks for a service the tests of one binary share (the local PostgreSQL);
+//! - [`proxy`]: a TCP proxy that can be frozen, for a server that stops answering.
 //!
 //! The tests themselves are three binaries, each a folder whose `main.rs` lists its modules:
 //! `blackbox/` (the built binary against real services, under faults and hostile input),
@@ -14,6 +15,7 @@
 pub mod inputs;
 pub mod kills;
 pub mod model;
+pub mod proxy;
 pub mod serial;
 
 use std::path::PathBuf;
