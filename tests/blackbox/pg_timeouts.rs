@@ -4,59 +4,13 @@
 //! error naming the wait, retry, and go on when the server answers again, instead of waiting
 //! forever.
 
+use hotlist_tests::proxy::FreezableProxy;
 use hotlist_tests::{free_loopback_ports, reap};
 use std::io::{BufRead, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A TCP proxy to `upstream` that can be frozen: while frozen it accepts and reads but
-/// forwards nothing, in either direction.
-struct FreezableProxy {
-    port: u16,
-    frozen: Arc<AtomicBool>,
-}
-
-impl FreezableProxy {
-    fn start(upstream: &'static str) -> FreezableProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
-        let port = listener.local_addr().expect("proxy address").port();
-        let frozen = Arc::new(AtomicBool::new(false));
-        let f = frozen.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming().map_while(Result::ok) {
-                let Ok(server) = TcpStream::connect(upstream) else {
-                    continue;
-                };
-                for (from, to) in [(&client, &server), (&server, &client)] {
-                    let (from, to, frozen) = (from.try_clone(), to.try_clone(), f.clone());
-                    if let (Ok(from), Ok(to)) = (from, to) {
-                        std::thread::spawn(move || pump(from, to, &frozen));
-                    }
-                }
-            }
-        });
-        FreezableProxy { port, frozen }
-    }
-}
-
-/// Copies `from` to `to`, holding what it read while `frozen`; at the end shuts both down.
-fn pump(mut from: TcpStream, mut to: TcpStream, frozen: &AtomicBool) {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        let n = from.read(&mut buf).unwrap_or(0);
-        while frozen.load(SeqCst) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if n == 0 || to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = from.shutdown(std::net::Shutdown::Both);
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
 
 /// The job's metric `name` (summed over labels; 0 when absent).
 fn metric(addr: &str, name: &str) -> f64 {
@@ -139,7 +93,7 @@ fn a_frozen_server_times_out_and_the_writer_retries() {
         metric(&addr, "hotlist_committed_epoch") > 0.0
     });
 
-    proxy.frozen.store(true, SeqCst);
+    proxy.freeze();
     let frozen_at = Instant::now();
     let timeout_line = |l: &String| {
         l.contains("sink commit failed")
@@ -163,7 +117,7 @@ fn a_frozen_server_times_out_and_the_writer_retries() {
             >= 2
     });
 
-    proxy.frozen.store(false, SeqCst);
+    proxy.thaw();
     let committed = metric(&addr, "hotlist_committed_epoch");
     wait(
         "commits after the server answers again",

@@ -11,7 +11,8 @@
 //! `scripts/loadtest idle` runs it on a release build.
 
 // issue 21: the job's metrics endpoint, a hanging or gone store, what caches may keep, and the
-// small limits (`--poll`, `/v1/groups`)
+// small limits (`--poll`, `/v1/groups`), a store that stops answering
+mod frozen_store;
 mod job_metrics;
 mod list_caching;
 mod small_ones;
