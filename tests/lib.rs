@@ -5,7 +5,7 @@
 //! - [`inputs`]: random and fixed input files (events, disorder, late events, bad lines);
 //! - [`kills`]: the crash tests' loop of SIGKILLs and restarts;
 //! - [`serial`]: locks for a service the tests of one binary share (the local PostgreSQL);
-//! - [`pg_schema`]: a fresh PostgreSQL schema per test, dropped at its end.
+//! - [`pg_schema`]: a fresh PostgreSQL schema per test, dropped at its end;
 //! - [`proxy`]: a TCP proxy that can be frozen, for a server that stops answering.
 //!
 //! The tests themselves are three binaries, each a folder whose `main.rs` lists its modules:
