@@ -97,7 +97,8 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Serves until `shutdown` completes: starts the refresher thread, then the HTTP server; when
-/// it returns, open connections have finished and the refresher has stopped.
+/// it returns, open connections have finished and the refresher has stopped (or, stuck on a
+/// store that does not answer, been left behind after [`REFRESHER_STOP_WAIT`]).
 pub async fn run(
     listener: tokio::net::TcpListener,
     options: ServeOptions,
@@ -140,9 +141,22 @@ pub async fn run(
     )
     .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = refresher.join();
+    // The refresher only reads: wait briefly for it, but never for a call to a frozen store
+    // (up to sink.statement_timeout + 5 s, past a pod's grace period); the process exits anyway.
+    let deadline = std::time::Instant::now() + REFRESHER_STOP_WAIT;
+    while !refresher.is_finished() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    if refresher.is_finished() {
+        let _ = refresher.join();
+    } else {
+        tracing::warn!("the store refresher is still waiting for the store; exiting without it");
+    }
     Ok(())
 }
+
+/// How long shutting down waits for the refresher to finish its current store call.
+const REFRESHER_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

@@ -232,6 +232,19 @@ impl Server {
     }
 }
 
+impl Server {
+    /// SIGTERM (a graceful stop): whether it exited within `within`.
+    fn terminate(&mut self, within: Duration) -> bool {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success());
+        hotlist_tests::reap(&mut self.child, within)
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

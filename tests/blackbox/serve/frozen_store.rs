@@ -277,4 +277,19 @@ fn with_every_connection_waiting_on_a_frozen_store_livez_gets_in() {
         .find_map(|l| l.strip_prefix("hotlist_api_connections_closed_total{reason=\"evicted_busy\"} "))
         .and_then(|v| v.trim().parse::<u64>().ok());
     assert_eq!(evicted_busy, Some(1), "{metrics}");
+
+    // a graceful stop while the refresher waits on the frozen store (it polls every 20 ms, so
+    // its call is in flight by now): serve exits without waiting out the call (up to
+    // statement_timeout + 5 s = 65 s here, past Kubernetes' 30 s grace period)
+    let asked = Instant::now();
+    assert!(
+        server.terminate(Duration::from_secs(20)),
+        "serve did not exit within 20 s of SIGTERM{}",
+        server.logs()
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "exit took {:?}",
+        asked.elapsed()
+    );
 }
