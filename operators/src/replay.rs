@@ -15,6 +15,13 @@
 //! timestamp, which compares with the wall clock at read time. A source reports every such
 //! rejection ([`ReplayNote::Skip`]) and the replay skips those records; if more than
 //! [`MAX_SKIPS`] are outstanding, instances they may touch stay approximate (with the reason).
+//!
+//! **Seeking.** A file's position is a line count; re-reading a range from its first line would
+//! read the whole file before it. So a file partition's resume point also carries its
+//! [`ByteMark`] (the line's byte offset and a check of the bytes before it), and the replay
+//! seeks there; notes without one (older checkpoints, other source kinds) count lines.
+
+mod versions;
 
 use crate::record::PartitionId;
 use crate::sketch::CountMinSketch;
@@ -26,6 +33,31 @@ use std::collections::BTreeMap;
 /// Most `future` rejections the merger keeps for replays (beyond: the instances they may
 /// touch are not replayed).
 pub const MAX_SKIPS: usize = 100_000;
+
+/// Where a file partition's next line starts: its byte offset, and [`ByteMark::check`] of the
+/// bytes before it, so a replay can seek there and tell a changed file from the one read live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByteMark {
+    /// Bytes before the line (the byte order mark included).
+    pub offset: u64,
+    /// XXH3-64 of the (up to [`MARK_CHECK_BYTES`]) bytes that end at `offset`.
+    pub check: u64,
+}
+
+/// How many bytes before a [`ByteMark`]'s offset its check covers.
+pub const MARK_CHECK_BYTES: u64 = 4096;
+
+impl ByteMark {
+    /// The mark of `offset`, given the bytes ending there (the last [`MARK_CHECK_BYTES`] of
+    /// them count).
+    pub fn of(offset: u64, before: &[u8]) -> ByteMark {
+        let keep = before.len().min(MARK_CHECK_BYTES as usize);
+        ByteMark {
+            offset,
+            check: xxhash_rust::xxh3::xxh3_64(&before[before.len() - keep..]),
+        }
+    }
+}
 
 /// What a source tells the merger about replay ranges, with the control records of an epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +73,8 @@ pub enum ReplayNote {
         position: u64,
         /// Its clock's largest event time then (`Millis::MIN`: none yet).
         max_ts: Millis,
+        /// Files: where that position's line starts (`None`: count lines to it).
+        byte: Option<ByteMark>,
     },
     /// A record rejected as `future` against the wall clock (the replay cannot re-judge it).
     Skip {
@@ -65,6 +99,8 @@ pub struct PartitionRange {
     pub from: u64,
     /// The partition clock's largest event time at `from`.
     pub max_ts: Millis,
+    /// Files: where the line after `from` starts (`None`: count lines to it).
+    pub byte: Option<ByteMark>,
     /// Where reading stops: the partition's position in the epoch that sealed the instance.
     pub to: u64,
     /// Records in the range the source rejected as `future` against the wall clock:
@@ -108,8 +144,6 @@ pub struct ReplaySnapshot {
     pub pending: Vec<ReplayJob>,
 }
 
-impl crate::snapshot::Snapshot for ReplaySnapshot {}
-
 impl ReplaySnapshot {
     /// Checks it against the job's windows: every pending job names one of them (with its k and
     /// instance bounds), its sketch fits its shape, its ranges run forwards.
@@ -142,11 +176,15 @@ pub fn counts_in(w: &WindowSpec, start: Millis, lateness: Span, ts: Millis, wm_b
     ts >= start && ts < end && end > wm_before.minus(lateness)
 }
 
+/// A partition's resume point: position, the clock's largest event time, and (files) where
+/// the position's line starts.
+type Resume = (u64, Millis, Option<ByteMark>);
+
 /// Where the merger keeps the sources' notes until instances seal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayRanges {
     /// Per instance and partition: the resume point of its first epoch (the earliest noted).
-    starts: BTreeMap<InstanceKey, BTreeMap<PartitionId, (u64, Millis)>>,
+    starts: BTreeMap<InstanceKey, BTreeMap<PartitionId, Resume>>,
     /// Per partition: wall-clock `future` rejections (position, line, ts).
     skips: BTreeMap<PartitionId, Vec<(u64, u32, Millis)>>,
     /// Event times of rejections dropped past [`MAX_SKIPS`] (smallest, largest).
@@ -162,15 +200,16 @@ impl ReplayRanges {
                 partition,
                 position,
                 max_ts,
+                byte,
             } => {
                 let at = self
                     .starts
                     .entry(instance)
                     .or_default()
                     .entry(partition)
-                    .or_insert((position, max_ts));
+                    .or_insert((position, max_ts, byte));
                 if position < at.0 {
-                    *at = (position, max_ts);
+                    *at = (position, max_ts, byte);
                 }
             }
             ReplayNote::Skip {
@@ -206,7 +245,7 @@ impl ReplayRanges {
             }
         }
         let mut out = Vec::with_capacity(starts.len());
-        for (partition, (from, max_ts)) in starts {
+        for (partition, (from, max_ts, byte)) in starts {
             let to = positions
                 .get(&partition)
                 .copied()
@@ -224,6 +263,7 @@ impl ReplayRanges {
                 partition,
                 from,
                 max_ts,
+                byte,
                 to: to.max(from),
                 skips,
             });
@@ -271,6 +311,7 @@ mod tests {
                 partition: p,
                 position,
                 max_ts: Millis(max_ts),
+                byte: Some(ByteMark::of(position * 10, b"x\n")),
             });
         }
         for (position, ts) in [(10, 5), (30, 5), (40, 500), (90, 6)] {
@@ -291,6 +332,7 @@ mod tests {
                 partition: p,
                 from: 20,
                 max_ts: Millis(5),
+                byte: Some(ByteMark::of(200, b"x\n")),
                 to: 80,
                 skips: vec![(30, 0)],
             }]
@@ -312,6 +354,7 @@ mod tests {
             partition: PartitionId(3),
             position: 0,
             max_ts: Millis::MIN,
+            byte: None,
         });
         let err = r
             .ranges(key(0), (Millis(0), Millis(10)), &BTreeMap::new())
@@ -349,5 +392,113 @@ mod tests {
             "within the allowed lateness"
         );
         assert!(!counts_in(&w, Millis(0), l, Millis(5), Millis(61_000)), "late");
+    }
+
+    /// A snapshot with pending ranges and noted starts, each with and without a byte mark.
+    fn snapshot_with_marks() -> ReplaySnapshot {
+        let mut ranges = ReplayRanges::default();
+        for (p, byte) in [(0, Some(ByteMark::of(4_242, b"{\"item_id\":\"a\"}\n"))), (1, None)] {
+            ranges.note(ReplayNote::Start {
+                instance: key(100),
+                partition: PartitionId(p),
+                position: 17,
+                max_ts: Millis(90),
+                byte,
+            });
+        }
+        let sketch = CountMinSketch::new(crate::sketch::CmsShape::from_error(0.1, 0.1).expect("shape"));
+        let job = ReplayJob {
+            instance: key(0),
+            window: "w".into(),
+            start: Millis(0),
+            end: Millis(100),
+            k: 3,
+            revision: 2,
+            watermark: Millis(150),
+            threshold: 4,
+            sketch,
+            ranges: ranges
+                .clone()
+                .ranges(
+                    key(100),
+                    (Millis(100), Millis(200)),
+                    &BTreeMap::from([(PartitionId(0), 30), (PartitionId(1), 40)]),
+                )
+                .expect("ranges"),
+        };
+        ReplaySnapshot {
+            ranges,
+            pending: vec![job],
+        }
+    }
+
+    /// Format 6 keeps the byte marks; a check of the bytes before the offset changes with them.
+    #[test]
+    fn byte_marks_round_trip_in_replay_snap() {
+        use crate::snapshot::{decode, encode};
+        let snap = snapshot_with_marks();
+        let marks: Vec<Option<ByteMark>> = snap.pending[0].ranges.iter().map(|r| r.byte).collect();
+        assert_eq!(marks, vec![Some(ByteMark::of(4_242, b"{\"item_id\":\"a\"}\n")), None]);
+        assert_eq!(decode::<ReplaySnapshot>(&encode(&snap)), Ok(snap));
+        // only the last MARK_CHECK_BYTES count
+        let long = [vec![b'y'; 10_000], b"tail\n".to_vec()].concat();
+        assert_eq!(ByteMark::of(9, &long), ByteMark::of(9, &long[long.len() - 4096..]));
+        assert_ne!(ByteMark::of(9, &long), ByteMark::of(9, &long[1..long.len() - 1]));
+    }
+
+    /// `replay.snap` of format 5 (no byte marks) still reads: every resume point without one,
+    /// so the replay counts lines as that version did.
+    #[test]
+    fn format_5_replay_snap_reads_without_byte_marks() {
+        use crate::snapshot::{decode, encode};
+        use versions::*;
+        let snap = snapshot_with_marks();
+        let strip = |r: &PartitionRange| PartitionRangeV5 {
+            partition: r.partition,
+            from: r.from,
+            max_ts: r.max_ts,
+            to: r.to,
+            skips: r.skips.clone(),
+        };
+        let j = &snap.pending[0];
+        let v5 = ReplaySnapshotV5 {
+            ranges: ReplayRangesV5 {
+                starts: snap
+                    .ranges
+                    .starts
+                    .iter()
+                    .map(|(k, ps)| (*k, ps.iter().map(|(p, (at, ts, _))| (*p, (*at, *ts))).collect()))
+                    .collect(),
+                skips: snap.ranges.skips.clone(),
+                dropped: snap.ranges.dropped,
+            },
+            pending: vec![ReplayJobV5 {
+                instance: j.instance,
+                window: j.window.clone(),
+                start: j.start,
+                end: j.end,
+                k: j.k,
+                revision: j.revision,
+                watermark: j.watermark,
+                threshold: j.threshold,
+                sketch: j.sketch.clone(),
+                ranges: j.ranges.iter().map(strip).collect(),
+            }],
+        };
+        let mut bytes = encode(&v5);
+        bytes[6..8].copy_from_slice(&5u16.to_le_bytes());
+        let read = decode::<ReplaySnapshot>(&bytes).expect("format 5 reads");
+        let mut want = snap;
+        for r in &mut want.pending[0].ranges {
+            r.byte = None;
+        }
+        for ps in want.ranges.starts.values_mut() {
+            for at in ps.values_mut() {
+                at.2 = None;
+            }
+        }
+        assert_eq!(read, want);
+        // a format 5 payload is not a format 6 one
+        assert!(decode::<ReplaySnapshot>(&encode(&v5)).is_err());
     }
 }

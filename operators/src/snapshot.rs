@@ -34,8 +34,9 @@ use std::collections::btree_map::{BTreeMap, Entry};
 
 /// The current snapshot format version. 3 added [`CounterSnapshot::sealed_until`]; 4 added
 /// the windows' key shapes (`WindowSpec::key`: per-group and distinct-user windows) and
-/// [`PublishedState::group`]; 5 added [`CounterSnapshot::groups_seen`].
-pub const FORMAT_VERSION: u16 = 5;
+/// [`PublishedState::group`]; 5 added [`CounterSnapshot::groups_seen`]; 6 added the byte
+/// offsets of files' replay ranges (`replay::ByteMark`, in `replay.snap`).
+pub const FORMAT_VERSION: u16 = 6;
 /// The oldest format version this build reads (see [`Snapshot::from_payload`]).
 pub const OLDEST_FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";
@@ -314,7 +315,7 @@ impl Snapshot for SourceSnapshot {}
 impl Snapshot for PaneSegment {}
 
 /// Deserializes a whole payload, bounded by its length, nothing left over.
-fn deserialize<T: DeserializeOwned>(payload: &[u8]) -> Result<T, SnapshotError> {
+pub(crate) fn deserialize<T: DeserializeOwned>(payload: &[u8]) -> Result<T, SnapshotError> {
     payload_format()
         .with_limit(payload.len() as u64)
         .reject_trailing_bytes()

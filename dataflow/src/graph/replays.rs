@@ -9,6 +9,7 @@
 //! and list).
 
 use crate::config::JobPlan;
+use crate::source::file::Scanned;
 use crate::source::replay::replay;
 use crate::stats::MergeStats;
 use hotlist_operators::certify::Certificate;
@@ -26,7 +27,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-type Outcome = (ReplayJob, Result<Replayed, String>, Duration);
+/// A finished replay: its job, its result, how long it took and what its file readers went
+/// through.
+type Outcome = (ReplayJob, Result<Replayed, String>, Duration, Scanned);
 
 /// The replays of one run.
 pub struct Replays {
@@ -61,8 +64,9 @@ impl Replays {
                 .spawn(move || {
                     for job in inbox {
                         let started = Instant::now();
-                        let outcome = replay(&plan, &job, &stop);
-                        if outbox.send((job, outcome, started.elapsed())).is_err() {
+                        let mut scanned = Scanned::default();
+                        let outcome = replay(&plan, &job, &stop, &mut scanned);
+                        if outbox.send((job, outcome, started.elapsed(), scanned)).is_err() {
                             break;
                         }
                     }
@@ -192,7 +196,9 @@ impl Replays {
             } else {
                 self.results.try_recv().ok()
             };
-            let Some((job, outcome, took)) = next else { break };
+            let Some((job, outcome, took, scanned)) = next else {
+                break;
+            };
             if self.pending.remove(&job.instance).is_none() {
                 continue;
             }
@@ -200,12 +206,14 @@ impl Replays {
                 Ok(Replayed::Exact(items, certificate, stats)) => {
                     self.peak_keys = self.peak_keys.max(stats.peak_keys);
                     tracing::info!(
-                        "window {} instance {}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s; {} items counted exactly from threshold {}; {}",
+                        "window {} instance {}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s (files: {} bytes read, {} lines read only to reach the ranges); {} items counted exactly from threshold {}; {}",
                         job.window,
                         job.start,
                         certificate.passes,
                         job.ranges.len(),
                         took.as_secs_f64(),
+                        scanned.bytes,
+                        scanned.skipped_lines,
                         certificate.counted,
                         certificate.threshold,
                         self.memory(&stats)

@@ -6,13 +6,19 @@
 //! the run ([`ReadStatus::Failed`], naming the input, the byte offset and the line): the input is
 //! the problem, not a record in it, and ending the partition there would seal lists of a
 //! partially read input.
+//!
+//! A file reader can also say where its next line starts ([`FileReader::byte_mark`]) and seek
+//! back there ([`FileReader::seek_to`]), checking the bytes before it: an `exact_at_seal`
+//! replay reads its range without reading every line before it (positions stay line numbers).
 
 use super::lines::{Line, LineReader};
 use super::{PartitionReader, ReadStatus, Record};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use hotlist_operators::replay::{ByteMark, MARK_CHECK_BYTES};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -22,6 +28,19 @@ pub struct FileReader {
     lines: LineReader<BufReader<File>>,
     /// Lines read so far.
     line: u64,
+    /// Lines read to reach a resume position, and the byte reading (re)started at.
+    skipped: u64,
+    start: u64,
+}
+
+/// What a file reader went through: the lines it read only to reach its resume position, and
+/// every byte it read from where it started (or sought to).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Scanned {
+    /// Lines read and dropped to reach the resume position.
+    pub skipped_lines: u64,
+    /// Bytes read.
+    pub bytes: u64,
 }
 
 impl FileReader {
@@ -32,7 +51,66 @@ impl FileReader {
             path: path.to_path_buf(),
             lines: LineReader::new(BufReader::with_capacity(1 << 20, file), max_record_bytes),
             line: 0,
+            skipped: 0,
+            start: 0,
         })
+    }
+
+    /// Where the next line starts, with a check of the bytes before it (for a replay to
+    /// [`seek_to`](Self::seek_to) it).
+    pub fn byte_mark(&self) -> Result<ByteMark> {
+        let offset = self.lines.offset();
+        let before = self.bytes_before(offset)?;
+        Ok(ByteMark::of(offset, &before))
+    }
+
+    /// Reads on from line `line` + 1, which starts at `mark` — if the file still has the bytes
+    /// it had there when the mark was taken; otherwise it changed since (an error saying so).
+    pub fn seek_to(&mut self, line: u64, mark: ByteMark) -> Result<()> {
+        let len = self.lines.get_ref().get_ref().metadata().map(|m| m.len()).unwrap_or(0);
+        if len < mark.offset {
+            bail!(
+                "{} has {len} bytes, fewer than the {} before line {}: it changed since it was read",
+                self.path.display(),
+                mark.offset,
+                line + 1
+            );
+        }
+        let before = self.bytes_before(mark.offset)?;
+        if ByteMark::of(mark.offset, &before) != mark {
+            bail!(
+                "{} changed since it was read: the bytes before line {} (byte {}) differ",
+                self.path.display(),
+                line + 1,
+                mark.offset
+            );
+        }
+        self.lines
+            .seek_to(mark.offset)
+            .with_context(|| format!("cannot seek {} to byte {}", self.path.display(), mark.offset))?;
+        (self.line, self.start) = (line, mark.offset);
+        Ok(())
+    }
+
+    /// The bytes (up to `MARK_CHECK_BYTES`) that end at `offset`, read beside the buffered
+    /// reader (which it does not move).
+    fn bytes_before(&self, offset: u64) -> Result<Vec<u8>> {
+        let from = offset.saturating_sub(MARK_CHECK_BYTES);
+        let mut buf = vec![0u8; (offset - from) as usize];
+        self.lines
+            .get_ref()
+            .get_ref()
+            .read_exact_at(&mut buf, from)
+            .with_context(|| format!("cannot read {} at byte {from}", self.path.display()))?;
+        Ok(buf)
+    }
+
+    /// What it went through so far.
+    pub fn scanned(&self) -> Scanned {
+        Scanned {
+            skipped_lines: self.skipped,
+            bytes: self.lines.offset().saturating_sub(self.start),
+        }
     }
 
     /// Skips the first `lines` lines (resuming from a checkpoint). A file shorter than that
@@ -51,6 +129,7 @@ impl FileReader {
                 );
             }
             self.line += 1;
+            self.skipped += 1;
         }
         Ok(())
     }

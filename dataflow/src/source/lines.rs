@@ -7,7 +7,7 @@
 //! counting its true length. Memory: the underlying reader's buffer plus at most `limit + 1`
 //! bytes, whatever the input.
 
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Seek, SeekFrom};
 
 /// How much of a too-large record its dead letter keeps: the first 4 KiB.
 pub const RAW_HEAD_BYTES: usize = 4096;
@@ -59,6 +59,11 @@ impl<R: BufRead> LineReader<R> {
         self.offset
     }
 
+    /// The underlying reader.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
     /// The next line, or `None` at the end of the input.
     pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
         self.buf.clear();
@@ -108,6 +113,17 @@ impl<R: BufRead> LineReader<R> {
         } else {
             Line::Whole(&self.buf)
         }))
+    }
+}
+
+impl<R: BufRead + Seek> LineReader<R> {
+    /// Goes on reading from byte `offset`, which must be where a line starts (a byte order mark
+    /// is only dropped at offset 0).
+    pub fn seek_to(&mut self, offset: u64) -> io::Result<()> {
+        self.inner.seek(SeekFrom::Start(offset))?;
+        self.offset = offset;
+        self.first = offset == 0;
+        Ok(())
     }
 }
 
@@ -218,6 +234,26 @@ mod tests {
         assert!(r.buf.capacity() <= 2 * (4096 + 1), "{}", r.buf.capacity());
         assert_eq!(r.next_line().unwrap(), Some(Line::Whole(b"next")));
         assert_eq!(r.next_line().unwrap(), None);
+    }
+
+    /// Seeking to a line's start reads on from there, with the offsets of an unbroken read; a
+    /// byte order mark is dropped only at offset 0.
+    #[test]
+    fn seeking_to_a_line_start_reads_on_from_it() {
+        let input = b"\xEF\xBB\xBFone\r\ntwo\n\xEF\xBB\xBFthree\nfour";
+        let mut r = LineReader::new(std::io::Cursor::new(&input[..]), 100);
+        let mut starts = vec![0];
+        while r.next_line().unwrap().is_some() {
+            starts.push(r.offset());
+        }
+        assert_eq!(starts, vec![0, 8, 12, 21, 25]);
+        let mut r = LineReader::new(std::io::Cursor::new(&input[..]), 100);
+        r.seek_to(12).unwrap();
+        assert_eq!(r.next_line().unwrap(), Some(Line::Whole(b"\xEF\xBB\xBFthree")));
+        assert_eq!(r.offset(), 21);
+        r.seek_to(0).unwrap();
+        assert_eq!(r.next_line().unwrap(), Some(Line::Whole(b"one")));
+        assert_eq!(r.offset(), 8);
     }
 
     /// A read error is returned (never taken for the end of the input), with the offset where

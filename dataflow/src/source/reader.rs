@@ -13,6 +13,7 @@ use super::kafka::{KafkaReader, Lost};
 use super::{ReadStatus, Record};
 use crate::config::SourcePlan;
 use anyhow::{anyhow, bail, Result};
+use hotlist_operators::replay::ByteMark;
 
 /// A reader of one input partition.
 pub trait PartitionReader {
@@ -88,6 +89,18 @@ impl Reader {
                 Reader::Kafka(Box::new(KafkaReader::open(spec, p, None, max_record_bytes)?))
             }
         })
+    }
+
+    /// A file: where its next line starts, for an `exact_at_seal` replay to seek to (`None`:
+    /// other kinds, or the bytes could not be read — the replay then counts lines to it).
+    pub fn byte_mark(&self) -> Option<ByteMark> {
+        match self {
+            Reader::File(r) => r
+                .byte_mark()
+                .map_err(|e| tracing::debug!("no byte mark, a replay will count lines: {e:#}"))
+                .ok(),
+            _ => None,
+        }
     }
 }
 

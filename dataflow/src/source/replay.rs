@@ -4,11 +4,14 @@
 //! that every record gets the verdict it got live. The passes, within the job's memory budget:
 //! `hotlist_operators::replay_budget`; the proof: `certify.rs`.
 //!
-//! A reader of its own per range: a file opened again, the generator sought, a second Kafka
-//! consumer. A range that cannot be read again (a file that shrank, Kafka retention that
-//! removed the offsets) is an error naming the reason: the list then stays approximate.
+//! A reader of its own per range: a file opened again and sought to the byte where the range
+//! starts (when the notes carry it: `ByteMark`; older checkpoints' ranges count lines to it),
+//! the generator sought, a second Kafka consumer. A range that cannot be read again (a file
+//! that shrank or whose bytes before the range changed, Kafka retention that removed the
+//! offsets) is an error naming the reason: the list then stays approximate.
 
 use super::accept::{accept, Batch, Place, Rules, Tally};
+use super::file::Scanned;
 use super::{kafka, PartitionReader, ReadStatus, Reader};
 use crate::config::JobPlan;
 use hotlist_operators::lateness::LatenessJudge;
@@ -27,8 +30,8 @@ const KAFKA_STALL: Duration = Duration::from_secs(60);
 
 /// The exact list of a sealed instance and its certificate, or that no pass proving it fits
 /// the plan's budget (`[exact_at_seal]`), or why it cannot be had (`Err`). Stops early (an
-/// error) when `stop` is set.
-pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool) -> Result<Replayed, String> {
+/// error) when `stop` is set. What its file readers went through adds up in `scanned`.
+pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool, scanned: &mut Scanned) -> Result<Replayed, String> {
     let window = plan
         .windows
         .iter()
@@ -41,7 +44,7 @@ pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool) -> Result<Repl
     let mut read_once = |visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), String> {
         for range in &job.ranges {
             let mut more = true;
-            read_range(plan, range, stop, &mut |e| {
+            read_range(plan, range, stop, scanned, &mut |e| {
                 if counts_in(window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
                     more = visit(&e.item, e.hash);
                 }
@@ -82,12 +85,35 @@ fn read_range(
     plan: &JobPlan,
     r: &PartitionRange,
     stop: &AtomicBool,
+    scanned: &mut Scanned,
     f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
 ) -> Result<(), String> {
     let mut reader =
         Reader::open(&plan.source, r.partition.0, plan.max_record_bytes, false).map_err(|e| format!("{e:#}"))?;
+    let result = read_open_range(plan, r, stop, &mut reader, f);
+    if let Reader::File(file) = &reader {
+        let s = file.scanned();
+        scanned.skipped_lines += s.skipped_lines;
+        scanned.bytes += s.bytes;
+    }
+    result
+}
+
+/// [`read_range`] with the partition's reader open.
+fn read_open_range(
+    plan: &JobPlan,
+    r: &PartitionRange,
+    stop: &AtomicBool,
+    reader: &mut Reader,
+    f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
+) -> Result<(), String> {
     let kafka = reader.positions_are_offsets();
-    let at = reader.resume_at(r.from).map_err(|e| format!("{e:#}"))?;
+    let at = match (&mut *reader, r.byte) {
+        // a file seeks to the byte where the range starts (and checks the bytes before it)
+        (Reader::File(file), Some(mark)) => file.seek_to(r.from, mark).map(|()| r.from),
+        _ => reader.resume_at(r.from),
+    }
+    .map_err(|e| format!("{e:#}"))?;
     if at != r.from {
         return Err(format!(
             "cannot read from position {} again (the partition now starts at {at}: retention removed it)",
@@ -216,10 +242,15 @@ mod tests {
                 partition: PartitionId(0),
                 from: 0,
                 max_ts: Millis::MIN,
+                byte: None,
                 to: n,
                 skips,
             }],
         }
+    }
+
+    fn run(plan: &JobPlan, j: &ReplayJob) -> Result<Replayed, String> {
+        replay(plan, j, &AtomicBool::new(false), &mut Scanned::default())
     }
 
     fn exact(r: Result<Replayed, String>) -> (Vec<RankedItem>, Certificate) {
@@ -258,7 +289,7 @@ mod tests {
         let (_dir, plan) = job_over(&refs);
         let counts = [("a", 3), ("b", 3), ("c", 4), ("d", 1)];
         let j = job(lines.len() as u64, &counts, 3, vec![]);
-        let (items, cert) = exact(replay(&plan, &j, &AtomicBool::new(false)));
+        let (items, cert) = exact(run(&plan, &j));
         let want = brute(&lines[..11], &[]); // the late line does not count
         assert_eq!(want["c"], 3, "the late c is not counted");
         let got: Vec<(String, u64)> = items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
@@ -281,7 +312,7 @@ mod tests {
             1_000,
             vec![],
         );
-        let (items, cert) = exact(replay(&plan, &j, &AtomicBool::new(false)));
+        let (items, cert) = exact(run(&plan, &j));
         assert_eq!((cert.threshold, cert.passes), (1, 2));
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].count, 3);
@@ -299,13 +330,13 @@ mod tests {
             1,
             vec![(4, 0), (8, 0), (10, 0)],
         );
-        let (items, _) = exact(replay(&plan, &j, &AtomicBool::new(false)));
+        let (items, _) = exact(run(&plan, &j));
         let want = brute(&lines[..11], &[4, 8, 10]);
         assert_eq!(want.get("c"), None);
         let got: Vec<(String, u64)> = items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
         assert_eq!(got, vec![("a".into(), 3), ("b".into(), 3)]);
         let far = job(lines.len() as u64 + 5, &[("a", 3)], 1, vec![]);
-        let err = replay(&plan, &far, &AtomicBool::new(false)).expect_err("the file is shorter");
+        let err = run(&plan, &far).expect_err("the file is shorter");
         assert!(err.contains("ended at position 12, before 17"), "{err}");
     }
 
@@ -322,22 +353,85 @@ mod tests {
             items.iter().map(|r| (r.item_id.to_string(), r.count)).collect()
         };
         plan.exact_at_seal = ReplayBudget::new(2, 1).expect("budget");
-        let over = replay(&plan, &j, &AtomicBool::new(false));
+        let over = run(&plan, &j);
         assert!(
             matches!(over, Ok(Replayed::OverBudget(s)) if s.peak_keys == 2),
             "{over:?}"
         );
         // 3 keys: the pass from 1 overflows, a higher threshold proves the list
         plan.exact_at_seal = ReplayBudget::new(3, 1).expect("budget");
-        let (items, cert) = exact(replay(&plan, &j, &AtomicBool::new(false)));
+        let (items, cert) = exact(run(&plan, &j));
         assert_eq!((ids(&items), cert.counted), (want.clone(), 3));
         // 2 keys in up to 8 ranges: split
         plan.exact_at_seal = ReplayBudget::new(2, 8).expect("budget");
-        let split = replay(&plan, &j, &AtomicBool::new(false));
+        let split = run(&plan, &j);
         let Ok(Replayed::Exact(items, _, stats)) = split else {
             panic!("split: {split:?}")
         };
         assert_eq!(ids(&items), want, "the unsplit pass's list");
         assert!(stats.ranges > 1 && stats.peak_keys <= 2, "{stats:?}");
+    }
+
+    /// An instance late in a file: its range starts after 5,000 lines of earlier instances. With
+    /// the byte mark the live reader noted there, the replay seeks: it reads only the range's
+    /// bytes (once per pass) and no line before it. Without one (an older checkpoint's range)
+    /// it reads every line before the range, and gets the same list.
+    #[test]
+    fn a_range_late_in_a_file_is_read_from_its_byte_offset() {
+        let mut lines: Vec<String> = (0..5_000)
+            .map(|i| line(&format!("early{}", i % 7), -1_000 + i / 5))
+            .collect();
+        let range: Vec<String> = ["a", "b", "a", "c", "a"]
+            .iter()
+            .enumerate()
+            .map(|(i, x)| line(x, i as i64))
+            .collect();
+        lines.extend(range.iter().cloned());
+        lines.push(line("z", 150));
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (dir, plan) = job_over(&refs);
+        // the live reader after the 5,000 earlier lines
+        let path = dir.path().join("p0.jsonl");
+        let mut live = super::super::file::FileReader::open(&path, 1 << 20).expect("open");
+        assert_eq!(live.read(5_000, &mut |_| {}), ReadStatus::Read(5_000));
+        let mark = live.byte_mark().expect("mark");
+        let prefix: usize = lines[..5_000].iter().map(|l| l.len() + 1).sum();
+        assert_eq!(mark.offset, prefix as u64);
+        let mut j = job(lines.len() as u64, &[("a", 3), ("b", 1), ("c", 1)], 1, vec![]); // one pass
+        j.ranges[0].from = 5_000;
+        j.ranges[0].max_ts = Millis(-1);
+        let want = vec![("a".to_string(), 3), ("b".to_string(), 1)];
+        let ids = |r: Result<Replayed, String>| -> Vec<(String, u64)> {
+            exact(r).0.iter().map(|r| (r.item_id.to_string(), r.count)).collect()
+        };
+        // counting lines: the whole prefix is read
+        let mut counted = Scanned::default();
+        assert_eq!(ids(replay(&plan, &j, &AtomicBool::new(false), &mut counted)), want);
+        assert_eq!(counted.skipped_lines, 5_000);
+        assert!(counted.bytes > prefix as u64, "{counted:?}");
+        // seeking: only the range (up to its end, where the next line ends the read)
+        j.ranges[0].byte = Some(mark);
+        let mut sought = Scanned::default();
+        assert_eq!(ids(replay(&plan, &j, &AtomicBool::new(false), &mut sought)), want);
+        let range_bytes: u64 = lines[5_000..].iter().map(|l| l.len() as u64 + 1).sum();
+        assert_eq!(
+            sought,
+            Scanned {
+                skipped_lines: 0,
+                bytes: range_bytes
+            }
+        );
+        // the file changed before the range: a clear error, not other counts
+        let mut changed = lines.clone();
+        changed[4_999] = line("early9", -2);
+        std::fs::write(&path, changed.join("\n") + "\n").expect("rewrite");
+        let err = run(&plan, &j).expect_err("changed");
+        assert!(
+            err.contains("changed since it was read: the bytes before line 5001"),
+            "{err}"
+        );
+        std::fs::write(&path, lines[..100].join("\n")).expect("shrink");
+        let err = run(&plan, &j).expect_err("shrunk");
+        assert!(err.contains("fewer than the"), "{err}");
     }
 }

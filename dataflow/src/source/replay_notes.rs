@@ -4,7 +4,7 @@
 //! `future` against the wall clock (a replay cannot re-judge those).
 
 use hotlist_operators::record::{PartitionId, TimedEvent};
-use hotlist_operators::replay::{counts_in, ReplayNote};
+use hotlist_operators::replay::{counts_in, ByteMark, ReplayNote};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{InstanceKey, WindowId, WindowSpec};
 use std::collections::HashSet;
@@ -12,18 +12,20 @@ use std::collections::HashSet;
 /// A partition's replay bookkeeping.
 #[derive(Default)]
 pub(super) struct PartitionMarks {
-    /// The resume point of the current epoch: position and the clock's largest event time.
-    epoch_start: (u64, Millis),
+    /// The resume point of the current epoch: position, the clock's largest event time, and
+    /// (files) where the position's line starts.
+    epoch_start: (u64, Millis, Option<ByteMark>),
     /// Instances whose start was noted (until the partition's watermark passes their end +
     /// allowed lateness: it accepts no more of their events).
     noted: HashSet<InstanceKey>,
 }
 
 impl PartitionMarks {
-    /// Marks for a partition that (re)starts at `position` with its clock at `max_ts`.
-    pub(super) fn starting_at(position: u64, max_ts: Millis) -> PartitionMarks {
+    /// Marks for a partition that (re)starts at `position` (in a file: at `byte`) with its
+    /// clock at `max_ts`.
+    pub(super) fn starting_at(position: u64, max_ts: Millis, byte: Option<ByteMark>) -> PartitionMarks {
         PartitionMarks {
-            epoch_start: (position, max_ts),
+            epoch_start: (position, max_ts, byte),
             noted: HashSet::new(),
         }
     }
@@ -53,12 +55,13 @@ impl ReplayNoter {
                 for start in w.starts_covering(e.ts) {
                     let instance = InstanceKey { window: *id, start };
                     if counts_in(w, start, self.lateness, e.ts, e.wm_before) && marks.noted.insert(instance) {
-                        let (position, max_ts) = marks.epoch_start;
+                        let (position, max_ts, byte) = marks.epoch_start;
                         self.notes.push(ReplayNote::Start {
                             instance,
                             partition,
                             position,
                             max_ts,
+                            byte,
                         });
                     }
                 }
@@ -76,10 +79,17 @@ impl ReplayNoter {
         });
     }
 
-    /// The epoch closes with the partition at `position`, its clock at `max_ts` and `watermark`:
-    /// the next epoch's resume point; instances the partition can no longer count are dropped.
-    pub(super) fn epoch_closed(&self, marks: &mut PartitionMarks, position: u64, max_ts: Millis, watermark: Millis) {
-        marks.epoch_start = (position, max_ts);
+    /// The epoch closes with the partition at `position` (in a file: at `byte`), its clock at
+    /// `max_ts` and `watermark`: the next epoch's resume point; instances the partition can no
+    /// longer count are dropped.
+    pub(super) fn epoch_closed(
+        &self,
+        marks: &mut PartitionMarks,
+        (position, byte): (u64, Option<ByteMark>),
+        max_ts: Millis,
+        watermark: Millis,
+    ) {
+        marks.epoch_start = (position, max_ts, byte);
         let horizon = watermark.minus(self.lateness);
         let windows = &self.windows;
         marks.noted.retain(|k| {

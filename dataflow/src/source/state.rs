@@ -68,7 +68,7 @@ impl Partition {
                 status = PartitionStatus::Finished;
             }
         }
-        let marks = PartitionMarks::starting_at(position, clock.max_ts());
+        let marks = PartitionMarks::starting_at(position, clock.max_ts(), reader.byte_mark());
         Ok(Partition {
             id,
             reader,
@@ -365,7 +365,8 @@ impl SourceState {
             .collect();
         if let Some(n) = self.replay.as_mut() {
             for p in self.partitions.iter_mut() {
-                n.epoch_closed(&mut p.marks, p.position, p.clock.max_ts(), p.clock.watermark());
+                let at = (p.position, p.reader.byte_mark());
+                n.epoch_closed(&mut p.marks, at, p.clock.max_ts(), p.clock.watermark());
             }
             let notes = n.take();
             if !notes.is_empty() {
