@@ -97,6 +97,25 @@ fn sigkill_during_replays_ends_with_exact_certified_lists() {
         want_dead,
         "dead letters exactly once"
     );
+    // every range was noted with its byte offset (also by sources resumed from a checkpoint):
+    // no replay read a line only to reach its range
+    let scanned = scanned(&logs);
+    assert!(!scanned.is_empty(), "replays logged what they read:\n{logs}");
+    assert!(scanned.iter().all(|(_, skipped)| *skipped == 0), "{scanned:?}");
+}
+
+/// What every exact replay's file readers went through, from the log: (bytes read, lines read
+/// only to reach the ranges).
+fn scanned(log: &str) -> Vec<(u64, u64)> {
+    log.lines()
+        .filter_map(|l| l.split_once("(files: ").map(|(_, rest)| rest))
+        .filter_map(|rest| {
+            let mut words = rest.split(' ');
+            let bytes = words.next()?.parse().ok()?;
+            let skipped = words.nth(2)?.parse().ok()?;
+            Some((bytes, skipped))
+        })
+        .collect()
 }
 
 /// The generator is replayed by seeking: a generated job's `exact_at_seal` lists equal the

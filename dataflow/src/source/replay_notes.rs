@@ -105,3 +105,53 @@ impl ReplayNoter {
         std::mem::take(&mut self.notes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::hash::item_hash;
+    use hotlist_operators::record::ItemId;
+
+    fn event(ts: i64) -> TimedEvent {
+        TimedEvent {
+            item: ItemId::from("a"),
+            ts: Millis(ts),
+            wm_before: Millis::MIN,
+            hash: item_hash("a"),
+            partition: PartitionId(0),
+            position: 0,
+            extra: None,
+        }
+    }
+
+    /// Each instance's start note carries the byte mark of its epoch's resume point: the one
+    /// the partition started at, then the one each closed epoch left it at.
+    #[test]
+    fn start_notes_carry_the_epochs_byte_marks() {
+        let w = WindowSpec::tumbling("w", Span::from_millis(100), 3);
+        let mut n = ReplayNoter::new(vec![(WindowId(0), w)], Span::from_millis(0)).expect("noter");
+        let (m0, m5) = (
+            ByteMark::of(0, b""),
+            ByteMark::of(120, b"{\"item_id\":\"a\",\"ts\":99}\n"),
+        );
+        let p = PartitionId(0);
+        let mut marks = PartitionMarks::starting_at(0, Millis::MIN, Some(m0));
+        n.events(p, &mut marks, &[event(5), event(7)]);
+        n.epoch_closed(&mut marks, (5, Some(m5)), Millis(99), Millis(0));
+        n.events(p, &mut marks, &[event(8), event(150)]);
+        let starts: Vec<(i64, u64, Option<ByteMark>)> = n
+            .take()
+            .into_iter()
+            .map(|note| match note {
+                ReplayNote::Start {
+                    instance,
+                    position,
+                    byte,
+                    ..
+                } => (instance.start.0, position, byte),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(starts, vec![(0, 0, Some(m0)), (100, 5, Some(m5))]);
+    }
+}
