@@ -154,9 +154,17 @@ impl WindowedCounter {
                 .iter()
                 .flat_map(|(g, items)| items.iter().map(move |r| (g.as_str(), r.item_id.as_str())))
                 .collect();
+            // (a key below every list's last count is in none: most keys, skipped unsplit)
+            let least = lists
+                .iter()
+                .filter_map(|(_, items)| items.last())
+                .map(|r| r.count)
+                .min();
+            let least = least.unwrap_or(u64::MAX);
             let interner = &self.interner;
             let items: Vec<ItemIdx> = candidates
                 .iter()
+                .filter(|(c, _)| *c >= least)
                 .filter(|(_, i)| {
                     let (group, item, _) = split_key(interner.id(*i).as_str());
                     listed.contains(&(group, item))
