@@ -17,19 +17,27 @@
 //! (twice the pane's counters, plus a margin) is cut: the instances behind the cut recount in
 //! full, so a log never outgrows its pane.
 //!
+//! Per-group windows counting events emit the same way while none of the instance's groups
+//! counts in `(other)`: a counter key is then one (group, item), `L` is the keys of every
+//! group's last list, and each group's new list is the top-K of its keys in `L ∪ D` (the
+//! argument above, per group). `group_lists` builds the lists from those keys as from all.
+//!
 //! The full recount stays for: an instance's first emission, every instance after a restore
 //! (`force_emit`), an instance behind a cut log, an instance whose changes are not much fewer
-//! than its counters (the plain scan is cheaper then), and per-group and distinct-user windows
-//! (their lists aggregate counter keys per group and are always recounted).
+//! than its counters (the plain scan is cheaper then), a per-group instance with a group in
+//! `(other)` (a fold moves counts from a group's list to `(other)`'s), and distinct-user
+//! windows (a changed key `group NUL item NUL user` does not say whether the item's number of
+//! users changed: that needs every key of the item).
 
 use super::dense::DenseSums;
 use super::shapes::group_lists;
 use super::{ItemIdx, Pane, WindowedCounter};
-use crate::group::GroupKey;
+use crate::group::{split_key, GroupKey};
 use crate::hash::item_hash;
 use crate::record::RankedItem;
 use crate::topk::{rank_cmp, select_top_by, select_top_counted};
 use crate::window::InstanceKey;
+use rustc_hash::FxHashSet;
 
 /// Log entries a pane may hold beyond twice its counters before its log is cut.
 /// Tiny in unit tests so that cut logs are exercised.
@@ -62,10 +70,9 @@ impl WindowedCounter {
     /// (per-group windows).
     /// (`force`: recount in full.)
     pub(super) fn instance_top_k(&mut self, key: InstanceKey, force: bool) -> Vec<(GroupKey, Vec<RankedItem>)> {
-        let k = self.windows[key.window.0 as usize].k;
         let g_of = self.group_of(key.window);
         let shape = self.shapes.of_window(key.window.0 as usize);
-        let incremental = (shape == 0 && !force)
+        let incremental = (!force && self.emits_incrementally(key, shape))
             .then(|| self.incremental_candidates(key, g_of))
             .flatten();
         let checking = self.checked && incremental.is_some();
@@ -79,28 +86,15 @@ impl WindowedCounter {
                 self.full_candidates(key, g_of)
             }
         };
-        let interner = &self.interner;
         if self.groups[g_of].shapes.len() > 1 {
+            let interner = &self.interner;
             candidates.retain(|(_, i)| interner.shape(*i) == shape);
         }
         if shape != 0 {
-            let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
-            let admission = self.admission.get(&key);
-            let mut lists = group_lists(keys, self.shapes.distinct_users(shape), k, |group| {
-                admission.is_none_or(|a| a.admits(item_hash(group)))
-            });
-            // groups emitted before that now count in (other): withdrawn
-            let now: Vec<GroupKey> = lists.iter().map(|(g, _)| g.clone()).collect();
-            if let Some(inst) = self.instances.get_mut(&key) {
-                let before = std::mem::replace(&mut inst.groups, now);
-                let withdrawn: Vec<GroupKey> = before
-                    .into_iter()
-                    .filter(|g| lists.binary_search_by(|(x, _)| x.cmp(g)).is_err())
-                    .collect();
-                lists.extend(withdrawn.into_iter().map(|g| (g, Vec::new())));
-            }
-            return lists;
+            return self.group_top_k(key, shape, g_of, candidates, checking);
         }
+        let k = self.windows[key.window.0 as usize].k;
+        let interner = &self.interner;
         select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
         if checking {
             let mut full = self.full_candidates(key, g_of);
@@ -121,6 +115,91 @@ impl WindowedCounter {
             .collect();
         self.remember(key, candidates.into_iter().map(|(_, i)| i).collect());
         vec![(GroupKey::global(), list)]
+    }
+
+    /// Whether instance `key` (of shape `shape`) can be emitted from its last lists and the
+    /// keys changed since: plain windows, and per-group event windows while none of the
+    /// instance's groups counts in `(other)` (each key is then one (group, item), its count
+    /// never decreases, and a group's new top-K is among its last list and its changed keys;
+    /// a fold moves counts between lists). Distinct-user windows always recount: a changed key
+    /// (group, item, user) does not tell whether the (group, item)'s user count changed.
+    fn emits_incrementally(&self, key: InstanceKey, shape: u8) -> bool {
+        shape == 0 || (!self.shapes.distinct_users(shape) && self.admission.get(&key).is_none_or(|a| a.folded() == 0))
+    }
+
+    /// The per-group lists of instance `key` (shape `shape` > 0) from `candidates` (its keys
+    /// of that shape, all or those of its last lists and changed since), plus an empty list per
+    /// group emitted before that now counts in `(other)`; remembers the keys listed for the
+    /// next incremental emission. (`checking`: compare with the recount.)
+    fn group_top_k(
+        &mut self,
+        key: InstanceKey,
+        shape: u8,
+        g_of: usize,
+        candidates: Vec<(u64, ItemIdx)>,
+        checking: bool,
+    ) -> Vec<(GroupKey, Vec<RankedItem>)> {
+        let distinct = self.shapes.distinct_users(shape);
+        let mut lists = self.shaped_lists(key, shape, &candidates);
+        if checking {
+            let mut full = self.full_candidates(key, g_of);
+            let interner = &self.interner;
+            full.retain(|(_, i)| interner.shape(*i) == shape);
+            let full = self.shaped_lists(key, shape, &full);
+            assert_eq!(lists, full, "incremental lists of {key:?} differ from the recount");
+        }
+        if !distinct && self.emits_incrementally(key, shape) {
+            // the keys now listed: (group, item) is one key in an events window without folds
+            let listed: FxHashSet<(&str, &str)> = lists
+                .iter()
+                .flat_map(|(g, items)| items.iter().map(move |r| (g.as_str(), r.item_id.as_str())))
+                .collect();
+            // (a key below every list's last count is in none: most keys, skipped unsplit)
+            let least = lists
+                .iter()
+                .filter_map(|(_, items)| items.last())
+                .map(|r| r.count)
+                .min();
+            let least = least.unwrap_or(u64::MAX);
+            let interner = &self.interner;
+            let items: Vec<ItemIdx> = candidates
+                .iter()
+                .filter(|(c, _)| *c >= least)
+                .filter(|(_, i)| {
+                    let (group, item, _) = split_key(interner.id(*i).as_str());
+                    listed.contains(&(group, item))
+                })
+                .map(|(_, i)| *i)
+                .collect();
+            self.remember(key, items);
+        }
+        // groups emitted before that now count in (other): withdrawn
+        let now: Vec<GroupKey> = lists.iter().map(|(g, _)| g.clone()).collect();
+        if let Some(inst) = self.instances.get_mut(&key) {
+            let before = std::mem::replace(&mut inst.groups, now);
+            let withdrawn: Vec<GroupKey> = before
+                .into_iter()
+                .filter(|g| lists.binary_search_by(|(x, _)| x.cmp(g)).is_err())
+                .collect();
+            lists.extend(withdrawn.into_iter().map(|g| (g, Vec::new())));
+        }
+        lists
+    }
+
+    /// `group_lists` of an instance's (count, key) pairs of shape `shape`, under its admission.
+    fn shaped_lists(
+        &self,
+        key: InstanceKey,
+        shape: u8,
+        candidates: &[(u64, ItemIdx)],
+    ) -> Vec<(GroupKey, Vec<RankedItem>)> {
+        let k = self.windows[key.window.0 as usize].k;
+        let interner = &self.interner;
+        let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
+        let admission = self.admission.get(&key);
+        group_lists(keys, self.shapes.distinct_users(shape), k, |group| {
+            admission.is_none_or(|a| a.admits(item_hash(group)))
+        })
     }
 
     /// Every (count, item) of an instance with a positive count, recounted from its panes.
