@@ -190,7 +190,26 @@ impl<K: Ord + Clone> BlockCounts<K> {
         for (k, n) in prior {
             *seen.entry(k).or_insert(0) += n;
         }
-        BlockCounts { cap, seen }
+        let mut counts = BlockCounts { cap, seen };
+        counts.forget_passed_blocks();
+        counts
+    }
+
+    /// Keeps only each source's newest block: positions only rise within a source (epoch by
+    /// epoch, and a restore drops the letters the store already holds), so an older block is
+    /// never added to again, and the map stays one entry per source over any run length.
+    fn forget_passed_blocks(&mut self) {
+        let mut newest: BTreeMap<K, u64> = BTreeMap::new();
+        for (k, b) in self.seen.keys() {
+            let n = newest.entry(k.clone()).or_insert(*b);
+            *n = (*n).max(*b);
+        }
+        self.seen.retain(|(k, b), _| newest.get(k) == Some(b));
+    }
+
+    /// The (source, block) entries held (one per source that had dead letters).
+    pub fn tracked(&self) -> usize {
+        self.seen.len()
     }
 
     /// The cap per block.
@@ -223,6 +242,7 @@ impl<K: Ord + Clone> BlockCounts<K> {
                 out.overflowed.push((key, block));
             }
         }
+        self.forget_passed_blocks();
         out
     }
 }

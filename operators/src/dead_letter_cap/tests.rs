@@ -91,6 +91,9 @@ proptest! {
             }
             out.extend(counts.fold(epoch));
         }
+        // bounded over any run length: one tracked block per source
+        let sources: std::collections::BTreeSet<u32> = letters.iter().map(|(k, _)| *k).collect();
+        prop_assert!(counts.tracked() <= sources.len());
         let (whole, summaries) = model(cap, &letters);
         prop_assert_eq!(normal(out.whole.clone()), normal(whole));
         prop_assert_eq!(&out.summaries, &summaries);
