@@ -148,7 +148,7 @@ impl Server {
             "20ms",
         ];
         args.extend_from_slice(flags);
-        let bin = std::env::var_os("HOTLIST_BIN").map_or_else(hotlist_bin, PathBuf::from);
+        let bin = hotlist_bin();
         let mut command = match open_files {
             None => Command::new(bin),
             Some(n) => {
