@@ -72,7 +72,12 @@ impl GroupKey {
         &self.0
     }
 
-    /// Whether this is a global list's key.
+    /// Whether this is `(other)`'s key.
+    pub fn is_other(&self) -> bool {
+        self.0 == OTHER_GROUP
+    }
+
+    /// Whether this is the key of a global list (`""`).
     pub fn is_global(&self) -> bool {
         self.0.is_empty()
     }

@@ -16,11 +16,14 @@
 //! item's count comes from one worker's sketch, which never under-counts (count-min) and
 //! over-counts by at most ⌈(e/w)·n⌉ with n that worker's events ≤ N, the instance's events.
 //! The worker's list says how many events it counted; the merger adds them up for the bound.
+//!
+//! A per-group window (`by`) keeps a place per group in each instance, each exact or a sketch,
+//! and `(other)`'s (`grouped`); its events are pending under their key `group NUL item`.
 
-use crate::counter::{horizon, out_of_range, sealed_letter};
+use crate::counter::{horizon, out_of_range, sealed_letter, Shapes};
 use crate::counting::{AnySketch, Counting};
 use crate::event::check_event_time;
-use crate::group::GroupKey;
+use crate::group::{split_key, Admitted, GroupKey, GroupNote, InstanceGroups};
 use crate::hash::{item_hash, key_group};
 use crate::message::LocalList;
 use crate::record::{DeadLetter, ItemId, ListSource, RankedItem, TimedEvent};
@@ -41,6 +44,8 @@ enum Counts {
     Exact(FxMap<ItemId, u64>),
     /// A sketch.
     Sketch(Box<AnySketch>),
+    /// A per-group window's: a place per group, each exact or a sketch (see `grouped`).
+    Grouped(Box<Grouped>),
 }
 
 struct Instance {
@@ -128,6 +133,13 @@ pub struct SketchCounter {
     folds: u64,
     /// An epoch's (instance, item) counts before they go to the sketches (empty between epochs).
     pending: Pending,
+    /// The key shapes of the job's windows (per-group windows count `group NUL item` keys).
+    shapes: Shapes,
+    /// Per live instance of a per-group window: the groups it knows and which keep a list.
+    admission: BTreeMap<InstanceKey, InstanceGroups>,
+    /// Scratch for composing a per-group key.
+    group_buf: String,
+    key_buf: String,
 }
 
 /// One worker's sketch counter state, for checkpoints (`sketch-<worker>.snap`).
@@ -137,6 +149,10 @@ pub struct SketchCounterSnapshot {
     pub worker: u32,
     /// Every live instance.
     pub instances: Vec<SketchInstanceSnapshot>,
+    /// Per live instance of a per-group window: the hashes of the groups it knows (every
+    /// worker knows the same ones between epochs; a restore takes the union).
+    #[serde(default)]
+    pub groups_seen: Vec<(InstanceKey, Vec<u64>)>,
 }
 
 /// One instance of a [`SketchCounterSnapshot`].
@@ -167,6 +183,28 @@ pub enum SketchCountsSnapshot {
     },
     /// HeavyKeeper: the worker's whole state (it restores onto the same worker count only).
     HeavyKeeper(HeavyKeeperSnapshot),
+    /// A per-group window's places (see `grouped`).
+    Grouped(GroupedSnapshot),
+}
+
+/// A per-group instance's places on one worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupedSnapshot {
+    /// Whether its places fold into tables (see `grouped`).
+    pub folding: bool,
+    /// Every place: `Exact` or `CountMin` counts (a share, as for a whole instance).
+    pub places: Vec<GroupPlaceSnapshot>,
+}
+
+/// One place of a [`GroupedSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPlaceSnapshot {
+    /// The group (`(other)` for the folded groups' place).
+    pub group: GroupKey,
+    /// Events the worker counted in it.
+    pub events: u64,
+    /// Its counts.
+    pub counts: SketchCountsSnapshot,
 }
 
 // new in snapshot format 3's successor files: read alike by every format
@@ -181,6 +219,7 @@ impl SketchCounter {
         worker: u32,
         workers: usize,
     ) -> SketchCounter {
+        let windows_for_shapes = windows.clone();
         let sketched = (0..windows.len())
             .filter(|w| counting.get(*w).is_some_and(|c| c.sketch().is_some()))
             .map(|w| (WindowId(w as u16), Cover::EMPTY))
@@ -199,6 +238,10 @@ impl SketchCounter {
             sealed_until: Vec::new(),
             folds: 0,
             pending: Pending::default(),
+            shapes: Shapes::new(&windows_for_shapes),
+            admission: BTreeMap::new(),
+            group_buf: String::new(),
+            key_buf: String::new(),
         }
     }
 
@@ -216,7 +259,10 @@ impl SketchCounter {
         if let Err(bad) = check_event_time(ev.ts) {
             return Some(out_of_range(ev, bad));
         }
-        let sealed_drop = self.route(ev, |me, key| me.count(key, &ev.item, ev.hash, 1));
+        let mut pending = std::mem::take(&mut self.pending);
+        let sealed_drop = self.route(ev, |me, key| me.pend(&mut pending, key, ev));
+        self.count_pending(&mut pending);
+        self.pending = pending;
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 
@@ -236,14 +282,36 @@ impl SketchCounter {
                 dead.push(out_of_range(ev, bad));
                 continue;
             }
-            if self.route(ev, |_, key| pending.add(key, ev)) {
+            if self.route(ev, |me, key| me.pend(&mut pending, key, ev)) {
                 dead.push(sealed_letter(ev, self.global_wm));
             }
         }
-        for p in pending.drain() {
-            self.count(p.key, &p.item, p.hash, p.n);
-        }
+        self.count_pending(&mut pending);
         self.pending = pending;
+    }
+
+    /// Adds `ev` to the epoch's pending counts of instance `key`: under its item, or for a
+    /// per-group window under its key `group NUL item`.
+    #[inline]
+    fn pend(&mut self, pending: &mut Pending, key: InstanceKey, ev: &TimedEvent) {
+        let shape = self.shapes.of_window(key.window.0 as usize);
+        if shape == 0 {
+            pending.add(key, ev);
+        } else if self.shapes.key(shape, ev, &mut self.group_buf, &mut self.key_buf) {
+            pending.add_keyed(key, &self.key_buf, ev.hash);
+        }
+    }
+
+    /// Counts the pending counts into their instances (emptying `pending`).
+    fn count_pending(&mut self, pending: &mut Pending) {
+        for p in pending.drain() {
+            if self.shapes.of_window(p.key.window.0 as usize) == 0 {
+                self.count(p.key, &p.item, p.hash, p.n);
+            } else {
+                let (group, item, _) = split_key(&p.item);
+                self.count_grouped(p.key, group, &ItemId::from(item), p.hash, p.n);
+            }
+        }
     }
 
     /// Calls `count` with every instance `ev` is on time for; returns whether some instance
@@ -308,7 +376,88 @@ impl SketchCounter {
                     }
                 }
             }
+            Counts::Grouped(_) => {} // (a per-group window's events go to `count_grouped`)
         }
+    }
+
+    /// Counts `n` events of `item` (pinned hash `hash`) of group `group` in instance `key` of
+    /// a per-group window (creating it): in the group's place or `(other)`'s (see `grouped`).
+    fn count_grouped(&mut self, key: InstanceKey, group: &str, item: &ItemId, hash: u64, n: u64) {
+        let w = key.window.0 as usize;
+        let counting = self.counting[w];
+        let max_groups = self.windows[w].key.max_groups;
+        let ghash = item_hash(group);
+        let admission = self
+            .admission
+            .entry(key)
+            .or_insert_with(|| InstanceGroups::new(max_groups));
+        let displaced = admission.insert(ghash) == Admitted::Displaced;
+        let admitted = admission.admits(ghash);
+        let inst = self.instances.entry(key).or_insert_with(|| Instance {
+            counts: Counts::Grouped(Box::new(Grouped::new(matches!(counting, Counting::Sketch(_))))),
+            base: None,
+            events: 0,
+            touched: 0,
+            emitted: 0,
+        });
+        inst.events = inst.events.saturating_add(n);
+        inst.touched = self.seq;
+        let Counts::Grouped(g) = &mut inst.counts else {
+            return; // (a window's instances are all grouped or none)
+        };
+        if displaced {
+            g.refold(admission, self.seq, &counting);
+        }
+        self.folds += g.count(group, ghash, admitted, item, hash, n, self.seq, &counting);
+        if let Counting::Auto { max_items, .. } = counting {
+            if !g.folding && g.exact_items as u64 > max_items.div_ceil(u64::from(self.workers)) {
+                self.folds += g.start_folding(&counting);
+            }
+        }
+    }
+
+    /// Takes the group announcements of an epoch (from every worker; after its events, before
+    /// its `advance`), for the per-group windows it counts; a displaced group's place moves to
+    /// `(other)`. Announcements for sealed instances are ignored.
+    pub fn note_groups(&mut self, notes: &[GroupNote]) {
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        for note in notes {
+            let key = note.instance;
+            let w = key.window.0 as usize;
+            if self.shapes.of_window(w) == 0
+                || !self.sketched.iter().any(|(id, _)| *id == key.window)
+                || self.windows[w].end_of(key.start) <= horizon(sealed_h, &self.sealed_until, key.window)
+            {
+                continue;
+            }
+            let max_groups = self.windows[w].key.max_groups;
+            let admission = self
+                .admission
+                .entry(key)
+                .or_insert_with(|| InstanceGroups::new(max_groups));
+            if admission.insert(note.hash) == Admitted::Displaced {
+                if let Some(inst) = self.instances.get_mut(&key) {
+                    if let Counts::Grouped(g) = &mut inst.counts {
+                        g.refold(admission, self.seq, &self.counting[w]);
+                        inst.touched = self.seq;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Per per-group window, the most groups counted in `(other)` in one live instance
+    /// (windows without such an instance are absent).
+    pub fn overflow_groups(&self) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for (key, groups) in &self.admission {
+            let n = groups.folded() as u64;
+            if n > 0 {
+                let e = out.entry(self.windows[key.window.0 as usize].name.clone()).or_default();
+                *e = (*e).max(n);
+            }
+        }
+        out
     }
 
     /// Ends the current epoch at global watermark `global_wm`: returns the lists to publish and
@@ -320,30 +469,54 @@ impl SketchCounter {
         let force = std::mem::take(&mut self.force_emit);
         let mut out = Vec::new();
         let seq = self.seq;
+        let worker = self.worker;
         self.instances.retain(|key, inst| {
             let spec = &self.windows[key.window.0 as usize];
             let end = spec.end_of(key.start);
             let open = end > wm;
-            let dirty = inst.touched > inst.emitted;
             let live = end > horizon(sealed_h, &self.sealed_until, key.window);
             let counting = &self.counting[key.window.0 as usize];
             // an `exact_at_seal` instance sends its share of the table as it seals
-            let share = (!live && counting.exact_at_seal()).then(|| Box::new(share_of(inst, counting, self.worker)));
+            let sealing = !live && counting.exact_at_seal();
+            let list = |group: GroupKey, place: &Instance, share: Option<Box<CountMinSketch>>| LocalList {
+                instance: *key,
+                group,
+                worker,
+                items: top(&place.counts, spec.k),
+                source: ListSource::SketchCounter {
+                    events: place.events,
+                    exact: matches!(place.counts, Counts::Exact(_)),
+                },
+                share,
+            };
+            if let Counts::Grouped(g) = &mut inst.counts {
+                for group in g.withdrawn.drain(..) {
+                    out.push(list(GroupKey::from_stored(group), &grouped::empty_place(), None));
+                }
+                for (group, place) in g.iter_mut() {
+                    let dirty = place.touched > place.emitted;
+                    if force || ((tick || !open) && dirty) || sealing {
+                        let share = sealing.then(|| Box::new(share_of(place, counting, worker)));
+                        let group = group.map_or_else(GroupKey::other, |g| GroupKey::from_stored(g.to_string()));
+                        out.push(list(group, place, share));
+                        place.emitted = seq;
+                    }
+                }
+                inst.emitted = seq;
+                return live;
+            }
+            let dirty = inst.touched > inst.emitted;
+            let share = sealing.then(|| Box::new(share_of(inst, counting, worker)));
             if force || ((tick || !open) && dirty) || share.is_some() {
-                out.push(LocalList {
-                    instance: *key,
-                    group: GroupKey::global(),
-                    worker: self.worker,
-                    items: top(&inst.counts, spec.k),
-                    source: ListSource::SketchCounter {
-                        events: inst.events,
-                        exact: matches!(inst.counts, Counts::Exact(_)),
-                    },
-                    share,
-                });
+                out.push(list(GroupKey::global(), inst, share));
                 inst.emitted = seq;
             }
             live
+        });
+        let sealed_until = &self.sealed_until;
+        let windows = &self.windows;
+        self.admission.retain(|key, _| {
+            windows[key.window.0 as usize].end_of(key.start) > horizon(sealed_h, sealed_until, key.window)
         });
         self.seq += 1;
         out
@@ -356,8 +529,8 @@ impl SketchCounter {
             folds: self.folds,
             ..Default::default()
         };
-        for inst in self.instances.values() {
-            match &inst.counts {
+        fn add(s: &mut SketchStats, counts: &Counts) {
+            match counts {
                 Counts::Sketch(sk) => {
                     s.sketches += 1;
                     s.heap_bytes += sk.heap_bytes();
@@ -366,8 +539,18 @@ impl SketchCounter {
                     s.exact_items += map.len();
                     s.heap_bytes += map.capacity() * (std::mem::size_of::<(ItemId, u64)>() + 1);
                 }
+                Counts::Grouped(g) => {
+                    for (group, place) in g.iter() {
+                        s.heap_bytes += group.map_or(0, str::len) + std::mem::size_of::<Instance>();
+                        add(s, &place.counts);
+                    }
+                }
             }
         }
+        for inst in self.instances.values() {
+            add(&mut s, &inst.counts);
+        }
+        s.heap_bytes += self.admission.values().map(InstanceGroups::heap_bytes).sum::<usize>();
         s
     }
 
@@ -385,11 +568,23 @@ impl SketchCounter {
         SketchCounterSnapshot {
             worker: self.worker,
             instances,
+            groups_seen: self.admission.iter().map(|(k, g)| (*k, g.hashes())).collect(),
         }
     }
 
     fn counts_snapshot(&self, inst: &Instance) -> SketchCountsSnapshot {
         match &inst.counts {
+            Counts::Grouped(g) => SketchCountsSnapshot::Grouped(GroupedSnapshot {
+                folding: g.folding,
+                places: g
+                    .iter()
+                    .map(|(group, place)| GroupPlaceSnapshot {
+                        group: group.map_or_else(GroupKey::other, |g| GroupKey::from_stored(g.to_string())),
+                        events: place.events,
+                        counts: self.counts_snapshot(place),
+                    })
+                    .collect(),
+            }),
             Counts::Exact(map) => {
                 let mut items: Vec<(ItemId, u64)> = map.iter().map(|(i, c)| (i.clone(), *c)).collect();
                 items.sort_unstable();
@@ -429,6 +624,7 @@ fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> CountMinSketch
             // threshold then counts nothing and lowers it to 1, which counts every item
             (AnySketch::Hk(_), _) => CountMinSketch::new(shape_of(counting)),
         },
+        Counts::Grouped(_) => CountMinSketch::new(shape_of(counting)), // (shares are per place)
         Counts::Exact(map) => {
             let mut table = CountMinSketch::new(shape_of(counting));
             for (item, c) in map {
@@ -480,6 +676,7 @@ fn fold(map: &FxMap<ItemId, u64>, counting: &Counting) -> AnySketch {
 /// An instance's best `k`.
 fn top(counts: &Counts, k: usize) -> Vec<RankedItem> {
     match counts {
+        Counts::Grouped(_) => Vec::new(), // (lists are per place)
         Counts::Sketch(s) => s.top(k),
         Counts::Exact(map) => {
             let mut all: Vec<RankedItem> = map
@@ -495,11 +692,15 @@ fn top(counts: &Counts, k: usize) -> Vec<RankedItem> {
     }
 }
 
+mod grouped;
+#[cfg(test)]
+mod grouped_tests;
 mod pending;
 mod restore;
 #[cfg(test)]
 mod tests;
 
+use grouped::Grouped;
 use pending::Pending;
 
 /// Whether `item` belongs to `worker` of `workers` (routing by key group).

@@ -267,6 +267,59 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Per-group windows counted by a sketch (`sketch` or `auto`, tiny tables) on the whole
+    /// dataflow, for 1, 2 and 4 workers: the model's groups (and `(other)`) and dead letters;
+    /// every count at least true and at most true + its group's bound (≤ ⌈ε·N_g⌉, N_g the
+    /// group's events); exact lists equal to the model's.
+    #[test]
+    fn sealed_group_sketch_lists_hold_their_bounds(
+        c in case(),
+        max_groups in proptest::collection::vec(1u32..5, 3),
+        modes in proptest::collection::vec((0u8..2, proptest::sample::select(vec![0.02, 0.1, 0.3]), 0usize..4), 3),
+        max_items in 1u64..12,
+    ) {
+        let parts = hotlist_tests::inputs::random_grouped_partitions(c.seed, &c.shape);
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let paths = write_partitions(dir.path(), &parts).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let shapes: Vec<(u8, u32)> = max_groups.iter().enumerate().map(|(i, m)| (1 + (i % 2) as u8, *m)).collect();
+        let ws = grouped_windows(&c, &shapes);
+        let counting: Vec<Counting> = ws
+            .iter()
+            .zip(&modes)
+            .map(|(w, (mode, eps, spare))| sketch_counting(*mode, *eps, w.k, *spare, max_items))
+            .collect();
+        let model_of = |k: Option<usize>| -> Vec<ModelWindow> {
+            ws.iter()
+                .map(|w| {
+                    let mut m = ModelWindow::new(&w.name, w.size.as_i64(), w.slide.as_i64(), k.unwrap_or(w.k));
+                    m.by = w.key.by.clone();
+                    m.max_groups = w.key.max_groups as usize;
+                    m
+                })
+                .collect()
+        };
+        let (want_top, want_dead) = model::run_grouped(&parts, &model_of(None), c.ooo as i64, c.lateness as i64);
+        let (truth, _) = model::run_grouped(&parts, &model_of(Some(usize::MAX)), c.ooo as i64, c.lateness as i64);
+        for workers in [1, 2, 4] {
+            let (published, dead) = run_windows(&c, ws.clone(), paths.clone(), workers, counting.clone())?;
+            prop_assert_eq!(&dead, &want_dead, "dead letters with {} workers", workers);
+            let lists: Vec<&PublishedList> = published.iter().filter(|l| !l.items.is_empty()).collect();
+            let keys: std::collections::BTreeSet<_> =
+                lists.iter().map(|l| (l.window.clone(), l.start.0, l.end.0, l.group.to_string())).collect();
+            let want_keys: std::collections::BTreeSet<_> = want_top.keys().cloned().collect();
+            prop_assert_eq!(keys, want_keys, "groups with {} workers", workers);
+            for l in lists {
+                let key = (l.window.clone(), l.start.0, l.end.0, l.group.to_string());
+                let w = ws.iter().position(|w| w.name == l.window).expect("a configured window");
+                check_sketch_list(l, &counting[w], &want_top[&key], &truth[&key])?;
+            }
+        }
+    }
+}
+
 /// The model itself on a hand-checked case: per-partition lateness, not global.
 #[test]
 fn model_judges_lateness_per_partition() {

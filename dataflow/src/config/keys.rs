@@ -45,11 +45,32 @@ pub fn key_shape(w: &RawWindow) -> Result<KeyShape> {
         ),
     };
     let mode = w.mode.as_deref().unwrap_or("exact");
-    if (distinct_users || !by.is_empty()) && mode != "exact" {
+    if distinct_users && mode != "exact" {
         bail!(
-            "window {:?}: `by` and count = \"distinct_users\" are for mode = \"exact\" windows (this one is {mode:?})",
+            "window {:?}: count = \"distinct_users\" is for mode = \"exact\" windows (this one is {mode:?})",
             w.name
         );
+    }
+    if !by.is_empty() && mode == "both" {
+        bail!(
+            "window {:?}: `by` is for mode = \"exact\", \"sketch\" or \"auto\" windows (this one is \"both\")",
+            w.name
+        );
+    }
+    if !by.is_empty() && mode != "exact" {
+        let algorithm = w.sketch.as_ref().and_then(|s| s.algorithm.as_deref()).unwrap_or("cms");
+        if algorithm != "cms" {
+            bail!(
+                "window {:?}: sketch.algorithm: a window with `by` needs \"cms\" (a folded group's table is added into (other)'s, and HeavyKeeper tables do not add up)",
+                w.name
+            );
+        }
+        if w.exact_at_seal == Some(true) {
+            bail!(
+                "window {:?}: exact_at_seal: not yet for a window with `by` (its sealed lists stay approximate)",
+                w.name
+            );
+        }
     }
     Ok(KeyShape {
         by,

@@ -452,7 +452,14 @@ fn per_group_and_distinct_user_windows() {
         ),
         ("by = [\"c\"]\nmax_groups = 0", "window \"w\": max_groups: must be 1"),
         ("count = \"clicks\"", "window \"w\": count: unknown count \"clicks\""),
-        ("by = [\"c\"]\nmode = \"sketch\"", "for mode = \"exact\" windows"),
+        (
+            "by = [\"c\"]\nmode = \"both\"",
+            "`by` is for mode = \"exact\", \"sketch\" or \"auto\" windows",
+        ),
+        (
+            "by = [\"c\"]\nmode = \"sketch\"\n[window.sketch]\nalgorithm = \"heavykeeper\"",
+            "a window with `by` needs \"cms\"",
+        ),
         (
             "count = \"distinct_users\"\nmode = \"auto\"",
             "for mode = \"exact\" windows",

@@ -278,6 +278,7 @@ impl WindowCountState {
                 // every worker knows every instance's groups alike
                 if let Ok(mut o) = self.stats.counting.overflow_groups.lock() {
                     o.extend(self.counter.overflow_groups());
+                    o.extend(self.sketches.overflow_groups());
                 }
             }
         }
@@ -363,6 +364,7 @@ impl EpochOperator for WindowCountState {
     fn apply(&mut self, _: u64, events: Vec<Vec<TimedEvent>>, frame: &ControlFrame) -> Self::Output {
         let dead = self.count(&events);
         self.counter.note_groups(&frame.groups);
+        self.sketches.note_groups(&frame.groups);
         let started = Instant::now();
         let mut lists = self.counter.advance(frame.watermark, frame.tick);
         if self.any_exact && (frame.tick || !lists.is_empty()) {

@@ -14,8 +14,9 @@
 //! - HeavyKeeper tables neither add up nor split: each worker takes its own back, and a
 //!   checkpoint of another worker count is refused with a clear error.
 
-use super::{owns, Counts, Instance, SketchCounter, SketchCounterSnapshot, SketchCountsSnapshot};
+use super::{owns, Counts, Grouped, Instance, SketchCounter, SketchCounterSnapshot, SketchCountsSnapshot};
 use crate::counting::{Algorithm, AnySketch, Counting};
+use crate::group::{GroupKey, InstanceGroups};
 use crate::hash::item_hash;
 use crate::record::{ItemId, RankedItem};
 use crate::sketch::{CountMinSketch, CountMinTopK, HeavyKeeper, HkShape, TopKSketch};
@@ -59,6 +60,23 @@ impl SketchCounter {
             }
         }
         let sealed_h = watermark.minus(allowed_lateness);
+        for s in snapshots {
+            for (key, hashes) in &s.groups_seen {
+                c.check_instance(*key)?;
+                let w = key.window.0 as usize;
+                if c.windows[w].end_of(key.start) <= super::horizon(sealed_h, sealed_until, key.window) {
+                    continue;
+                }
+                let max_groups = c.windows[w].key.max_groups;
+                let groups = c
+                    .admission
+                    .entry(*key)
+                    .or_insert_with(|| InstanceGroups::new(max_groups));
+                for h in hashes {
+                    groups.insert(*h);
+                }
+            }
+        }
         for (key, parts) in parts {
             let end = c.windows[key.window.0 as usize].end_of(key.start);
             if end <= super::horizon(sealed_h, sealed_until, key.window) {
@@ -96,10 +114,12 @@ impl SketchCounter {
             touched: 1,
             emitted: 0,
         };
+        let grouped = self.shapes.of_window(key.window.0 as usize) != 0;
         let foreign = parts.iter().any(|p| match p.2 {
-            SketchCountsSnapshot::HeavyKeeper(_) => spec.algorithm != Algorithm::HeavyKeeper,
-            SketchCountsSnapshot::CountMin { .. } => spec.algorithm != Algorithm::Cms,
-            SketchCountsSnapshot::Exact(_) => !matches!(counting, Counting::Auto { .. }),
+            SketchCountsSnapshot::HeavyKeeper(_) => spec.algorithm != Algorithm::HeavyKeeper || grouped,
+            SketchCountsSnapshot::CountMin { .. } => spec.algorithm != Algorithm::Cms || grouped,
+            SketchCountsSnapshot::Exact(_) => !matches!(counting, Counting::Auto { .. }) || grouped,
+            SketchCountsSnapshot::Grouped(_) => !grouped,
         });
         if foreign {
             return Err(SnapshotError::Incompatible); // counted with another algorithm or mode
@@ -126,6 +146,81 @@ impl SketchCounter {
                 _ => Ok(fresh(Counts::Sketch(Box::new(new_hk(&counting)?)), 0)),
             };
         }
+        if grouped {
+            return self.grouped_instance(key, parts);
+        }
+        self.place(parts, &counting)
+    }
+
+    /// A per-group instance from every worker's places of it (each place restored as a whole
+    /// instance is; the admission from the snapshots' groups).
+    fn grouped_instance(&self, key: InstanceKey, parts: &[Part<'_>]) -> Result<Instance, SnapshotError> {
+        let counting = self.counting[key.window.0 as usize];
+        let mut folding = false;
+        let mut by_group: BTreeMap<&GroupKey, Vec<Part<'_>>> = BTreeMap::new();
+        for (worker, _, counts) in parts {
+            let SketchCountsSnapshot::Grouped(g) = counts else {
+                return Err(SnapshotError::Incompatible);
+            };
+            folding |= g.folding;
+            for p in &g.places {
+                if matches!(
+                    p.counts,
+                    SketchCountsSnapshot::Grouped(_) | SketchCountsSnapshot::HeavyKeeper(_)
+                ) {
+                    return Err(SnapshotError::Invalid(format!(
+                        "a place of group {:?} of a sketch instance holds neither exact counts nor a count-min share",
+                        p.group.as_str()
+                    )));
+                }
+                by_group
+                    .entry(&p.group)
+                    .or_default()
+                    .push((*worker, p.events, &p.counts));
+            }
+        }
+        let mut grouped = Grouped::new(folding);
+        let admission = self.admission.get(&key);
+        for (group, parts) in by_group {
+            let place = self.place(&parts, &counting)?;
+            let hash = item_hash(group.as_str());
+            let admitted = !group.is_other() && admission.is_none_or(|a| a.admits(hash));
+            if admitted {
+                grouped.places.insert(group.as_str().to_string(), (hash, place));
+            } else {
+                match grouped.other.as_mut() {
+                    Some(other) => super::grouped::absorb(other, place),
+                    None => grouped.other = Some(place),
+                }
+            }
+        }
+        grouped.exact_items = grouped
+            .iter()
+            .map(|(_, p)| match &p.counts {
+                Counts::Exact(m) => m.len(),
+                _ => 0,
+            })
+            .sum();
+        let events = grouped.iter().map(|(_, p)| p.events).fold(0, u64::saturating_add);
+        Ok(Instance {
+            counts: Counts::Grouped(Box::new(grouped)),
+            base: None,
+            events,
+            touched: 1,
+            emitted: 0,
+        })
+    }
+
+    /// This worker's counts of an instance (or a group's place) from every worker's part:
+    /// exact counts of the items it owns, or the whole count-min table with its candidates.
+    fn place(&self, parts: &[Part<'_>], counting: &Counting) -> Result<Instance, SnapshotError> {
+        let fresh = |counts, events| Instance {
+            counts,
+            base: None,
+            events,
+            touched: 1,
+            emitted: 0,
+        };
         let (worker, workers) = (self.worker, self.workers);
         if parts.iter().all(|p| matches!(p.2, SketchCountsSnapshot::Exact(_))) {
             let mine: Vec<(ItemId, u64)> = parts
@@ -138,11 +233,11 @@ impl SketchCounter {
                 .filter(|(i, _)| owns(i, worker, workers))
                 .cloned()
                 .collect();
-            let map = exact_counts(&mine, &counting)?;
+            let map = exact_counts(&mine)?;
             let events = map.values().copied().fold(0, u64::saturating_add);
             return Ok(fresh(Counts::Exact(map), events));
         }
-        let whole = whole_table(parts, &counting)?;
+        let whole = whole_table(parts, counting)?;
         let all_events: u64 = parts.iter().map(|p| p.1).fold(0, u64::saturating_add);
         Ok(Instance {
             base: Some(Box::new(whole.sketch().clone())),
@@ -200,7 +295,7 @@ fn whole_with_mine(
                 item_id: i.clone(),
                 count: *c,
             })),
-            SketchCountsSnapshot::HeavyKeeper(_) => {}
+            SketchCountsSnapshot::HeavyKeeper(_) | SketchCountsSnapshot::Grouped(_) => {}
         }
     }
     listed.retain(|r| owns(&r.item_id, worker, workers));
@@ -219,15 +314,11 @@ fn new_hk(counting: &Counting) -> Result<AnySketch, SnapshotError> {
         .map_err(|e| SnapshotError::Invalid(e.to_string()))
 }
 
-/// Exact counts of an `auto` instance from snapshot lists (counts ≥ 1; an id listed twice adds
+/// Exact counts of an `auto` instance (or a place) from snapshot lists (counts ≥ 1; an id listed twice adds
 /// up). More items than the worker's share allows fold at the instance's next event.
 fn exact_counts(
     items: &[(ItemId, u64)],
-    counting: &Counting,
 ) -> Result<hashbrown::HashMap<ItemId, u64, rustc_hash::FxBuildHasher>, SnapshotError> {
-    if !matches!(counting, Counting::Auto { .. }) {
-        return Err(SnapshotError::Incompatible);
-    }
     let mut map = hashbrown::HashMap::with_capacity_and_hasher(items.len(), rustc_hash::FxBuildHasher);
     for (id, n) in items {
         if *n == 0 {
