@@ -51,6 +51,11 @@ pub struct ListMerger {
 pub struct SealedSketch {
     /// The instance.
     pub instance: InstanceKey,
+    /// The list's group (a global list's: `""`).
+    pub group: GroupKey,
+    /// Per-group windows: the groups with a list of their own are those whose key hash is at
+    /// most this (`None`: every group; see `replay::ReplayJob`).
+    pub admit_up_to: Option<u64>,
     /// Its window's name.
     pub window: String,
     /// Instance start and end.
@@ -123,6 +128,10 @@ impl ListMerger {
     /// Ends an epoch at global watermark `wm`: publishes what changed, forgets sealed instances.
     pub fn advance(&mut self, wm: Millis, as_of: Millis) -> Vec<PublishedList> {
         let mut out = Vec::new();
+        let sealed_before = self.sealed.len();
+        // per sealing instance of a per-group window: the highest admitted group hash, and
+        // whether `(other)` has events (see `admit_up_to`)
+        let mut admitted: BTreeMap<InstanceKey, (u64, bool)> = BTreeMap::new();
         self.instances.retain(|(key, group), m| {
             let spec = &self.windows[key.window.0 as usize];
             let end = spec.end_of(key.start);
@@ -166,6 +175,15 @@ impl ListMerger {
                 }
             }
             let counting = &self.counting[key.window.0 as usize];
+            let non_empty = m.published.as_ref().is_some_and(|p| !p.1.is_empty());
+            if state == ListState::Final && !spec.key.by.is_empty() && non_empty {
+                let a = admitted.entry(*key).or_insert((0, false));
+                if group.is_other() {
+                    a.1 = true;
+                } else {
+                    a.0 = a.0.max(crate::hash::item_hash(group.as_str()));
+                }
+            }
             if state == ListState::Final && counting.exact_at_seal() && m.published_approximate {
                 let items = m.published.as_ref().map_or(&[][..], |p| p.1.as_slice());
                 let counts: Vec<u64> = items.iter().map(|r| r.count).collect();
@@ -173,6 +191,8 @@ impl ListMerger {
                 let bound = counting.sketch().map_or(0, |s| s.error_bound(events));
                 self.sealed.push(SealedSketch {
                     instance: *key,
+                    group: group.clone(),
+                    admit_up_to: None,
                     window: spec.name.clone(),
                     start: key.start,
                     end,
@@ -185,6 +205,11 @@ impl ListMerger {
             }
             state != ListState::Final
         });
+        for s in &mut self.sealed[sealed_before..] {
+            s.admit_up_to = admitted
+                .get(&s.instance)
+                .and_then(|(up_to, other)| other.then_some(*up_to));
+        }
         out
     }
 

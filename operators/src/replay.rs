@@ -23,6 +23,7 @@
 
 mod versions;
 
+use crate::group::GroupKey;
 use crate::record::PartitionId;
 use crate::sketch::CountMinSketch;
 use crate::time::{Millis, Span};
@@ -109,7 +110,7 @@ pub struct PartitionRange {
 }
 
 /// Everything the replay of one sealed instance needs; kept in checkpoints until its exact
-/// revision is published.
+/// revisions are published.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayJob {
     /// The instance.
@@ -122,17 +123,37 @@ pub struct ReplayJob {
     pub end: Millis,
     /// The list length.
     pub k: usize,
-    /// The revision the exact list is published as (the approximate final one's + 1).
-    pub revision: u32,
     /// The global watermark the instance sealed at.
     pub watermark: Millis,
-    /// The first pass's threshold (`certify::first_threshold`).
-    pub threshold: u64,
-    /// The sum of every worker's share of the instance's count-min table: never below any
-    /// item's true count.
-    pub sketch: CountMinSketch,
+    /// Its approximate final lists: a global window's one, or a per-group window's groups'
+    /// (`(other)` included), in group order.
+    pub lists: Vec<ListReplay>,
+    /// Per-group windows: the groups with a list of their own are those whose key hash is at
+    /// most this; the others count in `(other)` (`None`: every group has its own list).
+    pub admit_up_to: Option<u64>,
     /// Every partition's share of the instance.
     pub ranges: Vec<PartitionRange>,
+}
+
+/// One approximate final list of a [`ReplayJob`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListReplay {
+    /// Its group (a global list's: `""`).
+    pub group: GroupKey,
+    /// The revision the exact list is published as (the approximate final one's + 1).
+    pub revision: u32,
+    /// The first pass's threshold (`certify::first_threshold`).
+    pub threshold: u64,
+    /// The sum of every worker's share of the group's count-min table: never below any of its
+    /// items' true counts.
+    pub sketch: CountMinSketch,
+}
+
+impl ReplayJob {
+    /// The list of `group` to replay, if it is one of the job's.
+    pub fn list(&self, group: &GroupKey) -> Option<&ListReplay> {
+        self.lists.iter().find(|l| &l.group == group)
+    }
 }
 
 /// What a checkpoint keeps of the replays (`replay.snap`).
@@ -157,8 +178,11 @@ impl ReplaySnapshot {
             if j.k != w.k || j.start != j.instance.start || w.end_of(j.start) != j.end {
                 return Err(format!("{at}: k or bounds differ from the window's"));
             }
-            if !j.sketch.is_consistent() {
-                return Err(format!("{at}: its sketch does not fit its shape"));
+            if j.lists.iter().any(|l| !l.sketch.is_consistent()) {
+                return Err(format!("{at}: a sketch does not fit its shape"));
+            }
+            if j.lists.is_empty() {
+                return Err(format!("{at}: no list to replay"));
             }
             if j.ranges.iter().any(|r| r.from > r.to) {
                 return Err(format!("{at}: a range ends before it starts"));
@@ -413,10 +437,14 @@ mod tests {
             start: Millis(0),
             end: Millis(100),
             k: 3,
-            revision: 2,
             watermark: Millis(150),
-            threshold: 4,
-            sketch,
+            lists: vec![ListReplay {
+                group: GroupKey::global(),
+                revision: 2,
+                threshold: 4,
+                sketch,
+            }],
+            admit_up_to: None,
             ranges: ranges
                 .clone()
                 .ranges(
@@ -478,10 +506,10 @@ mod tests {
                 start: j.start,
                 end: j.end,
                 k: j.k,
-                revision: j.revision,
+                revision: j.lists[0].revision,
                 watermark: j.watermark,
-                threshold: j.threshold,
-                sketch: j.sketch.clone(),
+                threshold: j.lists[0].threshold,
+                sketch: j.lists[0].sketch.clone(),
                 ranges: j.ranges.iter().map(strip).collect(),
             }],
         };
@@ -500,5 +528,36 @@ mod tests {
         assert_eq!(read, want);
         // a format 5 payload is not a format 6 one
         assert!(decode::<ReplaySnapshot>(&encode(&v5)).is_err());
+    }
+
+    /// A format 6 `replay.snap` (one global list per job) reads as jobs with that one list.
+    #[test]
+    fn format_6_replay_snap_reads_as_one_list() {
+        use crate::snapshot::{decode, encode};
+        use versions::*;
+        let snap = snapshot_with_marks();
+        let j = &snap.pending[0];
+        let v6 = ReplaySnapshotV6 {
+            ranges: snap.ranges.clone(),
+            pending: vec![ReplayJobV6 {
+                instance: j.instance,
+                window: j.window.clone(),
+                start: j.start,
+                end: j.end,
+                k: j.k,
+                revision: j.lists[0].revision,
+                watermark: j.watermark,
+                threshold: j.lists[0].threshold,
+                sketch: j.lists[0].sketch.clone(),
+                ranges: j.ranges.clone(),
+            }],
+        };
+        let mut bytes = encode(&v6);
+        bytes[6..8].copy_from_slice(&6u16.to_le_bytes());
+        assert_eq!(decode::<ReplaySnapshot>(&bytes), Ok(snap));
+        assert!(
+            decode::<ReplaySnapshot>(&encode(&v6)).is_err(),
+            "not a format 7 payload"
+        );
     }
 }

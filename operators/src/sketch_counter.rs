@@ -151,7 +151,6 @@ pub struct SketchCounterSnapshot {
     pub instances: Vec<SketchInstanceSnapshot>,
     /// Per live instance of a per-group window: the hashes of the groups it knows (every
     /// worker knows the same ones between epochs; a restore takes the union).
-    #[serde(default)]
     pub groups_seen: Vec<(InstanceKey, Vec<u64>)>,
 }
 
@@ -207,8 +206,27 @@ pub struct GroupPlaceSnapshot {
     pub counts: SketchCountsSnapshot,
 }
 
-// new in snapshot format 3's successor files: read alike by every format
-impl Snapshot for SketchCounterSnapshot {}
+// new in snapshot format 3's successor files; format 7 added `groups_seen`
+impl Snapshot for SketchCounterSnapshot {
+    fn from_payload(version: u16, payload: &[u8]) -> Result<Self, crate::snapshot::SnapshotError> {
+        if version < 7 {
+            crate::snapshot::deserialize::<SketchCounterSnapshotV6>(payload).map(|v6| SketchCounterSnapshot {
+                worker: v6.worker,
+                instances: v6.instances,
+                groups_seen: Vec::new(),
+            })
+        } else {
+            crate::snapshot::deserialize(payload)
+        }
+    }
+}
+
+/// [`SketchCounterSnapshot`] before format 7 (no per-group sketch windows).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct SketchCounterSnapshotV6 {
+    pub worker: u32,
+    pub instances: Vec<SketchInstanceSnapshot>,
+}
 
 impl SketchCounter {
     /// The sketch counter of `worker` (of `workers`) for validated windows and their counting.

@@ -35,8 +35,10 @@ use std::collections::btree_map::{BTreeMap, Entry};
 /// The current snapshot format version. 3 added [`CounterSnapshot::sealed_until`]; 4 added
 /// the windows' key shapes (`WindowSpec::key`: per-group and distinct-user windows) and
 /// [`PublishedState::group`]; 5 added [`CounterSnapshot::groups_seen`]; 6 added the byte
-/// offsets of files' replay ranges (`replay::ByteMark`, in `replay.snap`).
-pub const FORMAT_VERSION: u16 = 6;
+/// offsets of files' replay ranges (`replay::ByteMark`, in `replay.snap`); 7 added the lists of
+/// a replay job (per-group windows' groups, `replay::ListReplay`) and the per-group sketch
+/// windows' groups (`SketchCounterSnapshot::groups_seen`).
+pub const FORMAT_VERSION: u16 = 7;
 /// The oldest format version this build reads (see [`Snapshot::from_payload`]).
 pub const OLDEST_FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";

@@ -372,3 +372,99 @@ fn a_flat_instance_over_the_key_budget_stays_approximate_with_the_reason() {
         "peak keys {peaks:?}: {log}"
     );
 }
+
+/// Per-group windows (`by = ["country"]`, 2 lists per instance for up to 4 groups, so `(other)`
+/// too) in `sketch` and `auto` mode with `exact_at_seal`, tiny tables and few candidates so that
+/// groups fold into tables: SIGKILLed at least 5 times, restored onto 1, 2 and 3 workers in
+/// turn, every sealed group list is the model's exact list, `exact` with bound 0, and some carry
+/// a certificate; dead letters are the model's, exactly once.
+#[test]
+fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(43, &checkpointed_job_shape(9000));
+    let windows: Vec<ModelWindow> = model::crash_windows()
+        .into_iter()
+        .map(|w| {
+            let mut m = ModelWindow::new(&w.name, w.size, w.slide, w.k);
+            m.by = vec!["country".into()];
+            m.max_groups = 2;
+            m
+        })
+        .collect();
+    let (top, want_dead) = model::run_grouped(&parts, &windows, 2_000, 30_000);
+    let grouped = |counting: &str| format!("by = [\"country\"]\nmax_groups = 2\n{counting}\ncandidates = 5");
+    let config = hotlist_tests::checkpointed_job_config("grouped")
+        .replacen("k = 5\n", &format!("k = 5\n{}\n", grouped(SKETCH_10S)), 1)
+        .replacen(
+            "k = 4\n",
+            &format!("k = 4\n{}\n", grouped(&AUTO_HOP.replace("candidates = 4", ""))),
+            1,
+        );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    write_partitions(&dir.path().join("in"), &parts).expect("inputs");
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let plan = KillPlan {
+        attempts: 12,
+        kills: 6,
+        commits_before_kill: (1, 2),
+        jitter_ms: 15,
+        seed: 13,
+    };
+    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let KillReport { kills, restored, logs } = kill_and_restart(
+        &plan,
+        |attempt| hotlist_tests::spawn_run(dir.path(), workers(attempt)),
+        || hotlist_tests::sqlite_committed_epoch(&dir.path().join("out.db"), "grouped"),
+    );
+    assert!(
+        kills >= 5 && restored >= 1,
+        "kills {kills}, restores {restored}:\n{logs}"
+    );
+    let db = dir.path().join("out.db");
+    let conn = Connection::open(&db).expect("open db");
+    let mut got = model::GroupLists::new();
+    let mut certified = 0;
+    {
+        let mut stmt = conn
+            .prepare(
+                "SELECT t.window_name, t.window_start, t.window_end, t.group_key, t.item_id, t.count, \
+                 i.exact, i.error_bound, i.certificate_passes, t.final \
+                 FROM topk t JOIN topk_instances i USING (job, window_name, group_key, window_start) \
+                 WHERE t.job = 'grouped' ORDER BY t.window_name, t.window_start, t.group_key, t.rank",
+            )
+            .expect("prepare");
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    (
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                    ),
+                    (r.get::<_, String>(4)?, r.get::<_, i64>(5)? as u64),
+                    (
+                        r.get::<_, i64>(6)?,
+                        r.get::<_, i64>(7)?,
+                        r.get::<_, Option<i64>>(8)?,
+                        r.get::<_, i64>(9)?,
+                    ),
+                ))
+            })
+            .expect("query");
+        for row in rows {
+            let (key, item, (exact, bound, passes, fin)) = row.expect("row");
+            assert_eq!((exact, bound, fin), (1, 0, 1), "{key:?}: sealed exact with bound 0");
+            certified += usize::from(passes.is_some());
+            got.entry(key).or_default().push(item);
+        }
+    }
+    assert_eq!(got, top, "sealed group lists are the model's exact lists");
+    assert!(certified > 0, "some group list was replayed");
+    assert!(got.keys().any(|k| k.3 == "(other)"), "(other) is among the lists");
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, "grouped").0,
+        want_dead,
+        "dead letters exactly once"
+    );
+}

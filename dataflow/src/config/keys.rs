@@ -65,12 +65,6 @@ pub fn key_shape(w: &RawWindow) -> Result<KeyShape> {
                 w.name
             );
         }
-        if w.exact_at_seal == Some(true) {
-            bail!(
-                "window {:?}: exact_at_seal: not yet for a window with `by` (its sealed lists stay approximate)",
-                w.name
-            );
-        }
     }
     Ok(KeyShape {
         by,

@@ -16,7 +16,7 @@ use hotlist_operators::certify::Certificate;
 use hotlist_operators::merge::SealedSketch;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::{ListState, PartitionId, RankedItem};
-use hotlist_operators::replay::{ReplayJob, ReplayNote, ReplayRanges, ReplaySnapshot};
+use hotlist_operators::replay::{ListReplay, ReplayJob, ReplayNote, ReplayRanges, ReplaySnapshot};
 use hotlist_operators::replay_budget::{ReplayBudget, ReplayStats, Replayed};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::InstanceKey;
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 /// A finished replay: its job, its result, how long it took and what its file readers went
 /// through.
-type Outcome = (ReplayJob, Result<Replayed, String>, Duration, Scanned);
+type Outcome = (ReplayJob, Result<Vec<Replayed>, String>, Duration, Scanned);
 
 /// The replays of one run.
 pub struct Replays {
@@ -103,31 +103,56 @@ impl Replays {
     /// Starts the replays of instances the merger sealed approximate, given every partition's
     /// position in the sealing epoch.
     pub fn sealed(&mut self, sealed: Vec<SealedSketch>, positions: &BTreeMap<PartitionId, u64>) {
+        // one job per instance, with every approximate list of it (a per-group window's groups)
+        let mut by_instance: BTreeMap<InstanceKey, Vec<SealedSketch>> = BTreeMap::new();
         for s in sealed {
-            let ranges = self.ranges.ranges(s.instance, (s.start, s.end), positions);
-            let job = match (ranges, s.sketch) {
-                (Ok(ranges), Some(sketch)) => ReplayJob {
-                    instance: s.instance,
-                    window: s.window,
-                    start: s.start,
-                    end: s.end,
-                    k: s.k,
-                    revision: s.revision.saturating_add(1),
-                    watermark: s.watermark,
-                    threshold: s.threshold,
-                    sketch,
-                    ranges,
-                },
-                (Err(why), _) => {
-                    self.give_up(&s.window, s.start, &why);
-                    continue;
-                }
-                (_, None) => {
-                    self.give_up(&s.window, s.start, "no worker sent its share of the sketch");
+            by_instance.entry(s.instance).or_default().push(s);
+        }
+        for (instance, lists) in by_instance {
+            let Some(first) = lists.first() else { continue };
+            let (window, start, end, k, watermark, admit_up_to) = (
+                first.window.clone(),
+                first.start,
+                first.end,
+                first.k,
+                first.watermark,
+                first.admit_up_to,
+            );
+            let ranges = match self.ranges.ranges(instance, (start, end), positions) {
+                Ok(ranges) => ranges,
+                Err(why) => {
+                    for _ in &lists {
+                        self.give_up(&window, start, &why);
+                    }
                     continue;
                 }
             };
-            self.submit(job);
+            let mut replays = Vec::new();
+            for s in lists {
+                match s.sketch {
+                    Some(sketch) => replays.push(ListReplay {
+                        group: s.group,
+                        revision: s.revision.saturating_add(1),
+                        threshold: s.threshold,
+                        sketch,
+                    }),
+                    None => self.give_up(&window, start, "no worker sent its share of the sketch"),
+                }
+            }
+            if replays.is_empty() {
+                continue;
+            }
+            self.submit(ReplayJob {
+                instance,
+                window,
+                start,
+                end,
+                k,
+                watermark,
+                lists: replays,
+                admit_up_to,
+                ranges,
+            });
         }
     }
 
@@ -148,7 +173,9 @@ impl Replays {
             self.pending.insert(job.instance, job);
         } else {
             self.jobs = None;
-            self.give_up(&job.window, job.start, "the replay thread is not running");
+            for _ in &job.lists {
+                self.give_up(&job.window, job.start, "the replay thread is not running");
+            }
         }
     }
 
@@ -202,43 +229,60 @@ impl Replays {
             if self.pending.remove(&job.instance).is_none() {
                 continue;
             }
-            match outcome {
-                Ok(Replayed::Exact(items, certificate, stats)) => {
-                    self.peak_keys = self.peak_keys.max(stats.peak_keys);
-                    tracing::info!(
-                        "window {} instance {}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s (files: {} bytes read, {} lines read only to reach the ranges); {} items counted exactly from threshold {}; {}",
-                        job.window,
-                        job.start,
-                        certificate.passes,
-                        job.ranges.len(),
-                        took.as_secs_f64(),
-                        scanned.bytes,
-                        scanned.skipped_lines,
-                        certificate.counted,
-                        certificate.threshold,
-                        self.memory(&stats)
-                    );
-                    out.push(exact_revision(job, items, certificate, as_of));
+            let outcomes = match outcome {
+                Ok(outcomes) => outcomes,
+                Err(why) => {
+                    for _ in &job.lists {
+                        self.give_up(&job.window, job.start, &why);
+                    }
+                    continue;
                 }
-                Ok(Replayed::OverBudget(stats)) => {
-                    self.peak_keys = self.peak_keys.max(stats.peak_keys);
-                    self.over_budget += 1;
-                    let why = format!(
-                        "over the replay budget: a pass that proves the list needs more than {} items (exact_at_seal.max_replay_keys) in one of {} item-hash ranges (exact_at_seal.max_key_ranges); {} pass(es), {}",
-                        self.budget.max_keys(),
-                        self.budget.max_ranges(),
-                        stats.passes,
-                        self.memory(&stats)
-                    );
-                    self.give_up(&job.window, job.start, &why);
+            };
+            for (list, outcome) in job.lists.iter().zip(outcomes) {
+                let of = if list.group.is_global() {
+                    String::new()
+                } else {
+                    format!(" group {}", list.group.as_str())
+                };
+                match outcome {
+                    Replayed::Exact(items, certificate, stats) => {
+                        self.peak_keys = self.peak_keys.max(stats.peak_keys);
+                        tracing::info!(
+                            "window {} instance {}{of}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s (files: {} bytes read, {} lines read only to reach the ranges); {} items counted exactly from threshold {}; {}",
+                            job.window,
+                            job.start,
+                            certificate.passes,
+                            job.ranges.len(),
+                            took.as_secs_f64(),
+                            scanned.bytes,
+                            scanned.skipped_lines,
+                            certificate.counted,
+                            certificate.threshold,
+                            self.memory(&stats)
+                        );
+                        out.push(exact_revision(&job, list, items, certificate, as_of));
+                    }
+                    Replayed::OverBudget(stats) => {
+                        self.peak_keys = self.peak_keys.max(stats.peak_keys);
+                        self.over_budget += 1;
+                        let why = format!(
+                            "{of}over the replay budget: a pass that proves the list needs more than {} items (exact_at_seal.max_replay_keys) in one of {} item-hash ranges (exact_at_seal.max_key_ranges); {} pass(es), {}",
+                            self.budget.max_keys(),
+                            self.budget.max_ranges(),
+                            stats.passes,
+                            self.memory(&stats)
+                        );
+                        self.give_up(&job.window, job.start, why.trim_start());
+                    }
                 }
-                Err(why) => self.give_up(&job.window, job.start, &why),
             }
         }
         if wait && self.busy() {
             // the thread is gone: what is left stays approximate
             for job in std::mem::take(&mut self.pending).into_values() {
-                self.give_up(&job.window, job.start, "the replay thread stopped");
+                for _ in &job.lists {
+                    self.give_up(&job.window, job.start, "the replay thread stopped");
+                }
             }
         }
         out
@@ -263,13 +307,19 @@ impl Replays {
 }
 
 /// The exact final revision a finished replay publishes.
-fn exact_revision(job: ReplayJob, items: Vec<RankedItem>, certificate: Certificate, as_of: Millis) -> PublishedList {
+fn exact_revision(
+    job: &ReplayJob,
+    list: &ListReplay,
+    items: Vec<RankedItem>,
+    certificate: Certificate,
+    as_of: Millis,
+) -> PublishedList {
     PublishedList {
-        window: job.window,
+        window: job.window.clone(),
         start: job.start,
         end: job.end,
-        group: Default::default(),
-        revision: job.revision,
+        group: list.group.clone(),
+        revision: list.revision,
         state: ListState::Final,
         watermark: job.watermark,
         as_of,

@@ -14,12 +14,18 @@ use super::accept::{accept, Batch, Place, Rules, Tally};
 use super::file::Scanned;
 use super::{kafka, PartitionReader, ReadStatus, Reader};
 use crate::config::JobPlan;
+use hotlist_operators::counter::Shapes;
+use hotlist_operators::group::OTHER_GROUP;
+use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::ItemId;
+use hotlist_operators::record::TimedEvent;
 use hotlist_operators::replay::{counts_in, PartitionRange, ReplayJob};
-use hotlist_operators::replay_budget::{replay_within, Replayed};
+use hotlist_operators::replay_budget::Replayed;
+use hotlist_operators::replay_lists::{replay_lists, ListToReplay};
 use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::PartitionClock;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -31,22 +37,66 @@ const KAFKA_STALL: Duration = Duration::from_secs(60);
 /// The exact list of a sealed instance and its certificate, or that no pass proving it fits
 /// the plan's budget (`[exact_at_seal]`), or why it cannot be had (`Err`). Stops early (an
 /// error) when `stop` is set. What its file readers went through adds up in `scanned`.
-pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool, scanned: &mut Scanned) -> Result<Replayed, String> {
-    let window = plan
-        .windows
+pub fn replay(
+    plan: &JobPlan,
+    job: &ReplayJob,
+    stop: &AtomicBool,
+    scanned: &mut Scanned,
+) -> Result<Vec<Replayed>, String> {
+    let specs = plan.window_specs();
+    let (wid, window) = specs
         .iter()
-        .map(|w| &w.spec)
-        .find(|w| w.name == job.window)
+        .enumerate()
+        .find(|(_, w)| w.name == job.window)
         .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
-    // no estimate reaches past the largest cell
-    let upper = job.sketch.cells().iter().max().unwrap_or(0).saturating_add(1);
-    let estimate = |hash: u64| job.sketch.estimate(hash);
-    let mut read_once = |visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), String> {
+    // each list's estimates: its group's table; no estimate reaches past its largest cell
+    let estimates: Vec<Box<dyn Fn(u64) -> u64 + '_>> = job
+        .lists
+        .iter()
+        .map(|l| Box::new(move |hash: u64| l.sketch.estimate(hash)) as Box<dyn Fn(u64) -> u64 + '_>)
+        .collect();
+    let lists: Vec<ListToReplay<'_>> = job
+        .lists
+        .iter()
+        .zip(&estimates)
+        .map(|(l, estimate)| ListToReplay {
+            k: job.k,
+            first: l.threshold,
+            estimate: estimate.as_ref(),
+            upper: l.sketch.cells().iter().max().unwrap_or(0).saturating_add(1),
+        })
+        .collect();
+    // which list an event counts in: its group's (per-group windows: `(other)`'s when its group
+    // has no list of its own), if that list is replayed
+    let shapes = Shapes::new(&specs);
+    let shape = shapes.of_window(wid);
+    let index: BTreeMap<&str, usize> = job
+        .lists
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.group.as_str(), i))
+        .collect();
+    let mut group = String::new();
+    let mut list_of = |e: &TimedEvent| -> Option<usize> {
+        if shape == 0 {
+            return index.get("").copied();
+        }
+        if !shapes.group(shape, e, &mut group) {
+            return None;
+        }
+        if job.admit_up_to.is_some_and(|up_to| item_hash(&group) > up_to) {
+            return index.get(OTHER_GROUP).copied();
+        }
+        index.get(group.as_str()).copied()
+    };
+    let mut read_once = |visit: &mut dyn FnMut(usize, &ItemId, u64) -> bool| -> Result<(), String> {
         for range in &job.ranges {
             let mut more = true;
             read_range(plan, range, stop, scanned, &mut |e| {
                 if counts_in(window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
-                    more = visit(&e.item, e.hash);
+                    if let Some(list) = list_of(e) {
+                        more = visit(list, &e.item, e.hash);
+                    }
                 }
                 more
             })
@@ -57,14 +107,7 @@ pub fn replay(plan: &JobPlan, job: &ReplayJob, stop: &AtomicBool, scanned: &mut 
         }
         Ok(())
     };
-    replay_within(
-        &estimate,
-        upper,
-        job.k,
-        job.threshold,
-        plan.exact_at_seal,
-        &mut read_once,
-    )
+    replay_lists(&lists, plan.exact_at_seal, &mut read_once)
 }
 
 /// The live source's per-record rules, but for the wall clock.
@@ -195,6 +238,7 @@ mod tests {
     use hotlist_operators::hash::item_hash;
     use hotlist_operators::record::PartitionId;
     use hotlist_operators::record::RankedItem;
+    use hotlist_operators::replay::ListReplay;
     use hotlist_operators::replay_budget::ReplayBudget;
     use hotlist_operators::sketch::{CmsShape, CountMinSketch};
     use hotlist_operators::window::{InstanceKey, WindowId};
@@ -234,10 +278,14 @@ mod tests {
             start: Millis(0),
             end: Millis(100),
             k: 2,
-            revision: 2,
             watermark: Millis::MAX,
-            threshold,
-            sketch,
+            lists: vec![ListReplay {
+                group: Default::default(),
+                revision: 2,
+                threshold,
+                sketch,
+            }],
+            admit_up_to: None,
             ranges: vec![PartitionRange {
                 partition: PartitionId(0),
                 from: 0,
@@ -250,7 +298,9 @@ mod tests {
     }
 
     fn run(plan: &JobPlan, j: &ReplayJob) -> Result<Replayed, String> {
-        replay(plan, j, &AtomicBool::new(false), &mut Scanned::default())
+        let mut lists = replay(plan, j, &AtomicBool::new(false), &mut Scanned::default())?;
+        assert_eq!(lists.len(), 1, "one list");
+        Ok(lists.remove(0))
     }
 
     fn exact(r: Result<Replayed, String>) -> (Vec<RankedItem>, Certificate) {
@@ -401,8 +451,12 @@ mod tests {
         j.ranges[0].from = 5_000;
         j.ranges[0].max_ts = Millis(-1);
         let want = vec![("a".to_string(), 3), ("b".to_string(), 1)];
-        let ids = |r: Result<Replayed, String>| -> Vec<(String, u64)> {
-            exact(r).0.iter().map(|r| (r.item_id.to_string(), r.count)).collect()
+        let ids = |r: Result<Vec<Replayed>, String>| -> Vec<(String, u64)> {
+            exact(r.map(|mut v| v.remove(0)))
+                .0
+                .iter()
+                .map(|r| (r.item_id.to_string(), r.count))
+                .collect()
         };
         // counting lines: the whole prefix is read
         let mut counted = Scanned::default();
