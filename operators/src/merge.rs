@@ -144,7 +144,7 @@ impl ListMerger {
                     exact,
                     error_bound,
                     sketch_check,
-                } = merged(m, &self.counting[key.window.0 as usize], spec.k);
+                } = merged(m, &self.counting[key.window.0 as usize], spec);
                 // An instance whose every event was excluded as late has no list at all. A
                 // group that went to `(other)` after it was published (its workers withdrew it
                 // with empty lists; see `group::admission`) is published empty, and sealed so.
@@ -188,7 +188,7 @@ impl ListMerger {
                 let items = m.published.as_ref().map_or(&[][..], |p| p.1.as_slice());
                 let counts: Vec<u64> = items.iter().map(|r| r.count).collect();
                 let events = m.sketch_locals.values().map(|v| v.1).fold(0, u64::saturating_add);
-                let bound = counting.sketch().map_or(0, |s| s.error_bound(events));
+                let bound = counting.sketch().map_or(0, |s| list_bound(s, spec, events, items));
                 self.sealed.push(SealedSketch {
                     instance: *key,
                     group: group.clone(),
@@ -285,6 +285,19 @@ impl ListMerger {
     }
 }
 
+/// The stated error of an approximate list: count-min counts are high by at most
+/// ⌈(e/w)·N⌉ (N the list's events); a distinct-user sketch's counts are HyperLogLog estimates,
+/// within 2 standard errors (2 × 1.04/√m) of the largest listed count either way (about 95 %
+/// of the time; not a hard bound — `exact_at_seal` makes the sealed list exact).
+fn list_bound(spec: &crate::counting::SketchSpec, w: &WindowSpec, events: u64, items: &[RankedItem]) -> u64 {
+    if w.key.distinct_users {
+        let top = items.iter().map(|r| r.count).max().unwrap_or(0);
+        (2.0 * crate::sketch::Hll::relative_error() * top as f64).ceil() as u64
+    } else {
+        spec.error_bound(events)
+    }
+}
+
 /// An instance's list as the merger publishes it.
 struct Merged {
     items: Vec<RankedItem>,
@@ -297,17 +310,23 @@ struct Merged {
 /// and `both` windows, the latter with the sketch's list compared) or the sketch counters'
 /// (`sketch` and `auto`: exact only while no worker's instance folded; the bound from the
 /// instance's events N, summed over workers). Items are disjoint across workers.
-fn merged(m: &Merging, counting: &Counting, k: usize) -> Merged {
+fn merged(m: &Merging, counting: &Counting, spec_w: &WindowSpec) -> Merged {
+    let k = spec_w.k;
     let exact_list = || merge_top_k(m.locals.values().map(|v| v.as_slice()), k);
     let sketch_list = || merge_top_k(m.sketch_locals.values().map(|v| v.0.as_slice()), k);
     match (counting.publishes_sketch(), counting.sketch()) {
         (true, Some(spec)) => {
             let exact = m.sketch_locals.values().all(|v| v.2);
             let events = m.sketch_locals.values().map(|v| v.1).fold(0, u64::saturating_add);
+            let items = sketch_list();
             Merged {
-                items: sketch_list(),
+                error_bound: if exact {
+                    0
+                } else {
+                    list_bound(spec, spec_w, events, &items)
+                },
+                items,
                 exact,
-                error_bound: if exact { 0 } else { spec.error_bound(events) },
                 sketch_check: None,
             }
         }

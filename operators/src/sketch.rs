@@ -13,6 +13,9 @@
 //!   Counts are **lower bounds** (never above the true count, barring a 32-bit fingerprint
 //!   collision in a bucket), with no bound on how far below; it does not merge.
 //!
+//! Distinct counts (`count = "distinct_users"`) use [`Hll`] (`sketch/hll.rs`), a HyperLogLog
+//! per candidate: a few hundred bytes for any number of users, 1.04/√m relative error.
+//!
 //! Both index their rows from the pinned item hash (`sketch/rows.rs`), and everything is
 //! deterministic: the same events in the same order give the same state, bit for bit
 //! (HeavyKeeper's decay draws come from a seeded generator kept in its state). Event *order*
@@ -24,14 +27,18 @@
 mod candidates;
 mod cms;
 mod cms_topk;
+mod distinct_topk;
 mod heavykeeper;
+mod hll;
 mod rows;
 mod snapshot;
 
 pub use candidates::{Candidates, MAX_CANDIDATES};
 pub use cms::{Cells, CmsShape, CountMinSketch};
 pub use cms_topk::CountMinTopK;
+pub use distinct_topk::DistinctTopK;
 pub use heavykeeper::{Bucket, HeavyKeeper, HkShape, DECAY_BASE};
+pub use hll::{Hll, HLL_BITS};
 pub use rows::{cell, fingerprint, DEFAULT_SEED, MAX_CELLS, MAX_DEPTH, MAX_WIDTH};
 pub use snapshot::{CountMinTopKSnapshot, HeavyKeeperSnapshot};
 

@@ -27,7 +27,7 @@ use crate::group::{split_key, Admitted, GroupKey, GroupNote, InstanceGroups};
 use crate::hash::{item_hash, key_group};
 use crate::message::LocalList;
 use crate::record::{DeadLetter, ItemId, ListSource, RankedItem, TimedEvent};
-use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, HeavyKeeperSnapshot};
+use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, DistinctTopK, HeavyKeeperSnapshot, Hll};
 use crate::snapshot::Snapshot;
 use crate::time::{Millis, Span};
 use crate::topk::{ranked_cmp, select_top_by};
@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+type FxSet<K> = hashbrown::HashSet<K, FxBuildHasher>;
 
 /// One instance's counts.
 enum Counts {
@@ -46,6 +47,10 @@ enum Counts {
     Sketch(Box<AnySketch>),
     /// A per-group window's: a place per group, each exact or a sketch (see `grouped`).
     Grouped(Box<Grouped>),
+    /// A distinct-user window's place, exact: per item, its events and its users.
+    Users(FxMap<ItemId, (u64, FxSet<ItemId>)>),
+    /// A distinct-user window's place, folded: events per item and users per candidate.
+    UserSketch(Box<DistinctTopK>),
 }
 
 struct Instance {
@@ -57,6 +62,8 @@ struct Instance {
     events: u64,
     touched: u64,
     emitted: u64,
+    /// A distinct-user place's exact (item, user) pairs (`Counts::Users`).
+    pairs: usize,
 }
 
 /// The instances of one window covering the last event's pane: every time in `[lo, hi)` (a
@@ -184,6 +191,16 @@ pub enum SketchCountsSnapshot {
     HeavyKeeper(HeavyKeeperSnapshot),
     /// A per-group window's places (see `grouped`).
     Grouped(GroupedSnapshot),
+    /// A distinct-user place's exact counts: per item (this worker's), its events and users.
+    Users(Vec<(ItemId, u64, Vec<ItemId>)>),
+    /// A distinct-user place folded: the worker's share of its events table (as for
+    /// `CountMin`) and its candidates' users.
+    UserSketch {
+        /// The share of the events table.
+        share: CountMinSketch,
+        /// The candidates with their users.
+        candidates: Vec<(ItemId, Hll)>,
+    },
 }
 
 /// A per-group instance's places on one worker.
@@ -326,8 +343,8 @@ impl SketchCounter {
             if self.shapes.of_window(p.key.window.0 as usize) == 0 {
                 self.count(p.key, &p.item, p.hash, p.n);
             } else {
-                let (group, item, _) = split_key(&p.item);
-                self.count_grouped(p.key, group, &ItemId::from(item), p.hash, p.n);
+                let (group, item, user) = split_key(&p.item);
+                self.count_grouped(p.key, group, &ItemId::from(item), p.hash, user, p.n);
             }
         }
     }
@@ -375,6 +392,7 @@ impl SketchCounter {
             events: 0,
             touched: 0,
             emitted: 0,
+            pairs: 0,
         });
         inst.events += n;
         inst.touched = self.seq;
@@ -394,13 +412,14 @@ impl SketchCounter {
                     }
                 }
             }
-            Counts::Grouped(_) => {} // (a per-group window's events go to `count_grouped`)
+            // (per-group and distinct-user windows' events go to `count_grouped`)
+            Counts::Grouped(_) | Counts::Users(_) | Counts::UserSketch(_) => {}
         }
     }
 
     /// Counts `n` events of `item` (pinned hash `hash`) of group `group` in instance `key` of
     /// a per-group window (creating it): in the group's place or `(other)`'s (see `grouped`).
-    fn count_grouped(&mut self, key: InstanceKey, group: &str, item: &ItemId, hash: u64, n: u64) {
+    fn count_grouped(&mut self, key: InstanceKey, group: &str, item: &ItemId, hash: u64, user: Option<&str>, n: u64) {
         let w = key.window.0 as usize;
         let counting = self.counting[w];
         let max_groups = self.windows[w].key.max_groups;
@@ -412,11 +431,15 @@ impl SketchCounter {
         let displaced = admission.insert(ghash) == Admitted::Displaced;
         let admitted = admission.admits(ghash);
         let inst = self.instances.entry(key).or_insert_with(|| Instance {
-            counts: Counts::Grouped(Box::new(Grouped::new(matches!(counting, Counting::Sketch(_))))),
+            counts: Counts::Grouped(Box::new(Grouped::new(
+                matches!(counting, Counting::Sketch(_)),
+                self.windows[w].key.distinct_users,
+            ))),
             base: None,
             events: 0,
             touched: 0,
             emitted: 0,
+            pairs: 0,
         });
         inst.events = inst.events.saturating_add(n);
         inst.touched = self.seq;
@@ -426,7 +449,7 @@ impl SketchCounter {
         if displaced {
             g.refold(admission, self.seq, &counting);
         }
-        self.folds += g.count(group, ghash, admitted, item, hash, n, self.seq, &counting);
+        self.folds += g.count(group, ghash, admitted, item, hash, user, n, self.seq, &counting);
         if let Counting::Auto { max_items, .. } = counting {
             if !g.folding && g.exact_items as u64 > max_items.div_ceil(u64::from(self.workers)) {
                 self.folds += g.start_folding(&counting);
@@ -509,7 +532,7 @@ impl SketchCounter {
             };
             if let Counts::Grouped(g) = &mut inst.counts {
                 for group in g.withdrawn.drain(..) {
-                    out.push(list(GroupKey::from_stored(group), &grouped::empty_place(), None));
+                    out.push(list(GroupKey::from_stored(group), &grouped::empty_place(false), None));
                 }
                 for (group, place) in g.iter_mut() {
                     let dirty = place.touched > place.emitted;
@@ -557,6 +580,16 @@ impl SketchCounter {
                     s.exact_items += map.len();
                     s.heap_bytes += map.capacity() * (std::mem::size_of::<(ItemId, u64)>() + 1);
                 }
+                Counts::Users(map) => {
+                    let pairs: usize = map.values().map(|(_, u)| u.len()).sum();
+                    s.exact_items += pairs;
+                    s.heap_bytes += map.capacity() * (std::mem::size_of::<(ItemId, (u64, FxSet<ItemId>))>() + 1)
+                        + pairs * (std::mem::size_of::<ItemId>() + 1);
+                }
+                Counts::UserSketch(sk) => {
+                    s.sketches += 1;
+                    s.heap_bytes += sk.heap_bytes();
+                }
                 Counts::Grouped(g) => {
                     for (group, place) in g.iter() {
                         s.heap_bytes += group.map_or(0, str::len) + std::mem::size_of::<Instance>();
@@ -592,6 +625,25 @@ impl SketchCounter {
 
     fn counts_snapshot(&self, inst: &Instance) -> SketchCountsSnapshot {
         match &inst.counts {
+            Counts::Users(map) => {
+                let mut items: Vec<(ItemId, u64, Vec<ItemId>)> = map
+                    .iter()
+                    .map(|(i, (events, users))| {
+                        let mut users: Vec<ItemId> = users.iter().cloned().collect();
+                        users.sort_unstable();
+                        (i.clone(), *events, users)
+                    })
+                    .collect();
+                items.sort_unstable();
+                SketchCountsSnapshot::Users(items)
+            }
+            Counts::UserSketch(s) => SketchCountsSnapshot::UserSketch {
+                share: match (&inst.base, self.worker) {
+                    (Some(base), w) if w != 0 => s.sketch().minus(base).unwrap_or_else(|_| s.sketch().clone()),
+                    _ => s.sketch().clone(),
+                },
+                candidates: s.candidates(),
+            },
             Counts::Grouped(g) => SketchCountsSnapshot::Grouped(GroupedSnapshot {
                 folding: g.folding,
                 places: g
@@ -643,6 +695,17 @@ fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> CountMinSketch
             (AnySketch::Hk(_), _) => CountMinSketch::new(shape_of(counting)),
         },
         Counts::Grouped(_) => CountMinSketch::new(shape_of(counting)), // (shares are per place)
+        Counts::UserSketch(s) => match &inst.base {
+            Some(base) if worker != 0 => s.sketch().minus(base).unwrap_or_else(|_| s.sketch().clone()),
+            _ => s.sketch().clone(),
+        },
+        Counts::Users(map) => {
+            let mut table = CountMinSketch::new(shape_of(counting));
+            for (item, (events, _)) in map {
+                add_events(&mut table, item_hash(item), *events);
+            }
+            table
+        }
         Counts::Exact(map) => {
             let mut table = CountMinSketch::new(shape_of(counting));
             for (item, c) in map {
@@ -655,6 +718,15 @@ fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> CountMinSketch
             }
             table
         }
+    }
+}
+
+/// Adds `n` events (any `n`) of the item with pinned hash `hash` to `table`.
+fn add_events(table: &mut CountMinSketch, hash: u64, mut n: u64) {
+    while n > 0 {
+        let step = n.min(u64::from(u32::MAX));
+        table.add(hash, step as u32);
+        n -= step;
     }
 }
 
@@ -695,6 +767,18 @@ fn fold(map: &FxMap<ItemId, u64>, counting: &Counting) -> AnySketch {
 fn top(counts: &Counts, k: usize) -> Vec<RankedItem> {
     match counts {
         Counts::Grouped(_) => Vec::new(), // (lists are per place)
+        Counts::UserSketch(s) => s.top(k),
+        Counts::Users(map) => {
+            let mut all: Vec<RankedItem> = map
+                .iter()
+                .map(|(i, (_, users))| RankedItem {
+                    item_id: i.clone(),
+                    count: users.len() as u64,
+                })
+                .collect();
+            select_top_by(&mut all, k, ranked_cmp);
+            all
+        }
         Counts::Sketch(s) => s.top(k),
         Counts::Exact(map) => {
             let mut all: Vec<RankedItem> = map

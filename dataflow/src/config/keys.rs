@@ -45,23 +45,24 @@ pub fn key_shape(w: &RawWindow) -> Result<KeyShape> {
         ),
     };
     let mode = w.mode.as_deref().unwrap_or("exact");
-    if distinct_users && mode != "exact" {
+    let shaped = !by.is_empty() || distinct_users;
+    if shaped && mode == "both" {
         bail!(
-            "window {:?}: count = \"distinct_users\" is for mode = \"exact\" windows (this one is {mode:?})",
+            "window {:?}: `by` and count = \"distinct_users\" are for mode = \"exact\", \"sketch\" or \"auto\" windows (this one is \"both\")",
             w.name
         );
     }
-    if !by.is_empty() && mode == "both" {
-        bail!(
-            "window {:?}: `by` is for mode = \"exact\", \"sketch\" or \"auto\" windows (this one is \"both\")",
-            w.name
-        );
-    }
-    if !by.is_empty() && mode != "exact" {
+    if shaped && mode != "exact" {
         let algorithm = w.sketch.as_ref().and_then(|s| s.algorithm.as_deref()).unwrap_or("cms");
         if algorithm != "cms" {
             bail!(
-                "window {:?}: sketch.algorithm: a window with `by` needs \"cms\" (a folded group's table is added into (other)'s, and HeavyKeeper tables do not add up)",
+                "window {:?}: sketch.algorithm: a window with `by` or count = \"distinct_users\" needs \"cms\" (a folded group's table is added into (other)'s, and HeavyKeeper tables do not add up)",
+                w.name
+            );
+        }
+        if distinct_users && w.exact_at_seal == Some(true) {
+            bail!(
+                "window {:?}: exact_at_seal: not yet for count = \"distinct_users\" (its sealed lists stay approximate)",
                 w.name
             );
         }

@@ -454,15 +454,15 @@ fn per_group_and_distinct_user_windows() {
         ("count = \"clicks\"", "window \"w\": count: unknown count \"clicks\""),
         (
             "by = [\"c\"]\nmode = \"both\"",
-            "`by` is for mode = \"exact\", \"sketch\" or \"auto\" windows",
+            "are for mode = \"exact\", \"sketch\" or \"auto\" windows",
         ),
         (
             "by = [\"c\"]\nmode = \"sketch\"\n[window.sketch]\nalgorithm = \"heavykeeper\"",
-            "a window with `by` needs \"cms\"",
+            "a window with `by` or count = \"distinct_users\" needs \"cms\"",
         ),
         (
-            "count = \"distinct_users\"\nmode = \"auto\"",
-            "for mode = \"exact\" windows",
+            "count = \"distinct_users\"\nmode = \"both\"",
+            "are for mode = \"exact\", \"sketch\" or \"auto\" windows",
         ),
     ];
     for (extra, want) in cases {

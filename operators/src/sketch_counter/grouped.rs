@@ -23,10 +23,12 @@
 //! so a group it folds is folded for good; one it keeps too long is folded at the next
 //! announcement that displaces it.
 
-use super::{fold, Counts, FxMap, Instance};
+use super::{fold, Counts, FxMap, FxSet, Instance};
 use crate::counting::{AnySketch, Counting};
 use crate::group::InstanceGroups;
+use crate::hash::item_hash;
 use crate::record::{ItemId, RankedItem};
+use crate::sketch::{DistinctTopK, Hll};
 use crate::topk::ranked_cmp;
 use std::collections::BTreeMap;
 
@@ -51,30 +53,39 @@ pub(super) struct Grouped {
     /// Whether places fold into tables (`sketch`: always; `auto`: once the instance passed its
     /// share of `max_items`).
     pub(super) folding: bool,
-    /// Items counted exactly over all places (for `auto`'s share of `max_items`).
+    /// Items (distinct-user windows: (item, user) pairs) counted exactly over all places (for
+    /// `auto`'s share of `max_items`).
     pub(super) exact_items: usize,
+    /// Whether it counts distinct users (places hold users per item, then a `DistinctTopK`).
+    pub(super) distinct: bool,
 }
 
-/// An empty place.
-pub(super) fn empty_place() -> Instance {
+/// An empty place (of a distinct-user window: `distinct`).
+pub(super) fn empty_place(distinct: bool) -> Instance {
     Instance {
-        counts: Counts::Exact(FxMap::default()),
+        counts: if distinct {
+            Counts::Users(FxMap::default())
+        } else {
+            Counts::Exact(FxMap::default())
+        },
         base: None,
         events: 0,
         touched: 0,
         emitted: 0,
+        pairs: 0,
     }
 }
 
 impl Grouped {
     /// No groups yet; `folding` from the start for `sketch` windows.
-    pub(super) fn new(folding: bool) -> Grouped {
+    pub(super) fn new(folding: bool, distinct: bool) -> Grouped {
         Grouped {
             places: BTreeMap::new(),
             other: None,
             withdrawn: Vec::new(),
             folding,
             exact_items: 0,
+            distinct,
         }
     }
 
@@ -89,17 +100,25 @@ impl Grouped {
         admitted: bool,
         item: &ItemId,
         hash: u64,
+        user: Option<&str>,
         n: u64,
         seq: u64,
         counting: &Counting,
     ) -> u64 {
+        let distinct = self.distinct;
         let place = if admitted {
             match self.places.get_mut(group) {
                 Some((_, p)) => p,
-                None => &mut self.places.entry(group.to_string()).or_insert((ghash, empty_place())).1,
+                None => {
+                    &mut self
+                        .places
+                        .entry(group.to_string())
+                        .or_insert((ghash, empty_place(distinct)))
+                        .1
+                }
             }
         } else {
-            self.other.get_or_insert_with(empty_place)
+            self.other.get_or_insert_with(|| empty_place(distinct))
         };
         place.events = place.events.saturating_add(n);
         place.touched = seq;
@@ -120,6 +139,25 @@ impl Grouped {
                     folds += 1;
                 }
             }
+            Counts::UserSketch(s) => {
+                let user = user.unwrap_or_default();
+                s.add(item, hash, item_hash(user), n);
+            }
+            Counts::Users(map) => {
+                let user = user.unwrap_or_default();
+                let (events, users) = map.entry(item.clone()).or_default();
+                *events = events.saturating_add(n);
+                if !users.contains(user) {
+                    users.insert(ItemId::from(user));
+                    self.exact_items += 1;
+                    place.pairs += 1;
+                }
+                if self.folding && place.pairs > fold_at(counting) {
+                    self.exact_items -= place.pairs;
+                    fold_users(place, counting);
+                    folds += 1;
+                }
+            }
             Counts::Grouped(_) => {} // places are never grouped
         }
         folds
@@ -132,12 +170,11 @@ impl Grouped {
         let limit = fold_at(counting);
         let mut folds = 0;
         for place in self.places.values_mut().map(|p| &mut p.1).chain(self.other.as_mut()) {
-            if let Counts::Exact(map) = &place.counts {
-                if map.len() > limit {
-                    self.exact_items -= map.len();
-                    place.counts = Counts::Sketch(Box::new(fold(map, counting)));
-                    folds += 1;
-                }
+            let len = exact_len(place);
+            if len > limit {
+                self.exact_items -= len;
+                fold_place(place, counting);
+                folds += 1;
             }
         }
         folds
@@ -154,14 +191,13 @@ impl Grouped {
             .collect();
         for g in gone {
             if let Some((_, place)) = self.places.remove(&g) {
-                let other = self.other.get_or_insert_with(empty_place);
+                let distinct = self.distinct;
+                let other = self.other.get_or_insert_with(|| empty_place(distinct));
                 self.exact_items -= exact_len(other) + exact_len(&place);
-                absorb(other, place);
+                absorb(other, place, counting);
                 other.touched = seq;
-                if let Counts::Exact(map) = &other.counts {
-                    if self.folding && map.len() > fold_at(counting) {
-                        other.counts = Counts::Sketch(Box::new(fold(map, counting)));
-                    }
+                if self.folding && exact_len(other) > fold_at(counting) {
+                    fold_place(other, counting);
                 }
                 self.exact_items += exact_len(other);
                 self.withdrawn.push(g);
@@ -186,18 +222,57 @@ impl Grouped {
     }
 }
 
-/// Items a place counts exactly.
-fn exact_len(place: &Instance) -> usize {
+/// Items (distinct-user places: (item, user) pairs) a place counts exactly.
+pub(super) fn exact_len(place: &Instance) -> usize {
     match &place.counts {
         Counts::Exact(map) => map.len(),
+        Counts::Users(_) => place.pairs,
         _ => 0,
+    }
+}
+
+/// Folds an exact place into its sketch (deterministic: in ranking order).
+fn fold_place(place: &mut Instance, counting: &Counting) {
+    match &place.counts {
+        Counts::Exact(map) => place.counts = Counts::Sketch(Box::new(fold(map, counting))),
+        Counts::Users(_) => fold_users(place, counting),
+        _ => {}
+    }
+}
+
+/// Folds a distinct-user place's exact users into a `DistinctTopK`: every item's events into
+/// the table and its users into a HyperLogLog, offered in ranking order.
+fn fold_users(place: &mut Instance, counting: &Counting) {
+    let Counts::Users(map) = std::mem::replace(&mut place.counts, Counts::Exact(FxMap::default())) else {
+        return;
+    };
+    let spec = counting.sketch();
+    let shape = spec
+        .and_then(|s| s.cms_shape().ok())
+        .expect("sketch windows have a valid sketch spec (config validation)");
+    let mut sketch = DistinctTopK::new(shape, spec.map_or(1, |s| s.candidates));
+    add_users(&mut sketch, map);
+    place.counts = Counts::UserSketch(Box::new(sketch));
+    place.pairs = 0;
+}
+
+/// Adds exact users per item into a sketch, best first (deterministic candidates).
+fn add_users(sketch: &mut DistinctTopK, map: FxMap<ItemId, (u64, FxSet<ItemId>)>) {
+    let mut items: Vec<(ItemId, u64, FxSet<ItemId>)> = map.into_iter().map(|(i, (e, u))| (i, e, u)).collect();
+    items.sort_unstable_by(|a, b| b.2.len().cmp(&a.2.len()).then_with(|| a.0.cmp(&b.0)));
+    for (item, events, users) in items {
+        let mut hll = Hll::new();
+        for u in &users {
+            hll.insert(item_hash(u));
+        }
+        sketch.add_counted(&item, item_hash(&item), events, hll);
     }
 }
 
 /// Adds place `from` into place `into`: events, counts (exact into exact item by item; exact
 /// into a table in ranking order, deterministic; tables cell by cell with their candidates) and
 /// restored bases. The result counts every event of both.
-pub(super) fn absorb(into: &mut Instance, from: Instance) {
+pub(super) fn absorb(into: &mut Instance, from: Instance, counting: &Counting) {
     into.events = into.events.saturating_add(from.events);
     into.base = match (into.base.take(), from.base) {
         (Some(mut a), Some(b)) => {
@@ -233,7 +308,31 @@ pub(super) fn absorb(into: &mut Instance, from: Instance) {
             }
             Counts::Sketch(a)
         }
-        (a, _) => a, // places are never grouped
+        (Counts::Users(mut a), Counts::Users(b)) => {
+            for (item, (events, users)) in b {
+                let (e, u) = a.entry(item).or_default();
+                *e = e.saturating_add(events);
+                u.extend(users);
+            }
+            into.pairs = a.values().map(|(_, u)| u.len()).sum();
+            Counts::Users(a)
+        }
+        (Counts::UserSketch(mut s), Counts::Users(b)) | (Counts::Users(b), Counts::UserSketch(mut s)) => {
+            add_users(&mut s, b);
+            into.pairs = 0;
+            Counts::UserSketch(s)
+        }
+        (Counts::UserSketch(mut a), Counts::UserSketch(b)) => {
+            // (one shape per window) a mismatch cannot happen; keep the larger if it did
+            if a.merge(&b).is_err() && b.sketch().total() > a.sketch().total() {
+                a = b;
+            }
+            Counts::UserSketch(a)
+        }
+        (a, _) => {
+            let _ = counting;
+            a // places are never grouped, and a window's places all count alike
+        }
     };
 }
 
@@ -248,6 +347,6 @@ fn add_ranked(sketch: &mut AnySketch, map: &FxMap<ItemId, u64>) {
         .collect();
     items.sort_unstable_by(ranked_cmp);
     for r in items {
-        sketch.add(&r.item_id, crate::hash::item_hash(&r.item_id), r.count);
+        sketch.add(&r.item_id, item_hash(&r.item_id), r.count);
     }
 }

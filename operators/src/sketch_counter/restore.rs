@@ -14,12 +14,15 @@
 //! - HeavyKeeper tables neither add up nor split: each worker takes its own back, and a
 //!   checkpoint of another worker count is refused with a clear error.
 
-use super::{owns, Counts, Grouped, Instance, SketchCounter, SketchCounterSnapshot, SketchCountsSnapshot};
+use super::{
+    owns, Counts, FxMap, FxSet, Grouped, Instance, SketchCounter, SketchCounterSnapshot, SketchCountsSnapshot,
+};
 use crate::counting::{Algorithm, AnySketch, Counting};
 use crate::group::{GroupKey, InstanceGroups};
 use crate::hash::item_hash;
 use crate::record::{ItemId, RankedItem};
 use crate::sketch::{CountMinSketch, CountMinTopK, HeavyKeeper, HkShape, TopKSketch};
+use crate::sketch::{DistinctTopK, Hll};
 use crate::snapshot::SnapshotError;
 use crate::time::{Millis, Span};
 use crate::topk::ranked_cmp;
@@ -113,6 +116,7 @@ impl SketchCounter {
             events,
             touched: 1,
             emitted: 0,
+            pairs: 0,
         };
         let grouped = self.shapes.of_window(key.window.0 as usize) != 0;
         let foreign = parts.iter().any(|p| match p.2 {
@@ -120,6 +124,7 @@ impl SketchCounter {
             SketchCountsSnapshot::CountMin { .. } => spec.algorithm != Algorithm::Cms || grouped,
             SketchCountsSnapshot::Exact(_) => !matches!(counting, Counting::Auto { .. }) || grouped,
             SketchCountsSnapshot::Grouped(_) => !grouped,
+            SketchCountsSnapshot::Users(_) | SketchCountsSnapshot::UserSketch { .. } => true, // only in places
         });
         if foreign {
             return Err(SnapshotError::Incompatible); // counted with another algorithm or mode
@@ -157,6 +162,7 @@ impl SketchCounter {
     fn grouped_instance(&self, key: InstanceKey, parts: &[Part<'_>]) -> Result<Instance, SnapshotError> {
         let counting = self.counting[key.window.0 as usize];
         let mut folding = false;
+        let distinct = self.windows[key.window.0 as usize].key.distinct_users;
         let mut by_group: BTreeMap<&GroupKey, Vec<Part<'_>>> = BTreeMap::new();
         for (worker, _, counts) in parts {
             let SketchCountsSnapshot::Grouped(g) = counts else {
@@ -164,12 +170,14 @@ impl SketchCounter {
             };
             folding |= g.folding;
             for p in &g.places {
-                if matches!(
-                    p.counts,
-                    SketchCountsSnapshot::Grouped(_) | SketchCountsSnapshot::HeavyKeeper(_)
-                ) {
+                let fits = match p.counts {
+                    SketchCountsSnapshot::Exact(_) | SketchCountsSnapshot::CountMin { .. } => !distinct,
+                    SketchCountsSnapshot::Users(_) | SketchCountsSnapshot::UserSketch { .. } => distinct,
+                    _ => false,
+                };
+                if !fits {
                     return Err(SnapshotError::Invalid(format!(
-                        "a place of group {:?} of a sketch instance holds neither exact counts nor a count-min share",
+                        "a place of group {:?} of a sketch instance does not hold what its window counts",
                         p.group.as_str()
                     )));
                 }
@@ -179,28 +187,26 @@ impl SketchCounter {
                     .push((*worker, p.events, &p.counts));
             }
         }
-        let mut grouped = Grouped::new(folding);
+        let mut grouped = Grouped::new(folding, distinct);
         let admission = self.admission.get(&key);
         for (group, parts) in by_group {
-            let place = self.place(&parts, &counting)?;
+            let place = if distinct {
+                self.distinct_place(&parts, &counting)?
+            } else {
+                self.place(&parts, &counting)?
+            };
             let hash = item_hash(group.as_str());
             let admitted = !group.is_other() && admission.is_none_or(|a| a.admits(hash));
             if admitted {
                 grouped.places.insert(group.as_str().to_string(), (hash, place));
             } else {
                 match grouped.other.as_mut() {
-                    Some(other) => super::grouped::absorb(other, place),
+                    Some(other) => super::grouped::absorb(other, place, &counting),
                     None => grouped.other = Some(place),
                 }
             }
         }
-        grouped.exact_items = grouped
-            .iter()
-            .map(|(_, p)| match &p.counts {
-                Counts::Exact(m) => m.len(),
-                _ => 0,
-            })
-            .sum();
+        grouped.exact_items = grouped.iter().map(|(_, p)| super::grouped::exact_len(p)).sum();
         let events = grouped.iter().map(|(_, p)| p.events).fold(0, u64::saturating_add);
         Ok(Instance {
             counts: Counts::Grouped(Box::new(grouped)),
@@ -208,6 +214,91 @@ impl SketchCounter {
             events,
             touched: 1,
             emitted: 0,
+            pairs: 0,
+        })
+    }
+
+    /// A distinct-user place from every worker's part: the users of the items it owns, or the
+    /// whole events table (every share and exact part's events added up) with the candidates
+    /// it owns and their users (exact parts' users as HyperLogLogs).
+    fn distinct_place(&self, parts: &[Part<'_>], counting: &Counting) -> Result<Instance, SnapshotError> {
+        let (worker, workers) = (self.worker, self.workers);
+        let mut exact: FxMap<ItemId, (u64, FxSet<ItemId>)> = FxMap::default();
+        let mut folded = false;
+        for (_, _, counts) in parts {
+            match counts {
+                SketchCountsSnapshot::Users(items) => {
+                    for (item, events, users) in items {
+                        if *events < users.len() as u64 || users.is_empty() {
+                            return Err(SnapshotError::Invalid(format!(
+                                "item {item:?} has {events} events of {} users",
+                                users.len()
+                            )));
+                        }
+                        let (e, u) = exact.entry(item.clone()).or_default();
+                        *e = e.saturating_add(*events);
+                        u.extend(users.iter().cloned());
+                    }
+                }
+                SketchCountsSnapshot::UserSketch { share, candidates } => {
+                    if !share.is_consistent() || candidates.iter().any(|(_, h)| !h.is_consistent()) {
+                        return Err(SnapshotError::Invalid(
+                            "a distinct-user sketch does not fit its shape".into(),
+                        ));
+                    }
+                    folded = true;
+                }
+                _ => return Err(SnapshotError::Incompatible),
+            }
+        }
+        if !folded {
+            exact.retain(|item, _| owns(item, worker, workers));
+            let events = exact.values().map(|(e, _)| *e).fold(0, u64::saturating_add);
+            let pairs = exact.values().map(|(_, u)| u.len()).sum();
+            return Ok(Instance {
+                counts: Counts::Users(exact),
+                base: None,
+                events,
+                touched: 1,
+                emitted: 0,
+                pairs,
+            });
+        }
+        let spec = counting.sketch().ok_or(SnapshotError::Incompatible)?;
+        let shape = spec.cms_shape().map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+        let mut whole = CountMinSketch::new(shape);
+        for (_, _, counts) in parts {
+            if let SketchCountsSnapshot::UserSketch { share, .. } = counts {
+                whole.merge(share).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+            }
+        }
+        for (item, (events, _)) in &exact {
+            super::add_events(&mut whole, item_hash(item), *events);
+        }
+        let mut sketch = DistinctTopK::with_table(whole.clone(), spec.candidates);
+        let mut listed: Vec<(ItemId, Hll)> = Vec::new();
+        for (_, _, counts) in parts {
+            if let SketchCountsSnapshot::UserSketch { candidates, .. } = counts {
+                listed.extend(candidates.iter().filter(|(i, _)| owns(i, worker, workers)).cloned());
+            }
+        }
+        for (item, (_, users)) in exact.iter().filter(|(i, _)| owns(i, worker, workers)) {
+            let mut hll = Hll::new();
+            for u in users {
+                hll.insert(item_hash(u));
+            }
+            listed.push((item.clone(), hll));
+        }
+        listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        sketch.extend(listed);
+        let all_events: u64 = parts.iter().map(|p| p.1).fold(0, u64::saturating_add);
+        Ok(Instance {
+            base: Some(Box::new(whole)),
+            counts: Counts::UserSketch(Box::new(sketch)),
+            events: if worker == 0 { all_events } else { 0 },
+            touched: 1,
+            emitted: 0,
+            pairs: 0,
         })
     }
 
@@ -220,6 +311,7 @@ impl SketchCounter {
             events,
             touched: 1,
             emitted: 0,
+            pairs: 0,
         };
         let (worker, workers) = (self.worker, self.workers);
         if parts.iter().all(|p| matches!(p.2, SketchCountsSnapshot::Exact(_))) {
@@ -247,6 +339,7 @@ impl SketchCounter {
             events: if worker == 0 { all_events } else { 0 },
             touched: 1,
             emitted: 0,
+            pairs: 0,
         })
     }
 }
@@ -295,7 +388,10 @@ fn whole_with_mine(
                 item_id: i.clone(),
                 count: *c,
             })),
-            SketchCountsSnapshot::HeavyKeeper(_) | SketchCountsSnapshot::Grouped(_) => {}
+            SketchCountsSnapshot::HeavyKeeper(_)
+            | SketchCountsSnapshot::Grouped(_)
+            | SketchCountsSnapshot::Users(_)
+            | SketchCountsSnapshot::UserSketch { .. } => {}
         }
     }
     listed.retain(|r| owns(&r.item_id, worker, workers));
