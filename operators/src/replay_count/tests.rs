@@ -10,26 +10,20 @@ use std::sync::Mutex;
 /// Events as (key, hash) per part.
 type Parts = Vec<Vec<(u32, u64)>>;
 
-fn reader(
-    parts: &Parts,
-) -> impl Fn(usize, &AtomicBool, &mut dyn FnMut(&u32, u64) -> bool) -> Result<(), String> + Sync + '_ {
-    move |p, _, visit| {
-        for (key, hash) in &parts[p] {
-            if !visit(key, *hash) {
-                break;
-            }
-        }
-        Ok(())
-    }
-}
-
 fn count(
     parts: &Parts,
     threads: usize,
     max_keys: usize,
     admit: &(dyn Fn(&u32, u64) -> bool + Sync),
 ) -> Option<BTreeMap<u32, u64>> {
-    let read = reader(parts);
+    let read = |p: usize, _: &AtomicBool, visit: &mut dyn FnMut(&u32, u64) -> bool| -> Result<(), String> {
+        for (key, hash) in &parts[p] {
+            if !visit(key, *hash) {
+                break;
+            }
+        }
+        Ok(())
+    };
     let input = ReplayInput {
         parts: parts.len(),
         threads,
