@@ -479,8 +479,9 @@ mod tests {
     }
 
     /// Three partitions whose items overlap (a, b and c in several): a replay on 2 or 3 threads
-    /// sums each item over the partitions and gives the single thread's list, certificate, stats
-    /// and bytes read — in one pass, in two, split by hash ranges, or over budget.
+    /// sums each item over the partitions and gives the single thread's list, certificate and
+    /// stats — in one pass, in two, split by hash ranges, or over budget — and, when no read
+    /// stops early, its bytes read.
     #[test]
     fn ranges_read_on_several_threads_give_the_single_threads_result() {
         let files: Vec<Vec<String>> = [
@@ -538,7 +539,10 @@ mod tests {
             for threads in [2, 3] {
                 let (got, got_scanned) = on(&plan, &j, threads);
                 assert_eq!(got, one, "from {threshold}, budget {keys}×{ranges}, {threads} threads");
-                assert_eq!(got_scanned, one_scanned, "{threads} threads");
+                // a read that overflows stops early: how far the others got varies
+                if keys == 100 {
+                    assert_eq!(got_scanned, one_scanned, "{threads} threads");
+                }
             }
         }
         // a partition that cannot be read fails the replay with its reason on any thread count
