@@ -25,6 +25,8 @@
 //!   events lie per partition, the ranges and job of a sealed instance;
 //! - [`replay_budget`]: the replay's passes within a bound on the items counted at once
 //!   (split by item-hash ranges, or over budget);
+//! - [`replay_count`]: one read of a replay pass, its parts counted on parallel threads and
+//!   summed per key, within the budget of the merged map;
 //! - [`replay_lists`]: every approximate list of one instance (a per-group window's groups)
 //!   replayed with one shared first pass;
 //! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
@@ -62,6 +64,7 @@ pub mod pane_sharing;
 pub mod record;
 pub mod replay;
 pub mod replay_budget;
+pub mod replay_count;
 pub mod replay_lists;
 pub mod sketch;
 pub mod sketch_counter;

@@ -21,10 +21,9 @@
 
 use crate::certify::{certify, Certificate};
 use crate::record::{ItemId, RankedItem};
+use crate::replay_count::{count_parts, Counted, FxMap, ReplayInput};
 use crate::topk::top_k;
-use rustc_hash::FxBuildHasher;
-
-type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+use std::hash::Hash;
 
 /// Default items one replay map may hold (~100 bytes each: tens of MB).
 pub const DEFAULT_MAX_REPLAY_KEYS: usize = 250_000;
@@ -135,10 +134,6 @@ pub enum Replayed {
     OverBudget(ReplayStats),
 }
 
-/// Reads the instance's events once, calling the visitor with each event's item and pinned
-/// hash until it returns `false`.
-pub type ReadOnce<'a, E> = dyn FnMut(&mut dyn FnMut(&ItemId, u64) -> bool) -> Result<(), E> + 'a;
-
 /// What one pass found: every item from its threshold counted (the ranges' top-K lists and how
 /// many were counted), or a finest range over budget.
 enum Pass {
@@ -148,14 +143,15 @@ enum Pass {
 
 /// The exact top-`k` of an instance (or that it does not fit `budget`), counting from `first`
 /// with `estimate` (never below an item's count; every estimate `< upper`), reading the input
-/// with `read` once per range of every pass.
-pub fn replay_within<E>(
-    estimate: &dyn Fn(u64) -> u64,
+/// once per range of every pass, its parts in parallel (`replay_count`). The result is the same
+/// for any `input.threads`.
+pub fn replay_within<K: CountedKey, E: Send>(
+    estimate: &(dyn Fn(u64) -> u64 + Sync),
     upper: u64,
     k: usize,
     first: u64,
     budget: ReplayBudget,
-    read: &mut ReadOnce<'_, E>,
+    input: &ReplayInput<'_, K, E>,
 ) -> Result<Replayed, E> {
     let mut stats = ReplayStats::default();
     // every threshold ≤ `lo` overflows; `c_K` < `hi`; `c_K` ≥ `floor` (`c_K` is at least 1)
@@ -163,7 +159,7 @@ pub fn replay_within<E>(
     let mut t = first.max(1);
     loop {
         stats.passes += 1;
-        match pass(estimate, k, t, budget, &mut stats, read)? {
+        match pass(estimate, k, t, budget, &mut stats, input)? {
             Pass::Over => lo = lo.max(t),
             Pass::Fits(kept, counted) => match certify(kept, k, t) {
                 Ok(items) => {
@@ -189,54 +185,79 @@ pub fn replay_within<E>(
 }
 
 /// One pass from threshold `t`, split into halves of the hash space while a range overflows.
-fn pass<E>(
-    estimate: &dyn Fn(u64) -> u64,
+fn pass<K: CountedKey, E: Send>(
+    estimate: &(dyn Fn(u64) -> u64 + Sync),
     k: usize,
     t: u64,
     budget: ReplayBudget,
     stats: &mut ReplayStats,
-    read: &mut ReadOnce<'_, E>,
+    input: &ReplayInput<'_, K, E>,
 ) -> Result<Pass, E> {
     let (mut kept, mut counted) = (Vec::new(), 0u64);
     let mut todo = vec![KeyRange::ALL];
     while let Some(range) = todo.pop() {
         stats.reads += 1;
         stats.ranges = stats.ranges.max(range.ranges() as u32);
-        let mut counts: FxMap<ItemId, u64> = FxMap::default();
-        let mut over = false;
-        read(&mut |item, hash| {
-            if !range.contains(hash) {
-                return true;
-            }
-            if let Some(c) = counts.get_mut(item) {
-                *c += 1;
-            } else if estimate(hash) >= t {
-                if counts.len() >= budget.max_keys {
-                    over = true;
-                    return false;
+        let admit = |_: &K, hash: u64| range.contains(hash) && estimate(hash) >= t;
+        let counts = match count_parts(input, budget.max_keys, &admit)? {
+            Counted::Fits(counts) => counts,
+            Counted::Over => {
+                // the merged map reached the budget before the key that overflowed it
+                stats.peak_keys = stats.peak_keys.max(budget.max_keys);
+                if range.ranges() >= u64::from(budget.max_ranges) {
+                    return Ok(Pass::Over);
                 }
-                counts.insert(item.clone(), 1);
+                let [low, high] = range.halves();
+                todo.push(high);
+                todo.push(low);
+                continue;
             }
-            true
-        })?;
+        };
         stats.peak_keys = stats.peak_keys.max(counts.len());
-        if over {
-            if range.ranges() >= u64::from(budget.max_ranges) {
-                return Ok(Pass::Over);
-            }
-            let [low, high] = range.halves();
-            todo.push(high);
-            todo.push(low);
-            continue;
-        }
-        counted += counts.len() as u64;
-        let ranked = counts
+        let per_item = per_item(counts);
+        counted += per_item.len() as u64;
+        let ranked = per_item
             .into_iter()
             .map(|(item_id, count)| RankedItem { item_id, count })
             .collect();
         kept.extend(top_k(ranked, k).into_iter().map(|r| (r.item_id, r.count)));
     }
     Ok(Pass::Fits(kept, counted))
+}
+
+/// What a replay counts: an item's events (the key is the item), or, for a distinct-user
+/// list, one (item, user) pair per key — an item's count is then its number of keys. Either
+/// way the budget counts keys: what the maps hold.
+pub trait CountedKey: Hash + Eq + Clone + Send + Sync {
+    /// The item the key counts for.
+    fn item(&self) -> &ItemId;
+    /// Whether the key is one (item, user) pair (its events count once).
+    fn is_pair(&self) -> bool;
+}
+
+impl CountedKey for ItemId {
+    fn item(&self) -> &ItemId {
+        self
+    }
+
+    fn is_pair(&self) -> bool {
+        false
+    }
+}
+
+/// Per item: the sum of its keys' counts (events) or its number of keys (pairs).
+pub fn per_item<K: CountedKey>(counts: FxMap<K, u64>) -> Vec<(ItemId, u64)> {
+    let mut items: FxMap<ItemId, u64> = FxMap::default();
+    for (key, count) in counts {
+        let add = if key.is_pair() { 1 } else { count };
+        match items.get_mut(key.item()) {
+            Some(c) => *c += add,
+            None => {
+                items.insert(key.item().clone(), add);
+            }
+        }
+    }
+    items.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! Reading an instance's input is the cost of a replay, and a per-group instance may have
 //! hundreds of approximate lists. So the first pass is **shared**: one read counts, for every
 //! list, the items of its group whose estimate (from the group's own table) reaches the
-//! group's first threshold, all in one map within the budget (`max_replay_keys` keys in all).
+//! group's first threshold, all in one map within the budget (`max_replay_keys` keys in all;
+//! the read in parallel as every pass: `replay_count`). A distinct-user list counts (item, user)
+//! pairs, an item's count being its number of pairs (`replay_budget::CountedKey`).
 //! Each list is then certified on its own (`certify.rs`). A list that pass proves is done; the
 //! others — or all of them, when the shared pass would outgrow the budget — go on alone through
 //! [`replay_within`] (its passes, hash-range splits and budget search), reading the input
@@ -18,15 +20,31 @@
 
 use crate::certify::{certify, Certificate};
 use crate::record::ItemId;
-use crate::replay_budget::{replay_within, ReplayBudget, ReplayStats, Replayed};
-use rustc_hash::FxBuildHasher;
+use crate::replay_budget::{per_item, replay_within, CountedKey, ReplayBudget, ReplayStats, Replayed};
+use crate::replay_count::{count_parts, Counted, FxMap, ReadPart, ReplayInput};
+use std::sync::atomic::AtomicBool;
 
-type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+/// What a replay of several lists counts: an item of list `list` (an index into the lists
+/// being replayed), or for a distinct-user window one (item, user) pair of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ListKey {
+    /// Which list.
+    pub list: u32,
+    /// The item.
+    pub item: ItemId,
+    /// Distinct-user windows: the user.
+    pub user: Option<ItemId>,
+}
 
-/// Reads the instance's events once, calling the visitor with each event's list (an index into
-/// the lists being replayed; events of no such list are not visited), item and pinned hash until
-/// it returns `false`.
-pub type ReadLists<'a, E> = dyn FnMut(&mut dyn FnMut(usize, &ItemId, u64) -> bool) -> Result<(), E> + 'a;
+impl CountedKey for ListKey {
+    fn item(&self) -> &ItemId {
+        &self.item
+    }
+
+    fn is_pair(&self) -> bool {
+        self.user.is_some()
+    }
+}
 
 /// One list to make exact: its length, the first pass's threshold and its group's table.
 pub struct ListToReplay<'a> {
@@ -35,17 +53,18 @@ pub struct ListToReplay<'a> {
     /// The first pass's threshold (`certify::first_threshold`).
     pub first: u64,
     /// The group's estimate of an item's count (never below it; below `upper`).
-    pub estimate: &'a dyn Fn(u64) -> u64,
+    pub estimate: &'a (dyn Fn(u64) -> u64 + Sync),
     /// Above every estimate.
     pub upper: u64,
 }
 
-/// The exact list of every list of `lists` (or that it does not fit `budget`), reading the input
-/// with `read` (see the module doc).
-pub fn replay_lists<E>(
+/// The exact list of every list of `lists` (or that it does not fit `budget`), reading the
+/// instance's input (`input`: its events' keys, each with its item's pinned hash) as the
+/// module doc says.
+pub fn replay_lists<E: Send>(
     lists: &[ListToReplay<'_>],
     budget: ReplayBudget,
-    read: &mut ReadLists<'_, E>,
+    input: &ReplayInput<'_, ListKey, E>,
 ) -> Result<Vec<Replayed>, E> {
     let mut out: Vec<Option<Replayed>> = vec![None; lists.len()];
     let mut shared = ReplayStats::default();
@@ -55,29 +74,22 @@ pub fn replay_lists<E>(
         shared.passes = 1;
         shared.reads = 1;
         shared.ranges = 1;
-        let mut counts: Vec<FxMap<ItemId, u64>> = vec![FxMap::default(); lists.len()];
-        let (mut keys, mut over) = (0usize, false);
-        read(&mut |list, item, hash| {
-            let Some(map) = counts.get_mut(list) else {
-                return true;
-            };
-            if let Some(c) = map.get_mut(item) {
-                *c += 1;
-            } else if (lists[list].estimate)(hash) >= next[list] {
-                if keys >= budget.max_keys() {
-                    over = true;
-                    return false;
+        let admit = |key: &ListKey, hash: u64| {
+            let i = key.list as usize;
+            lists.get(i).is_some_and(|l| (l.estimate)(hash) >= next[i])
+        };
+        if let Counted::Fits(counts) = count_parts(input, budget.max_keys(), &admit)? {
+            shared.peak_keys = counts.len();
+            let mut per_list: Vec<FxMap<ListKey, u64>> = vec![FxMap::default(); lists.len()];
+            for (key, c) in counts {
+                if let Some(m) = per_list.get_mut(key.list as usize) {
+                    m.insert(key, c);
                 }
-                keys += 1;
-                map.insert(item.clone(), 1);
             }
-            true
-        })?;
-        shared.peak_keys = keys;
-        if !over {
-            for (i, map) in counts.into_iter().enumerate() {
-                let counted = map.len() as u64;
-                match certify(map.into_iter().collect(), lists[i].k, next[i]) {
+            for (i, counts) in per_list.into_iter().enumerate() {
+                let items = per_item(counts);
+                let counted = items.len() as u64;
+                match certify(items, lists[i].k, next[i]) {
                     Ok(items) => {
                         let certificate = Certificate {
                             threshold: next[i],
@@ -90,16 +102,24 @@ pub fn replay_lists<E>(
                     Err(t) => next[i] = t,
                 }
             }
+        } else {
+            shared.peak_keys = budget.max_keys();
         }
     }
     for (i, l) in lists.iter().enumerate() {
         if out[i].is_some() {
             continue;
         }
-        let mut alone = |visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), E> {
-            read(&mut |list, item, hash| list != i || visit(item, hash))
+        let only = i as u32;
+        let read = |part: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
+            (input.read)(part, halt, &mut |key, hash| key.list != only || visit(key, hash))
         };
-        let mut r = replay_within(l.estimate, l.upper, l.k, next[i], budget, &mut alone)?;
+        let alone: ReplayInput<'_, ListKey, E> = ReplayInput {
+            parts: input.parts,
+            threads: input.threads,
+            read: &read as &ReadPart<'_, ListKey, E>,
+        };
+        let mut r = replay_within(l.estimate, l.upper, l.k, next[i], budget, &alone)?;
         // the shared pass is part of this list's replay
         let stats = match &mut r {
             Replayed::Exact(_, c, s) => {

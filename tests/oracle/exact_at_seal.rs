@@ -374,10 +374,11 @@ fn a_flat_instance_over_the_key_budget_stays_approximate_with_the_reason() {
 }
 
 /// Per-group windows (`by = ["country"]`, 2 lists per instance for up to 4 groups, so `(other)`
-/// too) in `sketch` and `auto` mode with `exact_at_seal`, tiny tables and few candidates so that
-/// groups fold into tables: SIGKILLed at least 5 times, restored onto 1, 2 and 3 workers in
-/// turn, every sealed group list is the model's exact list, `exact` with bound 0, and some carry
-/// a certificate; dead letters are the model's, exactly once.
+/// too) with `exact_at_seal`, tiny tables and few candidates so that groups fold: a `sketch`
+/// window counting events and an `auto` one counting distinct users. SIGKILLed at least 5
+/// times, restored onto 1, 2 and 3 workers in turn, every sealed group list is the model's
+/// exact list, `exact` with bound 0, and some carry a certificate; dead letters are the
+/// model's, exactly once.
 #[test]
 fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
     let parts = hotlist_tests::inputs::random_grouped_partitions(43, &checkpointed_job_shape(9000));
@@ -387,6 +388,7 @@ fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
             let mut m = ModelWindow::new(&w.name, w.size, w.slide, w.k);
             m.by = vec!["country".into()];
             m.max_groups = 2;
+            m.distinct_users = w.name == "30s-hop";
             m
         })
         .collect();
@@ -396,9 +398,13 @@ fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
         .replacen("k = 5\n", &format!("k = 5\n{}\n", grouped(SKETCH_10S)), 1)
         .replacen(
             "k = 4\n",
-            &format!("k = 4\n{}\n", grouped(&AUTO_HOP.replace("candidates = 4", ""))),
+            &format!(
+                "k = 4\ncount = \"distinct_users\"\n{}\n",
+                grouped(&AUTO_HOP.replace("candidates = 4", ""))
+            ),
             1,
-        );
+        )
+        .replacen("[time]", "[source.format]\nuser = \"/user\"\n[time]", 1);
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
     write_partitions(&dir.path().join("in"), &parts).expect("inputs");

@@ -533,8 +533,9 @@ proptest! {
     }
 }
 
-/// `exact_at_seal` per-group windows (docs/exact-at-seal.md, "Per-group windows"): tiny
-/// tables per group, 1–4 `max_groups` (so `(other)` is replayed too), random disorder, late
+/// `exact_at_seal` per-group and distinct-user windows (docs/exact-at-seal.md, "Per-group
+/// windows"): tiny tables per group, 1–4 `max_groups` (so `(other)` is replayed too), random
+/// key shapes (by country, by country and device, distinct users, distinct users by device), random disorder, late
 /// events and bad lines, 1, 2 and 4 workers: every sealed group list is the model's exact
 /// top-K, `exact` with bound 0, and the dead letters are the model's; and replays did happen
 /// (certified lists over the cases).
@@ -548,12 +549,12 @@ fn replayed_group_lists_equal_the_model() {
     let certified = std::cell::Cell::new(0usize);
     let strategy = (
         case(),
-        proptest::collection::vec(1u32..5, 3),
+        proptest::collection::vec((1u8..5, 1u32..5), 3),
         proptest::collection::vec((0u8..2, proptest::sample::select(vec![0.05, 0.2, 0.5]), 0usize..3), 3),
         1u64..12,
     );
-    let outcome = runner.run(&strategy, |(c, max_groups, modes, max_items)| {
-        certified.set(certified.get() + check_replayed_groups(&c, &max_groups, &modes, max_items)?);
+    let outcome = runner.run(&strategy, |(c, shapes, modes, max_items)| {
+        certified.set(certified.get() + check_replayed_groups(&c, &shapes, &modes, max_items)?);
         Ok(())
     });
     if let Err(e) = outcome {
@@ -562,23 +563,18 @@ fn replayed_group_lists_equal_the_model() {
     assert!(certified.get() > 0, "no list was certified by a replay");
 }
 
-/// Runs `c` with per-group `exact_at_seal` windows on 1, 2 and 4 workers and checks every
+/// Runs `c` with per-group and distinct-user `exact_at_seal` windows on 1, 2 and 4 workers and checks every
 /// sealed group list against the model; returns how many lists carried a certificate.
 fn check_replayed_groups(
     c: &Case,
-    max_groups: &[u32],
+    shapes: &[(u8, u32)],
     modes: &[(u8, f64, usize)],
     max_items: u64,
 ) -> Result<usize, TestCaseError> {
     let parts = hotlist_tests::inputs::random_grouped_partitions(c.seed, &c.shape);
     let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let paths = write_partitions(dir.path(), &parts).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let shapes: Vec<(u8, u32)> = max_groups
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (1 + (i % 2) as u8, *m))
-        .collect();
-    let ws = grouped_windows(c, &shapes);
+    let ws = grouped_windows(c, shapes);
     let counting: Vec<Counting> = ws
         .iter()
         .zip(modes)
@@ -589,6 +585,7 @@ fn check_replayed_groups(
         .map(|w| {
             let mut m = ModelWindow::new(&w.name, w.size.as_i64(), w.slide.as_i64(), w.k);
             m.by = w.key.by.clone();
+            m.distinct_users = w.key.distinct_users;
             m.max_groups = w.key.max_groups as usize;
             m
         })

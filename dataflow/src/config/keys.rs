@@ -60,12 +60,6 @@ pub fn key_shape(w: &RawWindow) -> Result<KeyShape> {
                 w.name
             );
         }
-        if distinct_users && w.exact_at_seal == Some(true) {
-            bail!(
-                "window {:?}: exact_at_seal: not yet for count = \"distinct_users\" (its sealed lists stay approximate)",
-                w.name
-            );
-        }
     }
     Ok(KeyShape {
         by,

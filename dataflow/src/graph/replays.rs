@@ -1,7 +1,9 @@
 //! The replays of `exact_at_seal` instances, on their own thread beside the live job (worker 0,
 //! owned by `MergeLists`). The merger hands over each sealed instance whose final list is
-//! approximate; the thread reads its ranges again (`source::replay`) and sends back the exact
-//! list with its certificate, which the merger publishes as the instance's next revision.
+//! approximate; the thread reads its ranges again (`source::replay`: each pass on up to
+//! `run.workers` threads of its own, one map each) and sends back the exact list with its
+//! certificate, which the merger publishes as the instance's next revision. Replays run one at
+//! a time, on process 0 only (its worker 0).
 //!
 //! Until then the job is pending: it is in every checkpoint (`replay.snap`, with the sources'
 //! notes), so a crash or a stop replays it again after the restore; its exact revision is a

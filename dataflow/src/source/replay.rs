@@ -4,6 +4,11 @@
 //! that every record gets the verdict it got live. The passes, within the job's memory budget:
 //! `hotlist_operators::replay_budget`; the proof: `certify.rs`.
 //!
+//! Each pass reads the ranges in parallel, on up to `run.workers` threads (range `i` of the job
+//! on thread `i mod threads`), each counting into a map of its own, the maps summed per item
+//! (`hotlist_operators::replay_count`: the budget is the merged map's, so the result is the same
+//! for any worker count). A range that fails fails the replay with its reason; the others stop.
+//!
 //! A reader of its own per range: a file opened again and sought to the byte where the range
 //! starts (when the notes carry it: `ByteMark`; older checkpoints' ranges count lines to it),
 //! the generator sought, a second Kafka consumer. A range that cannot be read again (a file
@@ -18,15 +23,17 @@ use hotlist_operators::counter::Shapes;
 use hotlist_operators::group::OTHER_GROUP;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::ItemId;
 use hotlist_operators::record::TimedEvent;
 use hotlist_operators::replay::{counts_in, PartitionRange, ReplayJob};
 use hotlist_operators::replay_budget::Replayed;
-use hotlist_operators::replay_lists::{replay_lists, ListToReplay};
+use hotlist_operators::replay_count::ReplayInput;
+use hotlist_operators::replay_lists::{replay_lists, ListKey, ListToReplay};
 use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::PartitionClock;
+use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Records per read call.
@@ -34,12 +41,25 @@ const BUDGET: usize = 4096;
 /// How long a Kafka range may go without a message before the replay gives up.
 const KAFKA_STALL: Duration = Duration::from_secs(60);
 
-/// The exact list of a sealed instance and its certificate, or that no pass proving it fits
-/// the plan's budget (`[exact_at_seal]`), or why it cannot be had (`Err`). Stops early (an
-/// error) when `stop` is set. What its file readers went through adds up in `scanned`.
+/// The exact lists of a sealed instance (each list of the job: a global window's one, or a
+/// per-group window's groups) and their certificates, or that no pass proving one fits the
+/// plan's budget (`[exact_at_seal]`), or why they cannot be had (`Err`). Each pass reads the
+/// ranges on up to `plan.workers` threads. Stops early (an error) when `stop` is set. What its
+/// file readers went through adds up in `scanned`.
 pub fn replay(
     plan: &JobPlan,
     job: &ReplayJob,
+    stop: &AtomicBool,
+    scanned: &mut Scanned,
+) -> Result<Vec<Replayed>, String> {
+    replay_on(plan, job, plan.workers, stop, scanned)
+}
+
+/// [`replay`] on up to `threads` threads.
+fn replay_on(
+    plan: &JobPlan,
+    job: &ReplayJob,
+    threads: usize,
     stop: &AtomicBool,
     scanned: &mut Scanned,
 ) -> Result<Vec<Replayed>, String> {
@@ -50,10 +70,10 @@ pub fn replay(
         .find(|(_, w)| w.name == job.window)
         .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
     // each list's estimates: its group's table; no estimate reaches past its largest cell
-    let estimates: Vec<Box<dyn Fn(u64) -> u64 + '_>> = job
+    let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync + '_>> = job
         .lists
         .iter()
-        .map(|l| Box::new(move |hash: u64| l.sketch.estimate(hash)) as Box<dyn Fn(u64) -> u64 + '_>)
+        .map(|l| Box::new(move |hash: u64| l.sketch.estimate(hash)) as Box<dyn Fn(u64) -> u64 + Sync + '_>)
         .collect();
     let lists: Vec<ListToReplay<'_>> = job
         .lists
@@ -66,48 +86,89 @@ pub fn replay(
             upper: l.sketch.cells().iter().max().unwrap_or(0).saturating_add(1),
         })
         .collect();
-    // which list an event counts in: its group's (per-group windows: `(other)`'s when its group
-    // has no list of its own), if that list is replayed
-    let shapes = Shapes::new(&specs);
-    let shape = shapes.of_window(wid);
-    let index: BTreeMap<&str, usize> = job
-        .lists
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.group.as_str(), i))
-        .collect();
-    let mut group = String::new();
-    let mut list_of = |e: &TimedEvent| -> Option<usize> {
-        if shape == 0 {
-            return index.get("").copied();
+    let router = ListRouter::new(&specs, wid, job);
+    let tally = Mutex::new(Scanned::default());
+    let read_part = |part: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
+        let range = &job.ranges[part];
+        let mut more = true;
+        let mut mine = Scanned::default();
+        let mut group = String::new();
+        let read = read_range(plan, range, stop, halt, &mut mine, &mut |e| {
+            if counts_in(window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
+                if let Some(key) = router.key(e, &mut group) {
+                    more = visit(&key, e.hash);
+                }
+            }
+            more
+        });
+        // a poisoned tally (a reader panicked) still holds the others' sums
+        let mut sum = tally.lock().unwrap_or_else(|p| p.into_inner());
+        sum.skipped_lines += mine.skipped_lines;
+        sum.bytes += mine.bytes;
+        read.map_err(|e| format!("partition {}: {e}", range.partition.0))
+    };
+    let input = ReplayInput {
+        parts: job.ranges.len(),
+        threads,
+        read: &read_part,
+    };
+    let result = replay_lists(&lists, plan.exact_at_seal, &input);
+    let sum = tally.into_inner().unwrap_or_else(|p| p.into_inner());
+    scanned.skipped_lines += sum.skipped_lines;
+    scanned.bytes += sum.bytes;
+    result
+}
+
+/// Which replayed list an event counts in: its group's (per-group windows: `(other)`'s when its
+/// group has no list of its own), if that list is replayed; a distinct-user window counts
+/// (item, user) pairs.
+struct ListRouter<'a> {
+    shapes: Shapes,
+    shape: u8,
+    window: &'a WindowSpec,
+    index: BTreeMap<&'a str, u32>,
+    admit_up_to: Option<u64>,
+}
+
+impl<'a> ListRouter<'a> {
+    fn new(specs: &'a [WindowSpec], window: usize, job: &'a ReplayJob) -> ListRouter<'a> {
+        let shapes = Shapes::new(specs);
+        ListRouter {
+            shape: shapes.of_window(window),
+            shapes,
+            window: &specs[window],
+            index: job
+                .lists
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.group.as_str(), i as u32))
+                .collect(),
+            admit_up_to: job.admit_up_to,
         }
-        if !shapes.group(shape, e, &mut group) {
+    }
+
+    /// The key `e` counts under, if it counts in a replayed list (`group`: scratch).
+    fn key(&self, e: &TimedEvent, group: &mut String) -> Option<ListKey> {
+        let user = e.extra.as_ref().and_then(|x| x.user.as_ref());
+        let distinct = self.window.key.distinct_users;
+        if distinct && user.is_none() {
             return None;
         }
-        if job.admit_up_to.is_some_and(|up_to| item_hash(&group) > up_to) {
-            return index.get(OTHER_GROUP).copied();
-        }
-        index.get(group.as_str()).copied()
-    };
-    let mut read_once = |visit: &mut dyn FnMut(usize, &ItemId, u64) -> bool| -> Result<(), String> {
-        for range in &job.ranges {
-            let mut more = true;
-            read_range(plan, range, stop, scanned, &mut |e| {
-                if counts_in(window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
-                    if let Some(list) = list_of(e) {
-                        more = visit(list, &e.item, e.hash);
-                    }
-                }
-                more
-            })
-            .map_err(|e| format!("partition {}: {e}", range.partition.0))?;
-            if !more {
-                break;
-            }
-        }
-        Ok(())
-    };
-    replay_lists(&lists, plan.exact_at_seal, &mut read_once)
+        let list = if self.window.key.by.is_empty() {
+            self.index.get("").copied()
+        } else if !self.shapes.group(self.shape, e, group) {
+            None
+        } else if self.admit_up_to.is_some_and(|up_to| item_hash(group) > up_to) {
+            self.index.get(OTHER_GROUP).copied()
+        } else {
+            self.index.get(group.as_str()).copied()
+        }?;
+        Some(ListKey {
+            list,
+            item: e.item.clone(),
+            user: user.filter(|_| distinct).cloned(),
+        })
+    }
 }
 
 /// The live source's per-record rules, but for the wall clock.
@@ -123,17 +184,19 @@ fn replay_rules(plan: &JobPlan) -> Rules {
     }
 }
 
-/// Reads one partition's range, handing every accepted event to `f` until it returns `false`.
+/// Reads one partition's range, handing every accepted event to `f` until it returns `false`
+/// or `halt` is set (another range failed: `Ok`, the read is not used).
 fn read_range(
     plan: &JobPlan,
     r: &PartitionRange,
     stop: &AtomicBool,
+    halt: &AtomicBool,
     scanned: &mut Scanned,
     f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
 ) -> Result<(), String> {
     let mut reader =
         Reader::open(&plan.source, r.partition.0, plan.max_record_bytes, false).map_err(|e| format!("{e:#}"))?;
-    let result = read_open_range(plan, r, stop, &mut reader, f);
+    let result = read_open_range(plan, r, stop, halt, &mut reader, f);
     if let Reader::File(file) = &reader {
         let s = file.scanned();
         scanned.skipped_lines += s.skipped_lines;
@@ -147,6 +210,7 @@ fn read_open_range(
     plan: &JobPlan,
     r: &PartitionRange,
     stop: &AtomicBool,
+    halt: &AtomicBool,
     reader: &mut Reader,
     f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
 ) -> Result<(), String> {
@@ -175,6 +239,9 @@ fn read_open_range(
     while !done {
         if stop.load(Relaxed) {
             return Err("the job is stopping".into());
+        }
+        if halt.load(Relaxed) {
+            return Ok(());
         }
         let status = reader.read(BUDGET, &mut |rec| {
             let (at, line) = match rec.message() {
@@ -487,5 +554,101 @@ mod tests {
         std::fs::write(&path, lines[..100].join("\n")).expect("shrink");
         let err = run(&plan, &j).expect_err("shrunk");
         assert!(err.contains("fewer than the"), "{err}");
+    }
+
+    /// A job over `files` (one partition each, `p0.jsonl`, `p1.jsonl`, …), as [`job_over`].
+    fn job_over_files(files: &[Vec<String>]) -> (tempfile::TempDir, JobPlan) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (i, lines) in files.iter().enumerate() {
+            std::fs::write(dir.path().join(format!("p{i}.jsonl")), lines.join("\n") + "\n").expect("write");
+        }
+        let toml = format!(
+            "[source]\nkind = \"file\"\npath = {:?}\n[time]\nmax_out_of_orderness = \"0ms\"\nallowed_lateness = \"0ms\"\n\
+             [[window]]\nname = \"w\"\nsize = \"100ms\"\nk = 2\nmode = \"sketch\"\nexact_at_seal = true\n\
+             [window.sketch]\ncandidates = 10\n[sink]\nkind = \"sqlite\"\npath = \"x.db\"\n",
+            dir.path().join("p*.jsonl").display().to_string()
+        );
+        (dir, parse(&toml, &Overrides::default()).expect("config"))
+    }
+
+    /// Three partitions whose items overlap (a, b and c in several): a replay on 2 or 3 threads
+    /// sums each item over the partitions and gives the single thread's list, certificate and
+    /// stats — in one pass, in two, split by hash ranges, or over budget — and, when no read
+    /// stops early, its bytes read.
+    #[test]
+    fn ranges_read_on_several_threads_give_the_single_threads_result() {
+        let files: Vec<Vec<String>> = [
+            &["a", "b", "a", "c", "e"][..],
+            &["b", "a", "c", "c", "f", "b"][..],
+            &["c", "d", "a", "b"][..],
+        ]
+        .iter()
+        .map(|items| items.iter().enumerate().map(|(i, x)| line(x, i as i64 * 10)).collect())
+        .collect();
+        let (_dir, mut plan) = job_over_files(&files);
+        let all: Vec<String> = files.concat();
+        let want = brute(&all, &[]);
+        assert_eq!((want["a"], want["b"], want["c"]), (4, 4, 4), "each in several files");
+        let counts: Vec<(&str, u32)> = want.iter().map(|(k, v)| (k.as_str(), *v as u32)).collect();
+        let mut j = job(0, &counts, 4, vec![]);
+        j.ranges = files
+            .iter()
+            .enumerate()
+            .map(|(i, lines)| PartitionRange {
+                partition: PartitionId(i as u32),
+                from: 0,
+                max_ts: Millis::MIN,
+                byte: None,
+                to: lines.len() as u64,
+                skips: vec![],
+            })
+            .collect();
+        let on = |plan: &JobPlan, j: &ReplayJob, threads: usize| {
+            let mut scanned = Scanned::default();
+            let r = replay_on(plan, j, threads, &AtomicBool::new(false), &mut scanned).map(|mut lists| {
+                assert_eq!(lists.len(), 1, "one list");
+                lists.remove(0)
+            });
+            (r, scanned)
+        };
+        let ids = |items: &[RankedItem]| -> Vec<(String, u64)> {
+            items.iter().map(|r| (r.item_id.to_string(), r.count)).collect()
+        };
+        // from 4 (one pass), from 100 (nothing counted: a second pass from 1), split, over
+        let budgets = [(4, (100, 1)), (100, (100, 1)), (1, (2, 8)), (1, (2, 1))];
+        for (threshold, (keys, ranges)) in budgets {
+            j.lists[0].threshold = threshold;
+            plan.exact_at_seal = ReplayBudget::new(keys, ranges).expect("budget");
+            let (one, one_scanned) = on(&plan, &j, 1);
+            match (keys, ranges) {
+                (100, _) => {
+                    let (items, cert) = exact(one.clone());
+                    assert_eq!(ids(&items), vec![("a".into(), 4), ("b".into(), 4)]);
+                    assert_eq!(cert.passes, if threshold == 4 { 1 } else { 2 });
+                }
+                (_, 8) => assert!(
+                    matches!(&one, Ok(Replayed::Exact(items, _, s)) if s.ranges > 1 && ids(items)[0] == ("a".into(), 4)),
+                    "split: {one:?}"
+                ),
+                _ => assert!(matches!(one, Ok(Replayed::OverBudget(_))), "over: {one:?}"),
+            }
+            for threads in [2, 3] {
+                let (got, got_scanned) = on(&plan, &j, threads);
+                assert_eq!(got, one, "from {threshold}, budget {keys}×{ranges}, {threads} threads");
+                // a read that overflows stops early: how far the others got varies
+                if keys == 100 {
+                    assert_eq!(got_scanned, one_scanned, "{threads} threads");
+                }
+            }
+        }
+        // a partition that cannot be read fails the replay with its reason on any thread count
+        j.ranges[1].to += 5;
+        for threads in 1..=3 {
+            let err = on(&plan, &j, threads).0.expect_err("partition 1 is shorter");
+            assert!(
+                err.starts_with("partition 1: the input ended at position 6, before 11"),
+                "{err}"
+            );
+        }
     }
 }

@@ -164,7 +164,6 @@ proptest! {
         let mut naive: BTreeMap<(u16, i64), BTreeMap<String, u64>> = BTreeMap::new();
         let mut latest = Lists::new();
         let (mut t, mut max_ts) = (0i64, None::<i64>);
-        let mut incremental = 0;
         for (n, (item, step, back, late)) in events.iter().enumerate() {
             t += step;
             let ts = t - back - if *late { 50 } else { 0 };
@@ -183,13 +182,11 @@ proptest! {
                 record(&mut latest, c.advance(Millis(max_ts.unwrap_or(i64::MIN) - ooo), n % 3 != 0));
             }
             if n % restore_every == restore_every - 1 {
-                incremental += c.stats().emits.0;
                 c = WindowedCounter::restore(windows.clone(), lateness, 0, 1, &[c.snapshot()])
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
         }
         record(&mut latest, c.advance(Millis::MAX, false));
-        incremental += c.stats().emits.0;
         let want: Lists = naive.into_iter().map(|(key, m)| {
             let mut v: Vec<(String, u64)> = m.into_iter().collect();
             v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -198,6 +195,7 @@ proptest! {
         }).collect();
         latest.retain(|_, v| !v.is_empty());
         prop_assert_eq!(latest, want);
-        prop_assert!(events.len() < 200 || incremental > 0, "long streams emit incrementally");
+        // (that emissions are incremental at all is asserted by the unit tests above: a random
+        // stream may rightly recount every time — one item, whose scan is the cheaper path)
     }
 }

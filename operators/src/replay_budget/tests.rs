@@ -1,10 +1,13 @@
 //! The budgeted replay against brute force: whatever the estimates (never below a count), the
 //! first threshold and the budget, it ends with the brute-force top-K exactly when the pass
-//! from the exact K-th count fits the finest ranges, and never holds more than the budget.
+//! from the exact K-th count fits the finest ranges, and never holds more than the budget;
+//! and the events split into parts read by 1, 2 or 3 threads give the same result.
 
 use super::*;
+use crate::replay_count::ReplayInput;
 use proptest::prelude::*;
 use std::convert::Infallible;
+use std::sync::atomic::AtomicBool;
 
 /// Items as (count, over-estimate, hash).
 type Items = Vec<(u64, u64, u64)>;
@@ -19,6 +22,20 @@ fn estimates(items: &Items) -> impl Fn(u64) -> u64 + '_ {
 }
 
 fn run(items: &Items, k: usize, first: u64, budget: ReplayBudget) -> Replayed {
+    run_parted(items, k, first, budget, 1, 0, 1)
+}
+
+/// [`run`] with the events spread over `parts` parts (event `i` in part
+/// `(i × 7 + shift) mod parts`: an item's events in several parts), read by `threads` threads.
+fn run_parted(
+    items: &Items,
+    k: usize,
+    first: u64,
+    budget: ReplayBudget,
+    parts: usize,
+    shift: usize,
+    threads: usize,
+) -> Replayed {
     let est = estimates(items);
     let upper = items.iter().map(|x| x.0 + x.1).max().unwrap_or(0) + 1;
     // the events, interleaved: round r has one event of every item with a count above r
@@ -32,15 +49,24 @@ fn run(items: &Items, k: usize, first: u64, budget: ReplayBudget) -> Replayed {
                 .map(|(i, x)| (id(i), x.2))
         })
         .collect();
-    let mut read = |visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), Infallible> {
-        for (item, hash) in &events {
+    let mut parted = vec![Vec::new(); parts];
+    for (i, e) in events.into_iter().enumerate() {
+        parted[(i * 7 + shift) % parts].push(e);
+    }
+    let read = |part: usize, _: &AtomicBool, visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), Infallible> {
+        for (item, hash) in &parted[part] {
             if !visit(item, *hash) {
                 break;
             }
         }
         Ok(())
     };
-    match replay_within(&est, upper, k, first, budget, &mut read) {
+    let input = ReplayInput {
+        parts,
+        threads,
+        read: &read,
+    };
+    match replay_within(&est, upper, k, first, budget, &input) {
         Ok(r) => r,
         Err(never) => match never {},
     }
@@ -93,6 +119,27 @@ proptest! {
                 prop_assert!(over, "gave up although the proving pass fits");
                 prop_assert!(stats.peak_keys <= max_keys);
             }
+        }
+    }
+
+    /// The budget counts the merged map's keys, so neither the thread count nor how events
+    /// spread over parts changes anything: the list, the certificate and the stats (exact or
+    /// over budget) are the single-thread, single-part result.
+    #[test]
+    fn threads_and_parts_do_not_change_the_outcome(
+        items in proptest::collection::vec((0u64..6, 0u64..5, any::<u64>()), 0..60),
+        k in 1usize..5,
+        first in 0u64..12,
+        max_keys in 1usize..16,
+        range_bits in 0u32..3,
+        parts in 1usize..6,
+        shift in 0usize..6,
+    ) {
+        let budget = ReplayBudget::new(max_keys, 1 << range_bits).expect("budget");
+        let single = run(&items, k, first, budget);
+        for threads in 1..=3 {
+            let got = run_parted(&items, k, first, budget, parts, shift, threads);
+            prop_assert_eq!(&got, &single, "{} threads over {} parts", threads, parts);
         }
     }
 }

@@ -1,11 +1,12 @@
 //! Several lists replayed together against each replayed alone and brute force: the same
 //! outcome per list (exact with the brute-force top-K, or over budget), whatever the estimates,
-//! first thresholds and budget, and never more keys than the budget at once.
+//! first thresholds, budget and thread count; distinct-user lists count (item, user) pairs.
 
 use super::*;
 use crate::record::RankedItem;
 use crate::topk::top_k;
 use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 
 /// Per list, items as (count, over-estimate, hash).
@@ -15,21 +16,27 @@ fn id(i: usize) -> ItemId {
     ItemId::from(format!("i{i}").as_str())
 }
 
-/// The events of every list, interleaved: round r has one event of every item with a count
-/// above r, lists in turn.
-fn events(lists: &Lists) -> Vec<(usize, ItemId, u64)> {
+/// The events of every list, interleaved (round r has one event of every item with a count
+/// above r), cut into `parts` parts round-robin; with `users`, event r of an item is by user
+/// r mod `users`.
+fn events(lists: &Lists, parts: usize, users: Option<u64>) -> Vec<Vec<(ListKey, u64)>> {
     let rounds = lists.iter().flatten().map(|x| x.0).max().unwrap_or(0);
-    (0..rounds)
-        .flat_map(|r| {
-            lists.iter().enumerate().flat_map(move |(l, items)| {
-                items
-                    .iter()
-                    .enumerate()
-                    .filter(move |(_, x)| x.0 > r)
-                    .map(move |(i, x)| (l, id(i), x.2))
-            })
-        })
-        .collect()
+    let mut out = vec![Vec::new(); parts];
+    let mut n = 0;
+    for r in 0..rounds {
+        for (l, items) in lists.iter().enumerate() {
+            for (i, x) in items.iter().enumerate().filter(|(_, x)| x.0 > r) {
+                let key = ListKey {
+                    list: l as u32,
+                    item: id(i),
+                    user: users.map(|u| ItemId::from(format!("u{}", r % u).as_str())),
+                };
+                out[n % parts].push((key, x.2));
+                n += 1;
+            }
+        }
+    }
+    out
 }
 
 fn estimate_of(items: &[(u64, u64, u64)], h: u64) -> u64 {
@@ -47,6 +54,35 @@ fn outcome(r: &Replayed) -> Option<&[RankedItem]> {
     }
 }
 
+/// Runs the lists together on `threads` threads.
+fn together(
+    specs: &[ListToReplay<'_>],
+    evs: &[Vec<(ListKey, u64)>],
+    threads: usize,
+    budget: ReplayBudget,
+) -> (Vec<Replayed>, usize) {
+    let reads = std::sync::atomic::AtomicUsize::new(0);
+    let read = |p: usize, _: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| -> Result<(), Infallible> {
+        reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for (key, hash) in &evs[p] {
+            if !visit(key, *hash) {
+                break;
+            }
+        }
+        Ok(())
+    };
+    let input = ReplayInput {
+        parts: evs.len(),
+        threads,
+        read: &read,
+    };
+    let out = match replay_lists(specs, budget, &input) {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    (out, reads.into_inner())
+}
+
 proptest! {
     #[test]
     fn lists_together_end_as_each_alone(
@@ -55,14 +91,16 @@ proptest! {
         firsts in proptest::collection::vec(0u64..12, 5),
         max_keys in 1usize..40,
         range_bits in 0u32..3,
+        parts in 1usize..4,
+        threads in 1usize..4,
     ) {
         let budget = ReplayBudget::new(max_keys, 1 << range_bits).expect("a budget");
-        let evs = events(&lists);
-        let estimates: Vec<Box<dyn Fn(u64) -> u64>> = lists
+        let evs = events(&lists, parts, None);
+        let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync>> = lists
             .iter()
             .map(|items| {
                 let items = items.clone();
-                Box::new(move |h| estimate_of(&items, h)) as Box<dyn Fn(u64) -> u64>
+                Box::new(move |h| estimate_of(&items, h)) as Box<dyn Fn(u64) -> u64 + Sync>
             })
             .collect();
         let specs: Vec<ListToReplay<'_>> = lists
@@ -70,35 +108,13 @@ proptest! {
             .enumerate()
             .map(|(i, items)| ListToReplay { k, first: firsts[i], estimate: estimates[i].as_ref(), upper: upper(items) })
             .collect();
+        let (all, _) = together(&specs, &evs, threads, budget);
+        prop_assert_eq!(all.len(), lists.len());
         let mut peak = 0usize;
-        let mut read = |visit: &mut dyn FnMut(usize, &ItemId, u64) -> bool| -> Result<(), Infallible> {
-            for (l, item, hash) in &evs {
-                if !visit(*l, item, *hash) {
-                    break;
-                }
-            }
-            Ok(())
-        };
-        let together = match replay_lists(&specs, budget, &mut read) {
-            Ok(r) => r,
-            Err(never) => match never {},
-        };
-        prop_assert_eq!(together.len(), lists.len());
         for (i, items) in lists.iter().enumerate() {
-            let mut alone_read = |visit: &mut dyn FnMut(&ItemId, u64) -> bool| -> Result<(), Infallible> {
-                for (l, item, hash) in &evs {
-                    if *l == i && !visit(item, *hash) {
-                        break;
-                    }
-                }
-                Ok(())
-            };
-            let alone = match replay_within(specs[i].estimate, specs[i].upper, k, firsts[i], budget, &mut alone_read) {
-                Ok(r) => r,
-                Err(never) => match never {},
-            };
-            prop_assert_eq!(outcome(&together[i]), outcome(&alone), "list {}", i);
-            if let Replayed::Exact(got, cert, stats) = &together[i] {
+            let alone = together(std::slice::from_ref(&ListToReplay { k, first: firsts[i], estimate: estimates[i].as_ref(), upper: upper(items) }), &events(&[items.clone()].to_vec(), parts, None), 1, budget).0;
+            prop_assert_eq!(outcome(&all[i]), outcome(&alone[0]), "list {}", i);
+            if let Replayed::Exact(got, cert, stats) = &all[i] {
                 let seen: Vec<RankedItem> = items
                     .iter()
                     .enumerate()
@@ -112,22 +128,60 @@ proptest! {
         }
         prop_assert!(peak <= max_keys, "peak {} of {}", peak, max_keys);
     }
+
+    /// Distinct-user lists: an item's count is its distinct users, and the budget counts pairs.
+    #[test]
+    fn distinct_lists_count_users(
+        lists in proptest::collection::vec(proptest::collection::vec((0u64..8, 0u64..5, any::<u64>()), 0..20), 1..4),
+        users in 1u64..4,
+        k in 1usize..4,
+        threads in 1usize..3,
+    ) {
+        let evs = events(&lists, 2, Some(users));
+        let mut pairs: BTreeMap<(u32, ItemId), BTreeSet<ItemId>> = BTreeMap::new();
+        for (key, _) in evs.iter().flatten() {
+            pairs.entry((key.list, key.item.clone())).or_default().insert(key.user.clone().expect("a user"));
+        }
+        let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync>> = lists
+            .iter()
+            .map(|items| {
+                let items = items.clone();
+                Box::new(move |h| estimate_of(&items, h)) as Box<dyn Fn(u64) -> u64 + Sync>
+            })
+            .collect();
+        let specs: Vec<ListToReplay<'_>> = lists
+            .iter()
+            .enumerate()
+            .map(|(i, items)| ListToReplay { k, first: 1, estimate: estimates[i].as_ref(), upper: upper(items) })
+            .collect();
+        let (all, _) = together(&specs, &evs, threads, ReplayBudget::default());
+        for (i, r) in all.iter().enumerate() {
+            let seen: Vec<RankedItem> = pairs
+                .iter()
+                .filter(|((l, _), _)| *l == i as u32)
+                .map(|((_, item), us)| RankedItem { item_id: item.clone(), count: us.len() as u64 })
+                .collect();
+            prop_assert_eq!(outcome(r), Some(&top_k(seen, k)[..]), "list {}", i);
+        }
+    }
 }
 
 /// Two lists a shared first pass proves: one read for both.
 #[test]
 fn one_shared_read_proves_lists_whose_thresholds_hold() {
-    let evs: Vec<(usize, ItemId, u64)> = [
-        (0, "a", 1),
-        (0, "a", 1),
-        (0, "b", 2),
-        (1, "c", 3),
-        (1, "c", 3),
-        (1, "d", 4),
-    ]
-    .into_iter()
-    .map(|(l, i, h)| (l, ItemId::from(i), h))
-    .collect();
+    let key = |l: u32, i: &str| ListKey {
+        list: l,
+        item: ItemId::from(i),
+        user: None,
+    };
+    let evs = vec![vec![
+        (key(0, "a"), 1),
+        (key(0, "a"), 1),
+        (key(0, "b"), 2),
+        (key(1, "c"), 3),
+        (key(1, "c"), 3),
+        (key(1, "d"), 4),
+    ]];
     let exact = |h: u64| match h {
         1 | 3 => 2,
         _ => 1,
@@ -146,17 +200,7 @@ fn one_shared_read_proves_lists_whose_thresholds_hold() {
             upper: 3,
         },
     ];
-    let mut reads = 0;
-    let mut read = |visit: &mut dyn FnMut(usize, &ItemId, u64) -> bool| -> Result<(), Infallible> {
-        reads += 1;
-        for (l, item, hash) in &evs {
-            if !visit(*l, item, *hash) {
-                break;
-            }
-        }
-        Ok(())
-    };
-    let out = replay_lists(&specs, ReplayBudget::default(), &mut read).expect("infallible");
+    let (out, reads) = together(&specs, &evs, 1, ReplayBudget::default());
     assert_eq!(reads, 1);
     let firsts: Vec<(String, u64, u32)> = out
         .iter()

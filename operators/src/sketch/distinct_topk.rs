@@ -185,7 +185,7 @@ mod tests {
     proptest! {
         /// Whatever the events: the table's estimate of every item is at least its distinct
         /// users; candidates stay within capacity; with room for every item, the listed counts
-        /// are each item's HyperLogLog estimate of its users (small sets: within 2 of exact).
+        /// are each item's HyperLogLog estimate of its users (small sets: within 4 of exact).
         #[test]
         fn upper_bounds_hold_and_candidates_stay_bounded(
             events in proptest::collection::vec((0u8..30, 0u8..20, 1u64..4), 0..300),
@@ -205,7 +205,7 @@ mod tests {
             if capacity >= 30 {
                 for r in s.top(usize::MAX) {
                     let truth = users[r.item_id.as_str()].len() as u64;
-                    prop_assert!(r.count.abs_diff(truth) <= 2, "{:?} vs {}", r, truth);
+                    prop_assert!(r.count.abs_diff(truth) <= 4, "{:?} vs {}", r, truth);
                 }
             }
             let mut again = DistinctTopK::with_table(s.sketch().clone(), capacity);

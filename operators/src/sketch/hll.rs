@@ -105,15 +105,33 @@ mod tests {
         h
     }
 
+    /// Over fixed seeds and sizes (a statistical check must not be drawn at random: it would
+    /// fail now and then): every estimate within 5 standard errors (at least 2) of the truth,
+    /// and their mean absolute error within 1.2 standard errors.
+    #[test]
+    fn estimates_within_the_stated_error() {
+        let sigma = Hll::relative_error();
+        for n in [0usize, 1, 7, 100, 1_000, 9_203, 40_000] {
+            let mut total = 0.0;
+            for seed in 0..24 {
+                let est = of((0..n).map(|i| format!("u{seed}-{i}"))).estimate() as f64;
+                let err = (est - n as f64).abs();
+                assert!(err <= (5.0 * sigma * n as f64).max(2.0), "{est} for {n} (seed {seed})");
+                total += err;
+            }
+            assert!(
+                total / 24.0 <= (1.2 * sigma * n as f64).max(1.0),
+                "mean error {} for {n}",
+                total / 24.0
+            );
+        }
+    }
+
     proptest! {
-        /// Within 4 standard errors of the true count (small sets: almost exact), whatever the
-        /// order and repetition; the union of two is the sketch of the union.
+        /// The union of two is the sketch of the union, whatever the sets.
         #[test]
-        fn estimates_within_the_stated_error(n in 0usize..20_000, m in 0usize..5_000, seed in any::<u32>()) {
+        fn the_union_is_the_sketch_of_the_union(n in 0usize..3_000, m in 0usize..3_000, seed in any::<u32>()) {
             let a = of((0..n).map(|i| format!("u{seed}-{i}")));
-            let est = a.estimate() as f64;
-            let tolerance = (4.0 * Hll::relative_error() * n as f64).max(2.0);
-            prop_assert!((est - n as f64).abs() <= tolerance, "{} for {}", est, n);
             let b = of((n / 2..n / 2 + m).map(|i| format!("u{seed}-{i}")));
             let mut union = a.clone();
             union.merge(&b);
