@@ -27,7 +27,8 @@
 //! - `emit`: building an instance's top-K lists, recounted or incremental;
 //! - `groups`: the announcements of per-group windows' groups;
 //! - `checkpoint`: snapshot and restore;
-//! - `shapes`: the key shapes of per-group and distinct-user windows; `dense`: per-item sums;
+//! - `shapes`: the key shapes of per-group and distinct-user windows; `users`: the per-instance
+//!   user counts that let distinct-user windows emit incrementally; `dense`: per-item sums;
 //!   `dead_letters`: the events the counters cannot count.
 
 mod advance;
@@ -44,6 +45,7 @@ mod shaped_tests;
 mod shapes;
 #[cfg(test)]
 mod tests;
+mod users;
 
 pub use dead_letters::render_event;
 pub(crate) use dead_letters::{out_of_range, sealed_letter};
@@ -89,6 +91,8 @@ struct Pane {
     log: Vec<ItemIdx>,
     /// The number of the first entry still in `log`.
     log_start: u64,
+    /// Whether an event counted here was excluded from a covering instance (see `users`).
+    excluded: bool,
 }
 
 /// The panes of windows sharing one pane width.
@@ -119,6 +123,9 @@ struct Instance {
     /// Per-group windows: the groups of its last emission (a group gone to `(other)` since is
     /// withdrawn with an empty list).
     groups: Vec<GroupKey>,
+    /// Distinct-user windows: the user count per (group, item), kept up to date from its first
+    /// recount while it emits incrementally (see `users`).
+    users: Option<users::UserCounts>,
 }
 
 /// Counters for the state gauges.
@@ -347,7 +354,9 @@ impl WindowedCounter {
             }
         }
         for inst in self.instances.values() {
-            heap += inst.exclusions.capacity() * 13 + inst.last.as_ref().map_or(0, emit::Emitted::heap_bytes);
+            heap += inst.exclusions.capacity() * 13
+                + inst.last.as_ref().map_or(0, emit::Emitted::heap_bytes)
+                + inst.users.as_ref().map_or(0, users::UserCounts::heap_bytes);
         }
         heap += self.admission.values().map(InstanceGroups::heap_bytes).sum::<usize>();
         s.heap_bytes = heap;

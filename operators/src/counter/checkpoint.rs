@@ -208,6 +208,7 @@ impl WindowedCounter {
                     .or_insert(0);
                 *excluded = excluded.saturating_add(*count);
             }
+            self.mark_excluded(ex.instance);
         }
     }
 }

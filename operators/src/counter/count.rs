@@ -97,7 +97,11 @@ impl WindowedCounter {
             let pane = group.slots[slot].as_ref().expect("cached slot is live");
             if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
                 for i in 0..group.shapes.len() {
-                    if let Some(idx) = keys[self.groups[g].shapes[i] as usize] {
+                    let s = self.groups[g].shapes[i];
+                    if let Some(idx) = keys[s as usize] {
+                        if self.shapes.distinct_users(s) {
+                            self.note_user(g, slot, idx, s, late_h, sealed_h);
+                        }
                         self.count(g, slot, idx);
                     }
                 }
@@ -152,6 +156,9 @@ impl WindowedCounter {
         }
         for (shape, key) in keys.iter().enumerate() {
             if let Some(idx) = key.filter(|_| accepted & (1 << shape) != 0) {
+                if shape > 0 && self.shapes.distinct_users(shape as u8) {
+                    self.note_user(g, slot, idx, shape as u8, late_h, sealed_h);
+                }
                 self.count(g, slot, idx);
             }
         }
@@ -163,6 +170,7 @@ impl WindowedCounter {
             let inst = self.instances.entry(key).or_default();
             *inst.exclusions.entry(idx).or_insert(0) += 1;
             inst.touched = self.seq;
+            self.groups[g].slots[slot].as_mut().expect("live slot").excluded = true;
         }
         (accepted != 0, sealed_drop)
     }
@@ -293,6 +301,7 @@ impl WindowedCounter {
             first_end,
             log: Vec::new(),
             log_start: 0,
+            excluded: false,
         };
         let slot = match group.free_slots.pop() {
             Some(s) => {

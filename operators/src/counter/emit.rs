@@ -22,17 +22,28 @@
 //! group's last list, and each group's new list is the top-K of its keys in `L ∪ D` (the
 //! argument above, per group). `group_lists` builds the lists from those keys as from all.
 //!
-//! The full recount stays for: an instance's first emission, every instance after a restore
-//! (`force_emit`), an instance behind a cut log, an instance whose changes are not much fewer
-//! than its counters (the plain scan is cheaper then), a per-group instance with a group in
-//! `(other)` (a fold moves counts from a group's list to `(other)`'s), and distinct-user
-//! windows (a changed key `group NUL item NUL user` does not say whether the item's number of
-//! users changed: that needs every key of the item).
+//! Distinct-user windows (global, or per group under the same no-fold condition) emit the same
+//! way over (group, item)s instead of keys: an item's user count in an instance never decreases
+//! either (its keys' counts never do), the instance keeps every (group, item)'s user count up to
+//! date from its first recount on and logs those that changed (`users`), so `D` is that log,
+//! `L` one representative key per listed (group, item), and each candidate's count is read from
+//! the user counts (no pane is read). A changed key alone would not do: whether its item gained
+//! a user depends on whether the key was already counted in the instance, which `users` tests
+//! when the event is counted.
+//!
+//! Which windows emit incrementally: plain windows; per-group windows counting events or
+//! distinct users while none of the instance's groups counts in `(other)`; global distinct-user
+//! windows. The full recount stays for: an instance's first emission, every instance after a
+//! restore (`force_emit`; user counts are not in snapshots), an instance behind a cut log, an
+//! events instance whose changes are not much fewer than its counters (the plain scan is
+//! cheaper then), and a per-group instance with a group in `(other)` (a fold moves counts from a
+//! group's list to `(other)`'s; such a distinct-user instance drops its user counts).
 
 use super::dense::DenseSums;
 use super::shapes::group_lists;
+use super::users::UserCounts;
 use super::{ItemIdx, Pane, WindowedCounter};
-use crate::group::{split_key, GroupKey};
+use crate::group::{compose_key, split_key, GroupKey};
 use crate::hash::item_hash;
 use crate::record::RankedItem;
 use crate::topk::{rank_cmp, select_top_by, select_top_counted};
@@ -72,10 +83,15 @@ impl WindowedCounter {
     pub(super) fn instance_top_k(&mut self, key: InstanceKey, force: bool) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let g_of = self.group_of(key.window);
         let shape = self.shapes.of_window(key.window.0 as usize);
+        let distinct = self.shapes.distinct_users(shape);
         let incremental = (!force && self.emits_incrementally(key, shape))
-            .then(|| self.incremental_candidates(key, g_of))
+            .then(|| match distinct {
+                true => self.user_candidates(key),
+                false => self.incremental_candidates(key, g_of),
+            })
             .flatten();
         let checking = self.checked && incremental.is_some();
+        let incremental_used = incremental.is_some();
         let mut candidates = match incremental {
             Some(c) => {
                 self.emits.0 += 1;
@@ -91,7 +107,7 @@ impl WindowedCounter {
             candidates.retain(|(_, i)| interner.shape(*i) == shape);
         }
         if shape != 0 {
-            return self.group_top_k(key, shape, g_of, candidates, checking);
+            return self.group_top_k(key, shape, g_of, candidates, checking, distinct && incremental_used);
         }
         let k = self.windows[key.window.0 as usize].k;
         let interner = &self.interner;
@@ -121,16 +137,17 @@ impl WindowedCounter {
     /// keys changed since: plain windows, and per-group event windows while none of the
     /// instance's groups counts in `(other)` (each key is then one (group, item), its count
     /// never decreases, and a group's new top-K is among its last list and its changed keys;
-    /// a fold moves counts between lists). Distinct-user windows always recount: a changed key
-    /// (group, item, user) does not tell whether the (group, item)'s user count changed.
+    /// a fold moves counts between lists). Distinct-user windows, global or per group without
+    /// folds, too: from their user counts per (group, item) (see `users`).
     fn emits_incrementally(&self, key: InstanceKey, shape: u8) -> bool {
-        shape == 0 || (!self.shapes.distinct_users(shape) && self.admission.get(&key).is_none_or(|a| a.folded() == 0))
+        shape == 0 || self.admission.get(&key).is_none_or(|a| a.folded() == 0)
     }
 
     /// The per-group lists of instance `key` (shape `shape` > 0) from `candidates` (its keys
-    /// of that shape, all or those of its last lists and changed since), plus an empty list per
-    /// group emitted before that now counts in `(other)`; remembers the keys listed for the
-    /// next incremental emission. (`checking`: compare with the recount.)
+    /// of that shape, all or those of its last lists and changed since; `per_item`: one
+    /// representative key per (group, item) of a distinct-user window, at its user count), plus
+    /// an empty list per group emitted before that now counts in `(other)`; remembers the keys
+    /// listed for the next incremental emission. (`checking`: compare with the recount.)
     fn group_top_k(
         &mut self,
         key: InstanceKey,
@@ -138,17 +155,33 @@ impl WindowedCounter {
         g_of: usize,
         candidates: Vec<(u64, ItemIdx)>,
         checking: bool,
+        per_item: bool,
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let distinct = self.shapes.distinct_users(shape);
-        let mut lists = self.shaped_lists(key, shape, &candidates);
+        let mut lists = self.shaped_lists(key, distinct && !per_item, &candidates);
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
             full.retain(|(_, i)| interner.shape(*i) == shape);
-            let full = self.shaped_lists(key, shape, &full);
-            assert_eq!(lists, full, "incremental lists of {key:?} differ from the recount");
+            let full_lists = self.shaped_lists(key, distinct, &full);
+            assert_eq!(
+                lists, full_lists,
+                "incremental lists of {key:?} differ from the recount"
+            );
+            if distinct {
+                let interner = &self.interner;
+                let recounted = UserCounts::build(interner, full.iter().map(|(_, i)| *i)).sorted(interner);
+                let kept = self
+                    .instances
+                    .get(&key)
+                    .and_then(|i| i.users.as_ref())
+                    .map(|u| u.sorted(interner));
+                assert_eq!(kept, Some(recounted), "user counts of {key:?} differ from the recount");
+            }
         }
-        if !distinct && self.emits_incrementally(key, shape) {
+        if distinct {
+            self.remember_users(key, shape, &lists, (!per_item).then_some(&candidates));
+        } else if self.emits_incrementally(key, shape) {
             // the keys now listed: (group, item) is one key in an events window without folds
             let listed: FxHashSet<(&str, &str)> = lists
                 .iter()
@@ -186,18 +219,20 @@ impl WindowedCounter {
         lists
     }
 
-    /// `group_lists` of an instance's (count, key) pairs of shape `shape`, under its admission.
+    /// `group_lists` of an instance's (count, key) pairs of one shape, under its admission
+    /// (`distinct_users`: count an item's keys; else sum their counts, as for a distinct-user
+    /// window's representative keys at their items' user counts).
     fn shaped_lists(
         &self,
         key: InstanceKey,
-        shape: u8,
+        distinct_users: bool,
         candidates: &[(u64, ItemIdx)],
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
         let interner = &self.interner;
         let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
         let admission = self.admission.get(&key);
-        group_lists(keys, self.shapes.distinct_users(shape), k, |group| {
+        group_lists(keys, distinct_users, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
         })
     }
@@ -240,7 +275,7 @@ impl WindowedCounter {
 
     /// The count of item `i` in pane `p` of group `g` (inline or in the map).
     #[inline]
-    fn count_in(&self, g: usize, p: &Pane, i: ItemIdx) -> u64 {
+    pub(super) fn count_in(&self, g: usize, p: &Pane, i: ItemIdx) -> u64 {
         if let Some(rel) = p.rel {
             let inl = self.interner.inline(i, g);
             if inl.pane == rel {
@@ -317,6 +352,70 @@ impl WindowedCounter {
             }
         }
         Some(candidates)
+    }
+
+    /// The (user count, representative key) pairs the new lists of distinct-user instance `key`
+    /// are among: its last lists' (group, item)s and those whose user count changed since.
+    /// `None` when it must be recounted (no last lists or no user counts).
+    fn user_candidates(&mut self, key: InstanceKey) -> Option<Vec<(u64, ItemIdx)>> {
+        let inst = self.instances.get_mut(&key)?;
+        let (Some(last), Some(users)) = (inst.last.as_ref(), inst.users.as_mut()) else {
+            return None;
+        };
+        let interner = &self.interner;
+        let set = &mut self.sums;
+        // (a sum of 1 marks a candidate: the set dedups them)
+        for i in last.items.iter().chain(&users.take_changed(interner)) {
+            set.add(*i, 1);
+        }
+        let candidates = set.items().iter().map(|&i| (users.count(interner, i), i)).collect();
+        set.clear();
+        Some(candidates)
+    }
+
+    /// After distinct-user instance `key` (shape `shape`) emitted `lists`: while it can emit
+    /// incrementally, remembers the representatives of the (group, item)s listed, first
+    /// building its user counts from `recounted` (its keys with a positive count) when given;
+    /// else drops its user counts (nothing keeps them up to date any more).
+    fn remember_users(
+        &mut self,
+        key: InstanceKey,
+        shape: u8,
+        lists: &[(GroupKey, Vec<RankedItem>)],
+        recounted: Option<&Vec<(u64, ItemIdx)>>,
+    ) {
+        let incremental = self.emits_incrementally(key, shape);
+        let interner = &self.interner;
+        let Some(inst) = self.instances.get_mut(&key) else {
+            return;
+        };
+        if !incremental {
+            inst.users = None;
+            inst.last = None;
+            return;
+        }
+        if let Some(all) = recounted {
+            inst.users = Some(UserCounts::build(
+                interner,
+                all.iter().filter(|(c, _)| *c > 0).map(|(_, i)| *i),
+            ));
+        }
+        let Some(users) = inst.users.as_ref() else {
+            return;
+        };
+        let mut part = String::new();
+        let mut items = Vec::new();
+        for (group, listed) in lists {
+            for r in listed {
+                compose_key(group.as_str(), r.item_id.as_str(), None, &mut part);
+                items.extend(users.rep(interner, &part));
+            }
+        }
+        // (no pane cursors: the user counts log the changes)
+        inst.last = Some(Emitted {
+            items,
+            cursors: Vec::new(),
+        });
     }
 
     /// Records what plain instance `key` just emitted (`items`, best first) and reads its panes'
