@@ -9,7 +9,7 @@
 use crate::certify::first_threshold;
 use crate::counting::Counting;
 use crate::group::GroupKey;
-use crate::message::{LocalList, PublishedList};
+use crate::message::{LocalList, PublishedList, Share};
 use crate::record::{ListSource, ListState, RankedItem, SketchCheck};
 use crate::sketch::CountMinSketch;
 use crate::snapshot::{MergerSnapshot, PublishedState, SnapshotError};
@@ -31,6 +31,8 @@ struct Merging {
     revision: u32,
     /// `exact_at_seal`: the workers' shares of the instance's table, summed as they arrive.
     share: Option<CountMinSketch>,
+    /// `exact_at_seal`: exact places' (item hash, events), added into `share` if it is replayed.
+    share_items: Vec<(u64, u64)>,
 }
 
 /// The merger.
@@ -103,16 +105,18 @@ impl ListMerger {
     /// Takes a worker's latest list for an instance.
     pub fn receive(&mut self, list: LocalList) {
         let m = self.instances.entry((list.instance, list.group)).or_default();
-        if let Some(share) = list.share {
-            match &mut m.share {
-                None => m.share = Some(*share),
+        match list.share.map(|s| *s) {
+            Some(Share::Table(share)) => match &mut m.share {
+                None => m.share = Some(share),
                 // shapes are the window's on every worker; a mismatch keeps the larger counts
                 Some(sum) => {
                     if sum.merge(&share).is_err() && share.total() > sum.total() {
-                        *sum = *share;
+                        *sum = share;
                     }
                 }
-            }
+            },
+            Some(Share::Items(items)) => m.share_items.extend(items),
+            None => {}
         }
         match list.source {
             ListSource::PaneCounter => {
@@ -200,7 +204,16 @@ impl ListMerger {
                     revision: m.revision,
                     watermark: wm,
                     threshold: first_threshold(&counts, spec.k, bound),
-                    sketch: m.share.take(),
+                    sketch: m.share.take().map(|mut table| {
+                        for (hash, mut n) in std::mem::take(&mut m.share_items) {
+                            while n > 0 {
+                                let step = n.min(u64::from(u32::MAX));
+                                table.add(hash, step as u32);
+                                n -= step;
+                            }
+                        }
+                        table
+                    }),
                 });
             }
             state != ListState::Final
@@ -266,6 +279,7 @@ impl ListMerger {
                     published: p.published.clone(),
                     revision: p.revision,
                     share: None,
+                    share_items: Vec::new(),
                 },
             );
         }

@@ -60,7 +60,18 @@ pub struct LocalList {
     /// Sent once when an instance of an `exact_at_seal` window seals: this worker's share of
     /// the instance's count-min table (the shares add up to a table of all its events), which
     /// guides the replay (`replay.rs`).
-    pub share: Option<Box<CountMinSketch>>,
+    pub share: Option<Box<Share>>,
+}
+
+/// A worker's share of a sealing list's count-min table (see [`LocalList::share`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Share {
+    /// What its sketch added (since its restore; worker 0: and the restored table).
+    Table(CountMinSketch),
+    /// An exact place's counts, as (item hash, events): far smaller than a table for the many
+    /// small groups of a per-group window, and added into the table by the merger only when
+    /// the list needs a replay (some other worker's place folded).
+    Items(Vec<(u64, u64)>),
 }
 
 /// A published revision of a window instance's global top-K list.

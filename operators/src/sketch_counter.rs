@@ -25,7 +25,7 @@ use crate::counting::{AnySketch, Counting};
 use crate::event::check_event_time;
 use crate::group::{split_key, Admitted, GroupKey, GroupNote, InstanceGroups};
 use crate::hash::{item_hash, key_group};
-use crate::message::LocalList;
+use crate::message::{LocalList, Share};
 use crate::record::{DeadLetter, ItemId, ListSource, RankedItem, TimedEvent};
 use crate::sketch::{CountMinSketch, CountMinTopK, CountMinTopKSnapshot, DistinctTopK, HeavyKeeperSnapshot, Hll};
 use crate::snapshot::Snapshot;
@@ -519,14 +519,14 @@ impl SketchCounter {
             let counting = &self.counting[key.window.0 as usize];
             // an `exact_at_seal` instance sends its share of the table as it seals
             let sealing = !live && counting.exact_at_seal();
-            let list = |group: GroupKey, place: &Instance, share: Option<Box<CountMinSketch>>| LocalList {
+            let list = |group: GroupKey, place: &Instance, share: Option<Box<Share>>| LocalList {
                 instance: *key,
                 group,
                 worker,
                 items: top(&place.counts, spec.k),
                 source: ListSource::SketchCounter {
                     events: place.events,
-                    exact: matches!(place.counts, Counts::Exact(_)),
+                    exact: matches!(place.counts, Counts::Exact(_) | Counts::Users(_)),
                 },
                 share,
             };
@@ -681,11 +681,12 @@ impl SketchCounter {
 
 /// A worker's share of a sealing instance's count-min table (see [`SketchCountsSnapshot`]):
 /// what it added since its restore (worker 0: and the restored table); exact counts (an `auto`
-/// instance that did not fold here) added into an empty table. Summed over workers, it never
-/// under-counts any item of the instance.
-fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> CountMinSketch {
+/// instance or a place that did not fold here) as (item hash, events), which the merger adds
+/// into the table when the list needs a replay. Summed over workers, it never under-counts any
+/// item of the instance.
+fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> Share {
     match &inst.counts {
-        Counts::Sketch(s) => match (s.as_ref(), &inst.base) {
+        Counts::Sketch(s) => Share::Table(match (s.as_ref(), &inst.base) {
             (AnySketch::Cms(cms), Some(base)) if worker != 0 => {
                 cms.sketch().minus(base).unwrap_or_else(|_| cms.sketch().clone())
             }
@@ -693,31 +694,18 @@ fn share_of(inst: &Instance, counting: &Counting, worker: u32) -> CountMinSketch
             // (config: exact_at_seal needs count-min) an empty share: the replay's first
             // threshold then counts nothing and lowers it to 1, which counts every item
             (AnySketch::Hk(_), _) => CountMinSketch::new(shape_of(counting)),
-        },
-        Counts::Grouped(_) => CountMinSketch::new(shape_of(counting)), // (shares are per place)
-        Counts::UserSketch(s) => match &inst.base {
+        }),
+        Counts::Grouped(_) => Share::Items(Vec::new()), // (shares are per place)
+        Counts::UserSketch(s) => Share::Table(match &inst.base {
             Some(base) if worker != 0 => s.sketch().minus(base).unwrap_or_else(|_| s.sketch().clone()),
             _ => s.sketch().clone(),
-        },
-        Counts::Users(map) => {
-            let mut table = CountMinSketch::new(shape_of(counting));
-            for (item, (events, _)) in map {
-                add_events(&mut table, item_hash(item), *events);
-            }
-            table
-        }
-        Counts::Exact(map) => {
-            let mut table = CountMinSketch::new(shape_of(counting));
-            for (item, c) in map {
-                let mut left = *c;
-                while left > 0 {
-                    let n = left.min(u64::from(u32::MAX));
-                    table.add(item_hash(item), n as u32);
-                    left -= n;
-                }
-            }
-            table
-        }
+        }),
+        Counts::Users(map) => Share::Items(
+            map.iter()
+                .map(|(item, (events, _))| (item_hash(item), *events))
+                .collect(),
+        ),
+        Counts::Exact(map) => Share::Items(map.iter().map(|(item, c)| (item_hash(item), *c)).collect()),
     }
 }
 

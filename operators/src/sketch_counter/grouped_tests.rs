@@ -448,3 +448,29 @@ proptest! {
         prop_assert_eq!(job.counters.iter().map(|c| c.stats().instances).sum::<usize>(), 0);
     }
 }
+
+/// A distinct-user place that never folded counts exactly, and its list says so.
+#[test]
+fn a_small_distinct_place_publishes_an_exact_list() {
+    let mut w = by_country("10", 10, 10, 2, 10);
+    w.key.distinct_users = true;
+    let counting = [Counting::Sketch(spec(4, 0.05))];
+    let mut job = Job::new(std::slice::from_ref(&w), &counting, 2);
+    let events: Vec<TimedEvent> = (0..12u64)
+        .map(|i| {
+            ev_by(
+                &format!("x{}", i % 2),
+                "US",
+                Some(&format!("u{}", i % 3)),
+                1,
+                i64::MIN,
+                i,
+            )
+        })
+        .collect();
+    let out = job.epoch(&events, Millis::MAX, false);
+    let us = out.iter().find(|p| p.group.as_str() == "country=US").expect("US");
+    assert!(us.exact && us.error_bound == 0, "{us:?}");
+    let got: Vec<(&str, u64)> = us.items.iter().map(|r| (r.item_id.as_str(), r.count)).collect();
+    assert_eq!(got, vec![("x0", 3), ("x1", 3)]);
+}
