@@ -35,6 +35,22 @@ struct Merging {
     share_items: Vec<(u64, u64)>,
 }
 
+impl Merging {
+    /// The sum of the workers' shares, exact places' counts added in (`None`: no worker sent a
+    /// table, so no replay can be guided).
+    fn sealed_table(&mut self) -> Option<CountMinSketch> {
+        let mut table = self.share.take()?;
+        for (hash, mut n) in std::mem::take(&mut self.share_items) {
+            while n > 0 {
+                let step = n.min(u64::from(u32::MAX));
+                table.add(hash, step as u32);
+                n -= step;
+            }
+        }
+        Some(table)
+    }
+}
+
 /// The merger.
 pub struct ListMerger {
     windows: Vec<WindowSpec>,
@@ -204,16 +220,7 @@ impl ListMerger {
                     revision: m.revision,
                     watermark: wm,
                     threshold: first_threshold(&counts, spec.k, bound),
-                    sketch: m.share.take().map(|mut table| {
-                        for (hash, mut n) in std::mem::take(&mut m.share_items) {
-                            while n > 0 {
-                                let step = n.min(u64::from(u32::MAX));
-                                table.add(hash, step as u32);
-                                n -= step;
-                            }
-                        }
-                        table
-                    }),
+                    sketch: m.sealed_table(),
                 });
             }
             state != ListState::Final
