@@ -18,6 +18,11 @@
 //! The outcome — exact list or over budget — depends only on the input, the count-min table
 //! (the cell-wise sum of every event, whatever the worker count or order) and the budget; not
 //! on the first threshold, which depends on the approximate list.
+//!
+//! **Threads.** Each read goes over the instance's parts (partition ranges) on up to
+//! `input.threads` threads (`replay_count`); `max_keys` bounds the pass's merged map, so the
+//! outcome, the certificate and the stats are the same for any thread count, and each thread's
+//! map holds at most `max_keys` items (at most `threads × max_keys` at once).
 
 use crate::certify::{certify, Certificate};
 use crate::record::{ItemId, RankedItem};
