@@ -7,10 +7,11 @@
 //! group's first threshold, all in one map within the budget (`max_replay_keys` keys in all;
 //! the read in parallel as every pass: `replay_count`). A distinct-user list counts (item, user)
 //! pairs, an item's count being its number of pairs (`replay_budget::CountedKey`).
-//! Each list is then certified on its own (`certify.rs`). A list that pass proves is done; the
-//! others — or all of them, when the shared pass would outgrow the budget — go on alone through
-//! [`replay_within`] (its passes, hash-range splits and budget search), reading the input
-//! filtered to their group.
+//! Each list is then certified on its own (`certify.rs`). A list that pass proves is done. When
+//! the shared map would outgrow the budget, the lists are halved and each half shares a pass of
+//! its own (and so on): a few reads, not one per group. The lists no shared pass proves go on
+//! alone through [`replay_within`] (its passes, hash-range splits and budget search), reading
+//! the input filtered to their group.
 //!
 //! The outcome per list is the one [`replay_within`] alone would give: a list the shared pass
 //! proves had a proving pass that fits the budget (its keys are a part of the shared map's),
@@ -67,43 +68,63 @@ pub fn replay_lists<E: Send>(
     input: &ReplayInput<'_, ListKey, E>,
 ) -> Result<Vec<Replayed>, E> {
     let mut out: Vec<Option<Replayed>> = vec![None; lists.len()];
-    let mut shared = ReplayStats::default();
-    // the shared first pass (a single list goes straight to its own search)
+    // per list: what its shared passes cost (added to its own search's stats)
+    let mut shared = vec![ReplayStats::default(); lists.len()];
     let mut next: Vec<u64> = lists.iter().map(|l| l.first.max(1)).collect();
-    if lists.len() > 1 {
-        shared.passes = 1;
-        shared.reads = 1;
-        shared.ranges = 1;
+    // shared first passes: all lists at once; a set whose map would outgrow the budget is
+    // halved and each half tried again (a single list goes straight to its own search)
+    let mut todo: Vec<Vec<usize>> = if lists.len() > 1 {
+        vec![(0..lists.len()).collect()]
+    } else {
+        Vec::new()
+    };
+    while let Some(set) = todo.pop() {
+        if set.len() < 2 {
+            continue;
+        }
+        let mut member = vec![false; lists.len()];
+        for &i in &set {
+            member[i] = true;
+            shared[i].passes += 1;
+            shared[i].reads += 1;
+            shared[i].ranges = shared[i].ranges.max(1);
+        }
         let admit = |key: &ListKey, hash: u64| {
             let i = key.list as usize;
-            lists.get(i).is_some_and(|l| (l.estimate)(hash) >= next[i])
+            member.get(i).is_some_and(|m| *m) && (lists[i].estimate)(hash) >= next[i]
         };
-        if let Counted::Fits(counts) = count_parts(input, budget.max_keys(), &admit)? {
-            shared.peak_keys = counts.len();
-            let mut per_list: Vec<FxMap<ListKey, u64>> = vec![FxMap::default(); lists.len()];
-            for (key, c) in counts {
-                if let Some(m) = per_list.get_mut(key.list as usize) {
-                    m.insert(key, c);
-                }
+        let Counted::Fits(counts) = count_parts(input, budget.max_keys(), &admit)? else {
+            for &i in &set {
+                shared[i].peak_keys = budget.max_keys();
             }
-            for (i, counts) in per_list.into_iter().enumerate() {
-                let items = per_item(counts);
-                let counted = items.len() as u64;
-                match certify(items, lists[i].k, next[i]) {
-                    Ok(items) => {
-                        let certificate = Certificate {
-                            threshold: next[i],
-                            counted,
-                            passes: 1,
-                        };
-                        out[i] = Some(Replayed::Exact(items, certificate, shared));
-                    }
-                    // the search alone starts where this pass says the proof lies
-                    Err(t) => next[i] = t,
-                }
+            let (low, high) = set.split_at(set.len() / 2);
+            todo.push(high.to_vec());
+            todo.push(low.to_vec());
+            continue;
+        };
+        let peak = counts.len();
+        let mut per_list: Vec<FxMap<ListKey, u64>> = vec![FxMap::default(); lists.len()];
+        for (key, c) in counts {
+            if let Some(m) = per_list.get_mut(key.list as usize) {
+                m.insert(key, c);
             }
-        } else {
-            shared.peak_keys = budget.max_keys();
+        }
+        for &i in &set {
+            shared[i].peak_keys = shared[i].peak_keys.max(peak);
+            let items = per_item(std::mem::take(&mut per_list[i]));
+            let counted = items.len() as u64;
+            match certify(items, lists[i].k, next[i]) {
+                Ok(items) => {
+                    let certificate = Certificate {
+                        threshold: next[i],
+                        counted,
+                        passes: shared[i].passes,
+                    };
+                    out[i] = Some(Replayed::Exact(items, certificate, shared[i]));
+                }
+                // the search alone starts where this pass says the proof lies
+                Err(t) => next[i] = t,
+            }
         }
     }
     for (i, l) in lists.iter().enumerate() {
@@ -120,7 +141,8 @@ pub fn replay_lists<E: Send>(
             read: &read as &ReadPart<'_, ListKey, E>,
         };
         let mut r = replay_within(l.estimate, l.upper, l.k, next[i], budget, &alone)?;
-        // the shared pass is part of this list's replay
+        // the shared passes are part of this list's replay
+        let shared = shared[i];
         let stats = match &mut r {
             Replayed::Exact(_, c, s) => {
                 c.passes += shared.passes;
