@@ -128,34 +128,44 @@ pub fn replay_lists<E: Send>(
         }
     }
     for (i, l) in lists.iter().enumerate() {
-        if out[i].is_some() {
-            continue;
+        if out[i].is_none() {
+            out[i] = Some(replay_alone(i, l, next[i], shared[i], budget, input)?);
         }
-        let only = i as u32;
-        let read = |part: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
-            (input.read)(part, halt, &mut |key, hash| key.list != only || visit(key, hash))
-        };
-        let alone: ReplayInput<'_, ListKey, E> = ReplayInput {
-            parts: input.parts,
-            threads: input.threads,
-            read: &read as &ReadPart<'_, ListKey, E>,
-        };
-        let mut r = replay_within(l.estimate, l.upper, l.k, next[i], budget, &alone)?;
-        // the shared passes are part of this list's replay
-        let shared = shared[i];
-        let stats = match &mut r {
-            Replayed::Exact(_, c, s) => {
-                c.passes += shared.passes;
-                s
-            }
-            Replayed::OverBudget(s) => s,
-        };
-        stats.passes += shared.passes;
-        stats.reads += shared.reads;
-        stats.peak_keys = stats.peak_keys.max(shared.peak_keys);
-        out[i] = Some(r);
     }
     Ok(out.into_iter().map(|r| r.expect("every list replayed")).collect())
+}
+
+/// List `i` alone from threshold `first`: its search (`replay_within`) over the input filtered
+/// to its keys, with the cost of its shared passes added.
+fn replay_alone<E: Send>(
+    i: usize,
+    l: &ListToReplay<'_>,
+    first: u64,
+    shared: ReplayStats,
+    budget: ReplayBudget,
+    input: &ReplayInput<'_, ListKey, E>,
+) -> Result<Replayed, E> {
+    let only = i as u32;
+    let read = |part: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
+        (input.read)(part, halt, &mut |key, hash| key.list != only || visit(key, hash))
+    };
+    let alone: ReplayInput<'_, ListKey, E> = ReplayInput {
+        parts: input.parts,
+        threads: input.threads,
+        read: &read as &ReadPart<'_, ListKey, E>,
+    };
+    let mut r = replay_within(l.estimate, l.upper, l.k, first, budget, &alone)?;
+    let stats = match &mut r {
+        Replayed::Exact(_, c, s) => {
+            c.passes += shared.passes;
+            s
+        }
+        Replayed::OverBudget(s) => s,
+    };
+    stats.passes += shared.passes;
+    stats.reads += shared.reads;
+    stats.peak_keys = stats.peak_keys.max(shared.peak_keys);
+    Ok(r)
 }
 
 #[cfg(test)]
