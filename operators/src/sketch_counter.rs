@@ -737,6 +737,12 @@ fn new_sketch(counting: &Counting) -> AnySketch {
 /// An `auto` instance's exact counts folded into a sketch, best first (deterministic).
 fn fold(map: &FxMap<ItemId, u64>, counting: &Counting) -> AnySketch {
     let mut sketch = new_sketch(counting);
+    add_ranked(&mut sketch, map);
+    sketch
+}
+
+/// Adds exact counts into a sketch, best first (deterministic candidates).
+fn add_ranked(sketch: &mut AnySketch, map: &FxMap<ItemId, u64>) {
     let mut items: Vec<RankedItem> = map
         .iter()
         .map(|(i, c)| RankedItem {
@@ -748,7 +754,6 @@ fn fold(map: &FxMap<ItemId, u64>, counting: &Counting) -> AnySketch {
     for r in items {
         sketch.add(&r.item_id, item_hash(&r.item_id), r.count);
     }
-    sketch
 }
 
 /// An instance's best `k`.

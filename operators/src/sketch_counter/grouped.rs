@@ -23,13 +23,12 @@
 //! so a group it folds is folded for good; one it keeps too long is folded at the next
 //! announcement that displaces it.
 
-use super::{fold, Counts, FxMap, FxSet, Instance};
+use super::{add_ranked, fold, Counts, FxMap, FxSet, Instance};
 use crate::counting::{AnySketch, Counting};
 use crate::group::InstanceGroups;
 use crate::hash::item_hash;
-use crate::record::{ItemId, RankedItem};
+use crate::record::ItemId;
 use crate::sketch::{DistinctTopK, Hll};
-use crate::topk::ranked_cmp;
 use std::collections::BTreeMap;
 
 /// The items a place counts exactly before it folds into a table: as many as make the exact
@@ -334,19 +333,4 @@ pub(super) fn absorb(into: &mut Instance, from: Instance, counting: &Counting) {
             a // places are never grouped, and a window's places all count alike
         }
     };
-}
-
-/// Adds exact counts into a sketch, best first (deterministic candidates).
-fn add_ranked(sketch: &mut AnySketch, map: &FxMap<ItemId, u64>) {
-    let mut items: Vec<RankedItem> = map
-        .iter()
-        .map(|(i, c)| RankedItem {
-            item_id: i.clone(),
-            count: *c,
-        })
-        .collect();
-    items.sort_unstable_by(ranked_cmp);
-    for r in items {
-        sketch.add(&r.item_id, item_hash(&r.item_id), r.count);
-    }
 }
