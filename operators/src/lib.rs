@@ -29,6 +29,8 @@
 //!   summed per key, within the budget of the merged map;
 //! - [`replay_lists`]: every approximate list of one instance (a per-group window's groups)
 //!   replayed with one shared first pass;
+//! - [`replay_pass`]: a replay pass's rule as data, counted in this process or summed over a
+//!   cluster's processes;
 //! - [`sketch`]: bounded-memory counting with a stated error: a count-min sketch with a
 //!   candidate list and HeavyKeeper, behind one `TopKSketch` trait, and their snapshots;
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
@@ -66,6 +68,7 @@ pub mod replay;
 pub mod replay_budget;
 pub mod replay_count;
 pub mod replay_lists;
+pub mod replay_pass;
 pub mod sketch;
 pub mod sketch_counter;
 pub mod snapshot;

@@ -19,15 +19,18 @@
 //! (the cell-wise sum of every event, whatever the worker count or order) and the budget; not
 //! on the first threshold, which depends on the approximate list.
 //!
-//! **Threads.** Each read goes over the instance's parts (partition ranges) on up to
-//! `input.threads` threads (`replay_count`); `max_keys` bounds the pass's merged map, so the
-//! outcome, the certificate and the stats are the same for any thread count, and each thread's
-//! map holds at most `max_keys` items (at most `threads × max_keys` at once).
+//! **Threads and processes.** Each read goes over the instance's parts (partition ranges) on
+//! up to `run.workers` threads (`replay_count`), and in a cluster on every process that owns
+//! some (`replay_pass`); `max_keys` bounds the pass's merged map, so the outcome, the
+//! certificate and the stats are the same for any thread or process count, and each thread's
+//! map holds at most `max_keys` items (at most `threads × max_keys` at once per process).
 
 use crate::certify::{certify, Certificate};
 use crate::record::{ItemId, RankedItem};
-use crate::replay_count::{count_parts, Counted, FxMap, ReplayInput};
+use crate::replay_count::{Counted, FxMap};
+use crate::replay_pass::{CountPass, PassRule};
 use crate::topk::top_k;
+use serde::{Deserialize, Serialize};
 use std::hash::Hash;
 
 /// Default items one replay map may hold (~100 bytes each: tens of MB).
@@ -80,7 +83,7 @@ impl ReplayBudget {
 }
 
 /// The item hashes whose top `bits` bits are `index` (`bits` 0: every hash).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyRange {
     bits: u32,
     index: u64,
@@ -146,17 +149,17 @@ enum Pass {
     Over,
 }
 
-/// The exact top-`k` of an instance (or that it does not fit `budget`), counting from `first`
-/// with `estimate` (never below an item's count; every estimate `< upper`), reading the input
-/// once per range of every pass, its parts in parallel (`replay_count`). The result is the same
-/// for any `input.threads`.
+/// The exact top-`k` of list `list` of an instance (or that it does not fit `budget`), counting
+/// from `first` with the list's estimate (never below an item's count; every estimate
+/// `< upper`), each pass over the whole input by `count` (in parallel: `replay_count`, and
+/// over processes: `replay_pass`). The result is the same however `count` spreads the input.
 pub fn replay_within<K: CountedKey, E: Send>(
-    estimate: &(dyn Fn(u64) -> u64 + Sync),
+    list: u32,
     upper: u64,
     k: usize,
     first: u64,
     budget: ReplayBudget,
-    input: &ReplayInput<'_, K, E>,
+    count: &CountPass<'_, K, E>,
 ) -> Result<Replayed, E> {
     let mut stats = ReplayStats::default();
     // every threshold ≤ `lo` overflows; `c_K` < `hi`; `c_K` ≥ `floor` (`c_K` is at least 1)
@@ -164,7 +167,7 @@ pub fn replay_within<K: CountedKey, E: Send>(
     let mut t = first.max(1);
     loop {
         stats.passes += 1;
-        match pass(estimate, k, t, budget, &mut stats, input)? {
+        match pass(list, k, t, budget, &mut stats, count)? {
             Pass::Over => lo = lo.max(t),
             Pass::Fits(kept, counted) => match certify(kept, k, t) {
                 Ok(items) => {
@@ -191,20 +194,19 @@ pub fn replay_within<K: CountedKey, E: Send>(
 
 /// One pass from threshold `t`, split into halves of the hash space while a range overflows.
 fn pass<K: CountedKey, E: Send>(
-    estimate: &(dyn Fn(u64) -> u64 + Sync),
+    list: u32,
     k: usize,
     t: u64,
     budget: ReplayBudget,
     stats: &mut ReplayStats,
-    input: &ReplayInput<'_, K, E>,
+    count: &CountPass<'_, K, E>,
 ) -> Result<Pass, E> {
     let (mut kept, mut counted) = (Vec::new(), 0u64);
     let mut todo = vec![KeyRange::ALL];
     while let Some(range) = todo.pop() {
         stats.reads += 1;
         stats.ranges = stats.ranges.max(range.ranges() as u32);
-        let admit = |_: &K, hash: u64| range.contains(hash) && estimate(hash) >= t;
-        let counts = match count_parts(input, budget.max_keys, &admit)? {
+        let counts = match count(&PassRule::only(list, t, range), budget.max_keys)? {
             Counted::Fits(counts) => counts,
             Counted::Over => {
                 // the merged map reached the budget before the key that overflowed it
@@ -238,6 +240,8 @@ pub trait CountedKey: Hash + Eq + Clone + Send + Sync {
     fn item(&self) -> &ItemId;
     /// Whether the key is one (item, user) pair (its events count once).
     fn is_pair(&self) -> bool;
+    /// Which list of the replay it counts for (`replay_pass::PassRule`).
+    fn list(&self) -> u32;
 }
 
 impl CountedKey for ItemId {
@@ -247,6 +251,11 @@ impl CountedKey for ItemId {
 
     fn is_pair(&self) -> bool {
         false
+    }
+
+    /// An item alone counts for the replay's one list.
+    fn list(&self) -> u32 {
+        0
     }
 }
 

@@ -53,12 +53,12 @@ pub enum Counted<K> {
     Over,
 }
 
-/// What one thread counted over its parts.
-struct Share<K, E> {
-    counts: FxMap<K, u64>,
-    over: bool,
+/// What one thread (or one process: `replay_pass::sum_shares`) counted over its parts.
+pub(crate) struct Share<K, E> {
+    pub(crate) counts: FxMap<K, u64>,
+    pub(crate) over: bool,
     /// The first part it failed to read, with why.
-    failed: Option<(usize, E)>,
+    pub(crate) failed: Option<(usize, E)>,
 }
 
 /// Reads every part once, counting each event of a key already counted and each new key
@@ -153,7 +153,7 @@ where
 }
 
 /// The shares' sum per key; the lowest failed part's error first, then over budget.
-fn merge<K, E>(shares: Vec<Share<K, E>>, max_keys: usize) -> Result<Counted<K>, E>
+pub(crate) fn merge<K, E>(shares: Vec<Share<K, E>>, max_keys: usize) -> Result<Counted<K>, E>
 where
     K: Hash + Eq,
 {

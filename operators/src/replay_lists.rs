@@ -10,8 +10,8 @@
 //! Each list is then certified on its own (`certify.rs`). A list that pass proves is done. When
 //! the shared map would outgrow the budget, the lists are halved and each half shares a pass of
 //! its own (and so on): a few reads, not one per group. The lists no shared pass proves go on
-//! alone through [`replay_within`] (its passes, hash-range splits and budget search), reading
-//! the input filtered to their group.
+//! alone through [`replay_within`] (its passes, hash-range splits and budget search), counting
+//! their group's keys only.
 //!
 //! The outcome per list is the one [`replay_within`] alone would give: a list the shared pass
 //! proves had a proving pass that fits the budget (its keys are a part of the shared map's),
@@ -21,13 +21,14 @@
 
 use crate::certify::{certify, Certificate};
 use crate::record::ItemId;
-use crate::replay_budget::{per_item, replay_within, CountedKey, ReplayBudget, ReplayStats, Replayed};
-use crate::replay_count::{count_parts, Counted, FxMap, ReadPart, ReplayInput};
-use std::sync::atomic::AtomicBool;
+use crate::replay_budget::{per_item, replay_within, CountedKey, KeyRange, ReplayBudget, ReplayStats, Replayed};
+use crate::replay_count::{Counted, FxMap};
+use crate::replay_pass::{CountPass, PassRule};
+use serde::{Deserialize, Serialize};
 
 /// What a replay of several lists counts: an item of list `list` (an index into the lists
 /// being replayed), or for a distinct-user window one (item, user) pair of it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ListKey {
     /// Which list.
     pub list: u32,
@@ -45,27 +46,31 @@ impl CountedKey for ListKey {
     fn is_pair(&self) -> bool {
         self.user.is_some()
     }
+
+    fn list(&self) -> u32 {
+        self.list
+    }
 }
 
-/// One list to make exact: its length, the first pass's threshold and its group's table.
-pub struct ListToReplay<'a> {
+/// One list to make exact: its length, the first pass's threshold, and a bound above its
+/// group's estimates (the estimates themselves are the counting's: `replay_pass`).
+#[derive(Clone, Copy, Debug)]
+pub struct ListToReplay {
     /// The list length.
     pub k: usize,
     /// The first pass's threshold (`certify::first_threshold`).
     pub first: u64,
-    /// The group's estimate of an item's count (never below it; below `upper`).
-    pub estimate: &'a (dyn Fn(u64) -> u64 + Sync),
-    /// Above every estimate.
+    /// Above every estimate of the list's group.
     pub upper: u64,
 }
 
-/// The exact list of every list of `lists` (or that it does not fit `budget`), reading the
-/// instance's input (`input`: its events' keys, each with its item's pinned hash) as the
-/// module doc says.
+/// The exact list of every list of `lists` (or that it does not fit `budget`), each pass over
+/// the instance's input counted by `count` (list `i`'s keys with its group's estimates), as
+/// the module doc says.
 pub fn replay_lists<E: Send>(
-    lists: &[ListToReplay<'_>],
+    lists: &[ListToReplay],
     budget: ReplayBudget,
-    input: &ReplayInput<'_, ListKey, E>,
+    count: &CountPass<'_, ListKey, E>,
 ) -> Result<Vec<Replayed>, E> {
     let mut out: Vec<Option<Replayed>> = vec![None; lists.len()];
     // per list: what its shared passes cost (added to its own search's stats)
@@ -82,18 +87,17 @@ pub fn replay_lists<E: Send>(
         if set.len() < 2 {
             continue;
         }
-        let mut member = vec![false; lists.len()];
+        let mut rule = PassRule {
+            thresholds: vec![None; lists.len()],
+            range: KeyRange::ALL,
+        };
         for &i in &set {
-            member[i] = true;
+            rule.thresholds[i] = Some(next[i]);
             shared[i].passes += 1;
             shared[i].reads += 1;
             shared[i].ranges = shared[i].ranges.max(1);
         }
-        let admit = |key: &ListKey, hash: u64| {
-            let i = key.list as usize;
-            member.get(i).is_some_and(|m| *m) && (lists[i].estimate)(hash) >= next[i]
-        };
-        let Counted::Fits(counts) = count_parts(input, budget.max_keys(), &admit)? else {
+        let Counted::Fits(counts) = count(&rule, budget.max_keys())? else {
             for &i in &set {
                 shared[i].peak_keys = budget.max_keys();
             }
@@ -129,32 +133,23 @@ pub fn replay_lists<E: Send>(
     }
     for (i, l) in lists.iter().enumerate() {
         if out[i].is_none() {
-            out[i] = Some(replay_alone(i, l, next[i], shared[i], budget, input)?);
+            out[i] = Some(replay_alone(i, l, next[i], shared[i], budget, count)?);
         }
     }
     Ok(out.into_iter().map(|r| r.expect("every list replayed")).collect())
 }
 
-/// List `i` alone from threshold `first`: its search (`replay_within`) over the input filtered
-/// to its keys, with the cost of its shared passes added.
+/// List `i` alone from threshold `first`: its search (`replay_within`, its passes counting
+/// its keys only), with the cost of its shared passes added.
 fn replay_alone<E: Send>(
     i: usize,
-    l: &ListToReplay<'_>,
+    l: &ListToReplay,
     first: u64,
     shared: ReplayStats,
     budget: ReplayBudget,
-    input: &ReplayInput<'_, ListKey, E>,
+    count: &CountPass<'_, ListKey, E>,
 ) -> Result<Replayed, E> {
-    let only = i as u32;
-    let read = |part: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
-        (input.read)(part, halt, &mut |key, hash| key.list != only || visit(key, hash))
-    };
-    let alone: ReplayInput<'_, ListKey, E> = ReplayInput {
-        parts: input.parts,
-        threads: input.threads,
-        read: &read as &ReadPart<'_, ListKey, E>,
-    };
-    let mut r = replay_within(l.estimate, l.upper, l.k, first, budget, &alone)?;
+    let mut r = replay_within(i as u32, l.upper, l.k, first, budget, count)?;
     let stats = match &mut r {
         Replayed::Exact(_, c, s) => {
             c.passes += shared.passes;

@@ -181,22 +181,7 @@ fn a_two_process_cluster_publishes_the_same_certified_lists() {
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
     write_partitions(&dir.path().join("in"), &parts).expect("inputs");
     std::fs::write(dir.path().join("hotlist.toml"), config()).expect("config");
-    let base = (0..100)
-        .map(|_| hotlist_tests::free_loopback_ports(1)[0])
-        .find(|b| *b < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", b + 1)).is_ok())
-        .expect("two consecutive free ports");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .args(["2", "hotlist.toml", "--set", "run.connect_timeout=\"30s\""])
-        .env("HOTLIST_BIN", hotlist_tests::hotlist_bin())
-        .env("HOTLIST_CLUSTER_PORT", base.to_string())
-        .env("HOTLIST_CLUSTER_DIR", "cluster")
-        .current_dir(dir.path())
-        .output()
-        .expect("run scripts/cluster");
-    let log = std::fs::read_to_string(dir.path().join("cluster/process-0.log")).unwrap_or_default();
-    assert!(out.status.success(), "{}\n{log}", String::from_utf8_lossy(&out.stderr));
+    let log = run_cluster(dir.path());
     let db = dir.path().join("out.db");
     assert_eq!(hotlist_tests::sqlite_sealed_lists(&db, JOB), top, "sealed lists: {log}");
     let heads = headers(&db);
@@ -210,6 +195,28 @@ fn a_two_process_cluster_publishes_the_same_certified_lists() {
         want_dead,
         "dead letters"
     );
+}
+
+/// Runs `hotlist.toml` in `dir` as a two-process cluster (`scripts/cluster`, one worker each)
+/// to the end of its input; returns process 0's log.
+fn run_cluster(dir: &Path) -> String {
+    let base = (0..100)
+        .map(|_| hotlist_tests::free_loopback_ports(1)[0])
+        .find(|b| *b < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", b + 1)).is_ok())
+        .expect("two consecutive free ports");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["2", "hotlist.toml", "--set", "run.connect_timeout=\"30s\""])
+        .env("HOTLIST_BIN", hotlist_tests::hotlist_bin())
+        .env("HOTLIST_CLUSTER_PORT", base.to_string())
+        .env("HOTLIST_CLUSTER_DIR", "cluster")
+        .current_dir(dir)
+        .output()
+        .expect("run scripts/cluster");
+    let log = std::fs::read_to_string(dir.join("cluster/process-0.log")).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{log}", String::from_utf8_lossy(&out.stderr));
+    log
 }
 
 /// Stopped with SIGTERM twice mid-run (replays may be pending: they are in the stop's
@@ -382,29 +389,8 @@ fn a_flat_instance_over_the_key_budget_stays_approximate_with_the_reason() {
 #[test]
 fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
     let parts = hotlist_tests::inputs::random_grouped_partitions(43, &checkpointed_job_shape(9000));
-    let windows: Vec<ModelWindow> = model::crash_windows()
-        .into_iter()
-        .map(|w| {
-            let mut m = ModelWindow::new(&w.name, w.size, w.slide, w.k);
-            m.by = vec!["country".into()];
-            m.max_groups = 2;
-            m.distinct_users = w.name == "30s-hop";
-            m
-        })
-        .collect();
-    let (top, want_dead) = model::run_grouped(&parts, &windows, 2_000, 30_000);
-    let grouped = |counting: &str| format!("by = [\"country\"]\nmax_groups = 2\n{counting}\ncandidates = 5");
-    let config = hotlist_tests::checkpointed_job_config("grouped")
-        .replacen("k = 5\n", &format!("k = 5\n{}\n", grouped(SKETCH_10S)), 1)
-        .replacen(
-            "k = 4\n",
-            &format!(
-                "k = 4\ncount = \"distinct_users\"\n{}\n",
-                grouped(&AUTO_HOP.replace("candidates = 4", ""))
-            ),
-            1,
-        )
-        .replacen("[time]", "[source.format]\nuser = \"/user\"\n[time]", 1);
+    let (top, want_dead) = model::run_grouped(&parts, &grouped_windows(), 2_000, 30_000);
+    let config = grouped_config();
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");
     write_partitions(&dir.path().join("in"), &parts).expect("inputs");
@@ -427,7 +413,53 @@ fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
         "kills {kills}, restores {restored}:\n{logs}"
     );
     let db = dir.path().join("out.db");
-    let conn = Connection::open(&db).expect("open db");
+    let (got, certified) = sealed_group_lists(&db);
+    assert_eq!(got, top, "sealed group lists are the model's exact lists");
+    assert!(certified > 0, "some group list was replayed");
+    assert!(got.keys().any(|k| k.3 == "(other)"), "(other) is among the lists");
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, "grouped").0,
+        want_dead,
+        "dead letters exactly once"
+    );
+}
+
+/// The model of [`grouped_config`]'s windows.
+fn grouped_windows() -> Vec<ModelWindow> {
+    model::crash_windows()
+        .into_iter()
+        .map(|w| {
+            let mut m = ModelWindow::new(&w.name, w.size, w.slide, w.k);
+            m.by = vec!["country".into()];
+            m.max_groups = 2;
+            m.distinct_users = w.name == "30s-hop";
+            m
+        })
+        .collect()
+}
+
+/// Job `grouped`: per-group windows (`by = ["country"]`, 2 lists per instance for up to 4
+/// groups, so `(other)` too) with `exact_at_seal`, tiny tables and few candidates so that
+/// groups fold: a `sketch` window counting events and an `auto` one counting distinct users.
+fn grouped_config() -> String {
+    let grouped = |counting: &str| format!("by = [\"country\"]\nmax_groups = 2\n{counting}\ncandidates = 5");
+    hotlist_tests::checkpointed_job_config("grouped")
+        .replacen("k = 5\n", &format!("k = 5\n{}\n", grouped(SKETCH_10S)), 1)
+        .replacen(
+            "k = 4\n",
+            &format!(
+                "k = 4\ncount = \"distinct_users\"\n{}\n",
+                grouped(&AUTO_HOP.replace("candidates = 4", ""))
+            ),
+            1,
+        )
+        .replacen("[time]", "[source.format]\nuser = \"/user\"\n[time]", 1)
+}
+
+/// Job `grouped`'s sealed group lists, each checked final, exact and with bound 0; and how many
+/// carry a certificate.
+fn sealed_group_lists(db: &Path) -> (model::GroupLists, usize) {
+    let conn = Connection::open(db).expect("open db");
     let mut got = model::GroupLists::new();
     let mut certified = 0;
     {
@@ -465,9 +497,29 @@ fn sigkill_with_per_group_windows_ends_with_exact_group_lists() {
             got.entry(key).or_default().push(item);
         }
     }
-    assert_eq!(got, top, "sealed group lists are the model's exact lists");
-    assert!(certified > 0, "some group list was replayed");
-    assert!(got.keys().any(|k| k.3 == "(other)"), "(other) is among the lists");
+    (got, certified)
+}
+
+/// The per-group job as a two-process cluster: each pass of a replay is counted by both
+/// processes over the partitions they own, and the sealed group lists are the model's, exact,
+/// some certified; dead letters exactly once.
+#[test]
+fn a_two_process_cluster_replays_group_lists_on_both_processes() {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(47, &checkpointed_job_shape(6000));
+    let (top, want_dead) = model::run_grouped(&parts, &grouped_windows(), 2_000, 30_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    write_partitions(&dir.path().join("in"), &parts).expect("inputs");
+    std::fs::write(dir.path().join("hotlist.toml"), grouped_config()).expect("config");
+    let log = run_cluster(dir.path());
+    let db = dir.path().join("out.db");
+    let (got, certified) = sealed_group_lists(&db);
+    assert_eq!(got, top, "sealed group lists are the model's exact lists: {log}");
+    assert!(certified > 0, "some group list was replayed: {log}");
+    assert!(
+        log.contains("read by 2 process(es)"),
+        "the replays were counted on both processes: {log}"
+    );
     assert_eq!(
         hotlist_tests::sqlite_dead_letters(&db, "grouped").0,
         want_dead,

@@ -5,6 +5,7 @@
 //! `hotlist_operators::merge::ListMerger` decide what to publish.
 
 use super::lifecycle::{Applied, ControlFrame, EpochDriver, EpochOperator};
+use super::replay_peers::PeerLink;
 use super::replays::Replays;
 use crate::checkpoint;
 use crate::config::JobPlan;
@@ -38,12 +39,14 @@ pub fn merge_lists<'scope>(
     stats: Arc<JobStats>,
     ctx: RunCtx,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    peers: Option<PeerLink>,
 ) -> Stream<'scope, u64, Vec<PublishedList>> {
     let setup = MergeSetup {
         plan: plan.clone(),
         leader: lists.scope().index() == 0,
         stats,
         checkpoints,
+        peers,
     };
     let scope = lists.scope();
     lists.binary_frontier(
@@ -55,7 +58,8 @@ pub fn merge_lists<'scope>(
             let activator = scope.activator_for(info.address);
             let mut driver = EpochDriver::<MergeState>::new(setup, &[0], ctx);
             // held while replays are pending, at the earliest epoch still to come: their exact
-            // revisions go out at it
+            // revisions go out at it; after the last epoch, at that epoch (its commit, the
+            // last, waits for them)
             let mut held = driver.operator().is_some_and(|s| s.is_replaying()).then_some(cap);
             move |(in_lists, f1), (in_control, f2), output| {
                 in_lists.for_each_stamp(|cap, data| driver.records(&cap, data));
@@ -69,23 +73,26 @@ pub fn merge_lists<'scope>(
                     if let Some(mut published) = published.filter(|p| !p.is_empty()) {
                         output.session(&caps[0]).give_container(&mut published);
                     }
-                    if held.is_none() && driver.operator().is_some_and(|s| s.is_replaying()) {
-                        held = Some(caps[0].clone());
+                    if let Some(s) = driver.operator().filter(|s| s.is_replaying()) {
+                        if held.is_none() || s.ended_at.is_some() {
+                            held = Some(caps[0].clone());
+                        }
                     }
                 }
                 let Some(state) = driver.operator() else { return };
                 let Some(h) = held.as_mut() else { return };
                 let frontier = f1.frontier().iter().chain(f2.frontier().iter()).min().copied();
-                if let Some(f) = frontier.filter(|f| h.time() < f) {
+                if let Some(f) = frontier.filter(|f| h.time() < f && state.ended_at.is_none()) {
                     h.downgrade(&f);
                 }
-                let mut exact = state.finished_replays(false);
+                let mut exact = state.finished_replays();
                 if !exact.is_empty() {
                     output.session(h).give_container(&mut exact);
                 }
                 if state.is_replaying() {
                     activator.activate_after(Duration::from_millis(5));
                 } else {
+                    state.replays_done();
                     held = None;
                 }
             }
@@ -106,6 +113,10 @@ struct MergeState {
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
     /// Worker 0 of a job with `exact_at_seal` windows: the replays of their sealed instances.
     replays: Option<Replays>,
+    /// The epoch at which the input ended (its watermark the greatest).
+    ended_at: Option<u64>,
+    /// The latest checkpoint written, with its directory.
+    last_checkpoint: Option<(u64, PathBuf)>,
 }
 
 /// What the merger is built from.
@@ -115,6 +126,8 @@ struct MergeSetup {
     leader: bool,
     stats: Arc<JobStats>,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// Worker 0 of a cluster with `exact_at_seal` windows: the other processes' replay shares.
+    peers: Option<PeerLink>,
 }
 
 impl MergeState {
@@ -123,17 +136,30 @@ impl MergeState {
         self.replays.as_ref().is_some_and(Replays::busy)
     }
 
-    /// The exact revisions of the replays finished since the last call (`wait`: all of them),
-    /// counted in the stats.
-    fn finished_replays(&mut self, wait: bool) -> Vec<PublishedList> {
+    /// The exact revisions of the replays finished since the last call, counted in the stats.
+    fn finished_replays(&mut self) -> Vec<PublishedList> {
         let Some(r) = self.replays.as_mut() else {
             return Vec::new();
         };
-        let exact = r.finished(Millis::now(), wait);
+        let exact = r.finished(Millis::now());
         let stats = &self.stats;
         stats.merge.replays_exact.fetch_add(exact.len() as u64, Relaxed);
         r.report(&stats.merge);
         exact
+    }
+
+    /// No replay is pending any more. After the end of the input, the last checkpoint (if it
+    /// is the last epoch's, not committed before these replays' revisions) is rewritten
+    /// without them: a rerun from it does not replay them again.
+    fn replays_done(&mut self) {
+        let (Some(end), Some((t, dir)), Some(r)) = (self.ended_at, self.last_checkpoint.take(), &self.replays) else {
+            return;
+        };
+        if t == end {
+            if let Err(e) = checkpoint::write_snapshot(&dir, "replay.snap", &r.snapshot()) {
+                self.ctx.fail(format!("checkpoint write failed: {e:#}"));
+            }
+        }
     }
 
     /// Reports watermarks, partition statuses and what was published to the shared stats.
@@ -177,6 +203,7 @@ impl EpochOperator for MergeState {
             leader,
             stats,
             checkpoints,
+            peers,
         } = setup;
         let (windows, time) = (plan.window_specs(), plan.time);
         let merger = match &ctx.restore {
@@ -191,7 +218,7 @@ impl EpochOperator for MergeState {
         // `exact_at_seal` windows: worker 0 replays their sealed instances
         let replays = (leader && plan.any_exact_at_seal()).then(|| {
             let restored = ctx.restore.as_ref().and_then(|r| r.replay.clone());
-            Replays::start(Arc::new(plan), restored)
+            Replays::start(Arc::new(plan), restored, peers)
         });
         Some(MergeState {
             leader,
@@ -201,13 +228,15 @@ impl EpochOperator for MergeState {
             ctx: ctx.clone(),
             checkpoints,
             replays,
+            ended_at: None,
+            last_checkpoint: None,
         })
     }
 
     /// Receives the epoch's lists, keeps each partition's state for the next checkpoint, and
     /// returns what the merger publishes at the new global watermark (with the replays of the
-    /// instances it sealed started, and at the end of the input every replay's exact revision).
-    fn apply(&mut self, _: u64, lists: Vec<LocalList>, frame: &ControlFrame) -> Vec<PublishedList> {
+    /// instances it sealed started: their exact revisions follow as they finish).
+    fn apply(&mut self, t: u64, lists: Vec<LocalList>, frame: &ControlFrame) -> Vec<PublishedList> {
         for l in lists {
             self.merger.receive(l);
         }
@@ -219,15 +248,14 @@ impl EpochOperator for MergeState {
             self.partitions.insert(p.partition, p.clone());
         }
         let wm = frame.watermark;
-        let mut published = self.merger.advance(wm, Millis::now());
+        let published = self.merger.advance(wm, Millis::now());
         if let Some(r) = self.replays.as_mut() {
             let positions = self.partitions.iter().map(|(p, s)| (*p, s.position)).collect();
             r.sealed(self.merger.take_sealed(), &positions);
             r.forget_before(self.merger.all_sealed_before(wm));
         }
-        // the end of the input: nothing else runs, the last commit waits for every replay
         if wm == Millis::MAX {
-            published.extend(self.finished_replays(true));
+            self.ended_at = Some(t);
         }
         published
     }
@@ -251,6 +279,7 @@ impl EpochOperator for MergeState {
         match written {
             Ok(()) => {
                 self.checkpoints.borrow_mut().insert(t);
+                self.last_checkpoint = Some((t, dir));
             }
             Err(e) => self.ctx.fail(format!("checkpoint write failed: {e:#}")),
         }

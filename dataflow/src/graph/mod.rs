@@ -9,6 +9,9 @@
 //!        ──sampled─▶ (1 in N copies) ──▶ (to worker 0) HotKeys ──closed hot-key windows──▶ Sink
 //! ```
 //!
+//! With `exact_at_seal` windows in a cluster, three small streams beside the graph carry the
+//! replays' passes to every process and their shares back (`replay_peers`).
+//!
 //! `HotKeys` exists only with `[hot_keys]`; its windows travel to the sink with the dead
 //! letters (`sink::SinkInput`). With per-group windows the control records also carry the
 //! groups each epoch's events count in (`Control::Groups`), so that every worker's
@@ -24,6 +27,7 @@ pub mod epoch_stash;
 pub mod hot_keys;
 pub mod lifecycle;
 pub mod merge_lists;
+pub mod replay_peers;
 pub mod replays;
 pub mod sink;
 pub mod window_count;
@@ -70,7 +74,9 @@ pub fn build<'scope>(
     let (lists, sealed) = window_count::window_count(src.events, control.clone(), plan, stats.clone(), ctx.clone());
     // checkpoint epochs the merger (worker 0) decided, for the sink on the same worker thread
     let checkpoints: Rc<RefCell<BTreeSet<u64>>> = Rc::new(RefCell::new(BTreeSet::new()));
-    let published = merge_lists::merge_lists(lists, control, plan, stats, ctx.clone(), checkpoints.clone());
+    // a cluster's replays: every process counts its partitions' share of each pass
+    let peers = replay_peers::build(scope, plan);
+    let published = merge_lists::merge_lists(lists, control, plan, stats, ctx.clone(), checkpoints.clone(), peers);
     let mut dead = src.dead.concat(sealed).map(sink::SinkInput::Dead);
     if let Some(hot) = hot {
         dead = dead.concat(hot.map(sink::SinkInput::Hot));

@@ -1,15 +1,17 @@
 //! The replays of `exact_at_seal` instances, on their own thread beside the live job (worker 0,
 //! owned by `MergeLists`). The merger hands over each sealed instance whose final list is
 //! approximate; the thread reads its ranges again (`source::replay`: each pass on up to
-//! `run.workers` threads of its own, one map each) and sends back the exact list with its
-//! certificate, which the merger publishes as the instance's next revision. Replays run one at
-//! a time, on process 0 only (its worker 0).
+//! `run.workers` threads of its own, one map each; in a cluster every process counts the
+//! partitions it owns, `replay_peers`) and sends back the exact list with its certificate, which
+//! the merger publishes as the instance's next revision. Replays run one at a time; the worker
+//! never waits for one (the merger polls for results, also after the end of the input).
 //!
 //! Until then the job is pending: it is in every checkpoint (`replay.snap`, with the sources'
 //! notes), so a crash or a stop replays it again after the restore; its exact revision is a
 //! function of the input only, so publishing it twice is harmless (the same revision number
 //! and list).
 
+use super::replay_peers::PeerLink;
 use crate::config::JobPlan;
 use crate::source::file::Scanned;
 use crate::source::replay::replay;
@@ -24,14 +26,14 @@ use hotlist_operators::time::Millis;
 use hotlist_operators::window::InstanceKey;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A finished replay: its job, its result, how long it took and what its file readers went
-/// through.
-type Outcome = (ReplayJob, Result<Vec<Replayed>, String>, Duration, Scanned);
+/// A finished replay: its job, its result, how long it took, what its file readers went
+/// through and how many processes read its partitions.
+type Outcome = (ReplayJob, Result<Vec<Replayed>, String>, Duration, Scanned, usize);
 
 /// The replays of one run.
 pub struct Replays {
@@ -54,7 +56,7 @@ pub struct Replays {
 
 impl Replays {
     /// The replays of a job, continuing the restored checkpoint's (`restored`).
-    pub fn start(plan: Arc<JobPlan>, restored: Option<ReplaySnapshot>) -> Replays {
+    pub fn start(plan: Arc<JobPlan>, restored: Option<ReplaySnapshot>, peers: Option<PeerLink>) -> Replays {
         let budget = plan.exact_at_seal;
         let (jobs, inbox) = channel::<ReplayJob>();
         let (outbox, results) = channel::<Outcome>();
@@ -64,11 +66,17 @@ impl Replays {
             std::thread::Builder::new()
                 .name("hotlist-replay".into())
                 .spawn(move || {
+                    let peers = peers.map(Mutex::new);
                     for job in inbox {
                         let started = Instant::now();
                         let mut scanned = Scanned::default();
-                        let outcome = replay(&plan, &job, &stop, &mut scanned);
-                        if outbox.send((job, outcome, started.elapsed(), scanned)).is_err() {
+                        let outcome = replay(&plan, &job, &stop, &mut scanned, peers.as_ref());
+                        let processes = peers
+                            .as_ref()
+                            .and_then(|p| p.lock().ok().map(|p| p.processes_of(&job)))
+                            .unwrap_or(1);
+                        let done = (job, outcome, started.elapsed(), scanned, processes);
+                        if outbox.send(done).is_err() {
                             break;
                         }
                     }
@@ -215,18 +223,22 @@ impl Replays {
         !self.stopping && !self.pending.is_empty()
     }
 
-    /// The exact revisions of the replays finished since the last call (`wait`: block until
-    /// every pending one is finished — the end of the input, when nothing else runs).
-    pub fn finished(&mut self, as_of: Millis, wait: bool) -> Vec<PublishedList> {
+    /// The exact revisions of the replays finished since the last call.
+    pub fn finished(&mut self, as_of: Millis) -> Vec<PublishedList> {
         let mut out = Vec::new();
         while self.busy() {
-            let next = if wait {
-                self.results.recv().ok()
-            } else {
-                self.results.try_recv().ok()
-            };
-            let Some((job, outcome, took, scanned)) = next else {
-                break;
+            let (job, outcome, took, scanned, processes) = match self.results.try_recv() {
+                Ok(done) => done,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    // the thread is gone: what is left stays approximate
+                    for job in std::mem::take(&mut self.pending).into_values() {
+                        for _ in &job.lists {
+                            self.give_up(&job.window, job.start, "the replay thread stopped");
+                        }
+                    }
+                    break;
+                }
             };
             if self.pending.remove(&job.instance).is_none() {
                 continue;
@@ -250,11 +262,12 @@ impl Replays {
                     Replayed::Exact(items, certificate, stats) => {
                         self.peak_keys = self.peak_keys.max(stats.peak_keys);
                         tracing::info!(
-                            "window {} instance {}{of}: sealed list exact after {} pass(es) over {} partition range(s) in {:.3}s (files: {} bytes read, {} lines read only to reach the ranges); {} items counted exactly from threshold {}; {}",
+                            "window {} instance {}{of}: sealed list exact after {} pass(es) over {} partition range(s) read by {} process(es) in {:.3}s (files: {} bytes read, {} lines read only to reach the ranges); {} items counted exactly from threshold {}; {}",
                             job.window,
                             job.start,
                             certificate.passes,
                             job.ranges.len(),
+                            processes,
                             took.as_secs_f64(),
                             scanned.bytes,
                             scanned.skipped_lines,
@@ -276,14 +289,6 @@ impl Replays {
                         );
                         self.give_up(&job.window, job.start, why.trim_start());
                     }
-                }
-            }
-        }
-        if wait && self.busy() {
-            // the thread is gone: what is left stays approximate
-            for job in std::mem::take(&mut self.pending).into_values() {
-                for _ in &job.lists {
-                    self.give_up(&job.window, job.start, "the replay thread stopped");
                 }
             }
         }

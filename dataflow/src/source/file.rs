@@ -35,12 +35,20 @@ pub struct FileReader {
 
 /// What a file reader went through: the lines it read only to reach its resume position, and
 /// every byte it read from where it started (or sought to).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Scanned {
     /// Lines read and dropped to reach the resume position.
     pub skipped_lines: u64,
     /// Bytes read.
     pub bytes: u64,
+}
+
+impl Scanned {
+    /// Adds another reader's.
+    pub fn add(&mut self, other: Scanned) {
+        self.skipped_lines += other.skipped_lines;
+        self.bytes += other.bytes;
+    }
 }
 
 impl FileReader {

@@ -19,6 +19,7 @@ use super::accept::{accept, Batch, Place, Rules, Tally};
 use super::file::Scanned;
 use super::{kafka, PartitionReader, ReadStatus, Reader};
 use crate::config::JobPlan;
+use crate::graph::replay_peers::PeerLink;
 use hotlist_operators::counter::Shapes;
 use hotlist_operators::group::OTHER_GROUP;
 use hotlist_operators::hash::item_hash;
@@ -26,8 +27,9 @@ use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::TimedEvent;
 use hotlist_operators::replay::{counts_in, PartitionRange, ReplayJob};
 use hotlist_operators::replay_budget::Replayed;
-use hotlist_operators::replay_count::ReplayInput;
+use hotlist_operators::replay_count::{Counted, ReplayInput};
 use hotlist_operators::replay_lists::{replay_lists, ListKey, ListToReplay};
+use hotlist_operators::replay_pass::{count_local, sum_shares, PassRule, ProcessShare};
 use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::PartitionClock;
 use hotlist_operators::window::WindowSpec;
@@ -44,15 +46,17 @@ const KAFKA_STALL: Duration = Duration::from_secs(60);
 /// The exact lists of a sealed instance (each list of the job: a global window's one, or a
 /// per-group window's groups) and their certificates, or that no pass proving one fits the
 /// plan's budget (`[exact_at_seal]`), or why they cannot be had (`Err`). Each pass reads the
-/// ranges on up to `plan.workers` threads. Stops early (an error) when `stop` is set. What its
-/// file readers went through adds up in `scanned`.
+/// ranges on up to `plan.workers` threads; in a cluster (`peers`) this process reads the
+/// partitions it owns and every other process its own, their shares summed. Stops early (an
+/// error) when `stop` is set. What its file readers went through adds up in `scanned`.
 pub fn replay(
     plan: &JobPlan,
     job: &ReplayJob,
     stop: &AtomicBool,
     scanned: &mut Scanned,
+    peers: Option<&Mutex<PeerLink>>,
 ) -> Result<Vec<Replayed>, String> {
-    replay_on(plan, job, plan.workers, stop, scanned)
+    replay_on(plan, job, plan.workers, stop, scanned, peers)
 }
 
 /// [`replay`] on up to `threads` threads.
@@ -62,86 +66,151 @@ fn replay_on(
     threads: usize,
     stop: &AtomicBool,
     scanned: &mut Scanned,
+    peers: Option<&Mutex<PeerLink>>,
 ) -> Result<Vec<Replayed>, String> {
-    let specs = plan.window_specs();
-    let (wid, window) = specs
-        .iter()
-        .enumerate()
-        .find(|(_, w)| w.name == job.window)
-        .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
-    // each list's estimates: its group's table; no estimate reaches past its largest cell
-    let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync + '_>> = job
+    let reader = JobReader::new(plan, job)?;
+    let lists: Vec<ListToReplay> = job
         .lists
         .iter()
-        .map(|l| Box::new(move |hash: u64| l.sketch.estimate(hash)) as Box<dyn Fn(u64) -> u64 + Sync + '_>)
-        .collect();
-    let lists: Vec<ListToReplay<'_>> = job
-        .lists
-        .iter()
-        .zip(&estimates)
-        .map(|(l, estimate)| ListToReplay {
+        .map(|l| ListToReplay {
             k: job.k,
             first: l.threshold,
-            estimate: estimate.as_ref(),
+            // no estimate reaches past the group's largest cell
             upper: l.sketch.cells().iter().max().unwrap_or(0).saturating_add(1),
         })
         .collect();
-    let router = ListRouter::new(&specs, wid, job);
     let tally = Mutex::new(Scanned::default());
-    let read_part = |part: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
-        let range = &job.ranges[part];
-        let mut more = true;
-        let mut mine = Scanned::default();
-        let mut group = String::new();
-        let read = read_range(plan, range, stop, halt, &mut mine, &mut |e| {
-            if counts_in(window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
-                if let Some(key) = router.key(e, &mut group) {
-                    more = visit(&key, e.hash);
-                }
+    fn lock(p: &Mutex<PeerLink>) -> Result<std::sync::MutexGuard<'_, PeerLink>, String> {
+        p.lock()
+            .map_err(|_| "the replay's link to the other processes failed".to_string())
+    }
+    // this process's parts, and the other processes' job
+    let (own, seq) = match peers {
+        None => ((0..job.ranges.len()).collect(), None),
+        Some(p) => {
+            let mut link = lock(p)?;
+            (link.own_parts(job), Some(link.start(job)?))
+        }
+    };
+    let count = |rule: &PassRule, max_keys: usize| -> Result<Counted<ListKey>, String> {
+        // the others start counting first, then this process counts its share
+        let pass = match (peers, seq) {
+            (Some(p), Some(seq)) => Some(lock(p)?.pass(seq, rule, max_keys)?),
+            _ => None,
+        };
+        let mut shares = vec![reader.count(&own, threads, rule, max_keys, stop, &tally)];
+        if let (Some(p), Some(seq), Some(pass)) = (peers, seq, pass) {
+            for (share, theirs) in lock(p)?.wait(seq, pass, stop)? {
+                let mut sum = tally.lock().unwrap_or_else(|p| p.into_inner());
+                sum.add(theirs);
+                shares.push(share);
             }
-            more
-        });
-        // a poisoned tally (a reader panicked) still holds the others' sums
-        let mut sum = tally.lock().unwrap_or_else(|p| p.into_inner());
-        sum.skipped_lines += mine.skipped_lines;
-        sum.bytes += mine.bytes;
-        read.map_err(|e| format!("partition {}: {e}", range.partition.0))
+        }
+        sum_shares(shares, max_keys)
     };
-    let input = ReplayInput {
-        parts: job.ranges.len(),
-        threads,
-        read: &read_part,
-    };
-    let result = replay_lists(&lists, plan.exact_at_seal, &input);
-    let sum = tally.into_inner().unwrap_or_else(|p| p.into_inner());
-    scanned.skipped_lines += sum.skipped_lines;
-    scanned.bytes += sum.bytes;
+    let result = replay_lists(&lists, plan.exact_at_seal, &count);
+    if let (Some(p), Some(seq)) = (peers, seq) {
+        lock(p)?.done(seq);
+    }
+    scanned.add(tally.into_inner().unwrap_or_else(|p| p.into_inner()));
     result
+}
+
+/// A sealed instance's input as a replay reads it: the job's partition ranges, each accepted
+/// event keyed by the list it counts in, and each list's estimates (its group's table).
+pub struct JobReader<'a> {
+    plan: &'a JobPlan,
+    job: &'a ReplayJob,
+    window: WindowSpec,
+    router: ListRouter,
+}
+
+impl<'a> JobReader<'a> {
+    /// The reader of `job`'s input (`Err`: the job has no such window).
+    pub fn new(plan: &'a JobPlan, job: &'a ReplayJob) -> Result<JobReader<'a>, String> {
+        let specs = plan.window_specs();
+        let wid = specs
+            .iter()
+            .position(|w| w.name == job.window)
+            .ok_or_else(|| format!("the job has no window {:?}", job.window))?;
+        Ok(JobReader {
+            plan,
+            job,
+            window: specs[wid].clone(),
+            router: ListRouter::new(&specs, wid, job),
+        })
+    }
+
+    /// Counts one pass over the job's parts `parts` (indices into its ranges) on up to
+    /// `threads` threads: the keys `rule` admits, within `max_keys` keys of the merged map.
+    /// A failed part is named with its partition. What the file readers went through adds up in
+    /// `tally`.
+    pub fn count(
+        &self,
+        parts: &[usize],
+        threads: usize,
+        rule: &PassRule,
+        max_keys: usize,
+        stop: &AtomicBool,
+        tally: &Mutex<Scanned>,
+    ) -> ProcessShare<ListKey, String> {
+        let (plan, job) = (self.plan, self.job);
+        let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync + '_>> = job
+            .lists
+            .iter()
+            .map(|l| Box::new(move |hash: u64| l.sketch.estimate(hash)) as Box<dyn Fn(u64) -> u64 + Sync + '_>)
+            .collect();
+        let estimates: Vec<&(dyn Fn(u64) -> u64 + Sync)> = estimates.iter().map(|e| e.as_ref()).collect();
+        let read_part = |i: usize, halt: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
+            let part = parts[i];
+            let range = &job.ranges[part];
+            let mut more = true;
+            let mut mine = Scanned::default();
+            let mut group = String::new();
+            let read = read_range(plan, range, stop, halt, &mut mine, &mut |e| {
+                if counts_in(&self.window, job.start, plan.time.allowed_lateness, e.ts, e.wm_before) {
+                    if let Some(key) = self.router.key(e, &mut group) {
+                        more = visit(&key, e.hash);
+                    }
+                }
+                more
+            });
+            // a poisoned tally (a reader panicked) still holds the others' sums
+            tally.lock().unwrap_or_else(|p| p.into_inner()).add(mine);
+            read.map_err(|e| (part, format!("partition {}: {e}", range.partition.0)))
+        };
+        let input = ReplayInput {
+            parts: parts.len(),
+            threads,
+            read: &read_part,
+        };
+        count_local(&input, &estimates, rule, max_keys)
+    }
 }
 
 /// Which replayed list an event counts in: its group's (per-group windows: `(other)`'s when its
 /// group has no list of its own), if that list is replayed; a distinct-user window counts
 /// (item, user) pairs.
-struct ListRouter<'a> {
+struct ListRouter {
     shapes: Shapes,
     shape: u8,
-    window: &'a WindowSpec,
-    index: BTreeMap<&'a str, u32>,
+    window: WindowSpec,
+    index: BTreeMap<String, u32>,
     admit_up_to: Option<u64>,
 }
 
-impl<'a> ListRouter<'a> {
-    fn new(specs: &'a [WindowSpec], window: usize, job: &'a ReplayJob) -> ListRouter<'a> {
+impl ListRouter {
+    fn new(specs: &[WindowSpec], window: usize, job: &ReplayJob) -> ListRouter {
         let shapes = Shapes::new(specs);
         ListRouter {
             shape: shapes.of_window(window),
             shapes,
-            window: &specs[window],
+            window: specs[window].clone(),
             index: job
                 .lists
                 .iter()
                 .enumerate()
-                .map(|(i, l)| (l.group.as_str(), i as u32))
+                .map(|(i, l)| (l.group.as_str().to_string(), i as u32))
                 .collect(),
             admit_up_to: job.admit_up_to,
         }
@@ -198,9 +267,7 @@ fn read_range(
         Reader::open(&plan.source, r.partition.0, plan.max_record_bytes, false).map_err(|e| format!("{e:#}"))?;
     let result = read_open_range(plan, r, stop, halt, &mut reader, f);
     if let Reader::File(file) = &reader {
-        let s = file.scanned();
-        scanned.skipped_lines += s.skipped_lines;
-        scanned.bytes += s.bytes;
+        scanned.add(file.scanned());
     }
     result
 }
@@ -365,7 +432,7 @@ mod tests {
     }
 
     fn run(plan: &JobPlan, j: &ReplayJob) -> Result<Replayed, String> {
-        let mut lists = replay(plan, j, &AtomicBool::new(false), &mut Scanned::default())?;
+        let mut lists = replay(plan, j, &AtomicBool::new(false), &mut Scanned::default(), None)?;
         assert_eq!(lists.len(), 1, "one list");
         Ok(lists.remove(0))
     }
@@ -527,13 +594,16 @@ mod tests {
         };
         // counting lines: the whole prefix is read
         let mut counted = Scanned::default();
-        assert_eq!(ids(replay(&plan, &j, &AtomicBool::new(false), &mut counted)), want);
+        assert_eq!(
+            ids(replay(&plan, &j, &AtomicBool::new(false), &mut counted, None)),
+            want
+        );
         assert_eq!(counted.skipped_lines, 5_000);
         assert!(counted.bytes > prefix as u64, "{counted:?}");
         // seeking: only the range (up to its end, where the next line ends the read)
         j.ranges[0].byte = Some(mark);
         let mut sought = Scanned::default();
-        assert_eq!(ids(replay(&plan, &j, &AtomicBool::new(false), &mut sought)), want);
+        assert_eq!(ids(replay(&plan, &j, &AtomicBool::new(false), &mut sought, None)), want);
         let range_bytes: u64 = lines[5_000..].iter().map(|l| l.len() as u64 + 1).sum();
         assert_eq!(
             sought,
@@ -605,7 +675,7 @@ mod tests {
             .collect();
         let on = |plan: &JobPlan, j: &ReplayJob, threads: usize| {
             let mut scanned = Scanned::default();
-            let r = replay_on(plan, j, threads, &AtomicBool::new(false), &mut scanned).map(|mut lists| {
+            let r = replay_on(plan, j, threads, &AtomicBool::new(false), &mut scanned, None).map(|mut lists| {
                 assert_eq!(lists.len(), 1, "one list");
                 lists.remove(0)
             });

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::replay_count::ReplayInput;
+use crate::replay_pass::count_local;
 use proptest::prelude::*;
 use std::convert::Infallible;
 use std::sync::atomic::AtomicBool;
@@ -66,7 +67,9 @@ fn run_parted(
         threads,
         read: &read,
     };
-    match replay_within(&est, upper, k, first, budget, &input) {
+    let estimates: [&(dyn Fn(u64) -> u64 + Sync); 1] = [&est];
+    let count = |rule: &PassRule, max_keys: usize| count_local(&input, &estimates, rule, max_keys);
+    match replay_within(0, upper, k, first, budget, &count) {
         Ok(r) => r,
         Err(never) => match never {},
     }

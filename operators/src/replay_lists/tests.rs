@@ -4,10 +4,13 @@
 
 use super::*;
 use crate::record::RankedItem;
+use crate::replay_count::ReplayInput;
+use crate::replay_pass::{count_local, sum_shares};
 use crate::topk::top_k;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
+use std::sync::atomic::AtomicBool;
 
 /// Per list, items as (count, over-estimate, hash).
 type Lists = Vec<Vec<(u64, u64, u64)>>;
@@ -54,33 +57,62 @@ fn outcome(r: &Replayed) -> Option<&[RankedItem]> {
     }
 }
 
-/// Runs the lists together on `threads` threads.
+/// Each list's estimate of a hash.
+type Estimates = Vec<Box<dyn Fn(u64) -> u64 + Sync>>;
+
+fn estimates_of(lists: &Lists) -> Estimates {
+    lists
+        .iter()
+        .map(|items| {
+            let items = items.clone();
+            Box::new(move |h| estimate_of(&items, h)) as Box<dyn Fn(u64) -> u64 + Sync>
+        })
+        .collect()
+}
+
+/// Runs the lists together on `threads` threads of each of `processes` processes (part `p`
+/// read by process `p mod processes`, the processes' shares summed as a cluster sums them).
 fn together(
-    specs: &[ListToReplay<'_>],
+    specs: &[ListToReplay],
+    estimates: &Estimates,
     evs: &[Vec<(ListKey, u64)>],
-    threads: usize,
+    (processes, threads): (usize, usize),
     budget: ReplayBudget,
 ) -> (Vec<Replayed>, usize) {
+    let estimates: Vec<&(dyn Fn(u64) -> u64 + Sync)> = estimates.iter().map(|e| e.as_ref()).collect();
     let reads = std::sync::atomic::AtomicUsize::new(0);
-    let read = |p: usize, _: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| -> Result<(), Infallible> {
-        reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for (key, hash) in &evs[p] {
-            if !visit(key, *hash) {
-                break;
-            }
-        }
-        Ok(())
+    let owned: Vec<Vec<usize>> = (0..processes)
+        .map(|proc| (0..evs.len()).filter(|p| p % processes == proc).collect())
+        .collect();
+    let count = |rule: &PassRule, max_keys: usize| -> Result<Counted<ListKey>, Infallible> {
+        let shares = owned
+            .iter()
+            .map(|parts| {
+                let read = |i: usize, _: &AtomicBool, visit: &mut dyn FnMut(&ListKey, u64) -> bool| {
+                    reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    for (key, hash) in &evs[parts[i]] {
+                        if !visit(key, *hash) {
+                            break;
+                        }
+                    }
+                    Ok(())
+                };
+                let input = ReplayInput {
+                    parts: parts.len(),
+                    threads,
+                    read: &read,
+                };
+                count_local(&input, &estimates, rule, max_keys).map_err(|e| (0, e))
+            })
+            .collect();
+        sum_shares(shares, max_keys)
     };
-    let input = ReplayInput {
-        parts: evs.len(),
-        threads,
-        read: &read,
-    };
-    let out = match replay_lists(specs, budget, &input) {
+    let out = match replay_lists(specs, budget, &count) {
         Ok(r) => r,
         Err(never) => match never {},
     };
-    (out, reads.into_inner())
+    // a read per part of every pass: count one per pass whatever the split
+    (out, reads.into_inner() / evs.len().max(1))
 }
 
 proptest! {
@@ -91,28 +123,27 @@ proptest! {
         firsts in proptest::collection::vec(0u64..12, 5),
         max_keys in 1usize..40,
         range_bits in 0u32..3,
-        parts in 1usize..4,
+        parts in 1usize..5,
+        processes in 1usize..4,
         threads in 1usize..4,
     ) {
         let budget = ReplayBudget::new(max_keys, 1 << range_bits).expect("a budget");
         let evs = events(&lists, parts, None);
-        let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync>> = lists
-            .iter()
-            .map(|items| {
-                let items = items.clone();
-                Box::new(move |h| estimate_of(&items, h)) as Box<dyn Fn(u64) -> u64 + Sync>
-            })
-            .collect();
-        let specs: Vec<ListToReplay<'_>> = lists
+        let estimates = estimates_of(&lists);
+        let specs: Vec<ListToReplay> = lists
             .iter()
             .enumerate()
-            .map(|(i, items)| ListToReplay { k, first: firsts[i], estimate: estimates[i].as_ref(), upper: upper(items) })
+            .map(|(i, items)| ListToReplay { k, first: firsts[i], upper: upper(items) })
             .collect();
-        let (all, _) = together(&specs, &evs, threads, budget);
+        let (all, _) = together(&specs, &estimates, &evs, (processes, threads), budget);
         prop_assert_eq!(all.len(), lists.len());
+        // the same outcome, certificates and stats in one process on one thread
+        let (one, _) = together(&specs, &estimates, &evs, (1, 1), budget);
+        prop_assert_eq!(&all, &one, "{} processes × {} threads", processes, threads);
         let mut peak = 0usize;
         for (i, items) in lists.iter().enumerate() {
-            let alone = together(std::slice::from_ref(&ListToReplay { k, first: firsts[i], estimate: estimates[i].as_ref(), upper: upper(items) }), &events(&[items.clone()].to_vec(), parts, None), 1, budget).0;
+            let single = vec![items.clone()];
+            let alone = together(std::slice::from_ref(&specs[i]), &estimates_of(&single), &events(&single, parts, None), (1, 1), budget).0;
             prop_assert_eq!(outcome(&all[i]), outcome(&alone[0]), "list {}", i);
             if let Replayed::Exact(got, cert, stats) = &all[i] {
                 let seen: Vec<RankedItem> = items
@@ -135,6 +166,7 @@ proptest! {
         lists in proptest::collection::vec(proptest::collection::vec((0u64..8, 0u64..5, any::<u64>()), 0..20), 1..4),
         users in 1u64..4,
         k in 1usize..4,
+        processes in 1usize..3,
         threads in 1usize..3,
     ) {
         let evs = events(&lists, 2, Some(users));
@@ -142,19 +174,11 @@ proptest! {
         for (key, _) in evs.iter().flatten() {
             pairs.entry((key.list, key.item.clone())).or_default().insert(key.user.clone().expect("a user"));
         }
-        let estimates: Vec<Box<dyn Fn(u64) -> u64 + Sync>> = lists
+        let specs: Vec<ListToReplay> = lists
             .iter()
-            .map(|items| {
-                let items = items.clone();
-                Box::new(move |h| estimate_of(&items, h)) as Box<dyn Fn(u64) -> u64 + Sync>
-            })
+            .map(|items| ListToReplay { k, first: 1, upper: upper(items) })
             .collect();
-        let specs: Vec<ListToReplay<'_>> = lists
-            .iter()
-            .enumerate()
-            .map(|(i, items)| ListToReplay { k, first: 1, estimate: estimates[i].as_ref(), upper: upper(items) })
-            .collect();
-        let (all, _) = together(&specs, &evs, threads, ReplayBudget::default());
+        let (all, _) = together(&specs, &estimates_of(&lists), &evs, (processes, threads), ReplayBudget::default());
         for (i, r) in all.iter().enumerate() {
             let seen: Vec<RankedItem> = pairs
                 .iter()
@@ -186,21 +210,13 @@ fn one_shared_read_proves_lists_whose_thresholds_hold() {
         1 | 3 => 2,
         _ => 1,
     };
-    let specs = [
-        ListToReplay {
-            k: 1,
-            first: 2,
-            estimate: &exact,
-            upper: 3,
-        },
-        ListToReplay {
-            k: 1,
-            first: 2,
-            estimate: &exact,
-            upper: 3,
-        },
-    ];
-    let (out, reads) = together(&specs, &evs, 1, ReplayBudget::default());
+    let spec = ListToReplay {
+        k: 1,
+        first: 2,
+        upper: 3,
+    };
+    let estimates: Estimates = vec![Box::new(exact), Box::new(exact)];
+    let (out, reads) = together(&[spec, spec], &estimates, &evs, (1, 1), ReplayBudget::default());
     assert_eq!(reads, 1);
     let firsts: Vec<(String, u64, u32)> = out
         .iter()
