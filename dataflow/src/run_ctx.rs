@@ -4,6 +4,7 @@
 
 use crate::checkpoint::Restored;
 use crate::config::CheckpointPlan;
+use hotlist_operators::time::Millis;
 use std::sync::{Arc, Mutex};
 
 /// What a run shares with its operators beyond the plan.
@@ -49,12 +50,69 @@ impl RunCtx {
             .map(|c| crate::checkpoint::checkpoint_dir(&c.dir, &self.job, self.epoch_base + t))
     }
 
-    /// Whether timely epoch `t` is a checkpoint epoch, given the global watermark after it and
-    /// whether a source asked for one (it is stopping): every `every_epochs` epochs, when all
-    /// input has ended, and on a graceful stop. Every worker decides alike from the same data.
-    pub fn is_checkpoint(&self, t: u64, global: hotlist_operators::time::Millis, requested: bool) -> bool {
-        self.checkpoint.as_ref().is_some_and(|c| {
-            requested || t.is_multiple_of(c.every_epochs) || global == hotlist_operators::time::Millis::MAX
-        })
+    /// Whether an epoch is a checkpoint epoch, given the global watermark after it, whether a
+    /// source asked for one (it is stopping) and the sources' clock at its end: when
+    /// `checkpoint.interval` has passed on that clock since the last one (`last`, updated; the
+    /// first epoch read starts the count), when all input has ended, and on a graceful stop.
+    /// Every worker decides alike from the same control records.
+    pub fn is_checkpoint(
+        &self,
+        global: Millis,
+        requested: bool,
+        clock: Option<Millis>,
+        last: &mut Option<Millis>,
+    ) -> bool {
+        let Some(c) = self.checkpoint.as_ref() else {
+            return false;
+        };
+        let since = *last.get_or_insert(clock.unwrap_or(Millis::MIN));
+        let due = clock.is_some_and(|now| now >= since.plus(c.every));
+        let checkpoint = requested || due || global == Millis::MAX;
+        if checkpoint {
+            *last = clock.or(*last);
+        }
+        checkpoint
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::time::Span;
+
+    /// Checkpoints come `checkpoint.interval` apart on the sources' clock, however many epochs
+    /// pass between (full epochs close early); the end of the input and a stop are checkpoints
+    /// too; without `[checkpoint]` nothing is.
+    #[test]
+    fn checkpoints_are_due_by_the_sources_clock_not_by_epochs() {
+        let mut ctx = RunCtx {
+            epoch_base: 1,
+            restore: None,
+            checkpoint: Some(CheckpointPlan {
+                dir: "ckpt".into(),
+                every: Span::from_millis(100),
+                retain: 1,
+                remote: None,
+            }),
+            job: "t".into(),
+            fatal: Arc::new(Mutex::new(None)),
+            partition_count: None,
+            writes_sink: true,
+        };
+        let mut last = None;
+        let due = |clock: i64, wm: i64, stop: bool, last: &mut Option<Millis>| {
+            ctx.is_checkpoint(Millis(wm), stop, Some(Millis(clock)), last)
+        };
+        // many epochs in the first 100 ms: none is a checkpoint, the one at 100 ms is
+        let clocks = [1_000, 1_010, 1_020, 1_099, 1_100, 1_150, 1_199, 1_200, 1_201];
+        let got: Vec<bool> = clocks.iter().map(|c| due(*c, 0, false, &mut last)).collect();
+        assert_eq!(got, [false, false, false, false, true, false, false, true, false]);
+        // a stop and the end of the input are checkpoints, and restart the count
+        assert!(due(1_250, 0, true, &mut last));
+        assert!(!due(1_300, 0, false, &mut last));
+        assert!(due(1_310, i64::MAX, false, &mut last));
+        assert!(!due(1_400, 0, false, &mut last));
+        ctx.checkpoint = None;
+        assert!(!ctx.is_checkpoint(Millis::MAX, true, Some(Millis(5_000)), &mut None));
     }
 }

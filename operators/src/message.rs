@@ -36,6 +36,10 @@ pub enum Control {
     EmitTick,
     /// Make this epoch a checkpoint (a source is stopping: finish, checkpoint, commit).
     Checkpoint,
+    /// The source's wall clock when it closed the epoch: checkpoints are due by the largest
+    /// (`checkpoint.interval` after the last), decided alike on every worker from the same
+    /// records — epochs are not a measure of time (a full epoch closes early).
+    Clock(Millis),
     /// The groups this epoch's events count in, per instance of a window with `by` dims (see
     /// `group::admission`).
     Groups(Vec<GroupNote>),

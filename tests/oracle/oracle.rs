@@ -141,6 +141,7 @@ fn run_windows(
         workers,
         epoch_interval: Span::from_millis(1),
         max_epochs_in_flight: 2,
+        max_epoch_records: hotlist_dataflow::config::DEFAULT_MAX_EPOCH_RECORDS,
         batch_size: c.batch,
         max_dead_letters_per_block: hotlist_dataflow::config::DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK,
         cluster: None,

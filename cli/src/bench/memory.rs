@@ -24,7 +24,7 @@ pub(super) fn bench_memory(args: &BenchArgs) -> Result<BenchResult> {
     if args.checkpoint {
         mem_plan.checkpoint = Some(hotlist_dataflow::config::CheckpointPlan {
             dir: ckpt_dir.path().to_path_buf(),
-            every_epochs: 10,
+            every: hotlist_operators::time::Span::from_millis(mem_plan.epoch_interval.as_millis() * 10),
             retain: 1_000,
             remote: None,
         });

@@ -176,6 +176,7 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         workers: args.workers,
         epoch_interval: Span::from_millis(100),
         max_epochs_in_flight: 4,
+        max_epoch_records: hotlist_dataflow::config::DEFAULT_MAX_EPOCH_RECORDS,
         batch_size: 8192,
         max_dead_letters_per_block: hotlist_dataflow::config::DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK,
         cluster: None,

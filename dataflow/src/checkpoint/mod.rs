@@ -2,8 +2,9 @@
 //! the directory lock that keeps a second live run of the job out.
 //!
 //! Protocol (docs/exactly-once.md, "The commit-at-checkpoint protocol"): epoch `t` is a
-//! checkpoint epoch when `t % every_epochs == 0`, when every input has ended, or when a source
-//! is stopping. When the frontier passes it, every counter writes its part (`counter-<worker>.snap`
+//! checkpoint epoch when `checkpoint.interval` has passed since the last one on the sources'
+//! clocks (the largest clock in its control records: every worker decides alike), when every
+//! input has ended, or when a source is stopping. When the frontier passes it, every counter writes its part (`counter-<worker>.snap`
 //! and its pane files, off the worker thread, the epoch held until they are durable) and the
 //! merger (worker 0) writes `merger.snap` and `sources.snap`. Only after that can the sink's
 //! frontier pass the epoch and the sink hand the results of all epochs up to `t` to the writer

@@ -17,6 +17,8 @@ pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
 /// Default `run.max_dead_letters_per_block`: dead letters kept whole per source and block of
 /// 1,000,000 positions; the rest of a block's are counted per reason in one summary row.
 pub const DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK: usize = 1_000;
+/// Default records a source reads in one epoch before it closes it (`run.max_epoch_records`).
+pub const DEFAULT_MAX_EPOCH_RECORDS: u64 = 65_536;
 
 /// The largest `source.max_record_bytes` accepted: 64 MiB. A source holds one record of up
 /// to this size per partition, and a dead letter keeps a bad record of up to this size whole.
@@ -55,6 +57,9 @@ pub struct JobPlan {
     pub epoch_interval: Span,
     /// Backpressure bound.
     pub max_epochs_in_flight: u64,
+    /// A source closes its epoch early once it has read this many records in it, so an
+    /// epoch's buffers are bounded by records at any input rate.
+    pub max_epoch_records: u64,
     /// Records a source reads per activation.
     pub batch_size: usize,
     /// Dead letters kept whole per source and block of positions (`dead_letter_cap`).
@@ -235,8 +240,8 @@ pub struct CheckpointPlan {
     /// Base directory; checkpoints live in `dir/<job>/<epoch>/` (with `remote`: the local
     /// copy, written first and uploaded before each commit).
     pub dir: PathBuf,
-    /// Checkpoint every this many epochs.
-    pub every_epochs: u64,
+    /// Checkpoint this often (`checkpoint.interval`, on the sources' clocks).
+    pub every: Span,
     /// Checkpoints kept.
     pub retain: usize,
     /// `checkpoint.dir = "s3://bucket/prefix"`: the object store checkpoints are kept in.

@@ -311,6 +311,8 @@ pub struct RawRun {
     pub epoch_interval: Option<String>,
     /// Sources wait when more than this many epochs are in flight (backpressure).
     pub max_epochs_in_flight: Option<u64>,
+    /// A source closes its epoch once it has read this many records in it (default 65,536).
+    pub max_epoch_records: Option<u64>,
     /// Records a source reads per activation (over all its partitions).
     pub batch_size: Option<usize>,
     /// Dead letters kept whole per source and block of 1,000,000 positions (default 1000);

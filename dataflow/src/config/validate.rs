@@ -6,7 +6,8 @@
 
 use super::plan::{
     CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
-    WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+    WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_EPOCH_RECORDS, DEFAULT_MAX_RECORD_BYTES,
+    MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawS3, RawSink,
@@ -61,9 +62,13 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         bail!("run.epoch_interval: must be positive");
     }
     let max_epochs_in_flight = raw.run.max_epochs_in_flight.unwrap_or(4).max(1);
+    let max_epoch_records = raw.run.max_epoch_records.unwrap_or(DEFAULT_MAX_EPOCH_RECORDS);
+    if max_epoch_records == 0 {
+        bail!("run.max_epoch_records: must be positive");
+    }
     let checkpoint = match &raw.checkpoint {
         None => None,
-        Some(cp) => Some(validate_checkpoint(cp, &source, &sink, epoch_interval)?),
+        Some(cp) => Some(validate_checkpoint(cp, &source, &sink)?),
     };
     let batch_size = raw.run.batch_size.unwrap_or(8192);
     let cluster = validate_cluster(&raw.run, overrides)?;
@@ -102,6 +107,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         workers,
         epoch_interval,
         max_epochs_in_flight,
+        max_epoch_records,
         batch_size,
         max_dead_letters_per_block,
         cluster,
@@ -369,12 +375,7 @@ fn validate_sink(s: &RawSink) -> Result<(SinkPlan, Option<RedisTarget>)> {
 }
 
 /// `[checkpoint]`: only for a replayable source and a sink that keeps history.
-fn validate_checkpoint(
-    cp: &RawCheckpoint,
-    source: &SourcePlan,
-    sink: &SinkPlan,
-    epoch_interval: Span,
-) -> Result<CheckpointPlan> {
+fn validate_checkpoint(cp: &RawCheckpoint, source: &SourcePlan, sink: &SinkPlan) -> Result<CheckpointPlan> {
     let interval = span("checkpoint.interval", &cp.interval, "5s")?;
     if matches!(source, SourcePlan::Stdin) {
         bail!("[checkpoint]: standard input cannot be replayed, so it cannot be checkpointed");
@@ -397,7 +398,7 @@ fn validate_checkpoint(
     };
     Ok(CheckpointPlan {
         dir: PathBuf::from(local),
-        every_epochs: (interval.as_millis() / epoch_interval.as_millis().max(1)).max(1),
+        every: interval,
         retain,
         remote,
     })

@@ -36,6 +36,8 @@ pub struct ControlFrame {
     pub tick: bool,
     /// Whether a source asked for a checkpoint (`Control::Checkpoint`: it is stopping).
     pub stopping: bool,
+    /// The largest of the sources' wall clocks at the epoch's end (`Control::Clock`).
+    pub clock: Option<Millis>,
     /// Whether the epoch is a checkpoint (decided alike on every worker).
     pub checkpoint: bool,
     /// Each partition's state at the end of the epoch, in arrival order.
@@ -48,8 +50,14 @@ pub struct ControlFrame {
 
 impl ControlFrame {
     /// Reads epoch `t`'s control records: feeds the partitions' watermarks to `global` and
-    /// advances it, and decides whether `t` is a checkpoint.
-    pub fn read(t: u64, controls: Vec<Control>, global: &mut GlobalWatermark, ctx: &RunCtx) -> ControlFrame {
+    /// advances it, and decides whether `t` is a checkpoint (`last_checkpoint`: the clock of
+    /// the last one this reader decided, updated).
+    pub fn read(
+        controls: Vec<Control>,
+        global: &mut GlobalWatermark,
+        last_checkpoint: &mut Option<Millis>,
+        ctx: &RunCtx,
+    ) -> ControlFrame {
         let mut frame = ControlFrame::default();
         for c in controls {
             match c {
@@ -70,12 +78,13 @@ impl ControlFrame {
                 }
                 Control::EmitTick => frame.tick = true,
                 Control::Checkpoint => frame.stopping = true,
+                Control::Clock(at) => frame.clock = frame.clock.max(Some(at)),
                 Control::Groups(notes) => frame.groups.extend(notes),
                 Control::Replay(notes) => frame.replays.extend(notes),
             }
         }
         frame.watermark = global.advance();
-        frame.checkpoint = ctx.is_checkpoint(t, frame.watermark, frame.stopping);
+        frame.checkpoint = ctx.is_checkpoint(frame.watermark, frame.stopping, frame.clock, last_checkpoint);
         frame
     }
 }
@@ -126,6 +135,8 @@ pub struct EpochDriver<O: EpochOperator> {
     op: Option<O>,
     stash: EpochStash<O::Record, Control>,
     global: GlobalWatermark,
+    /// The sources' clock at the last checkpoint (`None`: none since the start).
+    last_checkpoint: Option<Millis>,
     ctx: RunCtx,
 }
 
@@ -142,6 +153,7 @@ impl<O: EpochOperator> EpochDriver<O> {
             op,
             stash: EpochStash::new(ports),
             global,
+            last_checkpoint: None,
             ctx,
         }
     }
@@ -177,7 +189,7 @@ impl<O: EpochOperator> EpochDriver<O> {
         let Some(op) = self.op.as_mut() else {
             return Some(Applied { caps, output: None });
         };
-        let frame = ControlFrame::read(t, second, &mut self.global, &self.ctx);
+        let frame = ControlFrame::read(second, &mut self.global, &mut self.last_checkpoint, &self.ctx);
         let output = op.apply(t, first, &frame);
         if frame.checkpoint {
             if let (Some(dir), Some(hold)) = (self.ctx.checkpoint_dir(t), caps.first()) {

@@ -106,6 +106,8 @@ fn replay_windows(plan: &JobPlan) -> Vec<(WindowId, WindowSpec)> {
 pub(super) enum EpochEnd {
     /// Its wall-clock time is up: the next epoch follows.
     Timer,
+    /// It holds `run.max_epoch_records` records: the next epoch follows.
+    Full,
     /// Every partition ended, or the job is stopping: this was the source's last epoch.
     Last,
 }
@@ -124,9 +126,11 @@ pub(super) struct SourceState {
     emit_interval: Duration,
     idle_timeout: Duration,
     max_epochs_in_flight: u64,
-    /// The current (timely) epoch, and when it started.
+    max_epoch_records: u64,
+    /// The current (timely) epoch, when it started and the records read in it.
     epoch: u64,
     epoch_started: Instant,
+    epoch_records: u64,
     /// When the last emit tick was sent.
     last_tick: Instant,
     /// The run's context: its restored checkpoint, and failing it.
@@ -176,8 +180,10 @@ impl SourceState {
             emit_interval: plan.time.emit_interval.as_std(),
             idle_timeout: plan.time.idle_timeout.as_std(),
             max_epochs_in_flight: plan.max_epochs_in_flight,
+            max_epoch_records: plan.max_epoch_records,
             epoch: 0,
             epoch_started: now,
+            epoch_records: 0,
             last_tick: now,
             ctx: ctx.clone(),
             growth,
@@ -264,6 +270,7 @@ impl SourceState {
             idle_timeout,
             ctx,
             replay,
+            epoch_records,
             ..
         } = self;
         rules.wall = Millis::now();
@@ -292,6 +299,7 @@ impl SourceState {
                     }
                 };
                 tally.records += 1;
+                *epoch_records += 1;
                 let line = rec.message().map_or(0, |m| m.line);
                 let place = Place {
                     partition: *id,
@@ -335,7 +343,9 @@ impl SourceState {
         }
     }
 
-    /// Whether the epoch closes now: at the end of input, when stopping, or on the timer.
+    /// Whether the epoch closes now: at the end of input, when stopping, on the timer, or once
+    /// it holds `run.max_epoch_records` records (so what an epoch buffers downstream is bounded
+    /// by records, whatever the input rate).
     pub(super) fn epoch_end(&self, stopping: bool) -> Option<EpochEnd> {
         // a live run that discovers partitions never ends by itself, even without partitions yet
         let ended = self.growth.is_none() && self.partitions.iter().all(|p| !p.live());
@@ -343,14 +353,16 @@ impl SourceState {
             Some(EpochEnd::Last)
         } else if self.epoch_started.elapsed() >= self.epoch_interval {
             Some(EpochEnd::Timer)
+        } else if self.epoch_records >= self.max_epoch_records {
+            Some(EpochEnd::Full)
         } else {
             None
         }
     }
 
     /// The control records that close the epoch: each partition's watermark, status and
-    /// position, an emit tick when one is due (always at the last epoch), and a checkpoint
-    /// request when stopping.
+    /// position, an emit tick when one is due (always at the last epoch), a checkpoint request
+    /// when stopping, and the source's wall clock (checkpoints are due by it).
     pub(super) fn close_epoch(&mut self, end: EpochEnd, stopping: bool) -> Vec<Control> {
         let mut controls: Vec<Control> = self
             .partitions
@@ -380,6 +392,7 @@ impl SourceState {
         if stopping {
             controls.push(Control::Checkpoint);
         }
+        controls.push(Control::Clock(Millis::now()));
         controls
     }
 
@@ -387,6 +400,7 @@ impl SourceState {
     pub(super) fn next_epoch(&mut self) -> u64 {
         self.epoch += 1;
         self.epoch_started = Instant::now();
+        self.epoch_records = 0;
         self.epoch
     }
 

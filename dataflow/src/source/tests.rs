@@ -1,12 +1,13 @@
 //! Resuming partitions from a checkpoint: at the checkpoint's position, or not at all (a run
 //! that cannot resume a partition fails, naming the partition and the position).
 
-use super::state::SourceState;
+use super::state::{EpochEnd, SourceState};
 use super::{file::FileReader, Reader};
 use crate::checkpoint::Restored;
 use crate::config::{parse, Overrides};
 use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
+use hotlist_operators::message::Control;
 use hotlist_operators::record::{PartitionId, PartitionStatus};
 use hotlist_operators::snapshot::{MergerSnapshot, PartitionState, SourceSnapshot};
 use hotlist_operators::time::Millis;
@@ -94,4 +95,69 @@ fn a_partition_that_cannot_resume_fails_the_run() {
             && fatal.contains("fewer than the checkpoint's 5"),
         "{fatal}"
     );
+}
+
+/// An epoch closes once it holds `run.max_epoch_records` records, before its timer (10 s here):
+/// a 10-line file read 3 records per batch closes its first epoch after 6 records (two
+/// batches); the next epoch starts the count again and holds the other 4 until the end of input.
+#[test]
+fn a_full_epoch_closes_before_its_timer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("in.jsonl");
+    let lines: String = (0..10)
+        .map(|i| format!("{{\"item_id\":\"i{i}\",\"ts\":{i}}}\n"))
+        .collect();
+    std::fs::write(&path, lines).expect("write input");
+    let config = format!(
+        "[run]\nepoch_interval = \"10s\"\nmax_epoch_records = 5\nbatch_size = 3\n[source]\nkind = \"file\"\npath = {:?}\n",
+        path.display().to_string()
+    );
+    let plan = parse(&config, &Overrides::default()).expect("config");
+    let reader = Reader::File(FileReader::open(&path, plan.max_record_bytes).expect("open"));
+    let ctx = RunCtx {
+        restore: None,
+        ..restoring(0)
+    };
+    let mut source = SourceState::new(
+        &plan,
+        vec![(PartitionId(0), reader)],
+        (0, 1),
+        Arc::new(JobStats::new(1, 1)),
+        &ctx,
+    );
+    let mut ends = Vec::new();
+    for _ in 0..6 {
+        let mut batch = source.new_batch();
+        source.read_batch(&mut batch);
+        let end = source.epoch_end(false);
+        ends.push((batch.events.len(), end));
+        if let Some(e) = end {
+            let controls = source.close_epoch(e, false);
+            assert!(
+                controls.iter().any(|c| matches!(c, Control::Clock(_))),
+                "every epoch carries its source's clock"
+            );
+            source.next_epoch();
+        }
+    }
+    assert_eq!(
+        ends,
+        vec![
+            (3, None),
+            (3, Some(EpochEnd::Full)),
+            (3, None),
+            (1, None), // 4 records: not full; the end of the file shows at the next read
+            (0, Some(EpochEnd::Last)),
+            (0, Some(EpochEnd::Last)),
+        ]
+    );
+    let parsed = |v: &str| {
+        parse(
+            &format!("[run]\nmax_epoch_records = {v}\n[source]\nkind = \"generator\"\n"),
+            &Overrides::default(),
+        )
+    };
+    let err = format!("{:#}", parsed("0").expect_err("zero"));
+    assert!(err.contains("run.max_epoch_records: must be positive"), "{err}");
+    assert_eq!(parsed("7").expect("config").max_epoch_records, 7);
 }
