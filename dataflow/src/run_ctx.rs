@@ -53,7 +53,7 @@ impl RunCtx {
     /// Whether an epoch is a checkpoint epoch, given the global watermark after it, whether a
     /// source asked for one (it is stopping) and the sources' clock at its end: when
     /// `checkpoint.interval` has passed on that clock since the last one (`last`, updated; the
-    /// first epoch read starts the count), when all input has ended, and on a graceful stop.
+    /// first epoch a run reads is one), when all input has ended, and on a graceful stop.
     /// Every worker decides alike from the same control records.
     pub fn is_checkpoint(
         &self,
@@ -65,8 +65,12 @@ impl RunCtx {
         let Some(c) = self.checkpoint.as_ref() else {
             return false;
         };
-        let since = *last.get_or_insert(clock.unwrap_or(Millis::MIN));
-        let due = clock.is_some_and(|now| now >= since.plus(c.every));
+        // the first epoch of a run is one (as epoch 0 always was)
+        let due = match (*last, clock) {
+            (None, _) => true,
+            (Some(since), Some(now)) => now >= since.plus(c.every),
+            (Some(_), None) => false,
+        };
         let checkpoint = requested || due || global == Millis::MAX;
         if checkpoint {
             *last = clock.or(*last);
@@ -103,10 +107,10 @@ mod tests {
         let due = |clock: i64, wm: i64, stop: bool, last: &mut Option<Millis>| {
             ctx.is_checkpoint(Millis(wm), stop, Some(Millis(clock)), last)
         };
-        // many epochs in the first 100 ms: none is a checkpoint, the one at 100 ms is
+        // the first epoch is one; many epochs in the next 100 ms: the one at 100 ms is
         let clocks = [1_000, 1_010, 1_020, 1_099, 1_100, 1_150, 1_199, 1_200, 1_201];
         let got: Vec<bool> = clocks.iter().map(|c| due(*c, 0, false, &mut last)).collect();
-        assert_eq!(got, [false, false, false, false, true, false, false, true, false]);
+        assert_eq!(got, [true, false, false, false, true, false, false, true, false]);
         // a stop and the end of the input are checkpoints, and restart the count
         assert!(due(1_250, 0, true, &mut last));
         assert!(!due(1_300, 0, false, &mut last));
