@@ -98,6 +98,55 @@ pub enum BadRecord {
 /// Parses one line (without its line terminator) into an event.
 pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
     let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
+    if let Some(parsed) = parse_plain(text) {
+        return parsed;
+    }
+    parse_json(text)
+}
+
+/// The producers' usual line, `{"item_id":"ID","ts":MILLIS}` byte for byte (no spaces, no other
+/// field; an id without escapes, quotes or control characters; an integer without leading
+/// zeros, not `-0`, at most 18 digits), parsed without a JSON parser: its result, or `None` for any other
+/// line (then [`parse_json`] decides). The result is [`parse_json`]'s (property-tested).
+#[inline]
+fn parse_plain(text: &str) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
+    const HEAD: &[u8] = b"{\"item_id\":\"";
+    const MID: &[u8] = b"\",\"ts\":";
+    let bytes = text.as_bytes();
+    let rest = bytes.strip_prefix(HEAD)?;
+    let end = rest.iter().position(|b| matches!(b, b'"' | b'\\' | 0..=0x1f))?;
+    if rest[end] != b'"' {
+        return None;
+    }
+    let digits = rest[end..].strip_prefix(MID)?.strip_suffix(b"}")?;
+    let (negative, digits) = match digits.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, digits),
+    };
+    // (JSON has no leading zeros; `-0` is a float to the JSON parser)
+    let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
+    if digits.is_empty() || digits.len() > 18 || leading_zero || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    let ts = if negative { -magnitude } else { magnitude };
+    // HEAD and the id's end are ASCII: the id is a str slice of the line
+    let item_id = &text[HEAD.len()..HEAD.len() + end];
+    Some(
+        check_item_id(item_id).and_then(|()| match TsField::of(Millis(ts), || ts.to_string()) {
+            TsField::Event(ts) => Ok(ParsedEvent {
+                item_id: Cow::Borrowed(item_id),
+                ts,
+                user: None,
+                dims: Vec::new(),
+            }),
+            TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
+        }),
+    )
+}
+
+/// Parses a UTF-8 line with the JSON parser.
+fn parse_json(text: &str) -> Result<ParsedEvent<'_>, BadRecord> {
     match text.bytes().find(|b| !b.is_ascii_whitespace()) {
         None => return Err(BadRecord::Empty),
         Some(b'{') => {}
@@ -260,6 +309,74 @@ impl<'de> Deserialize<'de> for StrOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Lines near the plain shape: the plain shape itself with ids and times of every kind,
+    /// and those lines cut, spaced, doubled or with a byte changed.
+    fn near_plain() -> impl Strategy<Value = String> {
+        let id = prop_oneof![
+            "[a-z0-9-]{0,12}",
+            "[ -~]{0,8}",
+            "\\PC{0,6}",
+            Just("x".repeat(257)),
+            Just("a\\u0000b".to_string()),
+        ];
+        let ts = prop_oneof![
+            any::<i64>().prop_map(|t| t.to_string()),
+            (-300_000_000_000_000i64..300_000_000_000_000).prop_map(|t| t.to_string()),
+            "-?0[0-9]{0,3}",
+            "[0-9]{17,21}",
+            Just("-".to_string()),
+            Just("1.5".to_string()),
+            Just("\"1970-01-01T00:00:00Z\"".to_string()),
+        ];
+        (id, ts, 0usize..6, any::<prop::sample::Index>(), any::<u8>()).prop_map(|(id, ts, how, at, byte)| {
+            let line = format!("{{\"item_id\":\"{id}\",\"ts\":{ts}}}");
+            let i = at.index(line.len().max(1));
+            match how {
+                0 | 1 => line,
+                2 => line[..line.floor_char_boundary(i)].to_string(),
+                3 => format!("{line} "),
+                4 => line.replacen(':', ": ", 1),
+                _ => {
+                    let mut b = line.into_bytes();
+                    if let Some(x) = b.get_mut(i) {
+                        *x = byte;
+                    }
+                    String::from_utf8_lossy(&b).into_owned()
+                }
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        /// The plain fast path gives the JSON parser's result on every line it takes.
+        #[test]
+        fn the_plain_path_agrees_with_the_json_parser(line in near_plain()) {
+            if let Some(fast) = parse_plain(&line) {
+                prop_assert_eq!(fast, parse_json(&line), "{}", line);
+            }
+        }
+    }
+
+    #[test]
+    fn the_plain_path_takes_the_usual_line_only() {
+        assert!(parse_plain(r#"{"item_id":"item-7","ts":1767225600001}"#).is_some());
+        assert!(parse_plain(r#"{"item_id":"a","ts":-5}"#).is_some());
+        for other in [
+            r#"{"item_id": "a","ts":1}"#,
+            r#"{"ts":1,"item_id":"a"}"#,
+            r#"{"item_id":"a\"b","ts":1}"#,
+            r#"{"item_id":"a","ts":01}"#,
+            r#"{"item_id":"a","ts":1} "#,
+            r#"{"item_id":"a","ts":1,"dims":{}}"#,
+            r#"{"item_id":"a","ts":1234567890123456789}"#,
+            r#"{"item_id":"a","ts":-0}"#,
+        ] {
+            assert!(parse_plain(other).is_none(), "{other}");
+        }
+    }
 
     fn ok(line: &str) -> (String, i64) {
         let e = parse_event(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
