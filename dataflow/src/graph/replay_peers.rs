@@ -129,31 +129,26 @@ pub struct PeerLink {
     jobs: BTreeMap<u64, Vec<usize>>,
 }
 
+/// The parts of `job` (indices into its ranges) process `process` reads.
+fn parts_of(job: &ReplayJob, process: usize, workers: usize, processes: usize) -> Vec<usize> {
+    (0..job.ranges.len())
+        .filter(|&i| owner(job.ranges[i].partition, workers, processes) == process)
+        .collect()
+}
+
 impl PeerLink {
     /// The parts (indices into the job's ranges) process 0 reads.
     pub fn own_parts(&self, job: &ReplayJob) -> Vec<usize> {
-        (0..job.ranges.len())
-            .filter(|&i| owner(job.ranges[i].partition, self.workers, self.processes) == 0)
-            .collect()
+        parts_of(job, 0, self.workers, self.processes)
     }
 
     /// How many processes read a part of `job` (this one always takes part).
     pub fn processes_of(&self, job: &ReplayJob) -> usize {
-        let mut owners: Vec<usize> = job
-            .ranges
-            .iter()
-            .map(|r| owner(r.partition, self.workers, self.processes))
-            .chain([0])
-            .collect();
-        owners.sort_unstable();
-        owners.dedup();
-        owners.len()
+        1 + self.others(job).len()
     }
 
-    /// Sends `job` to every other process that owns some of its parts; returns its number.
-    pub fn start(&mut self, job: &ReplayJob) -> Result<u64, String> {
-        let seq = self.next_seq;
-        self.next_seq += 1;
+    /// The other processes that own some of `job`'s parts, in order.
+    fn others(&self, job: &ReplayJob) -> Vec<usize> {
         let mut others: Vec<usize> = job
             .ranges
             .iter()
@@ -162,6 +157,14 @@ impl PeerLink {
             .collect();
         others.sort_unstable();
         others.dedup();
+        others
+    }
+
+    /// Sends `job` to every other process that owns some of its parts; returns its number.
+    pub fn start(&mut self, job: &ReplayJob) -> Result<u64, String> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let others = self.others(job);
         for &process in &others {
             let work = PeerWork::Job { seq, job: job.clone() };
             self.send(PeerTask { process, work })?;
@@ -444,9 +447,7 @@ fn peer_thread(
                     Some(job) => match JobReader::new(plan, job) {
                         Err(e) => Err((0, e)),
                         Ok(reader) => {
-                            let own: Vec<usize> = (0..job.ranges.len())
-                                .filter(|&i| owner(job.ranges[i].partition, plan.workers, processes) == process)
-                                .collect();
+                            let own = parts_of(job, process, plan.workers, processes);
                             reader.count(&own, plan.workers, &rule, max_keys, stop, &tally)
                         }
                     },
