@@ -337,12 +337,15 @@ fn model_judges_lateness_per_partition() {
 }
 
 /// A window's counting for the sketch oracle: `mode` 0 sketch, 1 auto, 2 both; a small table
-/// (ε from the list) so that items collide; `spare` extra candidates over k.
+/// (ε from the list) so that items collide; `spare` extra candidates over k. A count's bound
+/// holds with probability ≥ 1 − δ (each row over-counts past (e/w)·N with probability ≤ 1/e, by
+/// Markov): δ is 10⁻⁶ (14 rows) so that the hard assertions below fail on a broken bound, not on
+/// the ≈ 5 % of items a 3-row table (δ 0.1) over-counts past it by chance.
 fn sketch_counting(mode: u8, epsilon: f64, k: usize, spare: usize, max_items: u64) -> Counting {
     let sketch = SketchSpec {
         algorithm: Algorithm::Cms,
         epsilon,
-        delta: 0.1,
+        delta: 1e-6,
         candidates: k + spare,
         conservative: false,
         exact_at_seal: false,
