@@ -162,7 +162,7 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, 
     }
     let mut caps = Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
-        dims: vec![Cap::Missing; format.dims.len()],
+        dims: smallvec::smallvec![Cap::Missing; format.dims.len()],
     };
     walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;
     let [item, ts, user] = caps.fixed;
@@ -238,16 +238,17 @@ fn id<'a>(what: &str, p: &Pointer, cap: Cap<'a>) -> Result<Option<Cow<'a, str>>,
 
 /// The event time: an integer in `unit` or an RFC 3339 string, within years 0000–9999.
 fn time(p: &Pointer, unit: TsUnit, cap: Cap<'_>) -> Result<Millis, BadRecord> {
-    let in_range = |ms: Option<i64>, written: String| match ms.map(Millis) {
+    // `written` (the detail of a bad time) is built only for a bad time: not per event
+    let in_range = |ms: Option<i64>, written: &dyn Fn() -> String| match ms.map(Millis) {
         Some(ts) if ts.is_event_time() => Ok(ts),
-        _ => Err(BadRecord::TsOutOfRange(written)),
+        _ => Err(BadRecord::TsOutOfRange(written())),
     };
     match cap {
         Cap::Missing => Err(nothing("ts", p)),
-        Cap::Int(v) => in_range(unit.to_millis(v), v.to_string()),
+        Cap::Int(v) => in_range(unit.to_millis(v), &|| v.to_string()),
         Cap::BigInt(v) => Err(BadRecord::TsOutOfRange(v.to_string())),
         Cap::Str(s) => match Millis::parse_rfc3339(&s) {
-            Some(ts) => in_range(Some(ts.0), format!("{s:?}")),
+            Some(ts) => in_range(Some(ts.0), &|| format!("{s:?}")),
             None => Err(BadRecord::Invalid(format!(
                 "ts: {} is {s:?}, not an RFC 3339 time with an offset",
                 shown(&p.text)
