@@ -253,12 +253,13 @@ impl WindowedCounter {
         let shape_counted = (0..shapes.len() as u8)
             .map(|s| groups.iter().any(|g| g.shapes.contains(&s)))
             .collect();
+        let interner = Interner::with_inline_groups(groups.len());
         WindowedCounter {
             windows,
             allowed_lateness,
             worker,
             groups,
-            interner: Interner::new(),
+            interner,
             instances: BTreeMap::new(),
             global_wm: Millis::MIN,
             seq: 1,

@@ -2,8 +2,8 @@
 //!
 //! Counters are keyed by a dense `u32` index instead of the id string: 4 bytes per counter
 //! instead of 24, and one string hash per event instead of one per window. Each record keeps
-//! the id, its pinned hash, a reference count (live counters using it) and, for the first
-//! [`INLINE_GROUPS`] pane groups, an **inline counter** for the item's newest pane: the common
+//! the id, a reference count (live counters using it) and, for the first of the job's pane
+//! groups (1, 2 or [`INLINE_GROUPS`]), an **inline counter** for the item's newest pane: the common
 //! event (same item, current pane) then touches one record instead of one hash map per window,
 //! which is where the time went (cache misses). When the count drops to zero the record is
 //! forgotten and its index reused, so memory follows the live state, not history.
@@ -76,70 +76,55 @@ impl Inline {
     }
 }
 
-struct Record {
+/// An item record with `N` inline counters. No hash: the table's probe hash is recomputed
+/// from the id when the table grows (8 bytes per record saved, an xxh3 of a short id per move).
+struct Record<const N: usize> {
     id: ItemId,
-    hash: u64,
     refs: u32,
     /// Which key shape the id is (0: a bare item id; else a counter key, see `group`).
     shape: u8,
-    inline: [Inline; INLINE_GROUPS],
+    inline: [Inline; N],
 }
 
-impl Record {
-    /// The hash the table finds the record by: the pinned item hash for a bare id; for a
-    /// counter key, the hash of the whole key (the pinned hash is its item's, shared by every
-    /// group and user of the item: finding keys by it alone would probe them all).
-    #[inline]
-    fn probe(&self) -> u64 {
-        probe_hash(&self.id, self.hash, self.shape)
-    }
-}
-
+/// The hash the table finds a record by: the hash of its whole id (for a bare id, its pinned
+/// item hash; for a counter key, not its item's pinned hash, which every group and user of the
+/// item share: finding keys by it alone would probe them all).
 #[inline]
-fn probe_hash(id: &str, hash: u64, shape: u8) -> u64 {
-    if shape == 0 {
-        hash
-    } else {
-        crate::hash::item_hash(id)
-    }
+fn probe_hash(id: &str) -> u64 {
+    crate::hash::item_hash(id)
 }
 
-/// The record table.
-#[derive(Default)]
-pub struct Interner {
+/// The records of one inline width. The width is fixed per job (its pane groups, up to
+/// [`INLINE_GROUPS`]): a one-window job's record is 40 bytes, not the 72 of four counters and
+/// a stored hash, and the hot path still touches one record per event.
+struct Records<const N: usize> {
     table: HashTable<u32>,
-    records: Vec<Record>,
+    records: Vec<Record<N>>,
     free: Vec<u32>,
 }
 
-impl Interner {
-    /// An empty table.
-    pub fn new() -> Interner {
-        Interner::default()
+impl<const N: usize> Default for Records<N> {
+    fn default() -> Self {
+        Records {
+            table: HashTable::new(),
+            records: Vec::new(),
+            free: Vec::new(),
+        }
     }
+}
 
-    /// The index of bare item id `id` (with its pinned `hash`), interning it if new. Does not
-    /// add a reference.
+impl<const N: usize> Records<N> {
     #[inline]
-    pub fn intern(&mut self, id: &str, hash: u64) -> ItemIdx {
-        self.intern_shaped(id, hash, 0)
-    }
-
-    /// The index of key `id` of key shape `shape` (0: a bare item id) whose item's pinned hash
-    /// is `hash`, interning it if new. Does not add a reference.
-    #[inline]
-    pub fn intern_shaped(&mut self, id: &str, hash: u64, shape: u8) -> ItemIdx {
+    fn intern(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
         let records = &self.records;
-        let probe = probe_hash(id, hash, shape);
         if let Some(&i) = self.table.find(probe, |&i| records[i as usize].id == id) {
             return ItemIdx(i);
         }
         let record = Record {
             id: id.into(),
-            hash,
             refs: 0,
             shape,
-            inline: [Inline::EMPTY; INLINE_GROUPS],
+            inline: [Inline::EMPTY; N],
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -153,83 +138,181 @@ impl Interner {
             }
         };
         let records = &self.records;
-        self.table.insert_unique(probe, i, |&j| records[j as usize].probe());
+        self.table
+            .insert_unique(probe, i, |&j| probe_hash(&records[j as usize].id));
         ItemIdx(i)
     }
 
-    /// The id of an index.
-    #[inline]
-    pub fn id(&self, idx: ItemIdx) -> &ItemId {
-        &self.records[idx.0 as usize].id
-    }
-
-    /// The pinned hash of an index (its item's).
-    #[inline]
-    pub fn hash(&self, idx: ItemIdx) -> u64 {
-        self.records[idx.0 as usize].hash
-    }
-
-    /// The key shape of an index (0: a bare item id).
-    #[inline]
-    pub fn shape(&self, idx: ItemIdx) -> u8 {
-        self.records[idx.0 as usize].shape
-    }
-
-    /// The inline counter of group `g` (< `INLINE_GROUPS`).
-    #[inline]
-    pub fn inline(&self, idx: ItemIdx, g: usize) -> Inline {
-        self.records[idx.0 as usize].inline[g]
-    }
-
-    /// The inline counter of group `g`, for update.
-    #[inline]
-    pub fn inline_mut(&mut self, idx: ItemIdx, g: usize) -> &mut Inline {
-        &mut self.records[idx.0 as usize].inline[g]
-    }
-
-    /// Resets every inline counter's logged generation to 0 (none), when generations wrap.
-    pub fn clear_logged(&mut self) {
-        for r in &mut self.records {
-            for inl in &mut r.inline {
-                inl.set_logged(0);
-            }
-        }
-    }
-
-    /// Adds a reference (a new live counter uses this item).
-    #[inline]
-    pub fn retain(&mut self, idx: ItemIdx) {
-        self.records[idx.0 as usize].refs += 1;
-    }
-
-    /// Drops a reference; forgets the item when none are left.
-    pub fn release(&mut self, idx: ItemIdx) {
+    fn release(&mut self, idx: ItemIdx) {
         let r = &mut self.records[idx.0 as usize].refs;
         debug_assert!(*r > 0, "release without retain");
         *r = r.saturating_sub(1);
         if *r == 0 {
-            let probe = self.records[idx.0 as usize].probe();
+            let probe = probe_hash(&self.records[idx.0 as usize].id);
             if let Ok(entry) = self.table.find_entry(probe, |&i| i == idx.0) {
                 entry.remove();
             }
             let rec = &mut self.records[idx.0 as usize];
             rec.id = ItemId::default();
-            rec.inline = [Inline::EMPTY; INLINE_GROUPS];
+            rec.inline = [Inline::EMPTY; N];
             self.free.push(idx.0);
         }
     }
 
+    fn heap_bytes(&self) -> usize {
+        let heap_ids: usize = self
+            .records
+            .iter()
+            .filter(|r| r.id.is_heap_allocated())
+            .map(|r| r.id.capacity())
+            .sum();
+        self.table.capacity() * (4 + 1)
+            + self.records.capacity() * std::mem::size_of::<Record<N>>()
+            + self.free.capacity() * 4
+            + heap_ids
+    }
+}
+
+/// The record table, at one of three inline widths.
+pub struct Interner(Width);
+
+enum Width {
+    One(Records<1>),
+    Two(Records<2>),
+    Four(Records<INLINE_GROUPS>),
+}
+
+/// `$body` with `$r` bound to the records, whatever their width.
+macro_rules! each {
+    ($self:expr, $r:ident => $body:expr) => {
+        match $self {
+            Width::One($r) => $body,
+            Width::Two($r) => $body,
+            Width::Four($r) => $body,
+        }
+    };
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner::new()
+    }
+}
+
+impl Interner {
+    /// An empty table with [`INLINE_GROUPS`] inline counters per record.
+    pub fn new() -> Interner {
+        Interner::with_inline_groups(INLINE_GROUPS)
+    }
+
+    /// An empty table for a counter of `groups` pane groups: inline counters for the first
+    /// min(`groups`, [`INLINE_GROUPS`]) of them (1, 2 or 4 per record).
+    pub fn with_inline_groups(groups: usize) -> Interner {
+        Interner(match groups {
+            0 | 1 => Width::One(Records::default()),
+            2 => Width::Two(Records::default()),
+            _ => Width::Four(Records::default()),
+        })
+    }
+
+    /// How many pane groups have an inline counter in each record (1, 2 or 4).
+    #[inline]
+    pub fn inline_groups(&self) -> usize {
+        match &self.0 {
+            Width::One(_) => 1,
+            Width::Two(_) => 2,
+            Width::Four(_) => INLINE_GROUPS,
+        }
+    }
+
+    /// The index of bare item id `id` (with its pinned `hash`, `item_hash(id)`), interning it
+    /// if new. Does not add a reference.
+    #[inline]
+    pub fn intern(&mut self, id: &str, hash: u64) -> ItemIdx {
+        debug_assert_eq!(hash, probe_hash(id), "the pinned hash of {id:?}");
+        each!(&mut self.0, r => r.intern(id, hash, 0))
+    }
+
+    /// The index of key `id` of key shape `shape` (0: a bare item id) whose item's pinned hash
+    /// is `hash`, interning it if new. Does not add a reference.
+    #[inline]
+    pub fn intern_shaped(&mut self, id: &str, hash: u64, shape: u8) -> ItemIdx {
+        if shape == 0 {
+            return self.intern(id, hash);
+        }
+        let probe = probe_hash(id);
+        each!(&mut self.0, r => r.intern(id, probe, shape))
+    }
+
+    /// The id of an index.
+    #[inline]
+    pub fn id(&self, idx: ItemIdx) -> &ItemId {
+        each!(&self.0, r => &r.records[idx.0 as usize].id)
+    }
+
+    /// The pinned hash of an index (its item's: for a counter key, the hash of its item part).
+    pub fn hash(&self, idx: ItemIdx) -> u64 {
+        let id = self.id(idx);
+        if self.shape(idx) == 0 {
+            crate::hash::item_hash(id)
+        } else {
+            crate::hash::item_hash(crate::group::split_key(id).1)
+        }
+    }
+
+    /// The key shape of an index (0: a bare item id).
+    #[inline]
+    pub fn shape(&self, idx: ItemIdx) -> u8 {
+        each!(&self.0, r => r.records[idx.0 as usize].shape)
+    }
+
+    /// The inline counter of group `g` (< [`Interner::inline_groups`]).
+    #[inline]
+    pub fn inline(&self, idx: ItemIdx, g: usize) -> Inline {
+        each!(&self.0, r => r.records[idx.0 as usize].inline[g])
+    }
+
+    /// The inline counter of group `g` (< [`Interner::inline_groups`]), to change.
+    #[inline]
+    pub fn inline_mut(&mut self, idx: ItemIdx, g: usize) -> &mut Inline {
+        each!(&mut self.0, r => &mut r.records[idx.0 as usize].inline[g])
+    }
+
+    /// Resets every inline counter's logged generation to 0 (none), when generations wrap.
+    pub fn clear_logged(&mut self) {
+        each!(&mut self.0, r => {
+            for rec in &mut r.records {
+                for inl in &mut rec.inline {
+                    inl.set_logged(0);
+                }
+            }
+        })
+    }
+
+    /// Adds a reference (a new live counter uses this item).
+    #[inline]
+    pub fn retain(&mut self, idx: ItemIdx) {
+        each!(&mut self.0, r => r.records[idx.0 as usize].refs += 1)
+    }
+
+    /// Drops a reference; forgets the item when none are left.
+    pub fn release(&mut self, idx: ItemIdx) {
+        each!(&mut self.0, r => r.release(idx))
+    }
+
     /// Forgets an item that was interned but never counted.
     pub fn release_unreferenced(&mut self, idx: ItemIdx) {
-        if self.records[idx.0 as usize].refs == 0 {
-            self.records[idx.0 as usize].refs = 1;
-            self.release(idx);
-        }
+        each!(&mut self.0, r => {
+            if r.records[idx.0 as usize].refs == 0 {
+                r.records[idx.0 as usize].refs = 1;
+                r.release(idx);
+            }
+        })
     }
 
     /// Live items.
     pub fn len(&self) -> usize {
-        self.records.len() - self.free.len()
+        each!(&self.0, r => r.records.len() - r.free.len())
     }
 
     /// No live items.
@@ -239,16 +322,7 @@ impl Interner {
 
     /// Approximate heap bytes held (ids stored once, plus per-item bookkeeping).
     pub fn heap_bytes(&self) -> usize {
-        let heap_ids: usize = self
-            .records
-            .iter()
-            .filter(|r| r.id.is_heap_allocated())
-            .map(|r| r.id.capacity())
-            .sum();
-        self.table.capacity() * (4 + 1)
-            + self.records.capacity() * std::mem::size_of::<Record>()
-            + self.free.capacity() * 4
-            + heap_ids
+        each!(&self.0, r => r.heap_bytes())
     }
 }
 
@@ -259,7 +333,8 @@ mod tests {
 
     #[test]
     fn intern_release_reuse() {
-        let mut i = Interner::new();
+        let mut i = Interner::with_inline_groups(3);
+        assert_eq!(i.inline_groups(), 4);
         let a = i.intern("a", item_hash("a"));
         let b = i.intern("b", item_hash("b"));
         assert_ne!(a, b);
@@ -287,5 +362,25 @@ mod tests {
         let a2 = i.intern("a", item_hash("a"));
         assert_ne!(a2, c);
         assert_eq!(i.id(a2), "a");
+    }
+
+    #[test]
+    fn records_are_as_wide_as_the_job_needs() {
+        // an id of up to 24 bytes inline, refs, shape, and 8 bytes per inline counter
+        assert_eq!(std::mem::size_of::<Record<1>>(), 40);
+        assert_eq!(std::mem::size_of::<Record<2>>(), 48);
+        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS>>(), 64);
+        for (groups, width) in [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (9, 4)] {
+            let mut i = Interner::with_inline_groups(groups);
+            assert_eq!(i.inline_groups(), width);
+            let k = i.intern_shaped("country=C1\0item-7", item_hash("item-7"), 1);
+            i.retain(k);
+            *i.inline_mut(k, width - 1) = Inline::new(0, 5, 1);
+            assert_eq!(i.inline(k, width - 1).count(), 5);
+            assert_eq!((i.shape(k), i.hash(k)), (1, item_hash("item-7")));
+            assert_eq!(i.intern_shaped("country=C1\0item-7", item_hash("item-7"), 1), k);
+            i.release(k);
+            assert!(i.is_empty());
+        }
     }
 }

@@ -6,7 +6,7 @@
 use super::dead_letters::{out_of_range, sealed_letter};
 use super::{horizon, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
-use crate::interner::{Inline, Interner, ItemIdx, INLINE_GROUPS};
+use crate::interner::{Inline, Interner, ItemIdx};
 use crate::record::{DeadLetter, TimedEvent};
 use crate::time::Millis;
 use crate::window::InstanceKey;
@@ -282,7 +282,7 @@ impl WindowedCounter {
         for (key, _) in keys {
             self.instances.entry(key).or_default();
         }
-        let rel = if g < INLINE_GROUPS {
+        let rel = if g < self.interner.inline_groups() {
             let base = *group.base.get_or_insert(pane_no);
             i32::try_from(pane_no.saturating_sub(base))
                 .ok()

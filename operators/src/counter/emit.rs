@@ -92,6 +92,7 @@ impl WindowedCounter {
             .flatten();
         let checking = self.checked && incremental.is_some();
         let incremental_used = incremental.is_some();
+        let k = self.windows[key.window.0 as usize].k;
         let mut candidates = match incremental {
             Some(c) => {
                 self.emits.0 += 1;
@@ -99,7 +100,10 @@ impl WindowedCounter {
             }
             None => {
                 self.emits.1 += 1;
-                self.full_candidates(key, g_of)
+                match (shape, self.top_of_single_pane(key, g_of, k)) {
+                    (0, Some(top)) => top,
+                    _ => self.full_candidates(key, g_of),
+                }
             }
         };
         if self.groups[g_of].shapes.len() > 1 {
@@ -109,7 +113,6 @@ impl WindowedCounter {
         if shape != 0 {
             return self.group_top_k(key, shape, g_of, candidates, checking, distinct && incremental_used);
         }
-        let k = self.windows[key.window.0 as usize].k;
         let interner = &self.interner;
         select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
         if checking {
@@ -235,6 +238,42 @@ impl WindowedCounter {
         group_lists(keys, distinct_users, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
         })
+    }
+
+    /// A plain recount's candidates in O(k) memory: for an instance of one pane and no
+    /// exclusions, at least its top `k` bare items (ranked by count, then id), never every
+    /// item (a 1d window over 13 M items would need 200 MB for the (count, item) pairs at each
+    /// recount); `None` for other instances (`full_candidates` then).
+    fn top_of_single_pane(&self, key: InstanceKey, g_of: usize, k: usize) -> Option<Vec<(u64, ItemIdx)>> {
+        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
+        let (n, mut panes) = self.panes_of(key);
+        if n != 1 || !no_exclusions || k == 0 {
+            return None;
+        }
+        let interner = &self.interner;
+        let id = |i: ItemIdx| interner.id(i).as_str();
+        // keep at most `cap` pairs; when full, cut to the top k and raise the floor to the
+        // k-th count: a pair below it can no longer rank (ranking is a total order, so the top
+        // k of the whole is the top k of (the top k so far ∪ the rest))
+        let cap = (2 * k).max(1024);
+        let mut top: Vec<(u64, ItemIdx)> = Vec::with_capacity(cap);
+        let mut floor = 0;
+        if let Some(p) = panes.next().flatten() {
+            self.pane_counts(g_of, p, |i, c| {
+                if c < floor || interner.shape(i) != 0 {
+                    return;
+                }
+                if top.len() == cap {
+                    select_top_counted(&mut top, k, id);
+                    floor = top.last().map_or(0, |x| x.0);
+                    if c < floor {
+                        return;
+                    }
+                }
+                top.push((c, i));
+            });
+        }
+        Some(top)
     }
 
     /// Every (count, item) of an instance with a positive count, recounted from its panes.
