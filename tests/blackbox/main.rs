@@ -47,5 +47,7 @@ mod input_edges;
 mod dead_letter_cap;
 // configurations the job cannot serve, refused at start with one line
 mod config_limits;
+// epochs closed by records (`run.max_epoch_records`): where epochs end changes nothing sealed
+mod epoch_bounds;
 // the largest values the job admits, committed into PostgreSQL
 mod store_limits;
