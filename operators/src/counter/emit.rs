@@ -100,10 +100,9 @@ impl WindowedCounter {
             }
             None => {
                 self.emits.1 += 1;
-                match (shape, self.top_of_single_pane(key, g_of, k)) {
-                    (0, Some(top)) => top,
-                    _ => self.full_candidates(key, g_of),
-                }
+                // (only a plain window's list is cut to k here: group lists need every key)
+                let top = (shape == 0).then(|| self.top_of_single_pane(key, g_of, k)).flatten();
+                top.unwrap_or_else(|| self.full_candidates(key, g_of))
             }
         };
         if self.groups[g_of].shapes.len() > 1 {
