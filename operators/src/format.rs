@@ -162,7 +162,7 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, 
     }
     let mut caps = Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
-        dims: smallvec::smallvec![Cap::Missing; format.dims.len()],
+        dims: vec![Cap::Missing; format.dims.len()],
     };
     walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;
     let [item, ts, user] = caps.fixed;

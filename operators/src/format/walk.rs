@@ -7,7 +7,6 @@
 
 use super::Format;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -35,8 +34,8 @@ pub enum Cap<'a> {
 pub struct Caps<'a> {
     /// Item id, time, user.
     pub fixed: [Cap<'a>; 3],
-    /// The dims, in format order (inline up to 4: no allocation per record for a few dims).
-    pub dims: SmallVec<[Cap<'a>; 4]>,
+    /// The dims, in format order.
+    pub dims: Vec<Cap<'a>>,
 }
 
 impl<'a> Caps<'a> {
