@@ -1,12 +1,12 @@
 //! Parse-path speed: lines/s of the event contract through `parse_event` (the code of main
-//! before the field mapping, unchanged) and through `parse_with(Format::default())` (what
+//! before the field mapping, unchanged) and through a `Parser` of `Format::default()` (what
 //! sources call now), interleaved rounds, best of each; with a file argument of Nexmark bid
 //! lines, also the mapped path on them.
 //!
 //!   cargo run --release -p hotlist-operators --example parse_speed [bids.jsonl]
 
 use hotlist_operators::event::parse_event;
-use hotlist_operators::format::{parse_with, Format, Pointer, TsUnit};
+use hotlist_operators::format::{Format, Parser, Pointer, TsUnit};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -24,14 +24,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!(r#"{{"item_id":"item-{item}","ts":{}}}"#, 1_700_000_000_000 + i).into_bytes()
         })
         .collect();
-    let contract = Format::default();
+    let contract = Parser::new(Format::default());
     let (mut before, mut after) = (0f64, 0f64);
     for _ in 0..7 {
         before = before.max(rate(&lines, &|l| parse_event(l).is_ok()));
-        after = after.max(rate(&lines, &|l| parse_with(l, &contract).is_ok()));
+        after = after.max(rate(&lines, &|l| contract.parse(l).is_ok()));
     }
     println!(
-        "contract: parse_event {before:.0} lines/s, parse_with(default) {after:.0} lines/s, ratio {:.3}",
+        "contract: parse_event {before:.0} lines/s, Parser(default) {after:.0} lines/s, ratio {:.3}",
         after / before
     );
     if let Some(path) = std::env::args().nth(1) {
@@ -50,13 +50,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             dims: Vec::new(),
             bounds: Default::default(),
         };
+        let parser = Parser::new(f.clone());
         let plain = (0..5)
-            .map(|_| rate(&bids, &|l| parse_with(l, &f).is_ok()))
+            .map(|_| rate(&bids, &|l| parser.parse(l).is_ok()))
             .fold(0f64, f64::max);
         f.user = Some(p("/Bid/bidder")?);
         f.dims = vec![("channel".into(), p("/Bid/channel")?)];
+        let parser = Parser::new(f);
         let full = (0..5)
-            .map(|_| rate(&bids, &|l| parse_with(l, &f).is_ok()))
+            .map(|_| rate(&bids, &|l| parser.parse(l).is_ok()))
             .fold(0f64, f64::max);
         println!(
             "nexmark bids ({} lines): item+ts {plain:.0} lines/s, item+ts+user+channel {full:.0} lines/s",

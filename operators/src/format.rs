@@ -3,7 +3,8 @@
 //!
 //! Under the default format (`/item_id`, `/ts` in ms, no user, no dims) a line is parsed by the
 //! event contract itself ([`parse_event`], its fast path and its exact rules and details).
-//! Any other format is parsed by a streaming walk (`walk.rs`) with the mapping rules:
+//! Any other format is parsed by a streaming walk (`walk.rs`; `scan.rs` is its fast path for
+//! the usual records) with the mapping rules:
 //!
 //! - item id and user: a string or an integer (written in decimal: `1000` and `"1000"` are the
 //!   same item), with the item-id rules ([`check_item_id`]); a missing user is `None`;
@@ -18,6 +19,7 @@
 //! Malformed JSON, trailing garbage, a line that is not one object, and a key that occurs twice
 //! on a pointer's path stay bad.
 
+mod scan;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -143,17 +145,44 @@ impl TsUnit {
     }
 }
 
-/// Parses one line under `format`.
-#[inline]
+/// Parses one line under `format` (a source parsing many lines keeps a [`Parser`] instead).
 pub fn parse_with<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, BadRecord> {
-    if format.is_contract() {
-        return parse_event(line);
+    Parser::new(format.clone()).parse(line)
+}
+
+/// A field mapping ready to parse records: the format, and its pointers as a tree for the
+/// fast scan (built once, not per record).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parser {
+    format: Format,
+    /// `None` for the event contract (parsed by [`parse_event`]).
+    plan: Option<scan::Plan>,
+}
+
+impl Parser {
+    /// The parser of `format`.
+    pub fn new(format: Format) -> Parser {
+        let plan = (!format.is_contract()).then(|| scan::Plan::new(&format));
+        Parser { format, plan }
     }
-    parse_mapped(line, format)
+
+    /// Its format.
+    pub fn format(&self) -> &Format {
+        &self.format
+    }
+
+    /// Parses one line.
+    #[inline]
+    pub fn parse<'a>(&self, line: &'a [u8]) -> Result<ParsedEvent<'a>, BadRecord> {
+        match &self.plan {
+            None => parse_event(line),
+            Some(plan) => parse_mapped(line, &self.format, plan),
+        }
+    }
 }
 
 /// The mapping rules (see the module doc).
-fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, BadRecord> {
+fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Result<ParsedEvent<'a>, BadRecord> {
     let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
     match text.bytes().find(|b| !b.is_ascii_whitespace()) {
         None => return Err(BadRecord::Empty),
@@ -164,7 +193,11 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, 
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
         dims: vec![Cap::Missing; format.dims.len()],
     };
-    walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;
+    if scan::scan(text, plan, &mut caps).is_none() {
+        // not the fast path's kind of record: the walk decides (and words any error)
+        caps.clear();
+        walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;
+    }
     let [item, ts, user] = caps.fixed;
     let Some(item_id) = id("item_id", &format.item_id, item)? else {
         return Err(nothing("item_id", &format.item_id));
@@ -185,12 +218,15 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format) -> Result<ParsedEvent<'a>, 
         }
         None => None,
     };
-    let dims: Vec<Cow<'a, str>> = caps
-        .dims
-        .into_iter()
-        .zip(&format.dims)
-        .map(|(cap, (name, p))| dim(name, p, cap))
-        .collect::<Result<_, _>>()?;
+    let dims: Vec<Cow<'a, str>> = if format.dims.is_empty() {
+        Vec::new()
+    } else {
+        caps.dims
+            .into_iter()
+            .zip(&format.dims)
+            .map(|(cap, (name, p))| dim(name, p, cap))
+            .collect::<Result<_, _>>()?
+    };
     format.bounds.check(&dims)?;
     Ok(ParsedEvent {
         item_id,

@@ -17,7 +17,7 @@
 
 use super::{InMessage, Record};
 use hotlist_operators::event::{check_event_time, BadRecord};
-use hotlist_operators::format::{parse_with, Format};
+use hotlist_operators::format::Parser;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{DeadLetter, DeadReason, EventExtra, ItemId, PartitionId, TimedEvent};
@@ -61,7 +61,7 @@ pub struct Rules {
     /// message timestamp (files, stdin, the generator).
     pub wall: Millis,
     /// Where the fields are (`[source.format]`, compiled for the windows' needs).
-    pub format: Format,
+    pub format: Parser,
     /// Every window needs a user: a record without one is bad (else it goes on without).
     pub user_required: bool,
 }
@@ -188,9 +188,9 @@ fn parse_line(
     at: &mut Place<'_>,
     rules: &Rules,
 ) -> Option<(ItemId, Millis, Option<Box<EventExtra>>)> {
-    match parse_with(line, &rules.format) {
+    match rules.format.parse(line) {
         Ok(ev) if ev.user.is_none() && rules.user_required => {
-            let pointer = rules.format.user.as_ref().map_or("", |p| p.text.as_str());
+            let pointer = rules.format.format().user.as_ref().map_or("", |p| p.text.as_str());
             let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
             at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
             None
@@ -235,6 +235,7 @@ fn rendered(item: &ItemId, ts: Millis) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotlist_operators::format::Format;
     use hotlist_operators::window::WindowSpec;
 
     fn rules(wall: i64) -> Rules {
@@ -244,7 +245,7 @@ mod tests {
             max_future: Span::from_millis(3_600_000),
             max_record_bytes: 100,
             wall: Millis(wall),
-            format: Format::default(),
+            format: Parser::new(Format::default()),
             user_required: false,
         }
     }
@@ -386,14 +387,14 @@ mod tests {
         use hotlist_operators::format::Pointer;
         let p = |t: &str| Pointer::parse(t).expect("pointer");
         let mut r = rules(1000);
-        r.format = Format {
+        r.format = Parser::new(Format {
             item_id: p("/Bid/auction"),
             ts: p("/Bid/date_time"),
             ts_unit: hotlist_operators::format::TsUnit::Millis,
             user: Some(p("/Bid/bidder")),
             dims: vec![("channel".into(), p("/Bid/channel"))],
             bounds: Default::default(),
-        };
+        });
         let with = br#"{"Bid":{"auction":7,"bidder":9,"date_time":5,"channel":"A"}}"#;
         let without = br#"{"Bid":{"auction":7,"date_time":5}}"#;
         let mut out = Batch {

@@ -21,6 +21,7 @@ use super::{kafka, PartitionReader, ReadStatus, Reader};
 use crate::config::JobPlan;
 use crate::graph::replay_peers::PeerLink;
 use hotlist_operators::counter::Shapes;
+use hotlist_operators::format::Parser;
 use hotlist_operators::group::OTHER_GROUP;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
@@ -248,7 +249,7 @@ fn replay_rules(plan: &JobPlan) -> Rules {
         max_record_bytes: plan.max_record_bytes,
         // wall-clock `future` verdicts are not re-derived: the source noted them (`skips`)
         wall: Millis::MAX_EVENT,
-        format: plan.input.format.clone(),
+        format: Parser::new(plan.input.format.clone()),
         user_required: plan.input.user_required,
     }
 }

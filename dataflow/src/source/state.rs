@@ -11,6 +11,7 @@ use super::{PartitionReader, ReadStatus, Reader};
 use crate::config::{JobPlan, SourcePlan};
 use crate::run_ctx::RunCtx;
 use crate::stats::{JobStats, PartitionStats};
+use hotlist_operators::format::Parser;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::message::Control;
 use hotlist_operators::record::{PartitionId, PartitionStatus};
@@ -170,7 +171,7 @@ impl SourceState {
                 max_future: plan.time.max_future,
                 max_record_bytes: plan.max_record_bytes,
                 wall: Millis::now(),
-                format: plan.input.format.clone(),
+                format: Parser::new(plan.input.format.clone()),
                 user_required: plan.input.user_required,
             },
             out_of_orderness: plan.time.max_out_of_orderness,

@@ -397,3 +397,189 @@ proptest! {
         }
     }
 }
+
+fn fresh_caps(f: &Format) -> walk::Caps<'static> {
+    walk::Caps {
+        fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
+        dims: vec![Cap::Missing; f.dims.len()],
+    }
+}
+
+/// Both readings of `line`: the fast scan's (`None`: it gave up) and the walk's.
+#[allow(clippy::type_complexity)]
+fn both_readings<'a>(line: &'a str, f: &Format) -> (Option<Vec<Cap<'a>>>, Result<Vec<Cap<'a>>, String>) {
+    let flat = |caps: walk::Caps<'a>| caps.fixed.into_iter().chain(caps.dims).collect::<Vec<_>>();
+    let mut fast = fresh_caps(f);
+    let fast = scan::scan(line, &scan::Plan::new(f), &mut fast).map(|()| flat(fast));
+    let mut slow = fresh_caps(f);
+    let slow = walk::walk(line, f, &mut slow)
+        .map(|()| flat(slow))
+        .map_err(|e| e.to_string());
+    (fast, slow)
+}
+
+/// Leaves the fast path is meant to cover: no escapes, short integers, plain decimals.
+fn tame_leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        (-1000i64..1000).prop_map(Value::from),
+        (-100_000i64..100_000).prop_map(|c| Value::from(c as f64 / 100.0)),
+        "[a-z ]{0,12}".prop_map(Value::from),
+    ]
+}
+
+fn tame_json() -> impl Strategy<Value = Value> {
+    tame_leaf().prop_recursive(4, 40, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map(key(), inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A record for `f` with most of its targets planted.
+fn record_for(mut record: Value, f: &Format, planted: Vec<Option<Value>>) -> String {
+    let targets = [Some(&f.item_id), Some(&f.ts), f.user.as_ref()]
+        .into_iter()
+        .flatten()
+        .chain(f.dims.iter().map(|(_, p)| p));
+    for (p, value) in targets.zip(planted) {
+        if let Some(value) = value {
+            plant(&mut record, &p.tokens, value);
+        }
+    }
+    if !record.is_object() {
+        record = serde_json::json!({ "z": record });
+    }
+    serde_json::to_string(&record).expect("serializable")
+}
+
+/// One edit of a line: whitespace, a byte removed, or a byte that JSON cares about.
+#[derive(Debug, Clone)]
+enum Edit {
+    Insert(usize, char),
+    Remove(usize),
+    Replace(usize, char),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let c = prop::sample::select(vec![
+        ' ', '\n', '\t', '{', '}', '[', ']', '"', ':', ',', '\\', '-', '0', '1', 'e', '.', 'u', 'n', 'x', '\u{1}',
+    ]);
+    prop_oneof![
+        (any::<usize>(), c.clone()).prop_map(|(i, c)| Edit::Insert(i, c)),
+        any::<usize>().prop_map(Edit::Remove),
+        (any::<usize>(), c).prop_map(|(i, c)| Edit::Replace(i, c)),
+    ]
+}
+
+fn apply(line: &str, edit: &Edit) -> String {
+    let mut chars: Vec<char> = line.chars().collect();
+    let at = |i: usize, n: usize| if n == 0 { 0 } else { i % n };
+    match *edit {
+        Edit::Insert(i, c) => chars.insert(at(i, chars.len() + 1), c),
+        Edit::Remove(i) if !chars.is_empty() => {
+            chars.remove(at(i, chars.len()));
+        }
+        Edit::Replace(i, c) if !chars.is_empty() => {
+            let i = at(i, chars.len());
+            chars[i] = c;
+        }
+        _ => {}
+    }
+    chars.into_iter().collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// Where the fast scan answers, on records valid or broken by a few edits, it answers as the
+    /// walk does: the same captures, and never for a record the walk rejects.
+    #[test]
+    fn the_scan_answers_as_the_walk_does(
+        record in json(),
+        f in format(),
+        planted in prop::collection::vec(prop::option::weighted(0.85, prop_oneof![
+            3 => (-5i64..5).prop_map(Value::from),
+            3 => "[a-z]{1,3}".prop_map(Value::from),
+            1 => leaf(),
+        ]), 6),
+        edits in prop::collection::vec(edit(), 0..3),
+    ) {
+        let line = edits.iter().fold(record_for(record, &f, planted), |line, e| apply(&line, e));
+        match both_readings(&line, &f) {
+            (None, _) => {}
+            (Some(fast), Ok(slow)) => prop_assert_eq!(fast, slow, "{}", line),
+            (Some(fast), Err(e)) => prop_assert!(false, "{line}: scan {fast:?}, walk {e}"),
+        }
+    }
+
+    /// The fast scan covers the usual records: on valid records without escapes it always
+    /// answers (so the property above is not vacuous).
+    #[test]
+    fn the_scan_covers_records_without_escapes(
+        record in tame_json(),
+        f in format(),
+        planted in prop::collection::vec(prop::option::weighted(0.85, tame_leaf()), 6),
+        spaced in any::<bool>(),
+    ) {
+        let mut line = record_for(record, &f, planted);
+        if spaced {
+            line = line.replace(',', " ,\n").replace(':', "\t: ").replace('{', "{ ");
+        }
+        if line.contains('\\') {
+            return Ok(()); // a key with an escape (é\n): the walk's
+        }
+        let (fast, slow) = both_readings(&line, &f);
+        prop_assert!(slow.is_ok(), "{}", line);
+        prop_assert_eq!(fast.ok_or_else(|| "the scan gave up".to_string()), slow, "{}", line);
+    }
+}
+
+/// Which records the fast scan takes, and which it leaves to the walk (whose reading is the
+/// same either way, by the properties above).
+#[test]
+fn the_scan_takes_the_usual_records() {
+    let f = bids();
+    let takes = |line: &str| both_readings(line, &f).0.is_some();
+    let bid = r#"{"Bid":{"auction":1000,"bidder":1001,"price":73134520,"channel":"channel-7568","url":"https://www.nexmark.com/rswp/item.htm?query=1","date_time":1796198774715,"extra":"tjegpeml"}}"#;
+    assert!(takes(bid));
+    assert!(
+        takes(&bid.replace("https://", r"https:\/\/")),
+        "simple escapes in skipped strings"
+    );
+    assert!(takes(&bid.replace(",", " ,\n\t").replace(':', " : ")), "whitespace");
+    assert!(
+        takes(&bid.replace("\"price\":73134520", "\"price\":-7.5e3")),
+        "a skipped exponent"
+    );
+    assert!(
+        !takes(&bid.replace("tjegpeml", r"tjeg\u00e9ml")),
+        "\\u escapes: the walk's"
+    );
+    assert!(
+        !takes(&bid.replace("\"auction\"", r#""auc\u0074ion""#)),
+        "an escaped key on a path"
+    );
+    assert!(
+        !takes(&bid.replace("1001", "1001,\"auction\":5")),
+        "a duplicate key on a path"
+    );
+    assert!(
+        !takes(&bid.replace(":1000,", ":10000000000000000000,")),
+        "a long captured integer"
+    );
+    assert!(!takes(&bid.replace(":1000,", ":-0,")), "-0 is a float to serde_json");
+    assert!(!takes(&format!("{bid} x")), "trailing garbage");
+    assert!(
+        !takes(&bid.replace("\"extra\"", "\"extra\u{1}\"")),
+        "a control character"
+    );
+    let deep = format!("{{\"x\":{}{}}}", "[".repeat(120), "]".repeat(120));
+    assert!(
+        !takes(&deep),
+        "deep nesting: the walk's (and within serde_json's limit)"
+    );
+    assert!(both_readings(&deep, &f).1.is_ok());
+}

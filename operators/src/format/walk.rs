@@ -39,7 +39,14 @@ pub struct Caps<'a> {
 }
 
 impl<'a> Caps<'a> {
-    fn slot(&mut self, target: usize) -> &mut Cap<'a> {
+    /// Every target back to `Cap::Missing`.
+    pub(super) fn clear(&mut self) {
+        for cap in self.fixed.iter_mut().chain(&mut self.dims) {
+            *cap = Cap::Missing;
+        }
+    }
+
+    pub(super) fn slot(&mut self, target: usize) -> &mut Cap<'a> {
         match target {
             0..=2 => &mut self.fixed[target],
             _ => &mut self.dims[target - 3],
@@ -48,7 +55,7 @@ impl<'a> Caps<'a> {
 }
 
 /// The reference tokens of target `i`.
-fn tokens(format: &Format, i: usize) -> &[String] {
+pub(super) fn tokens(format: &Format, i: usize) -> &[String] {
     match i {
         0 => &format.item_id.tokens,
         1 => &format.ts.tokens,
@@ -65,7 +72,7 @@ pub fn all_targets(format: &Format) -> u64 {
 }
 
 /// Iterates over the set bits of a mask.
-fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
+pub(super) fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {
         (mask != 0).then(|| {
             let i = mask.trailing_zeros() as usize;
@@ -137,7 +144,7 @@ impl<'a> Node<'_, '_, 'a> {
 }
 
 /// Whether RFC 6901 token `token` is array index `index` (decimal, no leading zeros).
-fn is_index(token: &str, index: usize) -> bool {
+pub(super) fn is_index(token: &str, index: usize) -> bool {
     let canonical = token == "0" || (!token.starts_with('0') && token.bytes().all(|b| b.is_ascii_digit()));
     canonical && token.parse::<usize>() == Ok(index)
 }

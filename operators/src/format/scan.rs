@@ -1,0 +1,424 @@
+//! The fast path of the walk: a hand-rolled scanner over a record's bytes that validates the
+//! JSON, follows the format's pointers and captures what they find, with no serde machinery and
+//! eight bytes at a time through strings.
+//!
+//! It covers what producers write: no `\u` escape anywhere, no escape at all in a key on a
+//! pointer's path or in a captured string, captured numbers that are plain integers of at most
+//! 18 digits (or decimals, which are "a float"), modest nesting. On anything else, and on any
+//! error, it gives up (`None`) and the serde walk (`walk.rs`) decides, with its exact rules and
+//! error details. Where it answers, it answers as the walk does (property-tested in
+//! `tests.rs`): so a record's verdict does not depend on which path read it.
+
+use super::walk::{all_targets, bits, is_index, tokens, Cap, Caps};
+use super::Format;
+use std::borrow::Cow;
+
+/// Nesting deeper than this is left to the walk (serde_json's own limit is 128 levels).
+const MAX_DEPTH: usize = 100;
+
+/// The format's pointers as a tree, built once per format (not per record): node 0 is the
+/// record, each node knows the targets whose pointer ends there and the tokens leading on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    nodes: Vec<PlanNode>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct PlanNode {
+    /// The targets whose pointer ends here.
+    here: u64,
+    children: Vec<Child>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Child {
+    /// The reference token: an object's key...
+    token: Box<[u8]>,
+    /// ...or, where it is one (RFC 6901: decimal, no leading zero), an array's index.
+    index: Option<usize>,
+    node: usize,
+    /// Every target below this token (a key seen twice with some: the walk's error).
+    targets: u64,
+}
+
+impl Plan {
+    /// The tree of `format`'s targets (numbered as the walk numbers them).
+    pub fn new(format: &Format) -> Plan {
+        let mut nodes = vec![PlanNode::default()];
+        for target in bits(all_targets(format)) {
+            let mut at = 0;
+            for token in tokens(format, target) {
+                let found = nodes[at].children.iter().position(|c| *c.token == *token.as_bytes());
+                let child = match found {
+                    Some(c) => c,
+                    None => {
+                        let node = nodes.len();
+                        nodes.push(PlanNode::default());
+                        let index = token.parse::<usize>().ok().filter(|&i| is_index(token, i));
+                        nodes[at].children.push(Child {
+                            token: token.as_bytes().into(),
+                            index,
+                            node,
+                            targets: 0,
+                        });
+                        nodes[at].children.len() - 1
+                    }
+                };
+                nodes[at].children[child].targets |= 1 << target;
+                at = nodes[at].children[child].node;
+            }
+            nodes[at].here |= 1 << target;
+        }
+        Plan { nodes }
+    }
+}
+
+/// Scans `text` into `caps` (which must hold `Cap::Missing` everywhere) by `plan` (of
+/// `format`): `Some` when the record is valid JSON and every capture is certain; `None` leaves
+/// `caps` partly written.
+pub fn scan<'a>(text: &'a str, plan: &Plan, caps: &mut Caps<'a>) -> Option<()> {
+    let mut s = Scanner {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        plan,
+    };
+    s.ws();
+    s.value(Some(0), 0, caps)?;
+    s.ws();
+    (s.pos == s.bytes.len()).then_some(())
+}
+
+struct Scanner<'a, 'p> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    plan: &'p Plan,
+}
+
+/// Byte-wise SWAR constants: `ONES * b` repeats byte `b` eight times.
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit set in (at least) the first byte of `x` equal to `b`; the lowest set bit is
+/// exact (bits above it may be false positives, which callers never look at).
+#[inline]
+fn bytes_equal(x: u64, b: u8) -> u64 {
+    let y = x ^ (ONES * u64::from(b));
+    y.wrapping_sub(ONES) & !y & HIGHS
+}
+
+/// The same for the first byte below 0x20 (a control character, not allowed raw in a string).
+#[inline]
+fn bytes_below_space(x: u64) -> u64 {
+    x.wrapping_sub(ONES * 0x20) & !x & HIGHS
+}
+
+impl<'a> Scanner<'a, '_> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Skips JSON whitespace.
+    #[inline]
+    fn ws(&mut self) {
+        // (compact JSON has none: one comparison in the usual case)
+        while let Some(&b) = self.bytes.get(self.pos) {
+            if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+                return;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// Consumes `b` (after whitespace) or gives up.
+    #[inline]
+    fn expect(&mut self, b: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == b).then(|| self.pos += 1)
+    }
+
+    /// Consumes the literal `lit` (`true`, `false`, `null`).
+    #[inline]
+    fn literal(&mut self, lit: &[u8]) -> Option<()> {
+        self.bytes[self.pos..].starts_with(lit).then(|| self.pos += lit.len())
+    }
+
+    /// The position of the next `"`, `\` or control character at or after `self.pos`.
+    #[inline]
+    fn string_stop(&self) -> Option<usize> {
+        let mut at = self.pos;
+        while let Some(chunk) = self.bytes.get(at..at + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().ok()?);
+            let stops = bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x);
+            if stops != 0 {
+                return Some(at + (stops.trailing_zeros() / 8) as usize);
+            }
+            at += 8;
+        }
+        self.bytes[at..]
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .map(|i| at + i)
+    }
+
+    /// A string without escapes (`self.pos` at its opening quote), borrowed from the record.
+    #[inline]
+    fn plain_string(&mut self) -> Option<&'a str> {
+        let start = self.pos + 1;
+        self.pos = start;
+        let end = self.string_stop()?;
+        if self.bytes[end] != b'"' {
+            return None;
+        }
+        self.pos = end + 1;
+        // both ends are ASCII quotes: char boundaries of the UTF-8 text
+        self.text.get(start..end)
+    }
+
+    /// Skips a string (`self.pos` at its opening quote); `\u` escapes are left to the walk.
+    fn skip_string(&mut self) -> Option<()> {
+        self.pos += 1;
+        loop {
+            self.pos = self.string_stop()?;
+            match self.bytes[self.pos] {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                b'\\' => match self.bytes.get(self.pos + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.pos += 2,
+                    _ => return None,
+                },
+                _ => return None,
+            }
+        }
+    }
+
+    /// Consumes digits; how many.
+    #[inline]
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// Consumes a JSON number; whether it has a fraction, and whether an exponent.
+    fn number(&mut self) -> Option<(bool, bool)> {
+        if self.peek()? == b'-' {
+            self.pos += 1;
+        }
+        match self.peek()? {
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        let fraction = self.peek() == Some(b'.');
+        if fraction {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        let exponent = matches!(self.peek(), Some(b'e' | b'E'));
+        if exponent {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        Some((fraction, exponent))
+    }
+
+    /// A captured number: an integer of at most 18 digits, or a decimal without an exponent
+    /// whose integer part has at most 18 digits; anything else is the walk's.
+    fn captured_number(&mut self) -> Option<Cap<'a>> {
+        let start = self.pos;
+        let (fraction, exponent) = self.number()?;
+        let written = &self.bytes[start..self.pos];
+        let integer = written.split(|&b| b == b'.').next()?;
+        let (negative, digits) = match integer.strip_prefix(b"-") {
+            Some(d) => (true, d),
+            None => (false, integer),
+        };
+        if exponent || digits.len() > 18 || (negative && digits == b"0" && !fraction) {
+            // (serde_json reads `-0` as a float, and long or exponent forms may overflow)
+            return None;
+        }
+        if fraction {
+            return Some(Cap::Other("a float"));
+        }
+        let magnitude = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+        Some(Cap::Int(if negative { -magnitude } else { magnitude }))
+    }
+
+    /// Skips any value, `depth` levels deep.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' => {
+                self.enter(depth)?;
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Some(());
+                }
+                loop {
+                    self.ws();
+                    if self.peek()? != b'"' {
+                        return None;
+                    }
+                    self.skip_string()?;
+                    self.expect(b':')?;
+                    self.ws();
+                    self.skip(depth + 1)?;
+                    if self.next_member(b'}')? {
+                        return Some(());
+                    }
+                }
+            }
+            b'[' => {
+                self.enter(depth)?;
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Some(());
+                }
+                loop {
+                    self.ws();
+                    self.skip(depth + 1)?;
+                    if self.next_member(b']')? {
+                        return Some(());
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
+            _ => None,
+        }
+    }
+
+    /// Steps into a container (`self.pos` at its opening bracket), then past whitespace.
+    #[inline]
+    fn enter(&mut self, depth: usize) -> Option<()> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.pos += 1;
+        self.ws();
+        Some(())
+    }
+
+    /// After a member: `,` (another follows: false) or `close` (the container ends: true).
+    #[inline]
+    fn next_member(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let b = self.peek()?;
+        self.pos += 1;
+        match b {
+            b',' => Some(false),
+            _ if b == close => Some(true),
+            _ => None,
+        }
+    }
+
+    /// A value at plan node `node` (none: no target below, skipped), `depth` levels deep.
+    fn value(&mut self, node: Option<usize>, depth: usize, caps: &mut Caps<'a>) -> Option<()> {
+        let Some(node) = node else {
+            return self.skip(depth);
+        };
+        let plan = self.plan;
+        let here = plan.nodes[node].here;
+        let cap = match self.peek()? {
+            b'{' => {
+                capture(caps, here, &Cap::Other("an object"));
+                return self.object(node, depth, caps);
+            }
+            b'[' => {
+                capture(caps, here, &Cap::Other("an array"));
+                return self.array(node, depth, caps);
+            }
+            b'"' => Cap::Str(Cow::Borrowed(self.plain_string()?)),
+            b't' => self.literal(b"true").map(|()| Cap::Other("a boolean"))?,
+            b'f' => self.literal(b"false").map(|()| Cap::Other("a boolean"))?,
+            b'n' => self.literal(b"null").map(|()| Cap::Null)?,
+            b'-' | b'0'..=b'9' => self.captured_number()?,
+            _ => return None,
+        };
+        capture(caps, here, &cap);
+        Some(())
+    }
+
+    /// An object at plan node `node`, whose keys may lead on to its children.
+    fn object(&mut self, node: usize, depth: usize, caps: &mut Caps<'a>) -> Option<()> {
+        let children = &self.plan.nodes[node].children;
+        if children.is_empty() {
+            return self.skip(depth);
+        }
+        self.enter(depth)?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Some(());
+        }
+        let mut seen = 0u64;
+        loop {
+            self.ws();
+            if self.peek()? != b'"' {
+                return None;
+            }
+            let key = self.plain_string()?.as_bytes();
+            let child = children.iter().find(|c| *c.token == *key);
+            if let Some(c) = child {
+                if seen & c.targets != 0 {
+                    return None; // a duplicate key on a path: the walk's error
+                }
+                seen |= c.targets;
+            }
+            self.expect(b':')?;
+            self.ws();
+            self.value(child.map(|c| c.node), depth + 1, caps)?;
+            if self.next_member(b'}')? {
+                return Some(());
+            }
+        }
+    }
+
+    /// An array at plan node `node`, whose indices may lead on to its children.
+    fn array(&mut self, node: usize, depth: usize, caps: &mut Caps<'a>) -> Option<()> {
+        let children = &self.plan.nodes[node].children;
+        if children.iter().all(|c| c.index.is_none()) {
+            return self.skip(depth);
+        }
+        self.enter(depth)?;
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Some(());
+        }
+        let mut index = 0;
+        loop {
+            self.ws();
+            let child = children.iter().find(|c| c.index == Some(index));
+            self.value(child.map(|c| c.node), depth + 1, caps)?;
+            if self.next_member(b']')? {
+                return Some(());
+            }
+            index += 1;
+        }
+    }
+}
+
+/// Stores what the targets in `here` found.
+#[inline]
+fn capture<'a>(caps: &mut Caps<'a>, here: u64, cap: &Cap<'a>) {
+    for i in bits(here) {
+        *caps.slot(i) = cap.clone();
+    }
+}
