@@ -51,3 +51,6 @@ mod config_limits;
 mod epoch_bounds;
 // the largest values the job admits, committed into PostgreSQL
 mod store_limits;
+// one file read as byte ranges (`source.split`): every line once, on any worker count; a
+// restore onto a file whose ranges would move is refused
+mod file_split;

@@ -122,7 +122,7 @@ fn run_windows(
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
     let plan = JobPlan {
         job_id: "oracle".into(),
-        source: SourcePlan::Files(paths),
+        source: SourcePlan::Files(hotlist_dataflow::config::FileSplit::whole(paths)),
         max_record_bytes: hotlist_dataflow::config::DEFAULT_MAX_RECORD_BYTES,
         input,
         windows: WindowPlan::zip(windows, counting),

@@ -4,7 +4,7 @@
 use super::measure::{measure, measure_with_stats, BenchResult};
 use super::{plan, spec, BenchArgs};
 use anyhow::{Context, Result};
-use hotlist_dataflow::config::{JobPlan, SinkPlan, SourcePlan};
+use hotlist_dataflow::config::{FileSplit, JobPlan, SinkPlan, SourcePlan};
 use hotlist_dataflow::stats::JobStats;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -126,7 +126,7 @@ pub(super) fn bench_json(args: &BenchArgs) -> Result<BenchResult> {
     };
     let written = crate::generate::write_partitions(&spec(args, args.json_events), &dir, "bench")?;
     let (paths, bytes) = (written.paths, written.bytes);
-    let json_plan = plan(args, SourcePlan::Files(paths));
+    let json_plan = plan(args, SourcePlan::Files(FileSplit::whole(paths)));
     measure("json", &json_plan, bytes)
 }
 

@@ -59,6 +59,9 @@ pub struct Manifest {
     pub written_at: Millis,
     /// Every file of the checkpoint, by name.
     pub files: Vec<ManifestFile>,
+    /// With `source.split`: each file and the size its ranges were cut from (absent: no split).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<(String, u64)>,
 }
 
 /// One file of a checkpoint.
@@ -167,6 +170,7 @@ pub fn write(dir: &Path, facts: &RunFacts, epoch: u64, watermark: Millis) -> Res
         generation: facts.generation,
         written_at: Millis::now(),
         files,
+        split: facts.layout.split.clone(),
     };
     let mut text = serde_json::to_vec(&manifest).context("manifest")?;
     text.push(b'\n');

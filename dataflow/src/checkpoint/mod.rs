@@ -40,7 +40,7 @@ pub use manifest::{write as write_manifest, Manifest, ManifestFile, RunFacts, MA
 pub use restore::{load, restore, LoadError, PositionKind, Restored, StoredDeadLetters};
 pub use write::{write_atomic, write_counter_part, write_snapshot, PartWritten};
 
-use crate::config::JobPlan;
+use crate::config::{JobPlan, SourcePlan};
 use hotlist_operators::counting::Counting;
 use hotlist_operators::time::Span;
 use hotlist_operators::window::WindowSpec;
@@ -84,6 +84,10 @@ pub struct JobLayout {
     pub counting: Vec<String>,
     /// The job's allowed lateness.
     pub allowed_lateness: Span,
+    /// With `source.split`: each file's path and the size its ranges were cut from (empty
+    /// otherwise). A checkpoint's positions count lines from its ranges' starts, so it only
+    /// restores onto the same cut.
+    pub split: Vec<(String, u64)>,
 }
 
 impl JobLayout {
@@ -93,6 +97,10 @@ impl JobLayout {
             windows: plan.window_specs(),
             counting: plan.windows.iter().map(|w| describe_counting(&w.counting)).collect(),
             allowed_lateness: plan.time.allowed_lateness,
+            split: match &plan.source {
+                SourcePlan::Files(files) => files.split_sizes(),
+                _ => Vec::new(),
+            },
         }
     }
 

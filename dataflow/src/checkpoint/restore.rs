@@ -101,6 +101,27 @@ pub enum LoadError {
     Incompatible,
     /// Missing, damaged, not matching its manifest, or invalid for the job: an older one may do.
     Unusable(anyhow::Error),
+    /// Its positions are in byte ranges (`source.split`) cut otherwise than the job cuts them
+    /// now (another split, or a file of another size): says how. No older checkpoint can help.
+    SplitMoved(String),
+}
+
+/// How the ranges a checkpoint was read in differ from the job's (`source.split`).
+fn split_change(then: &[(String, u64)], now: &[(String, u64)]) -> String {
+    let moved = then.iter().zip(now).find(|(a, b)| a != b);
+    let what = match moved {
+        Some(((path, was), (_, is))) if then.len() == now.len() => {
+            format!("{path} was {was} bytes when its ranges were cut, now {is}")
+        }
+        _ => format!(
+            "it read {} file(s) in ranges, the job now {} (source.split or source.path changed)",
+            then.len(),
+            now.len()
+        ),
+    };
+    format!(
+        "its positions are lines in byte ranges of the input files (source.split), and the ranges would move: {what}; restore with the same files and split, or start over (--from-scratch)"
+    )
 }
 
 impl fmt::Display for LoadError {
@@ -108,6 +129,7 @@ impl fmt::Display for LoadError {
         match self {
             LoadError::Incompatible => write!(f, "{}", SnapshotError::Incompatible),
             LoadError::Unusable(e) => write!(f, "{e:#}"),
+            LoadError::SplitMoved(why) => write!(f, "{why}"),
         }
     }
 }
@@ -135,6 +157,9 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
     let manifest = Manifest::read(dir)?;
     if !manifest.fits(layout) {
         return Err(LoadError::Incompatible);
+    }
+    if manifest.split != layout.split {
+        return Err(LoadError::SplitMoved(split_change(&manifest.split, &layout.split)));
     }
     manifest.check_files(dir, epoch)?;
     let merger: MergerSnapshot = decode_file(dir, "merger.snap")?;
@@ -242,7 +267,9 @@ pub fn restore(
                 r.stored_dead_letters = stored;
                 return Ok(Some(r));
             }
-            Err(LoadError::Incompatible) => bail!("cannot restore checkpoint {epoch}: {}", LoadError::Incompatible),
+            Err(e @ (LoadError::Incompatible | LoadError::SplitMoved(_))) => {
+                bail!("cannot restore checkpoint {epoch}: {e}")
+            }
             Err(e) => {
                 tracing::error!(
                     "checkpoint {} is unusable ({e}); trying the previous one",

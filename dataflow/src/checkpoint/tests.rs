@@ -28,6 +28,7 @@ fn layout() -> JobLayout {
         windows: vec![WindowSpec::tumbling("10", Span::from_millis(10), 3)],
         counting: vec!["exact".into()],
         allowed_lateness: Span::from_millis(100),
+        split: Vec::new(),
     }
 }
 

@@ -9,7 +9,7 @@ use hotlist_operators::replay_budget::ReplayBudget;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The default of `source.max_record_bytes`: 1 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
@@ -135,8 +135,9 @@ impl WindowPlan {
 /// Where events come from.
 #[derive(Clone, Debug)]
 pub enum SourcePlan {
-    /// JSON-lines files, one partition each (sorted by path).
-    Files(Vec<PathBuf>),
+    /// JSON-lines files (sorted by path), each read as `split` byte ranges: partition `p` is
+    /// range `p % split` of file `p / split`.
+    Files(FileSplit),
     /// JSON lines on standard input: one partition.
     Stdin,
     /// A Kafka topic: partition `p` is input partition `p`.
@@ -159,7 +160,7 @@ impl SourcePlan {
     /// Number of input partitions.
     pub fn partitions(&self) -> u32 {
         match self {
-            SourcePlan::Files(paths) => paths.len() as u32,
+            SourcePlan::Files(files) => files.partitions(),
             SourcePlan::Stdin => 1,
             SourcePlan::Generator { spec, .. } => spec.partitions,
             SourcePlan::Kafka { partitions, .. } => *partitions,
@@ -169,15 +170,88 @@ impl SourcePlan {
     /// A short description of a partition, stored with its dead letters.
     pub fn partition_name(&self, p: u32) -> String {
         match self {
-            SourcePlan::Files(paths) => match paths.get(p as usize) {
-                Some(path) => format!("file:{}", path.display()),
-                None => format!("file:#{p}"),
-            },
+            SourcePlan::Files(files) => files.partition_name(p),
             SourcePlan::Stdin => "stdin".to_string(),
             SourcePlan::Generator { .. } => format!("generator:{p}"),
             SourcePlan::Kafka { spec, .. } => format!("kafka:{}/{p}", spec.topic),
         }
     }
+}
+
+/// The files of a file source and how each is split into partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSplit {
+    /// The files, sorted.
+    pub paths: Vec<PathBuf>,
+    /// Byte ranges per file (`source.split`, 1: the whole file).
+    pub split: u32,
+    /// With `split` > 1, each file's size when the job was planned: the ranges are cut from it
+    /// (checkpoints record them, so a restore onto a file of another size is refused rather
+    /// than reading ranges that moved).
+    pub sizes: Vec<u64>,
+}
+
+impl FileSplit {
+    /// Whole files, one partition each.
+    pub fn whole(paths: Vec<PathBuf>) -> FileSplit {
+        FileSplit {
+            paths,
+            split: 1,
+            sizes: Vec::new(),
+        }
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> u32 {
+        (self.paths.len() as u32).saturating_mul(self.split)
+    }
+
+    /// Partition `p`: its file, and its range as (index, count, the file's planned size);
+    /// `None` when the job has no such partition.
+    pub fn part(&self, p: u32) -> Option<(&Path, Option<FileRange>)> {
+        let path = self.paths.get((p / self.split) as usize)?;
+        let range = (self.split > 1).then(|| FileRange {
+            index: p % self.split,
+            count: self.split,
+            size: self.sizes.get((p / self.split) as usize).copied().unwrap_or(0),
+        });
+        Some((path, range))
+    }
+
+    /// The name of partition `p` in dead letters and logs: `file:PATH`, or with ranges
+    /// `file:PATH#R/N` (R counted from 1).
+    pub fn partition_name(&self, p: u32) -> String {
+        match self.part(p) {
+            Some((path, None)) => format!("file:{}", path.display()),
+            Some((path, Some(r))) => format!("file:{}#{}/{}", path.display(), r.index + 1, r.count),
+            None => format!("file:#{p}"),
+        }
+    }
+
+    /// (path, planned size) of every split file, as checkpoints record them (empty unsplit).
+    pub fn split_sizes(&self) -> Vec<(String, u64)> {
+        if self.split <= 1 {
+            return Vec::new();
+        }
+        self.paths
+            .iter()
+            .zip(&self.sizes)
+            .map(|(p, s)| (p.display().to_string(), *s))
+            .collect()
+    }
+}
+
+/// One byte range of a split file: the lines that start in
+/// `[line_start(size·index/count), line_start(size·(index+1)/count))`, the last range reading on
+/// to the end (see `source/file.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileRange {
+    /// Which range (from 0).
+    pub index: u32,
+    /// How many ranges the file is cut into.
+    pub count: u32,
+    /// The file's size the ranges are cut from.
+    pub size: u64,
 }
 
 /// Connection settings of the Kafka source.

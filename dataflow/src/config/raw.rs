@@ -67,6 +67,8 @@ pub struct RawFileSource {
     pub bounded: Option<bool>,
     /// Longest line in bytes; a longer one is a `too_large` dead letter.
     pub max_record_bytes: Option<i64>,
+    /// Read each file as this many byte ranges, each a partition (default 1).
+    pub split: Option<i64>,
     /// `[source.format]`: where the fields are (JSON Pointers).
     pub format: Option<super::format::RawFormat>,
 }

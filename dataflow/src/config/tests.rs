@@ -183,6 +183,16 @@ fn errors_name_the_key() {
             &[],
             "no file matches",
         ),
+        (
+            "[source]\nkind = \"file\"\npath = \"-\"\nsplit = 2\n",
+            &[],
+            "source.split: standard input cannot be split",
+        ),
+        (
+            "[source]\nkind = \"file\"\npath = \"-\"\nsplit = 0\n",
+            &[],
+            "source.split: 0 is not between 1 and 1024",
+        ),
         ("", &[], "[source]"),
         (
             &format!("{GEN}[[window]]\nname = \"w\"\nsize = \"1m\"\nslide = \"2m\"\n"),
@@ -592,4 +602,32 @@ fn job_ids_and_window_names_are_safe_for_paths_and_keys() {
     assert!(err.starts_with("window \"../1m\": name: "), "{err}");
     assert!(plan(&window("1m:x"), &[]).is_err());
     assert!(plan(&window("1m_eu"), &[]).is_ok());
+}
+
+/// `source.split`: every file is read as that many byte ranges, partition `p` being range
+/// `p % split` of file `p / split`, named `file:PATH#R/N`; its sizes go into the layout.
+#[test]
+fn file_sources_split_into_ranges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, len) in [("a.jsonl", 10), ("b.jsonl", 25)] {
+        std::fs::write(dir.path().join(name), "x".repeat(len)).expect("write");
+    }
+    let text = format!(
+        "[source]\nkind = \"file\"\npath = \"{}/*.jsonl\"\nsplit = 3\n",
+        dir.path().display()
+    );
+    let p = plan(&text, &[]).expect("plan");
+    assert_eq!(p.source.partitions(), 6);
+    let a = dir.path().join("a.jsonl").display().to_string();
+    let b = dir.path().join("b.jsonl").display().to_string();
+    assert_eq!(p.source.partition_name(0), format!("file:{a}#1/3"));
+    assert_eq!(p.source.partition_name(5), format!("file:{b}#3/3"));
+    assert_eq!(
+        crate::checkpoint::JobLayout::of(&p).split,
+        vec![(a.clone(), 10), (b, 25)]
+    );
+    let whole = plan(&text.replace("split = 3", "split = 1"), &[]).expect("plan");
+    assert_eq!(whole.source.partitions(), 2);
+    assert_eq!(whole.source.partition_name(0), format!("file:{a}"));
+    assert!(crate::checkpoint::JobLayout::of(&whole).split.is_empty());
 }

@@ -5,9 +5,9 @@
 //! several problems always reports the same one first.
 
 use super::plan::{
-    CheckpointPlan, ClusterPlan, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan, SourcePlan, TimePlan,
-    WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_EPOCH_RECORDS, DEFAULT_MAX_RECORD_BYTES,
-    MAX_RECORD_BYTES_LIMIT,
+    CheckpointPlan, ClusterPlan, FileSplit, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan,
+    SourcePlan, TimePlan, WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_EPOCH_RECORDS,
+    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
 };
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawS3, RawSink,
@@ -180,13 +180,25 @@ fn validate_source(source: RawSource) -> Result<SourcePlan> {
     }
 }
 
-/// `kind = "file"`: the glob's files, sorted (each a partition), or stdin for "-".
+/// The most byte ranges `source.split` cuts a file into.
+pub const MAX_SPLIT: u32 = 1024;
+
+/// `kind = "file"`: the glob's files, sorted (each a partition, or `source.split` of them), or
+/// stdin for "-".
 fn validate_file_source(s: RawFileSource) -> Result<SourcePlan> {
     let _ = s.bounded; // files always end
     let path = s
         .path
         .ok_or_else(|| anyhow!("source.path: required for kind = \"file\""))?;
+    let split = match s.split {
+        None => 1,
+        Some(n) if (1..=i64::from(MAX_SPLIT)).contains(&n) => n as u32,
+        Some(n) => bail!("source.split: {n} is not between 1 and {MAX_SPLIT} (byte ranges per file)"),
+    };
     if path == "-" {
+        if split > 1 {
+            bail!("source.split: standard input cannot be split (it is read once, in order)");
+        }
         return Ok(SourcePlan::Stdin);
     }
     let mut paths: Vec<PathBuf> = glob::glob(&path)
@@ -198,7 +210,18 @@ fn validate_file_source(s: RawFileSource) -> Result<SourcePlan> {
     if paths.is_empty() {
         bail!("source.path: no file matches {path:?}");
     }
-    Ok(SourcePlan::Files(paths))
+    let sizes = match split {
+        1 => Vec::new(),
+        _ => paths
+            .iter()
+            .map(|p| {
+                std::fs::metadata(p)
+                    .map(|m| m.len())
+                    .with_context(|| format!("source.path: cannot read the size of {}", p.display()))
+            })
+            .collect::<Result<_>>()?,
+    };
+    Ok(SourcePlan::Files(FileSplit { paths, split, sizes }))
 }
 
 /// `kind = "generator"`: a [`GeneratorSpec`], defaults filled in and checked.

@@ -13,6 +13,7 @@
 
 use super::lines::{Line, LineReader};
 use super::{PartitionReader, ReadStatus, Record};
+use crate::config::FileRange;
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use hotlist_operators::replay::{ByteMark, MARK_CHECK_BYTES};
@@ -22,11 +23,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
-/// Reads a JSON-lines file.
+/// Reads a JSON-lines file, or one byte range of it (`source.split`).
 pub struct FileReader {
     path: PathBuf,
     lines: LineReader<BufReader<File>>,
-    /// Lines read so far.
+    /// Where the range ends: the next range's first line starts here (`None`: at the end of
+    /// the file, also as it grows).
+    end: Option<u64>,
+    /// Lines read so far (of the range: positions count from its start).
     line: u64,
     /// Lines read to reach a resume position, and the byte reading (re)started at.
     skipped: u64,
@@ -58,10 +62,52 @@ impl FileReader {
         Ok(FileReader {
             path: path.to_path_buf(),
             lines: LineReader::new(BufReader::with_capacity(1 << 20, file), max_record_bytes),
+            end: None,
             line: 0,
             skipped: 0,
             start: 0,
         })
+    }
+
+    /// Opens `path`, or with `range` only the lines that start in that byte range of it: range
+    /// `i` of `n` reads the lines starting in `[line_start(size·i/n), line_start(size·(i+1)/n))`,
+    /// where `line_start(b)` is the first line start at or after byte `b` (0, or just after a
+    /// `\n`), and the last range reads on to the end. So the ranges hold every line exactly
+    /// once, whatever the line lengths, and a file read in ranges reads as many records as read
+    /// whole.
+    pub fn open_range(path: &Path, range: Option<FileRange>, max_record_bytes: usize) -> Result<FileReader> {
+        let mut reader = FileReader::open(path, max_record_bytes)?;
+        let Some(r) = range else { return Ok(reader) };
+        let file = reader.lines.get_ref().get_ref();
+        let hint = |i: u32| (u128::from(r.size) * u128::from(i) / u128::from(r.count.max(1))) as u64;
+        let start = line_start(file, hint(r.index))
+            .with_context(|| format!("cannot read {} to cut range {}", path.display(), r.index + 1))?;
+        let end = match r.index + 1 < r.count {
+            true => Some(
+                line_start(file, hint(r.index + 1))
+                    .with_context(|| format!("cannot read {} to cut range {}", path.display(), r.index + 2))?,
+            ),
+            false => None,
+        };
+        let Some(start) = start else {
+            // no line starts at or after the hint: the range is empty (the one before reads on
+            // to the end, as its own end is not found either)
+            reader.end = Some(0);
+            return Ok(reader);
+        };
+        reader.end = end.map(|e| e.unwrap_or(u64::MAX));
+        reader
+            .lines
+            .seek_to(start)
+            .with_context(|| format!("cannot seek {} to byte {start}", path.display()))?;
+        reader.start = start;
+        Ok(reader)
+    }
+
+    /// Whether the range's lines are all read (the next line starts at or after its end).
+    #[inline]
+    fn at_end(&self) -> bool {
+        self.end.is_some_and(|end| self.lines.offset() >= end)
     }
 
     /// Where the next line starts, with a check of the bytes before it (for a replay to
@@ -125,10 +171,11 @@ impl FileReader {
     /// has shrunk since: it is an error, so the job does not silently miss data.
     pub fn skip_to(&mut self, lines: u64) -> Result<()> {
         while self.line < lines {
-            let ended = match self.lines.next_line() {
-                Ok(line) => line.is_none(),
-                Err(e) => return Err(anyhow::anyhow!("{}: {e}", self.failure_place())),
-            };
+            let ended = self.at_end()
+                || match self.lines.next_line() {
+                    Ok(line) => line.is_none(),
+                    Err(e) => return Err(anyhow::anyhow!("{}: {e}", self.failure_place())),
+                };
             if ended {
                 anyhow::bail!(
                     "{} has {} lines, fewer than the checkpoint's {lines}",
@@ -145,6 +192,9 @@ impl FileReader {
     /// Reads up to `budget` lines.
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {
+            if self.at_end() {
+                return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) };
+            }
             match self.lines.next_line() {
                 Ok(None) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
                 Ok(Some(line)) => f(record(line)),
@@ -163,6 +213,28 @@ impl FileReader {
             self.lines.offset(),
             self.line + 1
         )
+    }
+}
+
+/// The offset of the first line that starts at or after byte `at` of `file` (lines start at 0
+/// and just after each `\n`); `None` when none does before its end.
+fn line_start(file: &File, at: u64) -> std::io::Result<Option<u64>> {
+    if at == 0 {
+        return Ok(Some(0));
+    }
+    // the line starting at `at` is the one after the first `\n` from `at - 1` on
+    let mut buf = vec![0u8; 64 << 10];
+    let mut pos = at - 1;
+    loop {
+        let n = file.read_at(&mut buf, pos)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
+            let start = pos + i as u64 + 1;
+            return Ok(Some(start));
+        }
+        pos += n as u64;
     }
 }
 
@@ -326,6 +398,87 @@ impl PartitionReader for StdinReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Every line of `path` as read: `(range, line)`s, range by range.
+    fn read_ranges(path: &Path, count: u32, size: u64) -> Vec<(u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        for index in 0..count {
+            let range = (count > 1).then_some(FileRange { index, count, size });
+            let mut r = FileReader::open_range(path, range, 64).expect("opens");
+            loop {
+                let mut got = Vec::new();
+                let status = r.read(3, &mut |rec| {
+                    got.push(match rec {
+                        Record::Line(l) => l.to_vec(),
+                        Record::TooLarge { head, .. } => [b"TOO:", head].concat(),
+                        _ => panic!("not a file record"),
+                    })
+                });
+                out.extend(got.into_iter().map(|l| (index, l)));
+                match status {
+                    ReadStatus::Read(_) => {}
+                    ReadStatus::Ended => break,
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// A file read as `count` byte ranges gives every line exactly once, in order: the
+        /// ranges' lines put together are the whole file's (line lengths around and beyond
+        /// the range size, empty lines, CRLF, a last line without a newline, long lines); and
+        /// a range resumed at any position reads on as it would have.
+        #[test]
+        fn ranges_hold_every_line_once(
+            lines in prop::collection::vec(prop_oneof![
+                4 => "[a-z]{0,12}",
+                1 => "[a-z]{60,90}",
+                1 => Just(String::new()),
+                1 => "[a-z]{1,5}\r",
+            ], 0..40),
+            newline_at_end in any::<bool>(),
+            count in 1u32..7,
+            resume in any::<prop::sample::Index>(),
+        ) {
+            let mut text = lines.join("\n");
+            if newline_at_end && !text.is_empty() {
+                text.push('\n');
+            }
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("in.jsonl");
+            std::fs::write(&path, &text).expect("written");
+            let size = text.len() as u64;
+            let whole: Vec<Vec<u8>> = read_ranges(&path, 1, size).into_iter().map(|(_, l)| l).collect();
+            let split = read_ranges(&path, count, size);
+            let together: Vec<Vec<u8>> = split.iter().map(|(_, l)| l.clone()).collect();
+            prop_assert_eq!(&together, &whole);
+            // resuming range i at position k reads its lines k.. (positions count in the range)
+            let index = resume.index(count as usize) as u32;
+            let of_range: Vec<&Vec<u8>> = split.iter().filter(|(i, _)| *i == index).map(|(_, l)| l).collect();
+            let k = resume.index(of_range.len() + 1) as u64;
+            let range = (count > 1).then_some(FileRange { index, count, size });
+            let mut r = FileReader::open_range(&path, range, 64).expect("opens");
+            r.resume_at(k).expect("resumes");
+            let mut rest = Vec::new();
+            while let ReadStatus::Read(_) = r.read(5, &mut |rec| {
+                if let Record::Line(l) = rec {
+                    rest.push(l.to_vec());
+                } else if let Record::TooLarge { head, .. } = rec {
+                    rest.push([b"TOO:", head].concat());
+                }
+            }) {}
+            let expected: Vec<Vec<u8>> = of_range[k as usize..].iter().map(|l| (*l).clone()).collect();
+            prop_assert_eq!(rest, expected);
+            // resuming past the range's lines is an error (the file changed), not an empty read
+            let mut again = FileReader::open_range(&path, range, 64).expect("opens");
+            prop_assert!(again.resume_at(of_range.len() as u64 + 1).is_err());
+        }
+    }
 
     #[test]
     fn lines_crlf_and_last_line_without_newline() {

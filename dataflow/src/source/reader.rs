@@ -74,11 +74,11 @@ impl Reader {
     /// own (the generator unpaced; standard input cannot be read again).
     pub fn open(source: &SourcePlan, p: u32, max_record_bytes: usize, live: bool) -> Result<Reader> {
         Ok(match source {
-            SourcePlan::Files(paths) => {
-                let path = paths
-                    .get(p as usize)
+            SourcePlan::Files(files) => {
+                let (path, range) = files
+                    .part(p)
                     .ok_or_else(|| anyhow!("the job has no file for partition {p}"))?;
-                Reader::File(FileReader::open(path, max_record_bytes)?)
+                Reader::File(FileReader::open_range(path, range, max_record_bytes)?)
             }
             SourcePlan::Stdin if live => Reader::Stdin(StdinReader::spawn(max_record_bytes)),
             SourcePlan::Stdin => bail!("standard input cannot be replayed"),

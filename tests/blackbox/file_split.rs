@@ -1,0 +1,162 @@
+//! `source.split` on the binary: one file read as byte ranges, each its own partition, seals
+//! the lists and dead letters a model of those ranges predicts, on 1 and 2 workers; a restore
+//! after the file changed size (its ranges would move) is refused with one line.
+
+use hotlist_tests::model::{self, ModelWindow};
+
+/// The lines of `text` cut as hotlist cuts a file into `n` ranges, by an independent rule: a line
+/// belongs to range `i` when it starts in `[s(i), s(i+1))`, `s(i)` being the first line start at
+/// or after byte `size·i/n` (lines start at 0 and after each `\n`).
+fn cut(text: &[u8], n: u64) -> Vec<Vec<Vec<u8>>> {
+    let size = text.len() as u64;
+    let starts: Vec<u64> = std::iter::once(0)
+        .chain(
+            text.iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i as u64 + 1),
+        )
+        .collect();
+    let first_at_or_after = |b: u64| starts.iter().copied().find(|&s| s >= b).unwrap_or(u64::MAX);
+    let bounds: Vec<u64> = (0..=n)
+        .map(|i| {
+            if i == n {
+                u64::MAX
+            } else {
+                first_at_or_after(size * i / n)
+            }
+        })
+        .collect();
+    let mut ranges = vec![Vec::new(); n as usize];
+    let mut at = 0u64;
+    for line in text.split(|b| *b == b'\n') {
+        if at < size {
+            let r = (0..n as usize)
+                .find(|&r| bounds[r] <= at && at < bounds[r + 1])
+                .expect("a range");
+            ranges[r].push(line.to_vec());
+        }
+        at += line.len() as u64 + 1;
+    }
+    ranges
+}
+
+#[test]
+fn a_file_read_in_ranges_seals_the_models_lists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines: Vec<Vec<u8>> = (0u64..1200)
+        .map(|i| {
+            if i % 89 == 7 {
+                return b"{\"item_id\":".to_vec(); // bad
+            }
+            // a step of 20 ms, jittered back by up to 600 ms: some events are late in their range
+            let ts = (i * 20).saturating_sub((i * 7919) % 13 * 50);
+            format!("{{\"item_id\":\"i{}\",\"ts\":{ts}}}", (i * i) % 29).into_bytes()
+        })
+        .collect();
+    let mut text = lines.join(&b'\n');
+    text.push(b'\n');
+    std::fs::write(dir.path().join("big.jsonl"), &text).expect("write input");
+    let windows = [
+        ModelWindow::new("1s", 1000, 1000, 5),
+        ModelWindow::new("3s", 3000, 1000, 4),
+    ];
+    let ranges = cut(&text, 3);
+    assert!(ranges.iter().all(|r| r.len() > 300), "three real ranges");
+    let (want_lists, want_dead) = model::run(&ranges, &windows, 200, 100);
+    let (_, whole_dead) = model::run(std::slice::from_ref(&lines), &windows, 200, 100);
+    assert!(
+        want_dead != whole_dead,
+        "lateness is judged per partition: the ranges' late events are not the whole file's"
+    );
+    assert!(want_dead.iter().any(|d| d.0 == 2 && d.2 == "bad"), "{want_dead:?}");
+    let config = |job: &str| {
+        format!(
+            "[job]\nid = \"{job}\"\n[run]\nbatch_size = 16\n\
+             [source]\nkind = \"file\"\npath = \"big.jsonl\"\nsplit = 3\n\
+             [time]\nmax_out_of_orderness = \"200ms\"\nallowed_lateness = \"100ms\"\n\
+             [[window]]\nname = \"1s\"\nsize = \"1s\"\nk = 5\n\
+             [[window]]\nname = \"3s\"\nsize = \"3s\"\nslide = \"1s\"\nk = 4\n\
+             [checkpoint]\ndir = \"checkpoints\"\n[sink]\npath = \"{job}.db\"\n"
+        )
+    };
+    for workers in ["1", "2"] {
+        let job = format!("split-{workers}w");
+        let toml = format!("{job}.toml");
+        std::fs::write(dir.path().join(&toml), config(&job)).expect("write config");
+        let args = ["run", "--config", &toml, "--progress", "never", "--workers", workers];
+        hotlist_tests::run_hotlist(dir.path(), &args, true);
+        let db = dir.path().join(format!("{job}.db"));
+        assert_eq!(
+            hotlist_tests::sqlite_sealed_lists(&db, &job),
+            want_lists,
+            "{job}: lists"
+        );
+        assert_eq!(
+            hotlist_tests::sqlite_dead_letters(&db, &job).0,
+            want_dead,
+            "{job}: dead letters"
+        );
+        let conn = rusqlite::Connection::open(&db).expect("open db");
+        let sources: Vec<String> = conn
+            .prepare("SELECT DISTINCT source FROM dead_letters WHERE job = ?1 ORDER BY source")
+            .and_then(|mut s| s.query_map([&job], |r| r.get(0))?.collect())
+            .expect("sources");
+        assert_eq!(
+            sources,
+            ["file:big.jsonl#1/3", "file:big.jsonl#2/3", "file:big.jsonl#3/3"],
+            "dead letters name their range"
+        );
+        // run again on the same file: it restores its last checkpoint and has nothing to read
+        let again = hotlist_tests::run_hotlist(dir.path(), &args, true);
+        let said = String::from_utf8_lossy(&again.stdout);
+        assert!(
+            said.contains(" 0 records"),
+            "{job}: resumed at the ends of the ranges: {said}"
+        );
+        assert_eq!(
+            hotlist_tests::sqlite_sealed_lists(&db, &job),
+            want_lists,
+            "{job}: rerun"
+        );
+    }
+    // the file grows: the ranges would be cut elsewhere, so the checkpoints cannot be resumed
+    let mut grown = text.clone();
+    grown.extend_from_slice(b"{\"item_id\":\"late-comer\",\"ts\":30000}\n");
+    std::fs::write(dir.path().join("big.jsonl"), &grown).expect("append");
+    let out = hotlist_tests::run_hotlist(
+        dir.path(),
+        &["run", "--config", "split-1w.toml", "--progress", "never"],
+        false,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "refused: {stderr}");
+    assert!(
+        stderr.contains("big.jsonl was") && stderr.contains("ranges would move"),
+        "one line saying why: {stderr}"
+    );
+    // and starting over reads the grown file in ranges cut from its new size
+    hotlist_tests::run_hotlist(
+        dir.path(),
+        &[
+            "run",
+            "--config",
+            "split-1w.toml",
+            "--progress",
+            "never",
+            "--from-scratch",
+        ],
+        true,
+    );
+    let grown_lines: Vec<Vec<u8>> = grown
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    assert_eq!(grown_lines.len(), lines.len() + 1);
+    let (grown_lists, _) = model::run(&cut(&grown, 3), &windows, 200, 100);
+    assert_eq!(
+        hotlist_tests::sqlite_sealed_lists(&dir.path().join("split-1w.db"), "split-1w"),
+        grown_lists
+    );
+}
