@@ -149,6 +149,21 @@ impl<'a> Scanner<'a, '_> {
     #[inline]
     fn string_stop(&self) -> Option<usize> {
         let mut at = self.pos;
+        // 16 bytes a round while they last, then 8, then one at a time
+        while let Some(chunk) = self.bytes.get(at..at + 16) {
+            let (a, b) = chunk.split_at(8);
+            let x = u64::from_le_bytes(a.try_into().ok()?);
+            let y = u64::from_le_bytes(b.try_into().ok()?);
+            let sx = bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x);
+            let sy = bytes_equal(y, b'"') | bytes_equal(y, b'\\') | bytes_below_space(y);
+            if sx != 0 {
+                return Some(at + (sx.trailing_zeros() / 8) as usize);
+            }
+            if sy != 0 {
+                return Some(at + 8 + (sy.trailing_zeros() / 8) as usize);
+            }
+            at += 16;
+        }
         while let Some(chunk) = self.bytes.get(at..at + 8) {
             let x = u64::from_le_bytes(chunk.try_into().ok()?);
             let stops = bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x);
@@ -178,6 +193,7 @@ impl<'a> Scanner<'a, '_> {
     }
 
     /// Skips a string (`self.pos` at its opening quote); `\u` escapes are left to the walk.
+    #[inline]
     fn skip_string(&mut self) -> Option<()> {
         self.pos += 1;
         loop {
