@@ -169,8 +169,8 @@ pub struct WindowedCounter {
     shapes: Shapes,
     /// Per shape, the key the event being applied counts under (scratch of `apply`).
     shape_keys: Vec<Option<ItemIdx>>,
-    /// Buffers for building counter keys.
-    key_buf: (String, String),
+    /// Scratch for building counter keys.
+    key_buf: String,
     /// Events a distinct-user window could not count because they had no user.
     without_user: u64,
     /// Per shape, whether a window this counter counts has it (derived once, read per event).
@@ -269,7 +269,7 @@ impl WindowedCounter {
             shapes,
             shape_counted,
             shape_keys: Vec::new(),
-            key_buf: (String::new(), String::new()),
+            key_buf: String::new(),
             without_user: 0,
             gen: 1,
             emits: (0, 0),

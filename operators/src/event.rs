@@ -20,6 +20,7 @@
 use crate::time::Millis;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -38,7 +39,7 @@ pub struct ParsedEvent<'a> {
     pub user: Option<Cow<'a, str>>,
     /// The values of the format's dims, in [`Format::dims`](crate::format::Format) order (`""`
     /// where the record has none).
-    pub dims: Vec<Cow<'a, str>>,
+    pub dims: SmallVec<[Cow<'a, str>; 2]>,
 }
 
 /// Why a line is not a valid event.
@@ -138,7 +139,7 @@ fn parse_plain(text: &str) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
                 item_id: Cow::Borrowed(item_id),
                 ts,
                 user: None,
-                dims: Vec::new(),
+                dims: SmallVec::new(),
             }),
             TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
         }),
@@ -160,7 +161,7 @@ fn parse_json(text: &str) -> Result<ParsedEvent<'_>, BadRecord> {
             item_id,
             ts,
             user: None,
-            dims: Vec::new(),
+            dims: SmallVec::new(),
         }),
         TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
     }

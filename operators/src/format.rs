@@ -27,6 +27,7 @@ mod walk;
 use crate::event::{check_item_id, parse_event, BadRecord, ParsedEvent};
 use crate::group::DimBounds;
 use crate::time::Millis;
+use smallvec::SmallVec;
 use std::borrow::Cow;
 pub use walk::MAX_TARGETS;
 use walk::{Cap, Caps};
@@ -191,7 +192,7 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Resul
     }
     let mut caps = Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
-        dims: vec![Cap::Missing; format.dims.len()],
+        dims: smallvec::smallvec![Cap::Missing; format.dims.len()],
     };
     if scan::scan(text, plan, &mut caps).is_none() {
         // not the fast path's kind of record: the walk decides (and words any error)
@@ -218,8 +219,8 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Resul
         }
         None => None,
     };
-    let dims: Vec<Cow<'a, str>> = if format.dims.is_empty() {
-        Vec::new()
+    let dims: SmallVec<[Cow<'a, str>; 2]> = if format.dims.is_empty() {
+        SmallVec::new()
     } else {
         caps.dims
             .into_iter()

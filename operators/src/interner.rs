@@ -101,6 +101,9 @@ struct Records<const N: usize> {
     table: HashTable<u32>,
     records: Vec<Record<N>>,
     free: Vec<u32>,
+    /// Heap bytes of the live ids longer than the inline 24 (kept as they come and go: the
+    /// state gauge reads it every epoch, and summing it there walked every record).
+    heap_ids: usize,
 }
 
 impl<const N: usize> Default for Records<N> {
@@ -109,6 +112,7 @@ impl<const N: usize> Default for Records<N> {
             table: HashTable::new(),
             records: Vec::new(),
             free: Vec::new(),
+            heap_ids: 0,
         }
     }
 }
@@ -120,8 +124,12 @@ impl<const N: usize> Records<N> {
         if let Some(&i) = self.table.find(probe, |&i| records[i as usize].id == id) {
             return ItemIdx(i);
         }
+        let id = ItemId::from(id);
+        if id.is_heap_allocated() {
+            self.heap_ids += id.capacity();
+        }
         let record = Record {
-            id: id.into(),
+            id,
             refs: 0,
             shape,
             inline: [Inline::EMPTY; N],
@@ -153,6 +161,9 @@ impl<const N: usize> Records<N> {
                 entry.remove();
             }
             let rec = &mut self.records[idx.0 as usize];
+            if rec.id.is_heap_allocated() {
+                self.heap_ids -= rec.id.capacity();
+            }
             rec.id = ItemId::default();
             rec.inline = [Inline::EMPTY; N];
             self.free.push(idx.0);
@@ -160,16 +171,18 @@ impl<const N: usize> Records<N> {
     }
 
     fn heap_bytes(&self) -> usize {
-        let heap_ids: usize = self
-            .records
-            .iter()
-            .filter(|r| r.id.is_heap_allocated())
-            .map(|r| r.id.capacity())
-            .sum();
+        debug_assert_eq!(
+            self.heap_ids,
+            self.records
+                .iter()
+                .filter(|r| r.id.is_heap_allocated())
+                .map(|r| r.id.capacity())
+                .sum::<usize>()
+        );
         self.table.capacity() * (4 + 1)
             + self.records.capacity() * std::mem::size_of::<Record<N>>()
             + self.free.capacity() * 4
-            + heap_ids
+            + self.heap_ids
     }
 }
 
@@ -362,6 +375,38 @@ mod tests {
         let a2 = i.intern("a", item_hash("a"));
         assert_ne!(a2, c);
         assert_eq!(i.id(a2), "a");
+    }
+
+    /// The running count of long ids' heap bytes equals a walk over the records (the
+    /// `debug_assert` in `heap_bytes`) after every intern and release, slots reused included.
+    #[test]
+    fn heap_bytes_follow_long_ids() {
+        let mut i = Interner::with_inline_groups(1);
+        let id = |n: usize| {
+            if n.is_multiple_of(3) {
+                format!("{n}-{}", "x".repeat(30 + n % 7))
+            } else {
+                format!("{n}")
+            }
+        };
+        let mut live = Vec::new();
+        for n in 0..200 {
+            let key = id(n);
+            let idx = i.intern(&key, item_hash(&key));
+            i.retain(idx);
+            live.push(idx);
+            if n % 4 == 3 {
+                i.release(live.swap_remove(n % live.len()));
+            }
+            i.heap_bytes();
+        }
+        let long: usize = live
+            .iter()
+            .map(|&x| i.id(x))
+            .filter(|s| s.len() > 24)
+            .map(|s| s.len())
+            .sum();
+        assert!(long > 0 && i.heap_bytes() >= long);
     }
 
     #[test]

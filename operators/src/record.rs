@@ -7,6 +7,7 @@
 use crate::time::Millis;
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 /// An item id. Ids of up to 24 bytes are stored inline (no allocation per event).
 pub type ItemId = CompactString;
@@ -42,8 +43,12 @@ pub struct EventExtra {
     /// The user, when the record has one.
     pub user: Option<ItemId>,
     /// The values of the job's dims (in the job's dim order; `""` where the record has none).
-    pub dims: Vec<CompactString>,
+    pub dims: Dims,
 }
+
+/// An event's dim values: up to two without an allocation of their own (with short values,
+/// an event's extra is one allocation, its box).
+pub type Dims = SmallVec<[CompactString; 2]>;
 
 /// The state of a partition as its source reports it at the end of an epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

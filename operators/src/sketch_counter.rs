@@ -145,7 +145,6 @@ pub struct SketchCounter {
     /// Per live instance of a per-group window: the groups it knows and which keep a list.
     admission: BTreeMap<InstanceKey, InstanceGroups>,
     /// Scratch for composing a per-group key.
-    group_buf: String,
     key_buf: String,
 }
 
@@ -275,7 +274,6 @@ impl SketchCounter {
             pending: Pending::default(),
             shapes: Shapes::new(&windows_for_shapes),
             admission: BTreeMap::new(),
-            group_buf: String::new(),
             key_buf: String::new(),
         }
     }
@@ -332,7 +330,7 @@ impl SketchCounter {
         let shape = self.shapes.of_window(key.window.0 as usize);
         if shape == 0 {
             pending.add(key, ev);
-        } else if self.shapes.key(shape, ev, &mut self.group_buf, &mut self.key_buf) {
+        } else if self.shapes.key(shape, ev, &mut self.key_buf) {
             pending.add_keyed(key, &self.key_buf, ev.hash);
         }
     }

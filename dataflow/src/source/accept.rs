@@ -416,7 +416,7 @@ mod tests {
         let user = |u: Option<&str>, d: &str| {
             Some(EventExtra {
                 user: u.map(ItemId::from),
-                dims: vec![d.into()],
+                dims: [d.into()].into_iter().collect(),
             })
         };
         assert_eq!(extras, [user(Some("9"), "A"), user(None, "")]);

@@ -67,21 +67,21 @@ impl WindowedCounter {
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut keys = std::mem::take(&mut self.shape_keys);
         keys.clear();
-        let (mut group_buf, mut key_buf) = std::mem::take(&mut self.key_buf);
+        let mut key_buf = std::mem::take(&mut self.key_buf);
         let mut missing_user = false;
         for s in 0..self.shapes.len() as u8 {
             keys.push(if !self.shape_counted[s as usize] {
                 None // no counted window has this shape (a window of another counter)
             } else if s == 0 {
                 Some(self.interner.intern(&ev.item, ev.hash))
-            } else if self.shapes.key(s, ev, &mut group_buf, &mut key_buf) {
+            } else if self.shapes.key(s, ev, &mut key_buf) {
                 Some(self.interner.intern_shaped(&key_buf, ev.hash, s))
             } else {
                 missing_user = true;
                 None
             });
         }
-        self.key_buf = (group_buf, key_buf);
+        self.key_buf = key_buf;
         self.without_user += u64::from(missing_user);
         let mut sealed_drop = false;
         for g in 0..self.groups.len() {

@@ -7,7 +7,7 @@
 //! different shapes still share panes when their pane widths are equal: a pane simply holds
 //! keys of several shapes, and each window reads only its own shape's keys.
 
-use crate::group::{compose_key, encode_value, split_key, GroupKey, KeyShape, OTHER_GROUP};
+use crate::group::{encode_value, split_key, GroupKey, KeyShape, OTHER_GROUP};
 use crate::record::{RankedItem, TimedEvent};
 use crate::topk::{rank_cmp, select_top_by};
 use crate::window::WindowSpec;
@@ -100,17 +100,18 @@ impl Shapes {
 
     /// Writes the key `ev` is counted under in shape `s` (> 0) into `out`; false when the shape
     /// counts distinct users and the event has none (it is not counted in such windows).
-    pub fn key(&self, s: u8, ev: &TimedEvent, group: &mut String, out: &mut String) -> bool {
-        if !self.group(s, ev, group) {
+    pub fn key(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
+        // the group is written in place: the key is `group::compose_key(group, item, user)`
+        if !self.group(s, ev, out) {
             return false;
         }
+        out.push('\0');
+        out.push_str(&ev.item);
         let user = ev.extra.as_deref().and_then(|x| x.user.as_deref());
-        compose_key(
-            group,
-            &ev.item,
-            user.filter(|_| self.shapes[s as usize].distinct_users),
-            out,
-        );
+        if let Some(user) = user.filter(|_| self.shapes[s as usize].distinct_users) {
+            out.push('\0');
+            out.push_str(user);
+        }
         true
     }
 

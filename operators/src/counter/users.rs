@@ -42,10 +42,16 @@ pub(super) struct UserCounts {
     changed: Vec<ItemIdx>,
 }
 
-/// The `group NUL item` part of a counter key.
+/// The `group NUL item` part of a counter key of a distinct-user window (`group NUL item NUL
+/// user`: neither item nor user holds a NUL, so the part ends at the last one).
+#[inline]
 fn item_part(key: &str) -> &str {
-    let (group, item, _) = split_key(key);
-    &key[..group.len() + 1 + item.len()]
+    let end = key.bytes().rposition(|b| b == 0).unwrap_or(key.len());
+    debug_assert_eq!(end, {
+        let (group, item, _) = split_key(key);
+        group.len() + 1 + item.len()
+    });
+    &key[..end]
 }
 
 fn hash_of(part: &str) -> u64 {

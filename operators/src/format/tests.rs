@@ -32,15 +32,15 @@ fn nexmark_bids() {
     assert_eq!(e.item_id, "1000");
     assert_eq!(e.ts, Millis(1796052641816));
     assert_eq!(e.user.as_deref(), Some("1001"));
-    assert_eq!(e.dims, vec!["Google"]);
+    assert_eq!(e.dims[..], ["Google"]);
     // a string and an integer are the same item
     let s = r#"{"Bid":{"auction":"1000","bidder":"1001","date_time":1796052641816}}"#;
     let e = parse_with(s.as_bytes(), &bids()).expect("a bid");
     assert_eq!((e.item_id.as_ref(), e.user.as_deref()), ("1000", Some("1001")));
-    assert_eq!(e.dims, vec![""], "a missing dim is empty");
+    assert_eq!(e.dims[..], [""], "a missing dim is empty");
     let no_user = r#"{"Bid":{"auction":7,"date_time":0,"channel":null}}"#;
     let e = parse_with(no_user.as_bytes(), &bids()).expect("a bid without a user");
-    assert_eq!((e.user, e.dims), (None, vec![Cow::Borrowed("")]));
+    assert_eq!((e.user, e.dims.to_vec()), (None, vec![Cow::Borrowed("")]));
 }
 
 #[test]
@@ -157,11 +157,11 @@ fn units_escapes_and_indices() {
     };
     let e = parse_with(br#"{"t":["x",5],"a/b":{"~c":"i"},"u":[{"id":-3}]}"#, &f).expect("parsed");
     assert_eq!((e.item_id.as_ref(), e.ts.0, e.user.as_deref()), ("i", 5, Some("-3")));
-    assert_eq!(e.dims, vec!["x", "i"]);
+    assert_eq!(e.dims[..], ["x", "i"]);
     // a token that looks like an index also names an object's key (RFC 6901)
     let e = parse_with(br#"{"t":{"1":5},"a/b":{"~c":"i"}}"#, &f).expect("parsed");
     assert_eq!(
-        (e.ts.0, e.user, e.dims),
+        (e.ts.0, e.user, e.dims.to_vec()),
         (5, None, vec![Cow::Borrowed(""), Cow::Borrowed("i")])
     );
     let leading_zero = Format {
@@ -397,10 +397,10 @@ proptest! {
     }
 }
 
-fn fresh_caps(f: &Format) -> walk::Caps<'static> {
+fn fresh_caps<'a>(f: &Format) -> walk::Caps<'a> {
     walk::Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
-        dims: vec![Cap::Missing; f.dims.len()],
+        dims: smallvec::smallvec![Cap::Missing; f.dims.len()],
     }
 }
 

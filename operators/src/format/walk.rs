@@ -35,7 +35,7 @@ pub struct Caps<'a> {
     /// Item id, time, user.
     pub fixed: [Cap<'a>; 3],
     /// The dims, in format order.
-    pub dims: Vec<Cap<'a>>,
+    pub dims: smallvec::SmallVec<[Cap<'a>; 2]>,
 }
 
 impl<'a> Caps<'a> {

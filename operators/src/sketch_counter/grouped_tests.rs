@@ -52,7 +52,7 @@ fn ev_by(item: &str, country: &str, user: Option<&str>, ts: i64, wm_before: i64,
         position,
         extra: Some(Box::new(EventExtra {
             user: user.map(Into::into),
-            dims: vec![country.to_string().into()],
+            dims: smallvec::smallvec![country.to_string().into()],
         })),
     }
 }
