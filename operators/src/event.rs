@@ -98,10 +98,10 @@ pub enum BadRecord {
 
 /// Parses one line (without its line terminator) into an event.
 pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
-    let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
-    if let Some(parsed) = parse_plain(text) {
+    if let Some(parsed) = parse_plain(line) {
         return parsed;
     }
+    let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
     parse_json(text)
 }
 
@@ -109,41 +109,56 @@ pub fn parse_event(line: &[u8]) -> Result<ParsedEvent<'_>, BadRecord> {
 /// field; an id without escapes, quotes or control characters; an integer without leading
 /// zeros, not `-0`, at most 18 digits), parsed without a JSON parser: its result, or `None` for any other
 /// line (then [`parse_json`] decides). The result is [`parse_json`]'s (property-tested).
+///
+/// Each byte is looked at once: the id is found eight bytes at a time and is the only part
+/// checked as UTF-8 (the rest must be the ASCII of the shape; a line whose id is not UTF-8 is
+/// left to the slow path, which reports where), the digits are checked as they are summed.
 #[inline]
-fn parse_plain(text: &str) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
+fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
     const HEAD: &[u8] = b"{\"item_id\":\"";
     const MID: &[u8] = b"\",\"ts\":";
-    let bytes = text.as_bytes();
-    let rest = bytes.strip_prefix(HEAD)?;
-    let end = rest.iter().position(|b| matches!(b, b'"' | b'\\' | 0..=0x1f))?;
-    if rest[end] != b'"' {
+    bytes.strip_prefix(HEAD)?;
+    let end = crate::swar::string_stop(bytes, HEAD.len())?;
+    if bytes[end] != b'"' {
         return None;
     }
-    let digits = rest[end..].strip_prefix(MID)?.strip_suffix(b"}")?;
+    let digits = bytes[end..].strip_prefix(MID)?.strip_suffix(b"}")?;
     let (negative, digits) = match digits.strip_prefix(b"-") {
         Some(d) => (true, d),
         None => (false, digits),
     };
     // (JSON has no leading zeros; `-0` is a float to the JSON parser)
     let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
-    if digits.is_empty() || digits.len() > 18 || leading_zero || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || digits.len() > 18 || leading_zero {
         return None;
     }
-    let magnitude = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    let mut magnitude = 0i64;
+    for &d in digits {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        magnitude = magnitude * 10 + i64::from(digit);
+    }
     let ts = if negative { -magnitude } else { magnitude };
-    // HEAD and the id's end are ASCII: the id is a str slice of the line
-    let item_id = &text[HEAD.len()..HEAD.len() + end];
-    Some(
-        check_item_id(item_id).and_then(|()| match TsField::of(Millis(ts), || ts.to_string()) {
-            TsField::Event(ts) => Ok(ParsedEvent {
-                item_id: Cow::Borrowed(item_id),
-                ts,
-                user: None,
-                dims: SmallVec::new(),
-            }),
-            TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
+    let item_id = std::str::from_utf8(&bytes[HEAD.len()..end]).ok()?;
+    // (no byte of the id is below 0x20, so it holds no NUL: `check_item_id`'s other rules)
+    let checked = if item_id.is_empty() {
+        Err(BadRecord::EmptyItemId)
+    } else if item_id.len() > MAX_ITEM_ID_BYTES {
+        Err(BadRecord::ItemIdTooLong(item_id.len()))
+    } else {
+        Ok(())
+    };
+    Some(checked.and_then(|()| match TsField::of(Millis(ts), || ts.to_string()) {
+        TsField::Event(ts) => Ok(ParsedEvent {
+            item_id: Cow::Borrowed(item_id),
+            ts,
+            user: None,
+            dims: SmallVec::new(),
         }),
-    )
+        TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
+    }))
 }
 
 /// Parses a UTF-8 line with the JSON parser.
@@ -355,16 +370,40 @@ mod tests {
         /// The plain fast path gives the JSON parser's result on every line it takes.
         #[test]
         fn the_plain_path_agrees_with_the_json_parser(line in near_plain()) {
-            if let Some(fast) = parse_plain(&line) {
+            if let Some(fast) = parse_plain(line.as_bytes()) {
                 prop_assert_eq!(fast, parse_json(&line), "{}", line);
             }
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// On any bytes, also not UTF-8 (the plain path checks only the id as UTF-8),
+        /// `parse_event` is the JSON parser's verdict on the line.
+        #[test]
+        fn parse_event_is_the_json_parsers_verdict_on_any_bytes(
+            line in near_plain(),
+            at in any::<prop::sample::Index>(),
+            byte in 0x80u8..=0xff,
+            corrupt in any::<bool>(),
+        ) {
+            let mut bytes = line.into_bytes();
+            if corrupt && !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+            }
+            let slow = match std::str::from_utf8(&bytes) {
+                Ok(text) => parse_json(text),
+                Err(e) => Err(BadRecord::NotUtf8(e.valid_up_to())),
+            };
+            prop_assert_eq!(parse_event(&bytes), slow);
+        }
+    }
+
     #[test]
     fn the_plain_path_takes_the_usual_line_only() {
-        assert!(parse_plain(r#"{"item_id":"item-7","ts":1767225600001}"#).is_some());
-        assert!(parse_plain(r#"{"item_id":"a","ts":-5}"#).is_some());
+        assert!(parse_plain(br#"{"item_id":"item-7","ts":1767225600001}"#).is_some());
+        assert!(parse_plain(br#"{"item_id":"a","ts":-5}"#).is_some());
         for other in [
             r#"{"item_id": "a","ts":1}"#,
             r#"{"ts":1,"item_id":"a"}"#,
@@ -375,7 +414,7 @@ mod tests {
             r#"{"item_id":"a","ts":1234567890123456789}"#,
             r#"{"item_id":"a","ts":-0}"#,
         ] {
-            assert!(parse_plain(other).is_none(), "{other}");
+            assert!(parse_plain(other.as_bytes()).is_none(), "{other}");
         }
     }
 

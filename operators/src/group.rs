@@ -153,6 +153,11 @@ fn unreserved(b: u8) -> bool {
 
 /// Appends `value` percent-encoded (everything but `A-Z a-z 0-9 - . _ ~`).
 pub fn encode_value(value: &str, out: &mut String) {
+    // most values need no escape: one copy instead of a push per byte (per event, per dim)
+    if value.bytes().all(unreserved) {
+        out.push_str(value);
+        return;
+    }
     for b in value.bytes() {
         if unreserved(b) {
             out.push(b as char);

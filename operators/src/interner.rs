@@ -186,6 +186,22 @@ impl<const N: usize> Records<N> {
     }
 }
 
+/// One record's reference count and inline counters, to change together: the hot path
+/// resolves the record (and the table's width) once per count, not at every access.
+pub struct RecordMut<'a> {
+    refs: &'a mut u32,
+    /// The inline counters, one per pane group that has one (see [`Interner::inline`]).
+    pub inline: &'a mut [Inline],
+}
+
+impl RecordMut<'_> {
+    /// Adds a reference (see [`Interner::retain`]).
+    #[inline]
+    pub fn retain(&mut self) {
+        *self.refs += 1;
+    }
+}
+
 /// The record table, at one of three inline widths.
 pub struct Interner(Width);
 
@@ -289,6 +305,18 @@ impl Interner {
     #[inline]
     pub fn inline_mut(&mut self, idx: ItemIdx, g: usize) -> &mut Inline {
         each!(&mut self.0, r => &mut r.records[idx.0 as usize].inline[g])
+    }
+
+    /// The record of `idx`, to change its inline counters and add references.
+    #[inline]
+    pub fn record_mut(&mut self, idx: ItemIdx) -> RecordMut<'_> {
+        each!(&mut self.0, r => {
+            let rec = &mut r.records[idx.0 as usize];
+            RecordMut {
+                refs: &mut rec.refs,
+                inline: &mut rec.inline,
+            }
+        })
     }
 
     /// Resets every inline counter's logged generation to 0 (none), when generations wrap.

@@ -6,7 +6,7 @@
 use super::dead_letters::{out_of_range, sealed_letter};
 use super::{horizon, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
-use crate::interner::{Inline, Interner, ItemIdx};
+use crate::interner::{Inline, ItemIdx, RecordMut};
 use crate::record::{DeadLetter, TimedEvent};
 use crate::time::Millis;
 use crate::window::InstanceKey;
@@ -120,6 +120,8 @@ impl WindowedCounter {
     /// The slow path of `apply` in pane group `g`: decides per covering instance (per window
     /// shape, `keys[shape]` is the key counted; `None`: not counted in that shape's windows).
     /// Returns whether the event was counted, and whether some instance was already sealed.
+    /// (Out of line: late events are few, and `apply` stays short for the rest.)
+    #[inline(never)]
     fn count_slow(
         &mut self,
         g: usize,
@@ -176,39 +178,63 @@ impl WindowedCounter {
     }
 
     /// Counts one event of item `idx` in the pane at `slot` of group `g`.
-    #[inline]
+    #[inline(always)]
     fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) {
+        // The common case inline: the pane is the item's inline one and the count fits.
         let (seq, gen) = (self.seq, self.gen);
-        let group = &mut self.groups[g];
-        let pane = group.slots[slot].as_mut().expect("live slot");
-        pane.touched = seq;
-        let Some(rel) = pane.rel else {
-            map_increment(pane, idx, &mut self.interner);
-            pane.log.push(idx); // (map counts are logged at every change: they are rare)
-            return;
-        };
-        let inl = self.interner.inline(idx, g);
-        if inl.pane == rel {
-            if inl.count() < INLINE_MAX {
-                let inl = self.interner.inline_mut(idx, g);
+        let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
+        if let Some(rel) = pane.rel {
+            let inl = &mut self.interner.record_mut(idx).inline[g];
+            if inl.pane == rel && inl.count() < INLINE_MAX {
+                pane.touched = seq;
                 inl.increment();
                 if inl.logged() != gen {
                     inl.set_logged(gen);
                     pane.log.push(idx);
                 }
+                return;
+            }
+        }
+        self.count_other(g, slot, idx);
+    }
+
+    /// `count` past its common case: a new pane for the item, an overflow, an older pane or a
+    /// pane without inline counters (out of line, so the common case inlines small).
+    #[inline(never)]
+    fn count_other(&mut self, g: usize, slot: usize, idx: ItemIdx) {
+        let (seq, gen) = (self.seq, self.gen);
+        let group = &mut self.groups[g];
+        let pane = group.slots[slot].as_mut().expect("live slot");
+        pane.touched = seq;
+        // the record once (its width resolved once), not at every access
+        let mut rec = self.interner.record_mut(idx);
+        let Some(rel) = pane.rel else {
+            map_increment(pane, idx, &mut rec);
+            pane.log.push(idx); // (map counts are logged at every change: they are rare)
+            return;
+        };
+        let inl = &mut rec.inline[g];
+        let was = *inl;
+        if was.pane == rel {
+            if was.count() < INLINE_MAX {
+                inl.increment();
+                if was.logged() != gen {
+                    inl.set_logged(gen);
+                    pane.log.push(idx);
+                }
             } else {
                 // An inline count is 32 bits: move it to the map and count there from now on.
-                *self.interner.inline_mut(idx, g) = Inline::EMPTY;
+                *inl = Inline::EMPTY;
                 pane.inline_live -= 1;
-                pane.counts.insert(idx, inl.count() as u64 + 1);
+                pane.counts.insert(idx, was.count() as u64 + 1);
                 pane.log.push(idx);
             }
             return;
         }
         pane.log.push(idx);
-        if inl.pane != Inline::EMPTY.pane && rel < inl.pane {
+        if was.pane != Inline::EMPTY.pane && rel < was.pane {
             // An older pane than the inline one (out of order): its count lives in the map.
-            map_increment(pane, idx, &mut self.interner);
+            map_increment(pane, idx, &mut rec);
             return;
         }
         if let Some(c) = pane.counts.get_mut(&idx) {
@@ -219,14 +245,14 @@ impl WindowedCounter {
         // This pane becomes the item's inline pane; the previous inline count moves to its map.
         pane.members.push(idx);
         pane.inline_live += 1;
-        self.interner.retain(idx);
-        *self.interner.inline_mut(idx, g) = Inline::new(rel, 1, gen);
-        if inl.pane != Inline::EMPTY.pane {
+        rec.inline[g] = Inline::new(rel, 1, gen);
+        rec.retain();
+        if was.pane != Inline::EMPTY.pane {
             let base = group.base.expect("inline panes imply a base");
-            let old_no = base + inl.pane as i64;
+            let old_no = base + was.pane as i64;
             let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
             let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
-            old.counts.insert(idx, inl.count() as u64);
+            old.counts.insert(idx, was.count() as u64);
             old.inline_live -= 1;
         }
     }
@@ -244,13 +270,21 @@ impl WindowedCounter {
 
     /// The slot of the pane of group `g` containing `ts`, creating it (and registering its
     /// instances) if needed; `None` if the pane would only feed sealed instances.
+    #[inline]
     pub(super) fn pane_slot(&mut self, g: usize, ts: Millis, sealed_h: Millis) -> Option<usize> {
-        let group = &mut self.groups[g];
-        if let Some((start, end, slot)) = group.cached {
+        // most events hit the pane of the one before: that test inline, the rest out of line
+        if let Some((start, end, slot)) = self.groups[g].cached {
             if ts >= start && ts < end {
                 return Some(slot);
             }
         }
+        self.find_pane_slot(g, ts, sealed_h)
+    }
+
+    /// `pane_slot` past its cached pane.
+    #[inline(never)]
+    fn find_pane_slot(&mut self, g: usize, ts: Millis, sealed_h: Millis) -> Option<usize> {
+        let group = &mut self.groups[g];
         let w = group.width.as_i64();
         let pane_no = ts.0.div_euclid(w);
         let start = Millis(pane_no.saturating_mul(w));
@@ -320,12 +354,12 @@ impl WindowedCounter {
 }
 
 #[inline]
-fn map_increment(pane: &mut Pane, idx: ItemIdx, interner: &mut Interner) {
+fn map_increment(pane: &mut Pane, idx: ItemIdx, rec: &mut RecordMut<'_>) {
     match pane.counts.entry(idx) {
         Entry::Occupied(mut o) => *o.get_mut() += 1,
         Entry::Vacant(v) => {
             v.insert(1);
-            interner.retain(idx);
+            rec.retain();
         }
     }
 }

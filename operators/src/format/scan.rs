@@ -96,24 +96,6 @@ struct Scanner<'a, 'p> {
     plan: &'p Plan,
 }
 
-/// Byte-wise SWAR constants: `ONES * b` repeats byte `b` eight times.
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// The high bit set in (at least) the first byte of `x` equal to `b`; the lowest set bit is
-/// exact (bits above it may be false positives, which callers never look at).
-#[inline]
-fn bytes_equal(x: u64, b: u8) -> u64 {
-    let y = x ^ (ONES * u64::from(b));
-    y.wrapping_sub(ONES) & !y & HIGHS
-}
-
-/// The same for the first byte below 0x20 (a control character, not allowed raw in a string).
-#[inline]
-fn bytes_below_space(x: u64) -> u64 {
-    x.wrapping_sub(ONES * 0x20) & !x & HIGHS
-}
-
 impl<'a> Scanner<'a, '_> {
     #[inline]
     fn peek(&self) -> Option<u8> {
@@ -148,34 +130,7 @@ impl<'a> Scanner<'a, '_> {
     /// The position of the next `"`, `\` or control character at or after `self.pos`.
     #[inline]
     fn string_stop(&self) -> Option<usize> {
-        let mut at = self.pos;
-        // 16 bytes a round while they last, then 8, then one at a time
-        while let Some(chunk) = self.bytes.get(at..at + 16) {
-            let (a, b) = chunk.split_at(8);
-            let x = u64::from_le_bytes(a.try_into().ok()?);
-            let y = u64::from_le_bytes(b.try_into().ok()?);
-            let sx = bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x);
-            let sy = bytes_equal(y, b'"') | bytes_equal(y, b'\\') | bytes_below_space(y);
-            if sx != 0 {
-                return Some(at + (sx.trailing_zeros() / 8) as usize);
-            }
-            if sy != 0 {
-                return Some(at + 8 + (sy.trailing_zeros() / 8) as usize);
-            }
-            at += 16;
-        }
-        while let Some(chunk) = self.bytes.get(at..at + 8) {
-            let x = u64::from_le_bytes(chunk.try_into().ok()?);
-            let stops = bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x);
-            if stops != 0 {
-                return Some(at + (stops.trailing_zeros() / 8) as usize);
-            }
-            at += 8;
-        }
-        self.bytes[at..]
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-            .map(|i| at + i)
+        crate::swar::string_stop(self.bytes, self.pos)
     }
 
     /// A string without escapes (`self.pos` at its opening quote), borrowed from the record.

@@ -1,0 +1,78 @@
+//! Byte searches eight bytes at a time in a `u64` (SWAR), for the JSON hot paths: the plain
+//! line's id (`event`) and the field mapping's strings (`format::scan`).
+
+/// `ONES * b` repeats byte `b` eight times.
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit set in (at least) the first byte of `x` equal to `b`; the lowest set bit is
+/// exact (bits above it may be false positives, which callers never look at).
+#[inline]
+fn bytes_equal(x: u64, b: u8) -> u64 {
+    let y = x ^ (ONES * u64::from(b));
+    y.wrapping_sub(ONES) & !y & HIGHS
+}
+
+/// The same for the first byte below 0x20 (a control character, not allowed raw in a string).
+#[inline]
+fn bytes_below_space(x: u64) -> u64 {
+    x.wrapping_sub(ONES * 0x20) & !x & HIGHS
+}
+
+/// The bytes of `x` that end a JSON string's plain run: `"`, `\` or a control character.
+#[inline]
+fn stops(x: u64) -> u64 {
+    bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x)
+}
+
+/// The position of the first `"`, `\` or control character in `bytes` at or after `from`.
+#[inline]
+pub fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    // 16 bytes a round while they last, then 8, then one at a time
+    while let Some(chunk) = bytes.get(at..at + 16) {
+        let (a, b) = chunk.split_at(8);
+        let sx = stops(u64::from_le_bytes(a.try_into().ok()?));
+        let sy = stops(u64::from_le_bytes(b.try_into().ok()?));
+        if sx != 0 {
+            return Some(at + (sx.trailing_zeros() / 8) as usize);
+        }
+        if sy != 0 {
+            return Some(at + 8 + (sy.trailing_zeros() / 8) as usize);
+        }
+        at += 16;
+    }
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let s = stops(u64::from_le_bytes(chunk.try_into().ok()?));
+        if s != 0 {
+            return Some(at + (s.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    bytes
+        .get(at..)?
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .map(|i| at + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The same answer as a byte-by-byte search, from every start.
+        #[test]
+        fn string_stop_finds_the_first_stop(
+            bytes in prop::collection::vec(prop_oneof![any::<u8>(), Just(b'"'), Just(b'\\'), 0x20u8..0x7f], 0..70),
+            from in 0usize..72,
+        ) {
+            let naive = bytes
+                .get(from..)
+                .and_then(|rest| rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20))
+                .map(|i| from + i);
+            prop_assert_eq!(string_stop(&bytes, from), naive);
+        }
+    }
+}
