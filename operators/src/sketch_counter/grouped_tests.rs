@@ -2,6 +2,7 @@
 //! `max_groups`, so some fold into `(other)`), tiny tables, 1–3 workers, announcements after
 //! each epoch's events as the dataflow makes them, and a restore onto another worker count.
 
+use super::snapshot::SketchCounterSnapshotV6;
 use super::*;
 use crate::counting::SketchSpec;
 use crate::group::{GroupNoter, KeyShape};
