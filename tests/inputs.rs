@@ -19,6 +19,8 @@ pub const BAD_LINES: &[&[u8]] = &[
     b"{\"item_id\":\"\\ud800\",\"ts\":1}",
     b"{\"item_id\":\"a\",\"ts\":1,\"dims\":{\"c\":1}}",
     b"\xff\xfe{\"item_id\":\"a\",\"ts\":1}",
+    // the plain line's shape with an id that is not UTF-8 (the fast path checks only the id)
+    b"{\"item_id\":\"a\xff\",\"ts\":1}",
     b"{\"item_id\":\"a\\u0000\",\"ts\":1}",
     b"{\"item_id\":\"a\",\"ts\":true}",
     // event times outside years 0000-9999 (integers and RFC 3339)

@@ -8,7 +8,9 @@
 //!
 //! `COUNTER_BENCH_ONCE=<case>` runs one case once, without criterion: a fixed amount of work to
 //! count instructions and cache misses on (`valgrind --tool=cachegrind --cache-sim=yes`), where
-//! wall time on a shared machine is too noisy to compare.
+//! wall time on a shared machine is too noisy to compare. A name that is no case (say
+//! `four_setup` or `setup`) only builds the events (`four…`: the plain ones, else those with a
+//! country and a user): subtract its count to get the counter's own.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hotlist_operators::counter::WindowedCounter;

@@ -142,23 +142,18 @@ fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
     }
     let ts = if negative { -magnitude } else { magnitude };
     let item_id = std::str::from_utf8(&bytes[HEAD.len()..end]).ok()?;
-    // (no byte of the id is below 0x20, so it holds no NUL: `check_item_id`'s other rules)
-    let checked = if item_id.is_empty() {
-        Err(BadRecord::EmptyItemId)
-    } else if item_id.len() > MAX_ITEM_ID_BYTES {
-        Err(BadRecord::ItemIdTooLong(item_id.len()))
-    } else {
-        Ok(())
-    };
-    Some(checked.and_then(|()| match TsField::of(Millis(ts), || ts.to_string()) {
-        TsField::Event(ts) => Ok(ParsedEvent {
-            item_id: Cow::Borrowed(item_id),
-            ts,
-            user: None,
-            dims: SmallVec::new(),
+    // (no byte of the id is below 0x20, so it holds no NUL: only the size rules are left)
+    Some(
+        check_item_id_size(item_id).and_then(|()| match TsField::of(Millis(ts), || ts.to_string()) {
+            TsField::Event(ts) => Ok(ParsedEvent {
+                item_id: Cow::Borrowed(item_id),
+                ts,
+                user: None,
+                dims: SmallVec::new(),
+            }),
+            TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
         }),
-        TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
-    }))
+    )
 }
 
 /// Parses a UTF-8 line with the JSON parser.
@@ -184,14 +179,22 @@ fn parse_json(text: &str) -> Result<ParsedEvent<'_>, BadRecord> {
 
 /// The `item_id` rules of the contract (also applied to ids read back from snapshots).
 pub fn check_item_id(item_id: &str) -> Result<(), BadRecord> {
+    check_item_id_size(item_id)?;
+    if item_id.contains('\0') {
+        return Err(BadRecord::NulInItemId);
+    }
+    Ok(())
+}
+
+/// The size rules of `check_item_id` (not empty, at most `MAX_ITEM_ID_BYTES`), for an id
+/// known to hold no NUL.
+#[inline]
+fn check_item_id_size(item_id: &str) -> Result<(), BadRecord> {
     if item_id.is_empty() {
         return Err(BadRecord::EmptyItemId);
     }
     if item_id.len() > MAX_ITEM_ID_BYTES {
         return Err(BadRecord::ItemIdTooLong(item_id.len()));
-    }
-    if item_id.contains('\0') {
-        return Err(BadRecord::NulInItemId);
     }
     Ok(())
 }

@@ -213,22 +213,15 @@ impl WindowedCounter {
             pane.log.push(idx); // (map counts are logged at every change: they are rare)
             return;
         };
-        let inl = &mut rec.inline[g];
-        let was = *inl;
+        let was = rec.inline[g];
         if was.pane == rel {
-            if was.count() < INLINE_MAX {
-                inl.increment();
-                if was.logged() != gen {
-                    inl.set_logged(gen);
-                    pane.log.push(idx);
-                }
-            } else {
-                // An inline count is 32 bits: move it to the map and count there from now on.
-                *inl = Inline::EMPTY;
-                pane.inline_live -= 1;
-                pane.counts.insert(idx, was.count() as u64 + 1);
-                pane.log.push(idx);
-            }
+            // (`count` took the room-left case) An inline count is 32 bits: move it to the map
+            // and count there from now on.
+            debug_assert!(was.count() >= INLINE_MAX);
+            rec.inline[g] = Inline::EMPTY;
+            pane.inline_live -= 1;
+            pane.counts.insert(idx, was.count() as u64 + 1);
+            pane.log.push(idx);
             return;
         }
         pane.log.push(idx);
