@@ -116,6 +116,7 @@ fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result
             .ok_or_else(|| anyhow!("window {:?}{} has no list yet", w.name, of_group())),
         Some(t) => {
             let spec = WindowSpec {
+                rank: Default::default(),
                 key: Default::default(),
                 name: w.name.clone(),
                 size: w.size,
@@ -301,6 +302,7 @@ mod tests {
             items: vec![RankedItem {
                 item_id: "a".into(),
                 count: 40,
+                trend: None,
             }],
             exact,
             error_bound,

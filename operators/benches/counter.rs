@@ -94,6 +94,7 @@ fn run(mut counter: WindowedCounter, events: &[TimedEvent]) -> usize {
 
 fn window(name: &str, secs: u64, key: KeyShape) -> WindowSpec {
     WindowSpec {
+        rank: Default::default(),
         key,
         ..WindowSpec::tumbling(name, Span::from_millis(secs * 1000), 100)
     }

@@ -128,6 +128,7 @@ fn data(s: &Setting) -> Data {
         .map(|(id, c)| RankedItem {
             item_id: id.into(),
             count: *c,
+            trend: None,
         });
     let top = top_k(ranked.collect(), s.k)
         .into_iter()

@@ -65,7 +65,7 @@ pub fn first_threshold(estimates: &[u64], k: usize, error_bound: u64) -> u64 {
 /// use hotlist_operators::record::{ItemId, RankedItem};
 ///
 /// let counted = || -> Vec<(ItemId, u64)> { vec![("a".into(), 10), ("b".into(), 7), ("c".into(), 3)] };
-/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count };
+/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count, trend: None };
 ///
 /// // K = 2: the K-th exact count, 7, is at least the threshold 5: every item left out has
 /// // an estimate below 5, so a count below 5 — the list is exact
@@ -83,7 +83,11 @@ pub fn certify(counted: Vec<(ItemId, u64)>, k: usize, threshold: u64) -> Result<
     let items: Vec<RankedItem> = counted
         .into_iter()
         .filter(|(_, c)| *c > 0)
-        .map(|(item_id, count)| RankedItem { item_id, count })
+        .map(|(item_id, count)| RankedItem {
+            item_id,
+            count,
+            trend: None,
+        })
         .collect();
     let list = top_k(items, k);
     let kth = if list.len() >= k {
@@ -145,7 +149,7 @@ mod tests {
                 truth
                     .iter()
                     .filter(|x| x.1 > 0)
-                    .map(|x| RankedItem { item_id: x.0.clone(), count: x.1 })
+                    .map(|x| RankedItem { item_id: x.0.clone(), count: x.1 , trend: None})
                     .collect(),
                 k,
             );

@@ -27,6 +27,7 @@
 //! - `emit`: building an instance's top-K lists, recounted or incremental;
 //! - `groups`: the announcements of per-group windows' groups;
 //! - `checkpoint`: snapshot and restore;
+//! - `trend`: trend windows' lists and the baselines they read;
 //! - `shapes`: the key shapes of per-group and distinct-user windows; `users`: the per-instance
 //!   user counts that let distinct-user windows emit incrementally; `dense`: per-item sums;
 //!   `dead_letters`: the events the counters cannot count.
@@ -45,6 +46,9 @@ mod shaped_tests;
 mod shapes;
 #[cfg(test)]
 mod tests;
+mod trend;
+#[cfg(test)]
+mod trend_tests;
 mod users;
 
 pub use dead_letters::render_event;
@@ -181,6 +185,9 @@ pub struct WindowedCounter {
     emits: (u64, u64),
     /// Per instance of a window with `by`: the groups announced to it (see `group::admission`).
     admission: BTreeMap<InstanceKey, InstanceGroups>,
+    /// The late-event exclusions of sealed trend-window instances, kept while a later
+    /// instance's baseline reads them (see `trend`).
+    trend_exclusions: BTreeMap<InstanceKey, FxMap<ItemIdx, u64>>,
     /// Tests: emit incrementally whenever possible, and check each such list against the
     /// recount (panics on a difference).
     checked: bool,
@@ -274,6 +281,7 @@ impl WindowedCounter {
             gen: 1,
             emits: (0, 0),
             admission: BTreeMap::new(),
+            trend_exclusions: BTreeMap::new(),
             checked: cfg!(test),
         }
     }
@@ -360,6 +368,7 @@ impl WindowedCounter {
                 + inst.users.as_ref().map_or(0, users::UserCounts::heap_bytes);
         }
         heap += self.admission.values().map(InstanceGroups::heap_bytes).sum::<usize>();
+        heap += self.trend_exclusions.values().map(|x| x.capacity() * 13).sum::<usize>();
         s.heap_bytes = heap;
         s
     }

@@ -91,6 +91,7 @@ mod tests {
     fn verdicts() {
         let tumbling = WindowSpec::tumbling("t", Span::from_millis(10), 1);
         let hopping = WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "h".into(),
             size: Span::from_millis(20),

@@ -17,6 +17,8 @@
 //! - [`counter`]: the exact windowed counter state of one worker (panes, lateness, emission);
 //! - [`counting`]: how a window counts (`exact`, `sketch`, `auto`, `both`) and which sketch;
 //! - [`sketch_counter`]: the sketch counter of one worker (sketch windows, `auto` folding);
+//! - [`trend`]: trend ranking: an item's surge over its own baseline (the score, compared
+//!   exactly, and an instance's trend lists);
 //! - [`topk`]: the ranking order, top-K selection and merging of per-worker lists;
 //! - [`merge`]: the global list merger that turns per-worker lists into published revisions;
 //! - [`certify`]: the threshold and the check that make a sketch window's sealed list provably
@@ -77,5 +79,6 @@ pub mod snapshot;
 mod swar;
 pub mod time;
 pub mod topk;
+pub mod trend;
 pub mod watermark;
 pub mod window;

@@ -404,6 +404,7 @@ mod tests {
                 .map(|(i, c)| RankedItem {
                     item_id: (*i).into(),
                     count: *c,
+                    trend: None,
                 })
                 .collect(),
             source: ListSource::PaneCounter,

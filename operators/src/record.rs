@@ -68,6 +68,63 @@ pub struct RankedItem {
     pub item_id: ItemId,
     /// Its exact count in the window instance.
     pub count: u64,
+    /// A trend window's list: the item's counts before (see `trend`); `None` in count-ranked
+    /// lists.
+    pub trend: Option<TrendFacts>,
+}
+
+impl RankedItem {
+    /// An item of a count-ranked list.
+    pub fn counted(item_id: impl Into<ItemId>, count: u64) -> RankedItem {
+        RankedItem {
+            item_id: item_id.into(),
+            count,
+            trend: None,
+        }
+    }
+
+    /// `S`, the item's baseline sum, in a trend list.
+    pub fn baseline(&self) -> Option<u64> {
+        self.trend.as_ref().map(TrendFacts::baseline)
+    }
+}
+
+/// `#[serde(with = "counted_items")]`: a list stored as (item, count) pairs, the layout
+/// [`RankedItem`] had before trend lists, for the snapshots that never hold a trend list
+/// (sketch candidates): their files keep one layout across format versions.
+pub mod counted_items {
+    use super::{ItemId, RankedItem};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes `(item, count)` pairs.
+    pub fn serialize<S: Serializer>(items: &[RankedItem], s: S) -> Result<S::Ok, S::Error> {
+        let pairs: Vec<(&ItemId, u64)> = items.iter().map(|r| (&r.item_id, r.count)).collect();
+        pairs.serialize(s)
+    }
+
+    /// Reads `(item, count)` pairs.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RankedItem>, D::Error> {
+        let pairs: Vec<(ItemId, u64)> = Vec::deserialize(d)?;
+        Ok(pairs
+            .into_iter()
+            .map(|(id, count)| RankedItem::counted(id, count))
+            .collect())
+    }
+}
+
+/// What a trend list says of one item beyond its count: its counts in the `W` instances
+/// before the listed one, oldest first (`W` = the history's length). See `trend`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TrendFacts {
+    /// Its counts in instances *i−W … i−1*, oldest first.
+    pub history: Vec<u64>,
+}
+
+impl TrendFacts {
+    /// `S`: the sum of the history.
+    pub fn baseline(&self) -> u64 {
+        self.history.iter().fold(0u64, |s, c| s.saturating_add(*c))
+    }
 }
 
 /// Which of a worker's counters computed a `message::LocalList` (a `both` window gets one of each).

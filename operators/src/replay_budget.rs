@@ -225,7 +225,11 @@ fn pass<K: CountedKey, E: Send>(
         counted += per_item.len() as u64;
         let ranked = per_item
             .into_iter()
-            .map(|(item_id, count)| RankedItem { item_id, count })
+            .map(|(item_id, count)| RankedItem {
+                item_id,
+                count,
+                trend: None,
+            })
             .collect();
         kept.extend(top_k(ranked, k).into_iter().map(|r| (r.item_id, r.count)));
     }

@@ -575,6 +575,7 @@ fn add_ranked(sketch: &mut AnySketch, map: &FxMap<ItemId, u64>) {
         .map(|(i, c)| RankedItem {
             item_id: i.clone(),
             count: *c,
+            trend: None,
         })
         .collect();
     items.sort_unstable_by(ranked_cmp);
@@ -594,6 +595,7 @@ fn top(counts: &Counts, k: usize) -> Vec<RankedItem> {
                 .map(|(i, (_, users))| RankedItem {
                     item_id: i.clone(),
                     count: users.len() as u64,
+                    trend: None,
                 })
                 .collect();
             select_top_by(&mut all, k, ranked_cmp);
@@ -606,6 +608,7 @@ fn top(counts: &Counts, k: usize) -> Vec<RankedItem> {
                 .map(|(i, c)| RankedItem {
                     item_id: i.clone(),
                     count: *c,
+                    trend: None,
                 })
                 .collect();
             select_top_by(&mut all, k, ranked_cmp);

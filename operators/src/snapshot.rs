@@ -37,8 +37,10 @@ use std::collections::btree_map::{BTreeMap, Entry};
 /// [`PublishedState::group`]; 5 added [`CounterSnapshot::groups_seen`]; 6 added the byte
 /// offsets of files' replay ranges (`replay::ByteMark`, in `replay.snap`); 7 added the lists of
 /// a replay job (per-group windows' groups, `replay::ListReplay`) and the per-group sketch
-/// windows' groups (`SketchCounterSnapshot::groups_seen`).
-pub const FORMAT_VERSION: u16 = 7;
+/// windows' groups (`SketchCounterSnapshot::groups_seen`); 8 added the windows' ranking
+/// (`WindowSpec::rank`: trend windows) and trend lists' facts in published lists
+/// (`RankedItem::trend`).
+pub const FORMAT_VERSION: u16 = 8;
 /// The oldest format version this build reads (see [`Snapshot::from_payload`]).
 pub const OLDEST_FORMAT_VERSION: u16 = 2;
 const MAGIC: &[u8; 6] = b"HLSNAP";

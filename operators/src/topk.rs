@@ -29,10 +29,22 @@ pub fn rank_cmp(a_count: u64, a_id: &str, b_count: u64, b_id: &str) -> Ordering 
     b_count.cmp(&a_count).then_with(|| a_id.as_bytes().cmp(b_id.as_bytes()))
 }
 
-/// Ranking order on [`RankedItem`]s.
+/// Ranking order on [`RankedItem`]s: the count order, or between two items of a trend list
+/// (see `trend`) the trend order, so that merging, validating and re-ranking lists need not
+/// know which kind they hold.
 #[inline]
 pub fn ranked_cmp(a: &RankedItem, b: &RankedItem) -> Ordering {
-    rank_cmp(a.count, &a.item_id, b.count, &b.item_id)
+    match (&a.trend, &b.trend) {
+        (Some(x), Some(y)) => {
+            let w = u32::try_from(x.history.len().max(y.history.len())).unwrap_or(u32::MAX);
+            crate::trend::trend_rank_cmp(
+                (a.count, x.baseline(), &a.item_id),
+                (b.count, y.baseline(), &b.item_id),
+                w,
+            )
+        }
+        _ => rank_cmp(a.count, &a.item_id, b.count, &b.item_id),
+    }
 }
 
 /// Keeps the best `k` of `items` and sorts them best first (O(n + k log k)).
@@ -46,7 +58,7 @@ pub fn ranked_cmp(a: &RankedItem, b: &RankedItem) -> Ordering {
 /// use hotlist_operators::record::RankedItem;
 /// use hotlist_operators::topk::top_k;
 ///
-/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count };
+/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count, trend: None };
 /// let items = vec![ri("b", 3), ri("é", 3), ri("a", 5), ri("c", 3), ri("Z", 3)];
 /// assert_eq!(top_k(items, 3), vec![ri("a", 5), ri("Z", 3), ri("b", 3)]);
 /// ```
@@ -98,7 +110,7 @@ pub fn select_top_counted<'a, T: Copy>(items: &mut Vec<(u64, T)>, k: usize, id: 
 /// use hotlist_operators::record::RankedItem;
 /// use hotlist_operators::topk::merge_top_k;
 ///
-/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count };
+/// let ri = |id: &str, count| RankedItem { item_id: id.into(), count, trend: None };
 /// let worker0 = vec![ri("a", 9), ri("c", 4)];
 /// let worker1 = vec![ri("b", 4), ri("d", 1)];
 /// let global = merge_top_k([worker0.as_slice(), worker1.as_slice()], 3);
@@ -118,6 +130,7 @@ mod tests {
         RankedItem {
             item_id: id.into(),
             count,
+            trend: None,
         }
     }
 

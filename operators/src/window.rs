@@ -14,6 +14,7 @@
 
 use crate::group::KeyShape;
 use crate::time::{Millis, Span};
+use crate::trend::Rank;
 use serde::{Deserialize, Serialize};
 
 /// A validated window specification.
@@ -30,6 +31,9 @@ pub struct WindowSpec {
     /// What it counts: global or per-group lists, events or distinct users.
     #[serde(default)]
     pub key: KeyShape,
+    /// How its lists are ordered: by count, or by surge over a baseline (`trend`).
+    #[serde(default)]
+    pub rank: Rank,
 }
 
 /// Why a window specification is invalid.
@@ -76,6 +80,7 @@ impl WindowSpec {
     /// A tumbling window.
     pub fn tumbling(name: &str, size: Span, k: usize) -> WindowSpec {
         WindowSpec {
+            rank: Default::default(),
             name: name.to_string(),
             size,
             slide: size,
@@ -272,6 +277,7 @@ mod tests {
 
     fn hop(size: u64, slide: u64) -> WindowSpec {
         WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "w".into(),
             size: Span::from_millis(size),

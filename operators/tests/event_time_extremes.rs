@@ -56,6 +56,7 @@ fn window_list() -> impl Strategy<Value = Vec<WindowSpec>> {
             .into_iter()
             .enumerate()
             .map(|(i, (size, slide))| WindowSpec {
+                rank: Default::default(),
                 key: Default::default(),
                 name: format!("w{i}"),
                 size: Span::from_millis(size),

@@ -49,6 +49,7 @@ fn true_top(c: &Clicks) -> BTreeSet<String> {
     let all = c.ids.iter().zip(&c.truth).map(|(id, n)| RankedItem {
         item_id: id.into(),
         count: *n,
+        trend: None,
     });
     top_k(all.collect(), K)
         .into_iter()

@@ -25,6 +25,7 @@ fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("t10", Span::from_millis(10), 2),
         WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "h20".into(),
             size: Span::from_millis(20),

@@ -46,6 +46,7 @@ fn windows(k: usize) -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("t10", Span::from_millis(10), k),
         WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "h20".into(),
             size: Span::from_millis(20),

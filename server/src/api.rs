@@ -162,6 +162,7 @@ async fn resolve_group_list(
 /// The window as the operators' spec (for its instance arithmetic).
 fn window_spec(spec: &StoredWindow) -> WindowSpec {
     WindowSpec {
+        rank: Default::default(),
         key: Default::default(),
         name: spec.name.clone(),
         size: spec.size,

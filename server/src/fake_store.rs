@@ -83,6 +83,7 @@ impl FakeReader {
                 items: vec![RankedItem {
                     item_id: "a".into(),
                     count: epoch,
+                    trend: None,
                 }],
                 exact: true,
                 error_bound: 0,

@@ -279,7 +279,11 @@ fn ranked_rows(
             ));
         }
         let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} at rank {rank} is negative"))?;
-        items.push(RankedItem { item_id, count });
+        items.push(RankedItem {
+            item_id,
+            count,
+            trend: None,
+        });
     }
     Ok(items)
 }

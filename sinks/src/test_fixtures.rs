@@ -23,6 +23,7 @@ pub(crate) fn items(n: usize, id: impl Fn(usize) -> String, count: impl Fn(usize
         .map(|i| RankedItem {
             item_id: id(i).into(),
             count: count(i),
+            trend: None,
         })
         .collect()
 }
@@ -196,6 +197,7 @@ pub(crate) fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("5m", m(300_000), 10),
         WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "1m".into(),
             size: m(60_000),

@@ -40,6 +40,7 @@ fn list(window: &str, exact: bool, error_bound: u64, sketch_check: Option<Sketch
             .map(|i| RankedItem {
                 item_id: format!("item-{i}").into(),
                 count: 1000 - i,
+                trend: None,
             })
             .collect(),
         exact,

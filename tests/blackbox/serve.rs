@@ -116,6 +116,7 @@ fn list(window: &str, revision: u32, items: &[(&str, u64)]) -> PublishedList {
             .map(|(i, c)| RankedItem {
                 item_id: (*i).into(),
                 count: *c,
+                trend: None,
             })
             .collect(),
         exact: true,

@@ -78,6 +78,7 @@ fn windows(c: &Case) -> Vec<WindowSpec> {
         .map(|&(i, k)| {
             let (name, size, slide) = WINDOW_POOL[i];
             WindowSpec {
+                rank: Default::default(),
                 key: Default::default(),
                 name: name.into(),
                 size: Span::from_millis(size),

@@ -137,6 +137,7 @@ fn parse_windows(text: &str) -> Result<Windows, String> {
             None => (Span::parse(part)?, Span::parse(part)?),
         };
         let w = WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: part.to_string(),
             size,

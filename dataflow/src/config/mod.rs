@@ -6,7 +6,7 @@
 //!
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
 //! plan, a function per section (a window's counting mode and sketch: `counting`; its `by`,
-//! `max_groups` and `count`: `keys`; `[source.format]`: `format`; `job.id` and window names,
+//! `max_groups` and `count`: `keys`; its `rank_by`: `rank`; `[source.format]`: `format`; `job.id` and window names,
 //! which become paths and keys: `names`); `plan` the validated [`JobPlan`] the rest of the job
 //! uses.
 
@@ -15,6 +15,7 @@ mod format;
 mod keys;
 mod names;
 mod plan;
+mod rank;
 mod raw;
 #[cfg(test)]
 mod tests;

@@ -226,6 +226,12 @@ pub struct RawWindow {
     pub max_groups: Option<u32>,
     /// What an item's count is: `events` (default) or `distinct_users`.
     pub count: Option<String>,
+    /// How lists are ordered: `count` (default) or `trend` (surge over the item's baseline).
+    pub rank_by: Option<String>,
+    /// Trend windows: how many previous instances make the baseline (default 12).
+    pub baseline: Option<u32>,
+    /// Trend windows: least count in the instance for an item to rank (default 5).
+    pub min_count: Option<u64>,
 }
 
 /// `[window.sketch]`.

@@ -631,3 +631,57 @@ fn file_sources_split_into_ranges() {
     assert_eq!(whole.source.partition_name(0), format!("file:{a}"));
     assert!(crate::checkpoint::JobLayout::of(&whole).split.is_empty());
 }
+
+/// `rank_by`, `baseline` and `min_count`: a trend window's rule with its defaults, every bad
+/// combination one line naming the window and the key.
+#[test]
+fn trend_windows() {
+    use hotlist_operators::trend::{Rank, TrendRule};
+    let file = "[source]\nkind = \"file\"\npath = \"-\"\n[source.format]\nuser = \"/user\"\n";
+    let w = |extra: &str| format!("{file}[[window]]\nname = \"w\"\nsize = \"1h\"\n{extra}\n");
+    let rank = |extra: &str| plan(&w(extra), &[]).expect("valid").windows[0].spec.rank;
+    assert_eq!(rank(""), Rank::Count);
+    assert_eq!(rank("rank_by = \"count\""), Rank::Count);
+    assert_eq!(rank("rank_by = \"trend\""), Rank::Trend(TrendRule::default()));
+    assert_eq!(
+        rank("rank_by = \"trend\"\nbaseline = 24\nmin_count = 20\nby = [\"country\"]"),
+        Rank::Trend(TrendRule {
+            baseline: 24,
+            min_count: 20
+        })
+    );
+    let cases: &[(&str, &str)] = &[
+        ("rank_by = \"hot\"", "window \"w\": rank_by: unknown ranking \"hot\""),
+        ("baseline = 3", "window \"w\": baseline: only for rank_by = \"trend\""),
+        ("min_count = 3", "window \"w\": min_count: only for rank_by = \"trend\""),
+        (
+            "rank_by = \"trend\"\nslide = \"10m\"",
+            "a hopping window cannot rank by trend",
+        ),
+        (
+            "rank_by = \"trend\"\nmode = \"sketch\"",
+            "trend windows count exactly for now",
+        ),
+        (
+            "rank_by = \"trend\"\ncount = \"distinct_users\"",
+            "trend windows count events for now",
+        ),
+        (
+            "rank_by = \"trend\"\nbaseline = 0",
+            "window \"w\": baseline: must be 1 to 1000",
+        ),
+        (
+            "rank_by = \"trend\"\nbaseline = 1001",
+            "window \"w\": baseline: must be 1 to 1000",
+        ),
+        (
+            "rank_by = \"trend\"\nmin_count = 0",
+            "window \"w\": min_count: must be at least 1",
+        ),
+    ];
+    for (extra, want) in cases {
+        let err = format!("{:#}", plan(&w(extra), &[]).unwrap_err());
+        assert!(err.contains(want), "{extra}: {err:?} should mention {want:?}");
+        assert!(!err.contains('\n'), "one line: {err:?}");
+    }
+}

@@ -20,6 +20,7 @@ use hotlist_operators::dead_letter_cap::BLOCK;
 use hotlist_operators::hot_keys::{HotKeySpec, MAX_SAMPLE};
 use hotlist_operators::sketch::{CmsShape, MAX_CANDIDATES};
 use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::trend::Rank;
 use hotlist_operators::window::{default_windows, validate_all, WindowSpec};
 use hotlist_sinks::postgres::PgTimeouts;
 use std::collections::BTreeMap;
@@ -330,13 +331,16 @@ fn validate_windows(raw: &[RawWindow]) -> Result<Vec<WindowSpec>> {
                     Some(s) => span(&format!("window {:?}: slide", w.name), &Some(s.clone()), "")?,
                     None => size,
                 };
-                Ok(WindowSpec {
+                let mut spec = WindowSpec {
+                    rank: Rank::Count,
                     key: super::keys::key_shape(w)?,
                     name: w.name.clone(),
                     size,
                     slide,
                     k: w.k.unwrap_or(100),
-                })
+                };
+                spec.rank = super::rank::rank(w, &spec)?;
+                Ok(spec)
             })
             .collect::<Result<Vec<_>>>()?
     };

@@ -19,6 +19,8 @@
 mod display;
 mod start;
 mod summary;
+#[cfg(test)]
+mod trend_tests;
 mod writer;
 
 pub use display::{render_lists, status_line, Progress};

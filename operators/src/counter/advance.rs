@@ -62,9 +62,16 @@ impl WindowedCounter {
                 }
             }
             if sealed {
-                self.instances.remove(&key);
+                let inst = self.instances.remove(&key);
+                // a trend window's later baselines still read its exclusions (see `trend`)
+                if let Some(inst) = inst.filter(|i| !i.exclusions.is_empty()) {
+                    if self.windows[key.window.0 as usize].rank.trend().is_some() {
+                        self.trend_exclusions.insert(key, inst.exclusions);
+                    }
+                }
             }
         }
+        self.free_trend_exclusions(sealed_h);
         let (windows, sealed_until) = (&self.windows, &self.sealed_until);
         self.admission.retain(|key, _| {
             windows[key.window.0 as usize].end_of(key.start) > horizon(sealed_h, sealed_until, key.window)
@@ -114,6 +121,6 @@ impl WindowedCounter {
             return true;
         }
         let (_, mut panes) = self.panes_of(key);
-        panes.any(|p| p.is_some_and(|p| p.touched > inst.emitted))
+        panes.any(|p| p.is_some_and(|p| p.touched > inst.emitted)) || self.baseline_changed(key, inst.emitted)
     }
 }

@@ -2,6 +2,7 @@
 //! incremental checkpoints), and a counter restored from the snapshots of any number of workers
 //! onto any worker count.
 
+use super::trend::retention;
 use super::{horizon, WindowedCounter};
 use crate::group::{route_hash, GroupNote};
 use crate::hash::key_group;
@@ -29,9 +30,15 @@ impl WindowedCounter {
                 ..Default::default()
             })
         }
-        for (key, inst) in &self.instances {
+        // (a sealed trend instance's exclusions too: later baselines read them)
+        let exclusions = self
+            .instances
+            .iter()
+            .map(|(key, inst)| (key, &inst.exclusions))
+            .chain(&self.trend_exclusions);
+        for (key, excluded) in exclusions {
             let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
-            for (i, c) in &inst.exclusions {
+            for (i, c) in excluded {
                 per_kg
                     .entry(key_group(self.interner.hash(*i)))
                     .or_default()
@@ -192,23 +199,27 @@ impl WindowedCounter {
             if !self.groups.iter().any(|g| g.windows.contains(&ex.instance.window)) {
                 continue; // a window this counter does not count (a sketch window)
             }
-            let end = self.windows[ex.instance.window.0 as usize].end_of(ex.instance.start);
-            if end <= horizon(sealed_h, &self.sealed_until, ex.instance.window) {
+            let spec = &self.windows[ex.instance.window.0 as usize];
+            let end = spec.end_of(ex.instance.start);
+            let sealed = end <= horizon(sealed_h, &self.sealed_until, ex.instance.window);
+            if sealed && end.plus(retention(spec)) <= sealed_h {
                 continue; // sealed: nothing will read it (and it must publish nothing)
             }
             for (id, count) in &ex.items {
                 let Some(shape) = self.shapes.of_key(id) else { continue };
+                // (the key is counted in the instance's pane, restored before: it is live)
                 let idx = self.interner.intern_shaped(id, route_hash(id), shape);
-                let excluded = self
-                    .instances
-                    .entry(ex.instance)
-                    .or_default()
-                    .exclusions
-                    .entry(idx)
-                    .or_insert(0);
+                let exclusions = match sealed {
+                    // a sealed trend instance: only its later instances' baselines read it
+                    true => self.trend_exclusions.entry(ex.instance).or_default(),
+                    false => &mut self.instances.entry(ex.instance).or_default().exclusions,
+                };
+                let excluded = exclusions.entry(idx).or_insert(0);
                 *excluded = excluded.saturating_add(*count);
             }
-            self.mark_excluded(ex.instance);
+            if !sealed {
+                self.mark_excluded(ex.instance);
+            }
         }
     }
 }

@@ -133,7 +133,8 @@ impl WindowedCounter {
     ) -> (bool, bool) {
         let mut sealed_drop = false;
         let mut accepted: u64 = 0; // bit per shape
-        let mut excluded: Vec<(InstanceKey, u8)> = Vec::new();
+                                   // (instance, shape, sealed): not counted there if the pane counts the event
+        let mut excluded: Vec<(InstanceKey, u8, bool)> = Vec::new();
         let group = &self.groups[g];
         for &wid in &group.windows {
             let shape = self.shapes.of_window(wid.0 as usize);
@@ -142,15 +143,21 @@ impl WindowedCounter {
             }
             let w = &self.windows[wid.0 as usize];
             let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
+            // a sealed trend instance's pane is still read by later baselines: an event
+            // counted in it for another window is excluded from it too
+            let baseline_read = w.rank.trend().is_some();
             for start in w.starts_covering(ev.ts) {
                 let end = w.end_of(start);
                 let key = InstanceKey { window: wid, start };
                 if end <= late_h {
-                    if end > sealed_h {
-                        excluded.push((key, shape));
+                    if end > sealed_h || baseline_read {
+                        excluded.push((key, shape, end <= sealed_h));
                     }
                 } else if end <= sealed_h {
                     sealed_drop = true;
+                    if baseline_read {
+                        excluded.push((key, shape, true));
+                    }
                 } else {
                     accepted |= 1 << shape;
                 }
@@ -164,11 +171,15 @@ impl WindowedCounter {
                 self.count(g, slot, idx);
             }
         }
-        for (key, shape) in excluded {
+        for (key, shape, sealed) in excluded {
             if accepted & (1 << shape) == 0 {
                 continue;
             }
             let Some(idx) = keys[shape as usize] else { continue };
+            if sealed {
+                *self.trend_exclusions.entry(key).or_default().entry(idx).or_insert(0) += 1;
+                continue;
+            }
             let inst = self.instances.entry(key).or_default();
             *inst.exclusions.entry(idx).or_insert(0) += 1;
             inst.touched = self.seq;
@@ -295,8 +306,10 @@ impl WindowedCounter {
             let spec = &self.windows[wid.0 as usize];
             let sealed_h = horizon(sealed_h, &self.sealed_until, wid);
             first_end = first_end.min(spec.first_end_covering(start));
-            last_end = last_end.max(spec.last_end_covering(start));
-            all_sealed &= spec.last_end_covering(start) <= sealed_h;
+            // (a trend window's later instances read the pane for their baselines)
+            let kept_until = spec.last_end_covering(start).plus(super::trend::retention(spec));
+            last_end = last_end.max(kept_until);
+            all_sealed &= kept_until <= sealed_h;
             keys.extend(
                 spec.starts_covering(start)
                     .map(|s| (InstanceKey { window: wid, start: s }, spec.end_of(s)))

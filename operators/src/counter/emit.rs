@@ -81,6 +81,9 @@ impl WindowedCounter {
     /// (per-group windows).
     /// (`force`: recount in full.)
     pub(super) fn instance_top_k(&mut self, key: InstanceKey, force: bool) -> Vec<(GroupKey, Vec<RankedItem>)> {
+        if let Some(rule) = self.windows[key.window.0 as usize].rank.trend() {
+            return self.trend_top_k(key, rule);
+        }
         let g_of = self.group_of(key.window);
         let shape = self.shapes.of_window(key.window.0 as usize);
         let distinct = self.shapes.distinct_users(shape);
@@ -129,6 +132,7 @@ impl WindowedCounter {
             .map(|(count, i)| RankedItem {
                 item_id: interner.id(*i).clone(),
                 count: *count,
+                trend: None,
             })
             .collect();
         self.remember(key, candidates.into_iter().map(|(_, i)| i).collect());
@@ -208,7 +212,14 @@ impl WindowedCounter {
                 .collect();
             self.remember(key, items);
         }
-        // groups emitted before that now count in (other): withdrawn
+        self.withdraw_gone(key, &mut lists);
+        lists
+    }
+
+    /// Adds to instance `key`'s new per-group `lists` (in group order) an empty list for each
+    /// group it listed before that has none now (gone to `(other)`, or nothing ranks): the
+    /// merger then withdraws it. Remembers the groups listed now.
+    pub(super) fn withdraw_gone(&mut self, key: InstanceKey, lists: &mut Vec<(GroupKey, Vec<RankedItem>)>) {
         let now: Vec<GroupKey> = lists.iter().map(|(g, _)| g.clone()).collect();
         if let Some(inst) = self.instances.get_mut(&key) {
             let before = std::mem::replace(&mut inst.groups, now);
@@ -218,7 +229,6 @@ impl WindowedCounter {
                 .collect();
             lists.extend(withdrawn.into_iter().map(|g| (g, Vec::new())));
         }
-        lists
     }
 
     /// `group_lists` of an instance's (count, key) pairs of one shape, under its admission
@@ -276,7 +286,7 @@ impl WindowedCounter {
     }
 
     /// Every (count, item) of an instance with a positive count, recounted from its panes.
-    fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, ItemIdx)> {
+    pub(super) fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, ItemIdx)> {
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
         let single: Option<Vec<(u64, ItemIdx)>> = {
             let (n, mut panes) = self.panes_of(key);

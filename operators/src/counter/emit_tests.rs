@@ -23,6 +23,7 @@ fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
 
 fn hopping(name: &str, size: u64, slide: u64, k: usize) -> WindowSpec {
     WindowSpec {
+        rank: Default::default(),
         key: Default::default(),
         name: name.into(),
         size: Span::from_millis(size),

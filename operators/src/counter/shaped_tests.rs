@@ -175,7 +175,7 @@ proptest! {
         every in 1usize..40,
     ) {
         let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec {
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
             name: format!("w{i}"),
             size: Span::from_millis(sizes[*size].0),
             slide: Span::from_millis(sizes[*size].1),
@@ -269,6 +269,7 @@ proptest! {
 #[test]
 fn folded_groups_are_reported() {
     let windows = vec![WindowSpec {
+        rank: Default::default(),
         name: "by".into(),
         size: Span::from_millis(10),
         slide: Span::from_millis(10),
@@ -347,7 +348,7 @@ proptest! {
         lateness in 0i64..12,
     ) {
         let sizes = [(10u64, 10u64), (20, 5), (30, 10)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec {
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
             name: format!("w{i}"),
             size: Span::from_millis(sizes[*size].0),
             slide: Span::from_millis(sizes[*size].1),
@@ -374,6 +375,7 @@ proptest! {
 #[test]
 fn group_ticks_emit_incrementally() {
     let windows = vec![WindowSpec {
+        rank: Default::default(),
         name: "by".into(),
         size: Span::from_millis(100),
         slide: Span::from_millis(100),
@@ -416,7 +418,7 @@ proptest! {
         lateness in 0i64..12,
     ) {
         let sizes = [(10u64, 10u64), (20, 5), (30, 10)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec {
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
             name: format!("w{i}"),
             size: Span::from_millis(sizes[*size].0),
             slide: Span::from_millis(sizes[*size].1),
@@ -452,6 +454,7 @@ fn distinct_user_ticks_emit_incrementally() {
     let windows: Vec<WindowSpec> = [(3, 0), (4, 10)]
         .into_iter()
         .map(|(kind, max_groups)| WindowSpec {
+            rank: Default::default(),
             name: format!("w{kind}"),
             size: Span::from_millis(100),
             slide: Span::from_millis(100),
@@ -485,6 +488,7 @@ fn distinct_user_ticks_emit_incrementally() {
 #[test]
 fn a_lagging_partition_adds_a_user_where_the_key_was_excluded() {
     let windows = vec![WindowSpec {
+        rank: Default::default(),
         name: "d".into(),
         size: Span::from_millis(20),
         slide: Span::from_millis(10),

@@ -215,6 +215,7 @@ pub fn group_lists<'a>(
                 .map(|(count, item)| RankedItem {
                     item_id: item.into(),
                     count,
+                    trend: None,
                 })
                 .collect();
             (GroupKey::from_stored(group.to_string()), list)

@@ -110,6 +110,7 @@ fn instances_sealed_by_an_end_of_input_stay_sealed() {
 fn hopping_exclusions_skip_late_instances_only() {
     // size 20, slide 10: t=15 is in [0,20) and [10,30)
     let w = WindowSpec {
+        rank: Default::default(),
         key: Default::default(),
         name: "h".into(),
         size: Span::from_millis(20),
@@ -164,7 +165,7 @@ proptest::proptest! {
         lateness in 0u64..15,
         advance_every in 1usize..30,
     ) {
-        let windows: Vec<WindowSpec> = pool.iter().enumerate().map(|(i, (size, slide))| WindowSpec { key: Default::default(),
+        let windows: Vec<WindowSpec> = pool.iter().enumerate().map(|(i, (size, slide))| WindowSpec { rank: Default::default(), key: Default::default(),
             name: format!("w{i}"), size: Span::from_millis(*size), slide: Span::from_millis(*slide), k: 3,
         }).collect();
         let mut c = WindowedCounter::new(windows.clone(), Span::from_millis(lateness), 0);
@@ -212,6 +213,7 @@ proptest::proptest! {
 fn shared_panes_across_windows() {
     let a = WindowSpec::tumbling("a", Span::from_millis(10), 3);
     let b = WindowSpec {
+        rank: Default::default(),
         key: Default::default(),
         name: "b".into(),
         size: Span::from_millis(30),

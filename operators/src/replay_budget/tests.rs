@@ -85,6 +85,7 @@ fn model(items: &Items, k: usize, budget: ReplayBudget) -> (Vec<RankedItem>, boo
         .map(|(i, x)| RankedItem {
             item_id: id(i),
             count: x.0,
+            trend: None,
         })
         .collect();
     let top = top_k(seen, k);

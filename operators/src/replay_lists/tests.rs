@@ -150,7 +150,7 @@ proptest! {
                     .iter()
                     .enumerate()
                     .filter(|(_, x)| x.0 > 0)
-                    .map(|(j, x)| RankedItem { item_id: id(j), count: x.0 })
+                    .map(|(j, x)| RankedItem { item_id: id(j), count: x.0 , trend: None})
                     .collect();
                 prop_assert_eq!(got, &top_k(seen, k));
                 prop_assert!(cert.passes >= 1 && cert.passes == stats.passes);
@@ -183,7 +183,7 @@ proptest! {
             let seen: Vec<RankedItem> = pairs
                 .iter()
                 .filter(|((l, _), _)| *l == i as u32)
-                .map(|((_, item), us)| RankedItem { item_id: item.clone(), count: us.len() as u64 })
+                .map(|((_, item), us)| RankedItem { item_id: item.clone(), count: us.len() as u64 , trend: None})
                 .collect();
             prop_assert_eq!(outcome(r), Some(&top_k(seen, k)[..]), "list {}", i);
         }

@@ -233,6 +233,7 @@ fn ranked(id: &str, count: u64) -> RankedItem {
     RankedItem {
         item_id: id.into(),
         count,
+        trend: None,
     }
 }
 

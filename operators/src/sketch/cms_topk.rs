@@ -198,6 +198,7 @@ mod tests {
                 .map(|(i, c)| RankedItem {
                     item_id: i.into(),
                     count: *c,
+                    trend: None,
                 })
                 .collect(),
             k + 1,

@@ -121,6 +121,7 @@ impl DistinctTopK {
             .map(|(count, Reverse(id))| RankedItem {
                 item_id: id.clone(),
                 count: *count,
+                trend: None,
             })
             .collect()
     }

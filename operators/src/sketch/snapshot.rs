@@ -32,6 +32,7 @@ pub struct CountMinTopKSnapshot {
     /// The candidate capacity.
     pub capacity: u32,
     /// The candidates with their counts, in ranking order.
+    #[serde(with = "crate::record::counted_items")]
     pub candidates: Vec<RankedItem>,
 }
 
@@ -49,6 +50,7 @@ pub struct HeavyKeeperSnapshot {
     /// The candidate capacity.
     pub capacity: u32,
     /// The candidates with their counts, in ranking order.
+    #[serde(with = "crate::record::counted_items")]
     pub candidates: Vec<RankedItem>,
 }
 

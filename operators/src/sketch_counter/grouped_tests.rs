@@ -27,6 +27,7 @@ fn spec(candidates: usize, epsilon: f64) -> SketchSpec {
 
 fn by_country(name: &str, size: u64, slide: u64, k: usize, max_groups: u32) -> WindowSpec {
     WindowSpec {
+        rank: Default::default(),
         name: name.into(),
         size: Span::from_millis(size),
         slide: Span::from_millis(slide),

@@ -387,6 +387,7 @@ fn whole_with_mine(
             SketchCountsSnapshot::Exact(items) => listed.extend(items.iter().map(|(i, c)| RankedItem {
                 item_id: i.clone(),
                 count: *c,
+                trend: None,
             })),
             SketchCountsSnapshot::HeavyKeeper(_)
             | SketchCountsSnapshot::Grouped(_)

@@ -46,6 +46,7 @@ pub enum SketchCountsSnapshot {
         /// The share of the table.
         share: CountMinTopKSnapshot,
         /// The worker's candidates with their counts, in ranking order.
+        #[serde(with = "crate::record::counted_items")]
         candidates: Vec<RankedItem>,
     },
     /// HeavyKeeper: the worker's whole state (it restores onto the same worker count only).

@@ -177,10 +177,12 @@ fn both_windows_publish_the_exact_list_with_a_check() {
         RankedItem {
             item_id: "a".into(),
             count: 3,
+            trend: None,
         },
         RankedItem {
             item_id: "b".into(),
             count: 2,
+            trend: None,
         },
     ];
     merger.receive(LocalList {
@@ -316,7 +318,7 @@ proptest! {
         auto in any::<bool>(),
         batched in any::<bool>(),
     ) {
-        let windows = [WindowSpec::tumbling("10", Span::from_millis(10), k), WindowSpec { key: Default::default(),  name: "20/10".into(), size: Span::from_millis(20), slide: Span::from_millis(10), k }];
+        let windows = [WindowSpec::tumbling("10", Span::from_millis(10), k), WindowSpec { rank: Default::default(), key: Default::default(),  name: "20/10".into(), size: Span::from_millis(20), slide: Span::from_millis(10), k }];
         let sketch = spec(Algorithm::Cms, 4 * k);
         let counting: Vec<Counting> = windows.iter().map(|_| if auto { Counting::Auto { sketch, max_items: 12 } } else { Counting::Sketch(sketch) }).collect();
         let mut job = Job::new(&windows, &counting, workers);

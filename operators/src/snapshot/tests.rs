@@ -2,6 +2,7 @@
 //! payload format, and lengths, headers and corruption are checked.
 
 use super::*;
+use crate::record::ItemId;
 use crate::window::WindowId;
 
 fn sample() -> CounterSnapshot {
@@ -102,10 +103,26 @@ fn format_2_still_reads() {
     };
     let read = decode::<CounterSnapshot>(&with_version(encode(&v3), 3)).expect("format 3 reads");
     assert_eq!((read.windows, read.sealed_until), (s.windows.clone(), vec![Millis(5)]));
+    // formats 4 to 7: windows without rank
+    #[derive(Serialize)]
+    struct W7 {
+        name: String,
+        size: Span,
+        slide: Span,
+        k: usize,
+        key: crate::group::KeyShape,
+    }
+    let w7 = |w: &WindowSpec| W7 {
+        name: w.name.clone(),
+        size: w.size,
+        slide: w.slide,
+        k: w.k,
+        key: w.key.clone(),
+    };
     // format 4: no groups_seen
     #[derive(Serialize)]
     struct V4 {
-        windows: Vec<WindowSpec>,
+        windows: Vec<W7>,
         allowed_lateness: Span,
         watermark: Millis,
         key_groups: Vec<KeyGroupState>,
@@ -113,7 +130,7 @@ fn format_2_still_reads() {
         sealed_until: Vec<Millis>,
     }
     let v4 = V4 {
-        windows: s.windows.clone(),
+        windows: s.windows.iter().map(w7).collect(),
         allowed_lateness: s.allowed_lateness,
         watermark: s.watermark,
         key_groups: s.key_groups.clone(),
@@ -132,7 +149,38 @@ fn format_2_still_reads() {
         window: crate::window::WindowId(0),
         start: Millis(0),
     };
-    type StateV3 = (InstanceKey, u32, Option<(ListState, Vec<RankedItem>)>);
+    // format 7: the current layout but for the windows' rank
+    #[derive(Serialize)]
+    struct V7 {
+        windows: Vec<W7>,
+        allowed_lateness: Span,
+        watermark: Millis,
+        key_groups: Vec<KeyGroupState>,
+        pane_files: Vec<String>,
+        sealed_until: Vec<Millis>,
+        groups_seen: Vec<(InstanceKey, Vec<u64>)>,
+    }
+    let v7 = V7 {
+        windows: s.windows.iter().map(w7).collect(),
+        allowed_lateness: s.allowed_lateness,
+        watermark: s.watermark,
+        key_groups: s.key_groups.clone(),
+        pane_files: s.pane_files.clone(),
+        sealed_until: s.sealed_until.clone(),
+        groups_seen: s.groups_seen.clone(),
+    };
+    let read = decode::<CounterSnapshot>(&with_version(encode(&v7), 7)).expect("format 7 reads");
+    assert_eq!(read, s);
+    // merger states of formats 4 to 7: lists as (item, count) pairs
+    type StateV7 = (InstanceKey, GroupKey, u32, Option<(ListState, Vec<(ItemId, u64)>)>);
+    let listed = (ListState::Final, vec![(ItemId::from("a"), 3u64)]);
+    let merger7: Vec<StateV7> = vec![(instance, GroupKey::global(), 4, Some(listed))];
+    let read = decode::<MergerSnapshot>(&with_version(encode(&merger7), 7)).expect("format 7 reads");
+    assert_eq!(
+        read.instances[0].published,
+        Some((ListState::Final, vec![RankedItem::counted("a", 3)]))
+    );
+    type StateV3 = (InstanceKey, u32, Option<(ListState, Vec<(ItemId, u64)>)>);
     let merger3: Vec<StateV3> = vec![(instance, 2, None)];
     let read = decode::<MergerSnapshot>(&with_version(encode(&merger3), 3)).expect("format 3 reads");
     assert_eq!(

@@ -90,6 +90,7 @@ pub fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("1m", Span::from_millis(60_000), 5),
         WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "5m-hop".into(),
             size: Span::from_millis(300_000),
@@ -115,6 +116,7 @@ pub fn list(window: &str, start: i64, revision: u32, state: ListState, items: &[
             .map(|(i, c)| RankedItem {
                 item_id: (*i).into(),
                 count: *c,
+                trend: None,
             })
             .collect(),
         exact: true,

@@ -22,6 +22,7 @@ pub(crate) fn windows(job: &str, windows: Vec<StoredWindow>) -> Result<Vec<Store
     let specs: Vec<WindowSpec> = windows
         .iter()
         .map(|w| WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: w.name.clone(),
             size: w.size,

@@ -230,6 +230,7 @@ pub(super) mod tests {
         let item = |id: &str, count| RankedItem {
             item_id: id.into(),
             count,
+            trend: None,
         };
         assert!(ranked_items(&AT, &[item("a", 3), item("b", 3), item("a", 1)]).is_ok());
         let e = ranked_items(&AT, &[item("b", 3), item("a", 3)]).err().unwrap();

@@ -375,6 +375,7 @@ impl RedisStore {
             items.push(RankedItem {
                 item_id: ItemId::from(item_id),
                 count: score as u64,
+                trend: None,
             });
         }
         sort_by_rank(&mut items);

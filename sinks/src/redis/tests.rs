@@ -198,6 +198,7 @@ fn latest_list_round_trips_with_ties_in_the_ranking() {
     .map(|&(id, count)| RankedItem {
         item_id: id.into(),
         count,
+        trend: None,
     })
     .collect();
     assert_eq!(store.latest(JOB, "1m").unwrap(), None);
@@ -335,6 +336,7 @@ fn ranking_breaks_ties_by_item_id_bytewise() {
     let item = |id: &str, count| RankedItem {
         item_id: id.into(),
         count,
+        trend: None,
     };
     let mut items = vec![
         item("ä", 5),

@@ -37,6 +37,7 @@ fn list(start: i64, item: &str) -> PublishedList {
         items: vec![RankedItem {
             item_id: item.into(),
             count: 1,
+            trend: None,
         }],
         exact: true,
         error_bound: 0,

@@ -16,6 +16,7 @@ fn windows() -> Vec<WindowSpec> {
     vec![
         WindowSpec::tumbling("t10", Span::from_millis(10), 2),
         WindowSpec {
+            rank: Default::default(),
             key: Default::default(),
             name: "h20".into(),
             size: Span::from_millis(20),
@@ -99,6 +100,7 @@ fn snapshots_the_job_writes_are_valid() {
         items: vec![RankedItem {
             item_id: "a".into(),
             count: 2,
+            trend: None,
         }],
         source: crate::record::ListSource::PaneCounter,
         share: None,
@@ -239,6 +241,7 @@ fn merger_and_source_problems_are_named() {
                 let items = items.iter().map(|(i, c)| RankedItem {
                     item_id: (*i).into(),
                     count: *c,
+                    trend: None,
                 });
                 (ListState::Closed, items.collect())
             }),

@@ -23,6 +23,7 @@ fn list(window: &str, start: i64, revision: u32, k: usize) -> PublishedList {
             .map(|i| RankedItem {
                 item_id: format!("r{revision}-{i}").into(),
                 count: (k - i) as u64,
+                trend: None,
             })
             .collect(),
         exact: true,
