@@ -147,6 +147,45 @@ pub fn sqlite_sealed_group_lists(db: &std::path::Path, job: &str) -> model::Grou
     lists
 }
 
+/// The sealed lists of trend window `window` a job stored in SQLite, per group, with each
+/// item's history (every list of a bounded run is final; the rows' baseline is checked to be
+/// the history's sum).
+pub fn sqlite_sealed_trend_lists(db: &std::path::Path, job: &str, window: &str) -> model::TrendLists {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare(
+            "SELECT window_name, window_start, window_end, group_key, rank, item_id, count, state, baseline, history \
+             FROM topk WHERE job = ?1 AND window_name = ?2 ORDER BY window_start, group_key, rank",
+        )
+        .expect("prepare");
+    let rows = stmt
+        .query_map([job, window], |r| {
+            Ok((
+                (
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ),
+                (r.get::<_, i64>(4)?, r.get::<_, String>(5)?, r.get::<_, i64>(6)?),
+                r.get::<_, String>(7)?,
+                (r.get::<_, i64>(8)?, r.get::<_, String>(9)?),
+            ))
+        })
+        .expect("query");
+    let mut lists = model::TrendLists::new();
+    for row in rows {
+        let (key, (rank, item, count), state, (baseline, history)) = row.expect("a trend row");
+        assert_eq!(state, "final", "every list of a bounded run is sealed: {key:?}");
+        let history: Vec<u64> = history.split(',').map(|c| c.parse().expect("a count")).collect();
+        assert_eq!(baseline as u64, history.iter().sum::<u64>(), "{key:?} {item}");
+        let list = lists.entry(key).or_default();
+        assert_eq!(rank as usize, list.len() + 1, "ranks are dense from 1");
+        list.push((item, count as u64, history));
+    }
+    lists
+}
+
 /// The dead letters a job stored in SQLite, sorted, and the raw bytes of the `bad` ones by
 /// (partition, position).
 pub fn sqlite_dead_letters(

@@ -211,9 +211,26 @@ fn run_sealing(
     lateness: i64,
     sealed: impl Fn(u32, u64, usize, i64) -> bool,
 ) -> (GroupLists, Dead) {
-    // per (window, start, group), per item: its events and its users
-    type Tally = BTreeMap<String, (u64, std::collections::BTreeSet<String>)>;
-    let mut counts: BTreeMap<(usize, i64, String), Tally> = BTreeMap::new();
+    let (counts, dead) = tally(partitions, windows, ooo, lateness, sealed);
+    (rank(counts, windows), dead)
+}
+
+/// Per item: its events and its users.
+type Tally = BTreeMap<String, (u64, std::collections::BTreeSet<String>)>;
+
+/// Per (window, start, group): what counts there.
+type Counts = BTreeMap<(usize, i64, String), Tally>;
+
+/// The counting half of [`run_sealing`]: every accepted event in each of its instances' groups,
+/// and the dead letters.
+fn tally(
+    partitions: &[Vec<Vec<u8>>],
+    windows: &[ModelWindow],
+    ooo: i64,
+    lateness: i64,
+    sealed: impl Fn(u32, u64, usize, i64) -> bool,
+) -> (Counts, Dead) {
+    let mut counts = Counts::new();
     let every_window_needs_a_user = !windows.is_empty() && windows.iter().all(|w| w.distinct_users);
     let mut dead = Vec::new();
     for (p, lines) in partitions.iter().enumerate() {
@@ -269,23 +286,41 @@ fn run_sealing(
             max_ts = Some(max_ts.map_or(ts, |m| m.max(ts)));
         }
     }
-    // per instance of a window with `by`, the groups beyond `max_groups` (highest key
-    // hashes) count in `(other)`: their events summed, their users joined
+    dead.sort();
+    (counts, dead)
+}
+
+/// The list group each (window, start, group) of `counts` counts in: itself, or `(other)` when
+/// it is beyond its window's `max_groups` in that instance (the highest key hashes).
+fn list_groups(counts: &Counts, windows: &[ModelWindow]) -> BTreeMap<(usize, i64, String), String> {
     let mut instance_groups: BTreeMap<(usize, i64), Vec<String>> = BTreeMap::new();
     for (w, start, group) in counts.keys() {
         instance_groups.entry((*w, *start)).or_default().push(group.clone());
     }
-    let mut folded: BTreeMap<(usize, i64, String), Tally> = BTreeMap::new();
-    for ((w, start, group), items) in counts {
-        let spec = &windows[w];
-        let mut groups = instance_groups[&(w, start)].clone();
+    let mut out = BTreeMap::new();
+    for (w, start, group) in counts.keys() {
+        let spec = &windows[*w];
+        let mut groups = instance_groups[&(*w, *start)].clone();
         groups.sort_by_key(|g| hotlist_operators::hash::item_hash(g));
-        let rank = groups.iter().position(|g| *g == group).unwrap_or(0);
-        let group = if spec.by.is_empty() || rank < spec.max_groups {
-            group
+        let rank = groups.iter().position(|g| g == group).unwrap_or(0);
+        let to = if spec.by.is_empty() || rank < spec.max_groups {
+            group.clone()
         } else {
             "(other)".to_string()
         };
+        out.insert((*w, *start, group.clone()), to);
+    }
+    out
+}
+
+/// The ranking half of [`run_sealing`]: per instance of a window with `by`, the groups beyond
+/// `max_groups` count in `(other)` (their events summed, their users joined); each list sorted
+/// by count, then id, and cut to `k`.
+fn rank(counts: Counts, windows: &[ModelWindow]) -> GroupLists {
+    let to = list_groups(&counts, windows);
+    let mut folded: BTreeMap<(usize, i64, String), Tally> = BTreeMap::new();
+    for ((w, start, group), items) in counts {
+        let group = to[&(w, start, group)].clone();
         let into = folded.entry((w, start, group)).or_default();
         for (item, (events, users)) in items {
             let t = into.entry(item).or_default();
@@ -313,8 +348,74 @@ fn run_sealing(
         ranked.truncate(spec.k);
         lists.insert((spec.name.clone(), start, start + spec.size, group), ranked);
     }
-    dead.sort();
-    (lists, dead)
+    lists
+}
+
+/// Sealed trend lists per group: (window, start, end, group key) -> ranked (item, count,
+/// history oldest first).
+pub type TrendLists = BTreeMap<(String, i64, i64, String), Vec<(String, u64, Vec<u64>)>>;
+
+/// Runs the model over partitions of lines and ranks window `w` by trend (docs/trends.md),
+/// with baseline `baseline` and `min_count`: per instance and list group, an item's count `c`
+/// and history (its counts in the `baseline` instances before, in the groups that count in
+/// this list group now), ranked by `z² = (W·c − S)² / (W·(S + W))` descending (compared as
+/// exact fractions), then id; only `c ≥ min_count` and `W·c > S` rank. Lists with nothing that
+/// ranks are left out.
+pub fn run_trend(
+    partitions: &[Vec<Vec<u8>>],
+    windows: &[ModelWindow],
+    ooo: i64,
+    lateness: i64,
+    (w, baseline, min_count): (usize, u64, u64),
+) -> TrendLists {
+    let (counts, _) = tally(partitions, windows, ooo, lateness, |_, _, _, _| false);
+    let to = list_groups(&counts, windows);
+    let spec = &windows[w];
+    let count_of = |start: i64, group: &str, item: &str| -> u64 {
+        counts
+            .get(&(w, start, group.to_string()))
+            .and_then(|t| t.get(item))
+            .map_or(0, |t| t.0)
+    };
+    // per (start, list group, item): count and history over its member groups
+    let mut per: BTreeMap<(i64, String, String), (u64, Vec<u64>)> = BTreeMap::new();
+    for ((cw, start, group), items) in &counts {
+        if *cw != w {
+            continue;
+        }
+        let list_group = to[&(w, *start, group.clone())].clone();
+        for (item, (events, _)) in items {
+            let e = per
+                .entry((*start, list_group.clone(), item.clone()))
+                .or_insert_with(|| (0, vec![0; baseline as usize]));
+            e.0 += events;
+            for (j, h) in e.1.iter_mut().enumerate() {
+                *h += count_of(start - (baseline as i64 - j as i64) * spec.size, group, item);
+            }
+        }
+    }
+    let mut lists = TrendLists::new();
+    for ((start, group, item), (c, history)) in per {
+        let s: u64 = history.iter().sum();
+        if c >= min_count && baseline * c > s {
+            lists
+                .entry((spec.name.clone(), start, start + spec.size, group))
+                .or_default()
+                .push((item, c, history));
+        }
+    }
+    let b = baseline as i128;
+    for list in lists.values_mut() {
+        list.sort_by(|x, y| {
+            let (sx, sy) = (x.2.iter().sum::<u64>() as i128, y.2.iter().sum::<u64>() as i128);
+            let (nx, ny) = (b * x.1 as i128 - sx, b * y.1 as i128 - sy);
+            (ny * ny * (sx + b))
+                .cmp(&(nx * nx * (sy + b)))
+                .then_with(|| x.0.as_bytes().cmp(y.0.as_bytes()))
+        });
+        list.truncate(spec.k);
+    }
+    lists
 }
 
 /// The windows of the crash and Kafka tests' configs: `10s` tumbling (K = 5) and `30s-hop`

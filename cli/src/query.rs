@@ -219,7 +219,7 @@ pub fn to_json(l: &StoredList, k: usize) -> serde_json::Value {
         "final": l.state == hotlist_operators::record::ListState::Final,
         "exact": l.exact,
         "error_bound": l.error_bound,
-        "items": l.items.iter().take(k).map(|r| serde_json::json!({"item_id": r.item_id.as_str(), "count": r.count})).collect::<Vec<_>>(),
+        "items": l.items.iter().take(k).map(hotlist_server::api::item_json).collect::<Vec<_>>(),
     });
     if let Some(c) = &l.sketch_check {
         v["sketch_check"] = hotlist_server::api::sketch_check_json(c);
@@ -249,9 +249,37 @@ fn to_table(l: &StoredList, k: usize) -> String {
         l.as_of
     );
     out.push_str(&accuracy_lines(l));
+    if let Some(w) = l.items.first().and_then(|r| r.trend.as_ref()).map(|t| t.history.len()) {
+        out.push_str(&trend_table(l, k, w));
+        return out;
+    }
     out.push_str(&format!("{:>5}  {:<40} {:>12}\n", "rank", "item_id", "count"));
     for (i, r) in l.items.iter().take(k).enumerate() {
         out.push_str(&format!("{:>5}  {:<40} {:>12}\n", i + 1, r.item_id, r.count));
+    }
+    out
+}
+
+/// A trend list's rows: count, the usual count per instance (`baseline / W`), "× usual" and
+/// the score, under a line saying what the order is.
+fn trend_table(l: &StoredList, k: usize, w: usize) -> String {
+    let mut out = format!("trending: ranked by surge over each item's last {w} instances\n");
+    out.push_str(&format!(
+        "{:>5}  {:<40} {:>12} {:>10} {:>9} {:>9}\n",
+        "rank", "item_id", "count", "usual", "× usual", "score"
+    ));
+    for (i, r) in l.items.iter().take(k).enumerate() {
+        let baseline = r.baseline().unwrap_or(0);
+        let w32 = u32::try_from(w).unwrap_or(u32::MAX);
+        out.push_str(&format!(
+            "{:>5}  {:<40} {:>12} {:>10.1} {:>8.1}× {:>9.2}\n",
+            i + 1,
+            r.item_id,
+            r.count,
+            baseline as f64 / w.max(1) as f64,
+            hotlist_operators::trend::ratio(r.count, baseline, w32),
+            hotlist_operators::trend::score(r.count, baseline, w32),
+        ));
     }
     out
 }
@@ -309,6 +337,38 @@ mod tests {
             sketch_check,
             certificate: None,
         }
+    }
+
+    /// A trend list's outputs show each item's baseline: the table its usual count, "× usual"
+    /// and score under a line naming the order; the JSON `baseline`, `score`, `ratio` and
+    /// `history` (and a count list's items none of them).
+    #[test]
+    fn trend_lists_show_what_each_item_rises_over() {
+        let mut l = stored(true, 0, None);
+        l.items = vec![RankedItem {
+            item_id: "rising".into(),
+            count: 20,
+            trend: Some(hotlist_operators::record::TrendFacts { history: vec![2, 3, 1] }),
+        }];
+        let table = to_table(&l, 10);
+        assert!(
+            table.contains("trending: ranked by surge over each item's last 3 instances\n"),
+            "{table}"
+        );
+        // usual 6/3 = 2.0 a instance; (20 + 1) / (2 + 1) = 7.0×; z = (60 - 6) / √(3·9) = 10.39
+        assert!(table.contains("rising"), "{table}");
+        assert!(
+            table.contains(" 2.0 ") && table.contains("7.0×") && table.contains("10.39"),
+            "{table}"
+        );
+        let json = to_json(&l, 10);
+        let item = &json["items"][0];
+        assert_eq!(item["baseline"], 6);
+        assert_eq!(item["history"], serde_json::json!([2, 3, 1]));
+        assert!((item["ratio"].as_f64().unwrap() - 7.0).abs() < 1e-12);
+        assert!((item["score"].as_f64().unwrap() - 54.0 / 27f64.sqrt()).abs() < 1e-12);
+        let counted = to_json(&stored(true, 0, None), 10);
+        assert_eq!(counted["items"][0], serde_json::json!({"item_id": "a", "count": 40}));
     }
 
     /// Both outputs say what the list is; a plain exact list has no accuracy line and no

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
-use hotlist_operators::record::{ListState, SketchCheck};
+use hotlist_operators::record::{ListState, RankedItem, SketchCheck};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{StoredList, StoredWindow};
@@ -264,7 +264,7 @@ pub fn list_json(l: &StoredList, k: usize) -> String {
         "final": l.state == ListState::Final,
         "exact": l.exact,
         "error_bound": l.error_bound,
-        "items": l.items.iter().take(k).map(|r| json!({"item_id": r.item_id.as_str(), "count": r.count})).collect::<Vec<_>>(),
+        "items": l.items.iter().take(k).map(item_json).collect::<Vec<_>>(),
     });
     if let Some(c) = &l.sketch_check {
         v["sketch_check"] = sketch_check_json(c);
@@ -276,6 +276,22 @@ pub fn list_json(l: &StoredList, k: usize) -> String {
         v["group"] = crate::groups::group_json(&l.group);
     }
     v.to_string()
+}
+
+/// A listed item as the API's and `hotlist query --json`'s JSON: `item_id` and `count`, and
+/// for an item of a trend list (docs/trends.md) `baseline` (its counts in the instances before,
+/// summed), `score` (z), `ratio` ("× usual": `(count + 1) / (baseline / W + 1)`) and
+/// `history` (those counts, oldest first, for a sparkline).
+pub fn item_json(r: &RankedItem) -> serde_json::Value {
+    let mut v = json!({"item_id": r.item_id.as_str(), "count": r.count});
+    if let Some(t) = &r.trend {
+        let w = u32::try_from(t.history.len()).unwrap_or(u32::MAX);
+        v["baseline"] = json!(t.baseline());
+        v["score"] = json!(hotlist_operators::trend::score(r.count, t.baseline(), w));
+        v["ratio"] = json!(hotlist_operators::trend::ratio(r.count, t.baseline(), w));
+        v["history"] = json!(t.history);
+    }
+    v
 }
 
 /// A sketch check as the API's and `hotlist query --json`'s JSON: recall@K (`found / of`), what

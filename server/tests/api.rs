@@ -38,6 +38,12 @@ async fn sqlite_certified_lists_carry_their_certificate() {
     common::certified_lists_carry_their_certificate(Kind::Sqlite).await;
 }
 
+/// A trend list stored in SQLite comes back with each item's baseline, score, ratio and history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_trend_lists_carry_their_baselines() {
+    common::trend_lists_carry_their_baselines(Kind::Sqlite).await;
+}
+
 /// `/v1/hot` serves the latest hot-key window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_hot_keys_are_served() {

@@ -17,8 +17,9 @@ use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
-use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, ListState, PartitionId, RankedItem};
+use hotlist_operators::record::{DeadLetter, DeadReason, ItemId, ListState, PartitionId, RankedItem, TrendFacts};
 use hotlist_operators::time::{Millis, Span};
+use hotlist_operators::trend::{self, MAX_BASELINE};
 use hotlist_operators::window::MAX_WINDOWS;
 use std::path::Path;
 
@@ -28,8 +29,75 @@ pub(crate) type RawWindow = (String, i64, i64, i64, String);
 /// The most window rows a reader reads: one more than a job may have, so too many show.
 pub(crate) const WINDOW_ROW_LIMIT: usize = MAX_WINDOWS + 1;
 
-/// A `topk` row of one instance: rank, item_id, count, revision, exact (0 or 1), error_bound.
-pub(crate) type RawRow = (i64, ItemId, i64, i64, i64, i64);
+/// A `topk` row of one instance: rank, item_id, count, revision, exact (0 or 1), error_bound,
+/// and its trend columns.
+pub(crate) type RawRow = (i64, ItemId, i64, i64, i64, i64, RawTrend);
+
+/// A `topk` row's trend columns as read: `baseline`, `score` and `history`, all NULL on a
+/// count-ranked list's row (and in a database from before trend lists).
+#[derive(Debug, Default)]
+pub(crate) struct RawTrend {
+    baseline: Option<i64>,
+    score: Option<f64>,
+    history: Option<String>,
+}
+
+impl RawTrend {
+    /// The columns as read.
+    pub(crate) fn from_columns(baseline: Option<i64>, score: Option<f64>, history: Option<String>) -> RawTrend {
+        RawTrend {
+            baseline,
+            score,
+            history,
+        }
+    }
+
+    /// The item's trend facts, checked: all three columns or none, the history a list of
+    /// counts (1 to `MAX_BASELINE`), the baseline its sum, the score the one its count, baseline
+    /// and length give (`Err(detail)` otherwise).
+    fn facts(self, count: u64) -> Result<Option<TrendFacts>, String> {
+        let (baseline, score, history) = match (self.baseline, self.score, self.history) {
+            (None, None, None) => return Ok(None),
+            (Some(b), Some(s), Some(h)) => (b, s, h),
+            _ => return Err("has some of baseline, score and history but not all".into()),
+        };
+        let history: Vec<u64> = history
+            .split(',')
+            .map(|c| c.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("has history {history:?}, not counts separated by commas"))?;
+        let w = u32::try_from(history.len())
+            .ok()
+            .filter(|w| (1..=MAX_BASELINE).contains(w))
+            .ok_or_else(|| format!("has a history of {} counts (1 to {MAX_BASELINE})", history.len()))?;
+        let facts = TrendFacts { history };
+        if i64::try_from(facts.baseline()).ok() != Some(baseline) {
+            return Err(format!(
+                "has baseline {baseline}, but its history sums to {}",
+                facts.baseline()
+            ));
+        }
+        let want = trend::score(count, facts.baseline(), w);
+        if !(score - want).abs().le(&(want.abs() * 1e-9 + 1e-9)) {
+            return Err(format!("has score {score}, but its count and history give {want}"));
+        }
+        Ok(Some(facts))
+    }
+}
+
+/// The trend columns (baseline, score, history) of an item of a trend list to write; `None`
+/// for a count-ranked one's.
+pub(crate) fn trend_columns(item: &RankedItem) -> Option<(i64, f64, String)> {
+    let facts = item.trend.as_ref()?;
+    let w = u32::try_from(facts.history.len()).unwrap_or(u32::MAX);
+    let history: Vec<String> = facts.history.iter().map(u64::to_string).collect();
+    // (`check_batch` has verified the baseline fits an i64)
+    Some((
+        facts.baseline() as i64,
+        trend::score(item.count, facts.baseline(), w),
+        history.join(","),
+    ))
+}
 
 impl<T> RawHeader<T> {
     /// A header from its columns in the order the stores select them: `window_start,
@@ -263,7 +331,7 @@ fn ranked_rows(
     rows: Vec<RawRow>,
 ) -> Result<Vec<RankedItem>, String> {
     let mut items = Vec::with_capacity(rows.len());
-    for (i, (rank, item_id, count, row_revision, exact, error_bound)) in rows.into_iter().enumerate() {
+    for (i, (rank, item_id, count, row_revision, exact, error_bound, trend)) in rows.into_iter().enumerate() {
         if i64::try_from(i + 1).ok() != Some(rank) || row_revision != revision {
             return Err(format!(
                 "{at}: row {} has rank {rank} and revision {row_revision}, header revision {revision}",
@@ -279,11 +347,17 @@ fn ranked_rows(
             ));
         }
         let count = u64::try_from(count).map_err(|_| format!("{at}: count {count} at rank {rank} is negative"))?;
-        items.push(RankedItem {
-            item_id,
-            count,
-            trend: None,
-        });
+        let trend = trend.facts(count).map_err(|e| format!("{at}: row {} {e}", i + 1))?;
+        if items
+            .first()
+            .is_some_and(|first: &RankedItem| first.trend.is_some() != trend.is_some())
+        {
+            return Err(format!(
+                "{at}: row {} is not the same kind (trend or count) as row 1",
+                i + 1
+            ));
+        }
+        items.push(RankedItem { item_id, count, trend });
     }
     Ok(items)
 }

@@ -5,7 +5,7 @@ use crate::types::{CommitBatch, SourcedDeadLetter};
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
 use hotlist_operators::message::PublishedList;
-use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, RankedItem, SketchCheck};
+use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, RankedItem, SketchCheck, TrendFacts};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 
@@ -50,6 +50,25 @@ pub(crate) fn list_with(start: i64, revision: u32, items: Vec<RankedItem>) -> Pu
         sketch_check: None,
         certificate: None,
     }
+}
+
+/// A trend list (baseline 3) of revision `revision` of the instance at `start`: three items in
+/// the trend order, one new, one rising, one barely above its usual level.
+pub(crate) fn trending(start: i64, revision: u32) -> PublishedList {
+    let item = |id: &str, count, history: [u64; 3]| RankedItem {
+        item_id: id.into(),
+        count,
+        trend: Some(TrendFacts {
+            history: history.to_vec(),
+        }),
+    };
+    let mut items = vec![
+        item("steady", 10, [9, 9, 9]),
+        item("new", 9, [0, 0, 0]),
+        item("rising", 20, [2, 3, 1]),
+    ];
+    items.sort_by(hotlist_operators::topk::ranked_cmp);
+    list_with(start, revision, items)
 }
 
 /// An open, empty revision `revision` of window `window`'s instance at `start` (10 ms long):

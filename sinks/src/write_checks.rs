@@ -54,7 +54,10 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
                 format!("list {:?}@{}: group {:?}: {e}", l.window, l.start.0, l.group.as_str()),
             ));
         }
-        if let Some(item) = l.items.iter().find(|i| i64::try_from(i.count).is_err()) {
+        let too_large = |i: &&hotlist_operators::record::RankedItem| {
+            i64::try_from(i.count).is_err() || i.baseline().is_some_and(|b| i64::try_from(b).is_err())
+        };
+        if let Some(item) = l.items.iter().find(too_large) {
             return Err(SinkError::invalid(
                 job,
                 format!(

@@ -45,20 +45,18 @@ pub struct Start {
     pub dead_letter_blocks: hotlist_sinks::DeadLetterBlocks,
 }
 
-/// Refuses a trend window (`rank_by = "trend"`) on a durable sink: the job computes trend
-/// lists, but the stores cannot keep their score, baseline and history yet, and a trend list
-/// stored as counts alone would read back out of order (as corrupt). The in-memory store keeps
-/// lists whole.
+/// Refuses a trend window (`rank_by = "trend"`) on PostgreSQL and Redis: they cannot keep a
+/// trend list's score, baseline and history yet, and a trend list stored as counts alone would
+/// read back out of order (as corrupt). SQLite and the in-memory store keep them.
 fn refuse_unstored_trends(plan: &JobPlan) -> Result<()> {
-    if matches!(plan.sink, SinkPlan::Memory(_)) {
+    if matches!(plan.sink, SinkPlan::Memory(_) | SinkPlan::Sqlite(_)) {
         return Ok(());
     }
     if let Some(w) = plan.windows.iter().find(|w| w.spec.rank.trend().is_some()) {
         bail!(
-            "window {:?}: rank_by = \"trend\": the {} sink cannot store trend lists yet (their score, baseline and history are not in its tables); only the in-memory sink takes them in this build",
+            "window {:?}: rank_by = \"trend\": the {} sink cannot store trend lists yet (their score, baseline and history are not in its tables); SQLite (the default) takes them in this build",
             w.spec.name,
             match plan.sink {
-                SinkPlan::Sqlite(_) => "SQLite",
                 SinkPlan::Postgres { .. } => "PostgreSQL",
                 _ => "Redis",
             }

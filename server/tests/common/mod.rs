@@ -432,6 +432,38 @@ pub async fn certified_lists_carry_their_certificate(kind: Kind) {
     h.stop().await;
 }
 
+/// A trend list stored in the store comes back with each item's `baseline`, `score`, `ratio`
+/// and `history`; a count list's items have none of them.
+pub async fn trend_lists_carry_their_baselines(kind: Kind) {
+    let mut h = start(kind).await;
+    let mut trend = list("1m", 0, 3, ListState::Final, &[("rising", 20), ("new", 9)]);
+    let histories = [vec![2, 3, 1], vec![0, 0, 0]];
+    for (item, history) in trend.items.iter_mut().zip(histories) {
+        item.trend = Some(hotlist_operators::record::TrendFacts { history });
+    }
+    let plain = list("5m-hop", 0, 1, ListState::Final, &[("x", 20)]);
+    h.commit(1, vec![trend, plain]);
+    h.wait_epoch(1).await;
+    let v = h.json("/v1/top?window=1m").await;
+    assert_eq!(items_of(&v), vec![("rising".into(), 20), ("new".into(), 9)]);
+    let rising = &v["items"][0];
+    assert_eq!(
+        (rising["baseline"].as_u64(), &rising["history"]),
+        (Some(6), &serde_json::json!([2, 3, 1]))
+    );
+    // z = (3·20 − 6) / √(3·(6 + 3)); × usual = 21 / (6/3 + 1)
+    assert!(
+        (rising["score"].as_f64().unwrap() - 54.0 / 27f64.sqrt()).abs() < 1e-9,
+        "{v}"
+    );
+    assert!((rising["ratio"].as_f64().unwrap() - 7.0).abs() < 1e-9, "{v}");
+    let new = &v["items"][1];
+    assert_eq!((new["baseline"].as_u64(), new["score"].as_f64()), (Some(0), Some(9.0)));
+    let v = h.json("/v1/top?window=5m-hop").await;
+    assert_eq!(v["items"][0], serde_json::json!({"item_id": "x", "count": 20}));
+    h.stop().await;
+}
+
 pub async fn cache_refreshes_after_commit(kind: Kind) {
     let mut h = start(kind).await;
     h.commit(1, vec![list("1m", 0, 1, ListState::Open, &[("a", 1)])]);

@@ -9,7 +9,7 @@ use super::encode::{from_pg, to_pg, PgTime};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
-use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawWindow, WINDOW_ROW_LIMIT};
+use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawTrend, RawWindow, WINDOW_ROW_LIMIT};
 use crate::store::{StoreReader, MAX_GROUPS_READ};
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
@@ -200,6 +200,8 @@ impl PostgresStore {
                     r.try_get(3)?,
                     i64::from(exact),
                     r.try_get(5)?,
+                    // (no trend columns yet: the job refuses trend windows on PostgreSQL)
+                    RawTrend::default(),
                 ));
             }
             Ok(Some(RawList { header, k, rows, limit }))

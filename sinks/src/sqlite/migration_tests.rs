@@ -8,14 +8,17 @@
 //! row and id kept, the index back); 2 → 3 adds the accuracy columns (every old row exact);
 //! 3 → 4 only adds the hot-key tables; 4 → 5 rebuilds the list tables and `hotlist_windows` for
 //! per-group lists (every old list global); 5 → 6 rebuilds `topk_instances` with the
-//! certificate's columns (no old list certified). The tables a migration leaves are the tables
+//! certificate's columns (no old list certified); 6 → 7 adds dead-letter counts; 7 → 8 adds
+//! the trend columns (no old list is a trend list). The tables a migration leaves are the tables
 //! a new database gets, and they refuse the same impossible rows.
 
-use super::old_schemas::{v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched, v6_database};
+use super::old_schemas::{
+    v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched, v6_database, v7_database,
+};
 use super::*;
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{
-    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, windows, JOB,
+    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, trending, windows, JOB,
 };
 use hotlist_operators::hot_keys::HotState;
 use hotlist_operators::record::DeadReason;
@@ -48,7 +51,7 @@ struct Case {
     same_tables: bool,
 }
 
-const CASES: [Case; 8] = [
+const CASES: [Case; 9] = [
     Case {
         name: "a version-1 database is read as it is",
         from: 1,
@@ -185,13 +188,35 @@ const CASES: [Case; 8] = [
         },
         same_tables: true,
     },
+    Case {
+        name: "a version-7 database is read as it is, then migrated",
+        from: 7,
+        build: v7_database,
+        read: |_, r| {
+            let got = r.latest(JOB, "1m").unwrap().expect("a list");
+            assert!(got.items.iter().all(|i| i.trend.is_none()), "count-ranked lists");
+            Seen {
+                list: Some(got),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v7,
+        reopened: |_, w, _| {
+            assert_eq!(
+                w.latest(JOB, "1m").unwrap(),
+                Some(StoredList::from(trending(120_000, 3))),
+                "opening again changes nothing"
+            );
+        },
+        same_tables: true,
+    },
 ];
 
 /// Every case: build, read as it is (a reader never migrates), migrate by opening as the job,
 /// check, open again, check; and where asked, the migrated tables are the new tables.
 #[test]
 fn every_older_version_is_read_as_it_is_then_migrated() {
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let dir = tempfile::tempdir().unwrap();
@@ -545,6 +570,20 @@ fn migrated_v6(path: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen
     assert_eq!(
         w.dead_letter_blocks(JOB).unwrap(),
         vec![(("file:events/a.jsonl".to_string(), 0), 3 + 7)]
+    );
+    Seen::default()
+}
+
+/// The old list stays a count-ranked one; a trend list commits and reads back whole, also
+/// through the reader opened before.
+fn migrated_v7(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen) -> Seen {
+    assert_eq!(w.latest(JOB, "1m").unwrap(), seen.list, "the old list stays");
+    let trend = trending(120_000, 3);
+    assert!(w.commit(&batch(2, vec![trend.clone()])).unwrap());
+    assert_eq!(
+        r.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(trend)),
+        "the reader opened before sees it"
     );
     Seen::default()
 }

@@ -357,11 +357,36 @@ pub(super) fn v6_database(dir: &Path) -> PathBuf {
 /// Turns the database at `path` (this build's version) into a version-6 one stamped `version`:
 /// `dead_letters` without its counts (every row a whole letter) and their index.
 pub(super) fn downgrade_to_v6(path: &Path, version: i64) {
+    downgrade_to_v7(path, 7);
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(&format!(
         "DROP INDEX dead_letters_job_source_position;
          ALTER TABLE dead_letters DROP COLUMN last_position;
          ALTER TABLE dead_letters DROP COLUMN count;
+         PRAGMA user_version = {version};"
+    ))
+    .unwrap();
+}
+
+/// A version-7 database at `dir/v7.db` holding the two windows and a list.
+pub(super) fn v7_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v7.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    w.prepare(JOB, &windows()).unwrap();
+    assert!(w.commit(&batch(1, vec![list(0, 3, 2)])).unwrap());
+    drop(w);
+    downgrade_to_v7(&path, 7);
+    path
+}
+
+/// Turns the database at `path` (this build's version) into a version-7 one stamped `version`:
+/// `topk` without the trend columns (the last first: its check names the others).
+pub(super) fn downgrade_to_v7(path: &Path, version: i64) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "ALTER TABLE topk DROP COLUMN history;
+         ALTER TABLE topk DROP COLUMN score;
+         ALTER TABLE topk DROP COLUMN baseline;
          PRAGMA user_version = {version};"
     ))
     .unwrap();

@@ -8,11 +8,13 @@
 //! dead-letter counts: every row is one whole letter. The version is read in each
 //! list's transaction, so a reader sees a migration that happened after it opened.
 
-use super::schema::{ACCURACY_VERSION, BOUNDED_DEAD_LETTERS_VERSION, CERTIFICATE_VERSION, GROUPS_VERSION};
+use super::schema::{
+    ACCURACY_VERSION, BOUNDED_DEAD_LETTERS_VERSION, CERTIFICATE_VERSION, GROUPS_VERSION, TREND_VERSION,
+};
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
-use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawRow, RawWindow, WINDOW_ROW_LIMIT};
+use crate::sql_rows::{self, RawDeadLetter, RawHeader, RawList, RawRow, RawTrend, RawWindow, WINDOW_ROW_LIMIT};
 use crate::store::MAX_GROUPS_READ;
 use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
@@ -27,14 +29,23 @@ struct ListColumns {
     header: &'static str,
     /// The accuracy columns of a `topk` row.
     row_accuracy: &'static str,
+    /// The trend columns of a `topk` row (baseline, score, history).
+    row_trend: &'static str,
 }
 
-/// A version-6 database's.
+/// A version-8 database's.
 const COLUMNS: ListColumns = ListColumns {
+    row_trend: "baseline, score, history",
+    ..COLUMNS_BEFORE_TRENDS
+};
+
+/// A version-6 or 7 database's: no trend lists.
+const COLUMNS_BEFORE_TRENDS: ListColumns = ListColumns {
     header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, exact, error_bound, \
              sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, \
              certificate_threshold, certificate_counted, certificate_passes FROM topk_instances",
     row_accuracy: "exact, error_bound",
+    row_trend: "NULL, NULL, NULL",
 };
 
 /// A version-3 to 5 database's: no certificates.
@@ -43,6 +54,7 @@ const COLUMNS_BEFORE_CERTIFICATES: ListColumns = ListColumns {
              sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount, NULL, NULL, NULL \
              FROM topk_instances",
     row_accuracy: "exact, error_bound",
+    row_trend: "NULL, NULL, NULL",
 };
 
 /// An older database's: every list exact, no sketch check, no certificate.
@@ -50,6 +62,7 @@ const COLUMNS_BEFORE_ACCURACY: ListColumns = ListColumns {
     header: "SELECT window_start, window_end, revision, state, watermark, as_of, item_count, 1, 0, \
              NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM topk_instances",
     row_accuracy: "1, 0",
+    row_trend: "NULL, NULL, NULL",
 };
 
 impl SqliteStore {
@@ -262,8 +275,10 @@ impl SqliteStore {
         let read = || -> rusqlite::Result<Option<RawList<i64>>> {
             let tx = self.conn.unchecked_transaction()?;
             let version = self.version(&tx)?;
-            let columns = if version >= CERTIFICATE_VERSION {
+            let columns = if version >= TREND_VERSION {
                 &COLUMNS
+            } else if version >= CERTIFICATE_VERSION {
+                &COLUMNS_BEFORE_TRENDS
             } else if version >= ACCURACY_VERSION {
                 &COLUMNS_BEFORE_CERTIFICATES
             } else {
@@ -305,9 +320,9 @@ fn read_rows(
     limit: usize,
 ) -> rusqlite::Result<Vec<RawRow>> {
     let mut stmt = tx.prepare_cached(&format!(
-        "SELECT rank, item_id, count, revision, {} FROM topk
+        "SELECT rank, item_id, count, revision, {}, {} FROM topk
          WHERE job = ?1 AND window_name = ?2 AND window_start = ?3 AND {group_col} = ?5 ORDER BY rank LIMIT ?4",
-        columns.row_accuracy
+        columns.row_accuracy, columns.row_trend
     ))?;
     let mut q = stmt.query(params![job, window, start, sql_rows::sql_limit(limit), group])?;
     let mut rows = Vec::new();
@@ -323,6 +338,7 @@ fn read_rows(
             r.get(3)?,
             r.get(4)?,
             r.get(5)?,
+            RawTrend::from_columns(r.get(6)?, r.get(7)?, r.get(8)?),
         ));
     }
     Ok(rows)

@@ -21,14 +21,17 @@
 //! or more for a summary of those beyond a block's cap) and `last_position` (a summary's last
 //! position, NULL for a whole letter), and the index `dead_letters_job_source_position` that
 //! finds a block's rows. 6 → 7 (and 1 → 2's rebuild) adds the columns with `ALTER TABLE`: every
-//! existing row is one whole letter.
+//! existing row is one whole letter. 8 trend lists: `topk` gains `baseline` (the item's
+//! baseline sum *S*), `score` (*z*) and `history` (its counts in the *W* instances before,
+//! oldest first, comma-separated), all NULL on a count-ranked list's rows. 7 → 8 (and a new
+//! `topk`) adds them with `ALTER TABLE`: no existing list is a trend list.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -53,6 +56,21 @@ pub(super) const CERTIFICATE_VERSION: i64 = 6;
 /// The first version with dead-letter counts: a reader of an older database reads every row
 /// as one whole letter.
 pub(super) const BOUNDED_DEAD_LETTERS_VERSION: i64 = 7;
+
+/// The first version with trend lists: a reader of an older database reads every list as a
+/// count-ranked one.
+pub(super) const TREND_VERSION: i64 = 8;
+
+/// Version 7 → 8: a trend list's columns, added to a new `topk` too (as `MIGRATE_6_TO_7` does
+/// to `dead_letters`), so that new and migrated tables are the same (a test compares them).
+/// SQLite cannot add a table constraint: the check that they are all NULL or none is a column
+/// check of the last.
+const MIGRATE_7_TO_8: &str = "
+ALTER TABLE topk ADD COLUMN baseline INTEGER CHECK (baseline >= 0);
+ALTER TABLE topk ADD COLUMN score REAL;
+ALTER TABLE topk ADD COLUMN history TEXT
+    CHECK ((baseline IS NULL) = (history IS NULL) AND (baseline IS NULL) = (score IS NULL));
+";
 
 /// Version 6 → 7 (and the table 1 → 2 built): a row's count and a summary's last position,
 /// added with the definitions a new table has (`DEAD_LETTERS`; a test compares them); SQLite
@@ -304,6 +322,11 @@ impl SqliteStore {
         if version < BOUNDED_DEAD_LETTERS_VERSION {
             tx.execute_batch(MIGRATE_6_TO_7)
                 .map_err(sql_err(path, "migrating the schema to version 7"))?;
+        }
+        // a new table (version 0) and every older one gain the trend columns
+        if version < TREND_VERSION {
+            tx.execute_batch(MIGRATE_7_TO_8)
+                .map_err(sql_err(path, "migrating the schema to version 8"))?;
         }
         tx.execute_batch(DEAD_LETTERS_INDEX)
             .map_err(sql_err(path, "creating the dead letters' indexes"))?;

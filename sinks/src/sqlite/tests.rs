@@ -173,7 +173,7 @@ fn rows_past_k_are_reported_without_reading_them_all() {
     conn.execute_batch(
         "WITH RECURSIVE n(r) AS (SELECT 4 UNION ALL SELECT r + 1 FROM n WHERE r < 100000)
          INSERT INTO topk SELECT job, window_name, group_key, window_start, window_end, r, 'x' || r, 0, revision,
-                                 final, state, as_of, exact, error_bound FROM n, topk WHERE rank = 1",
+                                 final, state, as_of, exact, error_bound, NULL, NULL, NULL FROM n, topk WHERE rank = 1",
     )
     .unwrap();
     let reader = SqliteStore::open_read_only(&path).unwrap();
@@ -195,4 +195,43 @@ fn rows_past_k_are_reported_without_reading_them_all() {
     let err = reader.latest(JOB, "1m").unwrap_err();
     assert!(!err.retryable(), "{err}");
     assert!(err.to_string().contains("reading the latest list of job"), "{err}");
+}
+
+/// A trend list's rows keep its baseline, score and history; rows whose trend columns do not
+/// agree (a baseline that is not the history's sum, a score its counts do not give, a history
+/// that is not counts, some columns without the others) read as corrupt, naming the row.
+#[test]
+fn trend_lists_round_trip_and_damaged_trend_columns_are_corrupt() {
+    use crate::test_fixtures::trending;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    let l = trending(0, 3);
+    assert!(w.commit(&batch(1, vec![l.clone()])).unwrap());
+    assert_eq!(w.latest(JOB, "1m").unwrap(), Some(StoredList::from(l)));
+    drop(w);
+    let damages = [
+        (
+            "UPDATE topk SET baseline = baseline + 1 WHERE rank = 2",
+            "row 2 has baseline",
+        ),
+        ("UPDATE topk SET score = score * 2 WHERE rank = 1", "row 1 has score"),
+        ("UPDATE topk SET history = '1,x,2' WHERE rank = 3", "row 3 has history"),
+        (
+            "UPDATE topk SET baseline = NULL, score = NULL, history = NULL WHERE rank = 2",
+            "row 2 is not the same kind",
+        ),
+        ("UPDATE topk SET count = 1000 WHERE rank = 3", "row 3 has score"),
+    ];
+    for (n, (sql, want)) in damages.into_iter().enumerate() {
+        let damaged = dir.path().join(format!("damaged-{n}.db"));
+        std::fs::copy(&path, &damaged).unwrap();
+        Connection::open(&damaged).unwrap().execute_batch(sql).unwrap();
+        let err = SqliteStore::open_read_only(&damaged)
+            .unwrap()
+            .latest(JOB, "1m")
+            .unwrap_err();
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{sql}: {err}");
+        assert!(err.to_string().contains(want), "{sql}: {err}");
+    }
 }

@@ -31,27 +31,32 @@ ON CONFLICT (job, window_name, group_key, window_start) DO UPDATE SET
     certificate_threshold = excluded.certificate_threshold, certificate_counted = excluded.certificate_counted,
     certificate_passes = excluded.certificate_passes";
 
-/// Rows per multi-row insert statement: binding 3 values per row instead of 13 and stepping
+/// Rows per multi-row insert statement: binding 6 values per row instead of 16 and stepping
 /// one statement per chunk roughly doubles the write rate for large lists.
 const ROWS_PER_INSERT: usize = 64;
 
 /// The list's columns every row of an `INSERT INTO topk` binds first, as ?1..?11.
 const ROW_INSTANCE_COLUMNS: usize = 11;
 
+/// The columns each row binds: rank, item_id, count, baseline, score, history.
+const ROW_COLUMNS: usize = 6;
+
 /// `INSERT INTO topk` of `n` ranks of one list: ?1..?11 are the list's columns, then
-/// (rank, item_id, count) per row.
+/// (rank, item_id, count, baseline, score, history) per row.
 fn insert_rows_sql(n: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO topk (job, window_name, window_start, window_end, revision, final, state,
-                           as_of, exact, error_bound, group_key, rank, item_id, count)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, column1, column2, column3 FROM (VALUES ",
+                           as_of, exact, error_bound, group_key, rank, item_id, count, baseline, score, history)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, column1, column2, column3, column4, column5, column6
+         FROM (VALUES ",
     );
     for i in 0..n {
-        let b = ROW_INSTANCE_COLUMNS + 1 + 3 * i;
+        let b = ROW_INSTANCE_COLUMNS + 1 + ROW_COLUMNS * i;
         if i > 0 {
             sql.push_str(", ");
         }
-        sql.push_str(&format!("(?{}, ?{}, ?{})", b, b + 1, b + 2));
+        let params: Vec<String> = (b..b + ROW_COLUMNS).map(|p| format!("?{p}")).collect();
+        sql.push_str(&format!("({})", params.join(", ")));
     }
     sql.push(')');
     sql
@@ -76,12 +81,17 @@ ON CONFLICT (job) DO UPDATE SET
 
 const SELECT_EPOCH: &str = "SELECT epoch FROM hotlist_commits WHERE job = ?1";
 
-/// Binds (rank, item_id, count) at parameters `first`, `first + 1`, `first + 2`.
+/// Binds (rank, item_id, count, baseline, score, history) at parameters `first` to
+/// `first + 5` (the last three NULL on a count-ranked list's row).
 fn bind_row(stmt: &mut rusqlite::Statement<'_>, first: usize, rank: i64, item: &RankedItem) -> rusqlite::Result<()> {
     stmt.raw_bind_parameter(first, rank)?;
     stmt.raw_bind_parameter(first + 1, item.item_id.as_str())?;
-    // `check_batch` has verified the count fits an i64.
-    stmt.raw_bind_parameter(first + 2, item.count as i64)
+    // `check_batch` has verified the count and the baseline fit an i64.
+    stmt.raw_bind_parameter(first + 2, item.count as i64)?;
+    let trend = crate::sql_rows::trend_columns(item);
+    stmt.raw_bind_parameter(first + 3, trend.as_ref().map(|t| t.0))?;
+    stmt.raw_bind_parameter(first + 4, trend.as_ref().map(|t| t.1))?;
+    stmt.raw_bind_parameter(first + 5, trend.map(|t| t.2))
 }
 
 /// Writes a checked batch inside the commit transaction.
@@ -174,7 +184,7 @@ fn write_list(tx: &Connection, job: &str, l: &PublishedList) -> rusqlite::Result
             let (chunk, tail) = rest.split_at(*size);
             for (i, item) in chunk.iter().enumerate() {
                 rank += 1;
-                bind_row(&mut stmt, ROW_INSTANCE_COLUMNS + 1 + 3 * i, rank, item)?;
+                bind_row(&mut stmt, ROW_INSTANCE_COLUMNS + 1 + ROW_COLUMNS * i, rank, item)?;
             }
             stmt.raw_execute()?;
             rest = tail;

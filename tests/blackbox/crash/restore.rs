@@ -244,3 +244,74 @@ fn replay_from_an_older_checkpoint_is_exact() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("never committed"));
 }
+
+/// Trend windows (docs/trends.md), global and per group with a small `max_groups`, sharing
+/// their panes with a hopping window (so events late for a trend instance but counted for the
+/// hopping one are excluded from its baseline), killed at random moments and restored onto 1,
+/// 2 and 3 workers in turn: every sealed trend list, with each item's history, equals the
+/// model's, and so do the hopping window's lists.
+#[test]
+fn sigkill_with_trend_windows_keeps_every_baseline_exact() {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(41, &checkpointed_job_shape(8000));
+    let config = job_config()
+        .replace("k = 5\n", "k = 5\nrank_by = \"trend\"\nbaseline = 3\nmin_count = 2\n")
+        .replace(
+            "[sink]",
+            "[[window]]\nname = \"10s-page\"\nsize = \"10s\"\nk = 5\nby = [\"page\"]\nmax_groups = 3\n\
+             rank_by = \"trend\"\nbaseline = 2\nmin_count = 2\n[sink]",
+        );
+    let mut windows = model::crash_windows();
+    let mut by_page = model::ModelWindow::new("10s-page", 10_000, 10_000, 5).by(&["page"]);
+    by_page.max_groups = 3;
+    windows.push(by_page);
+    let want_global = model::run_trend(&parts, &windows, 2_000, 30_000, (0, 3, 2));
+    let want_pages = model::run_trend(&parts, &windows, 2_000, 30_000, (2, 2, 2));
+    let (want_counts, want_dead) = model::run(&parts, &windows, 2_000, 30_000);
+    let want_hop: model::Lists = want_counts.into_iter().filter(|(k, _)| k.0 == "30s-hop").collect();
+    assert!(want_global.len() > 3, "the input has trends: {want_global:?}");
+    assert!(
+        want_pages.keys().any(|k| k.3 == "(other)"),
+        "the input overflows max_groups"
+    );
+    let dir = setup(&parts);
+    std::fs::write(dir.path().join("hotlist.toml"), &config).expect("config");
+    let plan = KillPlan {
+        attempts: 10,
+        kills: 4,
+        commits_before_kill: (6, 6),
+        jitter_ms: 15,
+        seed: 11,
+    };
+    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let KillReport { kills, restored, logs } = kill_and_restart(
+        &plan,
+        |attempt| spawn(dir.path(), workers(attempt)),
+        || committed(dir.path()),
+    );
+    assert!(kills >= 3, "killed only {kills} times:\n{logs}");
+    assert!(restored >= 1, "no restart restored a checkpoint:\n{logs}");
+    let db = dir.path().join("out.db");
+    let nonempty =
+        |lists: model::TrendLists| -> model::TrendLists { lists.into_iter().filter(|(_, l)| !l.is_empty()).collect() };
+    assert_eq!(
+        nonempty(hotlist_tests::sqlite_sealed_trend_lists(&db, "crash", "10s")),
+        want_global,
+        "sealed global trend lists after {kills} kills\n{logs}"
+    );
+    assert_eq!(
+        nonempty(hotlist_tests::sqlite_sealed_trend_lists(&db, "crash", "10s-page")),
+        want_pages,
+        "sealed per-page trend lists after {kills} kills\n{logs}"
+    );
+    let hop: model::Lists = hotlist_tests::sqlite_sealed_group_lists(&db, "crash")
+        .into_iter()
+        .filter(|(k, _)| k.0 == "30s-hop")
+        .map(|((w, start, end, _), list)| ((w, start, end), list))
+        .collect();
+    assert_eq!(hop, want_hop, "the hopping window's lists after {kills} kills\n{logs}");
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, "crash").0,
+        want_dead,
+        "dead letters exactly once"
+    );
+}
