@@ -727,3 +727,170 @@ fn live_page_never_stacks_polls() {
         "the page keeps polling: {v}"
     );
 }
+
+const TREND_CONFIG: &str = r#"
+[job]
+id = "browser"
+
+[source]
+kind = "generator"
+seed = 1
+events = 20000
+start = 0
+partitions = 2
+items = 50
+rate = 100          # 100 s of event time: ten 10 s instances
+
+[[window]]
+name = "1m"
+size = "1m"
+k = 10
+
+[[window]]
+name = "10s-trend"
+size = "10s"
+k = 10
+rank_by = "trend"
+baseline = 3
+min_count = 5
+
+[[window]]
+name = "5m"
+size = "5m"
+k = 10
+
+[sink]
+kind = "sqlite"
+path = "hotlist.db"
+
+[run]
+epoch_interval = "1h"
+"#;
+
+/// The (item, count, ratio, history) rows of a `/v1/top` answer.
+fn trend_rows(v: &Value) -> Vec<(String, u64, f64, Vec<u64>)> {
+    v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|it| {
+            let history = it["history"].as_array().expect("a trend item's history");
+            (
+                it["item_id"].as_str().expect("item_id").to_string(),
+                it["count"].as_u64().expect("count"),
+                it["ratio"].as_f64().expect("ratio"),
+                history.iter().map(|c| c.as_u64().expect("a count")).collect(),
+            )
+        })
+        .collect()
+}
+
+/// What a user sees on the live page of a job with a trend window, at a phone and a desktop
+/// width: the windows in their configured order (not by name, not by which answer came first);
+/// every row's bar as long as its count against the list's largest; each trend row's "× usual"
+/// and a sparkline with one point per instance before, higher where the count was higher, as
+/// `/v1/top` gives them; nothing wider than the screen; and "lists as of" showing the chosen
+/// past instance's list. Screenshots: target/test-artifacts/trend-page-{390,1280}[-history].png.
+#[test]
+fn live_page_shows_trends_bars_and_history() {
+    let chromium = chromium_path();
+    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    ensure_node_modules(&script_dir);
+    let artifacts = hotlist_bin()
+        .parent()
+        .and_then(|profile| profile.parent())
+        .expect("target dir")
+        .join("test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("hotlist.toml"), TREND_CONFIG).expect("write config");
+    run_job(dir.path(), &[]);
+    let port = free_port();
+    let _server = start_server(dir.path(), port);
+    let latest = get_json(port, "/v1/top?window=10s-trend&k=10");
+    let past = get_json(port, "/v1/top?window=10s-trend&k=10&at=25000");
+    assert_eq!(past["window_start"], 20_000, "{past}");
+    assert!(
+        !trend_rows(&latest).is_empty() && !trend_rows(&past).is_empty(),
+        "{latest} {past}"
+    );
+
+    let out = Command::new("node")
+        .arg(script_dir.join("trend_page.mjs"))
+        .args([
+            &format!("http://127.0.0.1:{port}/"),
+            "10s-trend",
+            "1970-01-01T00:00:25",
+            &artifacts.display().to_string(),
+        ])
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("run trend_page.mjs");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("trend_page.mjs printed {l:?}: {e}")))
+        .collect();
+    assert!(
+        out.status.success() && lines.len() == 2,
+        "trend_page.mjs failed ({}): {lines:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in &lines {
+        let width = line["width"].as_u64().expect("width");
+        for (shown, api) in [(&line["live"], &latest), (&line["history"], &past)] {
+            assert_eq!(
+                shown["order"],
+                serde_json::json!(["1m", "10s-trend", "5m"]),
+                "{width}: configured order"
+            );
+            assert_eq!(shown["overflow"], false, "{width}: nothing wider than the screen");
+            assert_eq!(
+                shown["start"],
+                api["window_start"].to_string(),
+                "{width}: the instance shown"
+            );
+            let rows = shown["lists"]["10s-trend"].as_array().expect("the trend window's rows");
+            let want = trend_rows(api);
+            assert_eq!(rows.len(), want.len(), "{width}: {rows:?}");
+            for (row, (item, count, ratio, history)) in rows.iter().zip(&want) {
+                assert_eq!(
+                    (row["item"].as_str(), row["count"].as_u64()),
+                    (Some(item.as_str()), Some(*count))
+                );
+                assert_eq!(row["ratio"], format!("×{ratio:.1} usual"), "{width}: {item}");
+                let joined: Vec<String> = history.iter().map(u64::to_string).collect();
+                assert_eq!(row["history"], joined.join(","), "{width}: {item}'s sparkline");
+                // one point per instance before, higher (a smaller y) where the count was higher
+                let ys: Vec<f64> = row["points"]
+                    .as_str()
+                    .expect("points")
+                    .split(' ')
+                    .map(|p| p.split(',').nth(1).expect("x,y").parse().expect("a number"))
+                    .collect();
+                assert_eq!(ys.len(), history.len(), "{width}: {item}");
+                for (i, j) in [(0, 1), (1, 2), (0, 2)] {
+                    let (a, b) = (history[i].cmp(&history[j]), ys[j].partial_cmp(&ys[i]).expect("finite"));
+                    assert_eq!(a, b, "{width}: {item}: history {history:?}, y {ys:?}");
+                }
+            }
+            // bars: proportional to the counts against the list's largest
+            for list in shown["lists"].as_object().expect("lists").values() {
+                let rows = list.as_array().expect("rows");
+                let most = rows.iter().filter_map(|r| r["count"].as_f64()).fold(1.0, f64::max);
+                let widest = rows.iter().filter_map(|r| r["row"].as_f64()).fold(0.0, f64::max);
+                for r in rows {
+                    let want = r["count"].as_f64().expect("count") / most * widest;
+                    let got = r["bar"].as_f64().expect("bar");
+                    assert!((got - want).abs() <= 1.5, "{width}: bar {got} px for {r}, want {want}");
+                }
+            }
+        }
+        for name in [
+            format!("trend-page-{width}.png"),
+            format!("trend-page-{width}-history.png"),
+        ] {
+            assert_screenshot(&artifacts.join(name));
+        }
+    }
+}
