@@ -247,9 +247,10 @@ fn replay_from_an_older_checkpoint_is_exact() {
 
 /// Trend windows (docs/trends.md), global and per group with a small `max_groups`, sharing
 /// their panes with a hopping window (so events late for a trend instance but counted for the
-/// hopping one are excluded from its baseline), killed at random moments and restored onto 1,
-/// 2 and 3 workers in turn: every sealed trend list, with each item's history, equals the
-/// model's, and so do the hopping window's lists.
+/// hopping one are excluded from its baseline), on input with disorder, late events and bad
+/// records, killed at random moments and restored onto 1, 2 and 4 workers in turn: every sealed
+/// trend list, with each item's history, equals the model's, and so do the hopping window's
+/// lists and the dead letters.
 #[test]
 fn sigkill_with_trend_windows_keeps_every_baseline_exact() {
     let parts = hotlist_tests::inputs::random_grouped_partitions(41, &checkpointed_job_shape(8000));
@@ -282,7 +283,13 @@ fn sigkill_with_trend_windows_keeps_every_baseline_exact() {
         jitter_ms: 15,
         seed: 11,
     };
-    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let workers = |attempt: usize| {
+        if attempt == usize::MAX {
+            2
+        } else {
+            [1, 2, 4][attempt % 3]
+        }
+    };
     let KillReport { kills, restored, logs } = kill_and_restart(
         &plan,
         |attempt| spawn(dir.path(), workers(attempt)),
