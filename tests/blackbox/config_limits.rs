@@ -67,24 +67,3 @@ fn a_huge_batch_size_is_refused() {
         );
     }
 }
-
-/// PostgreSQL and Redis cannot keep a trend list's score, baseline and history yet: a run
-/// refuses a trend window on them with one line (before connecting) rather than write lists
-/// that read back as corrupt (out of count order).
-#[test]
-fn trend_windows_are_refused_by_sinks_that_cannot_store_them() {
-    let dir = input_dir();
-    for (kind, name) in [("postgres", "PostgreSQL"), ("redis", "Redis")] {
-        let config = CONFIG.replace("k = 10\n", "k = 10\nrank_by = \"trend\"\n").replace(
-            "path = \"out.db\"",
-            &format!("kind = \"{kind}\"\nurl = \"{kind}://127.0.0.1:1/x\""),
-        );
-        let line = refused(dir.path(), &config, &[]);
-        assert!(
-            line.contains(&format!(
-                "window \"1m\": rank_by = \"trend\": the {name} sink cannot store trend lists yet"
-            )),
-            "{kind}: {line}"
-        );
-    }
-}

@@ -398,3 +398,156 @@ fn rerun_on_the_same_store_is_committed() {
         "{lists:?}"
     );
 }
+
+/// Trend windows into real PostgreSQL with the Redis fan-out (docs/trends.md): the sealed trend
+/// lists in PostgreSQL, each item with its baseline, score and history, equal the model's on
+/// input with disorder, late and bad records (2 workers); Redis's latest trend list reads back
+/// (through the store's reader, with its checks) equal to PostgreSQL's newest instance; and
+/// `hotlist query --json` gives each item's baseline, score, ratio and history.
+#[test]
+fn trend_windows_into_postgres_with_redis_fanout() {
+    use hotlist_sinks::StoreReader;
+    use rand::Rng;
+    let _postgres = hotlist_tests::serial::postgres();
+    let pg_url =
+        std::env::var("HOTLIST_TEST_POSTGRES_URL").unwrap_or("postgresql://postgres@127.0.0.1:5432/test".into());
+    let redis_url = std::env::var("HOTLIST_TEST_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
+    let tag = format!("{:08x}", rand::rng().random::<u32>());
+    let (schema, prefix) = (format!("hotlist_trend_{tag}"), format!("hotlist-trend-{tag}"));
+    struct Cleanup(String, String, String, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = hotlist_sinks::postgres::drop_schema(&self.0, &self.1);
+            if let Ok(mut c) = redis::Client::open(self.2.as_str()).and_then(|c| c.get_connection()) {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{}:*", self.3))
+                    .query(&mut c)
+                    .unwrap_or_default();
+                for k in keys {
+                    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(k).query(&mut c);
+                }
+            }
+        }
+    }
+    let _cleanup = Cleanup(pg_url.clone(), schema.clone(), redis_url.clone(), prefix.clone());
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    let parts = random_partitions(5, &shape());
+    write_partitions(&dir.path().join("in"), &parts).expect("inputs");
+    let config = CONFIG
+        .replace("k = 5\n", "k = 5\nrank_by = \"trend\"\nbaseline = 3\nmin_count = 2\n")
+        .replace(
+            "[sink]\nkind = \"sqlite\"\npath = \"out.db\"",
+            &format!(
+                "[sink]\nkind = \"postgres\"\nurl = \"{pg_url}\"\nschema = \"{schema}\"\nredis_url = \"{redis_url}\"\nredis_prefix = \"{prefix}\""
+            ),
+        );
+    assert!(
+        config.contains("rank_by") && config.contains("postgres"),
+        "config rewritten"
+    );
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let run = [
+        "run",
+        "--config",
+        "hotlist.toml",
+        "--workers",
+        "2",
+        "--progress",
+        "never",
+    ];
+    run_hotlist(dir.path(), &run, true);
+
+    let want = model::run_trend(&parts, &model_windows(), 2_000, 30_000, (0, 3, 2));
+    assert!(want.len() > 3, "the input has trends: {want:?}");
+    let mut pg = postgres::Client::connect(&pg_url, postgres::NoTls).expect("connect postgres");
+    let rows = pg
+        .query(
+            &format!(
+                "SELECT (extract(epoch from window_start) * 1000)::bigint, \
+                 (extract(epoch from window_end) * 1000)::bigint, rank, item_id, count, final, baseline, history \
+                 FROM \"{schema}\".topk WHERE job = 'e2e' AND window_name = '10s' ORDER BY window_start, rank"
+            ),
+            &[],
+        )
+        .expect("query topk");
+    let mut got = model::TrendLists::new();
+    for r in rows {
+        assert!(r.get::<_, bool>(5), "sealed");
+        let history: Vec<u64> = r
+            .get::<_, String>(7)
+            .split(',')
+            .map(|c| c.parse().expect("a count"))
+            .collect();
+        assert_eq!(
+            r.get::<_, i64>(6) as u64,
+            history.iter().sum::<u64>(),
+            "baseline = sum of history"
+        );
+        got.entry(("10s".to_string(), r.get(0), r.get(1), String::new()))
+            .or_default()
+            .push((r.get(3), r.get::<_, i64>(4) as u64, history));
+    }
+    assert_eq!(got, want, "PostgreSQL's trend lists equal the model's");
+
+    // the newest instance may have nothing that rises (the model leaves such lists out)
+    let mut redis_store = hotlist_sinks::RedisStore::connect(&redis_url, &prefix).expect("connect redis");
+    let latest = redis_store
+        .latest("e2e", "10s")
+        .expect("read redis")
+        .expect("a latest list");
+    assert!(
+        want.keys().all(|k| k.1 <= latest.start.0),
+        "Redis holds the newest instance"
+    );
+    let newest = ("10s".to_string(), latest.start.0, latest.end.0, String::new());
+    let want_newest = want.get(&newest).cloned().unwrap_or_default();
+    let from_redis: Vec<(String, u64, Vec<u64>)> = latest
+        .items
+        .iter()
+        .map(|r| {
+            let history = r.trend.as_ref().map(|t| t.history.clone()).expect("trend facts");
+            (r.item_id.to_string(), r.count, history)
+        })
+        .collect();
+    assert_eq!(from_redis, want_newest, "Redis's latest trend list");
+    let (newest, with_items) = want.iter().max_by_key(|(k, _)| k.1).expect("a trend list");
+
+    let out = run_hotlist(
+        dir.path(),
+        &["query", "--config", "hotlist.toml", "--window", "10s", "--json"],
+        true,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["window_start"], latest.start.0);
+    let at = format!("{}", newest.1);
+    let out = run_hotlist(
+        dir.path(),
+        &[
+            "query",
+            "--config",
+            "hotlist.toml",
+            "--window",
+            "10s",
+            "--at",
+            &at,
+            "--json",
+        ],
+        true,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["window_start"], newest.1);
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(with_items.len()));
+    for (item, (id, count, history)) in v["items"].as_array().expect("items").iter().zip(with_items) {
+        assert_eq!(
+            (item["item_id"].as_str(), item["count"].as_u64()),
+            (Some(id.as_str()), Some(*count))
+        );
+        assert_eq!(item["history"], serde_json::json!(history));
+        assert_eq!(item["baseline"], history.iter().sum::<u64>());
+        assert!(
+            item["score"].as_f64().is_some() && item["ratio"].as_f64().is_some(),
+            "{item}"
+        );
+    }
+}

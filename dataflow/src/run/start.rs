@@ -23,7 +23,7 @@
 
 use super::open_store;
 use crate::checkpoint::{self, JobLayout, PositionKind, Restored, RunFacts};
-use crate::config::{JobPlan, SinkPlan, SourcePlan};
+use crate::config::{JobPlan, SourcePlan};
 use anyhow::{bail, Context, Result};
 use hotlist_sinks::file_lock::FileLock;
 use hotlist_sinks::{Owner, SinkStore};
@@ -45,29 +45,8 @@ pub struct Start {
     pub dead_letter_blocks: hotlist_sinks::DeadLetterBlocks,
 }
 
-/// Refuses a trend window (`rank_by = "trend"`) on PostgreSQL and Redis: they cannot keep a
-/// trend list's score, baseline and history yet, and a trend list stored as counts alone would
-/// read back out of order (as corrupt). SQLite and the in-memory store keep them.
-fn refuse_unstored_trends(plan: &JobPlan) -> Result<()> {
-    if matches!(plan.sink, SinkPlan::Memory(_) | SinkPlan::Sqlite(_)) {
-        return Ok(());
-    }
-    if let Some(w) = plan.windows.iter().find(|w| w.spec.rank.trend().is_some()) {
-        bail!(
-            "window {:?}: rank_by = \"trend\": the {} sink cannot store trend lists yet (their score, baseline and history are not in its tables); SQLite (the default) takes them in this build",
-            w.spec.name,
-            match plan.sink {
-                SinkPlan::Postgres { .. } => "PostgreSQL",
-                _ => "Redis",
-            }
-        );
-    }
-    Ok(())
-}
-
 /// Opens the store and decides where the run starts (see the module documentation).
 pub fn start(plan: &JobPlan) -> Result<Start> {
-    refuse_unstored_trends(plan)?;
     let owns = plan.writes_the_sink();
     let job = plan.job_id.as_str();
     let dir_lock = match (&plan.checkpoint, owns) {

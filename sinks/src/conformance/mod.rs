@@ -18,8 +18,9 @@
 //!
 //! Files: `subject` (the [`Subject`], [`Damage`], [`History`]), and the cases by concern:
 //! `commits`, `dead_letters`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`,
-//! `groups`; and `fanout`, the Redis fan-out against the SQLite store it copies (its own test: a
-//! fan-out is no backend).
+//! `groups`, `trends` (run by [`trend_suite!`] on the stores that keep trend lists); and
+//! `fanout`, the Redis fan-out against the SQLite store it copies (its own test: a fan-out is no
+//! backend).
 
 mod accuracy;
 mod commits;
@@ -32,6 +33,7 @@ mod groups;
 mod hot_keys;
 mod ownership;
 mod subject;
+mod trends;
 
 pub(crate) use accuracy::{
     certified_lists_round_trip, damaged_accuracy_is_reported, damaged_certificates_are_reported,
@@ -50,6 +52,7 @@ pub(crate) use ownership::{
     a_claim_fences_the_previous_owner, reset_forgets_the_job_and_nothing_else, the_lock_keeps_a_second_run_out,
 };
 pub(crate) use subject::{sql_certificate_columns, sql_sketch_columns, Damage, History, Subject};
+pub(crate) use trends::trend_lists_round_trip;
 
 /// Runs every case of the suite on the backend whose subject `$subject()` opens: one
 /// `#[test]` per case, named after it, in a module `conformance`. A new case is a function
@@ -101,3 +104,23 @@ macro_rules! suite {
     };
 }
 pub(crate) use suite;
+
+/// The cases of trend lists, on the backends that store them (SQLite, PostgreSQL): one more
+/// line in the backend's test module, `crate::conformance::trend_suite!(subject);`, makes one
+/// `#[test]` per case in a module `trend_conformance`. (The cases join [`suite!`]'s list once
+/// every backend stores trend lists.)
+macro_rules! trend_suite {
+    ($subject:path) => {
+        /// The trend-list cases of the conformance suite ([`crate::conformance`]) on this
+        /// backend.
+        mod trend_conformance {
+            use super::*;
+
+            #[test]
+            fn trend_lists_round_trip() {
+                $crate::conformance::trend_lists_round_trip($subject());
+            }
+        }
+    };
+}
+pub(crate) use trend_suite;

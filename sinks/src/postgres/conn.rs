@@ -5,7 +5,7 @@ use super::client::Client;
 use super::client::Queries;
 use super::error::pg_err;
 use super::ident::{quote_ident, redact};
-use super::schema::{check_readable, ensure_schema};
+use super::schema::{check_readable, ensure_schema, SCHEMA_VERSION};
 use super::statements::Statements;
 use super::{PgTimeouts, PostgresStore, Role, DEFAULT_SCHEMA, LOCK_TIMEOUT, REPLY_GRACE};
 use crate::error::{Retry, SinkError};
@@ -52,11 +52,14 @@ impl PostgresStore {
         client
             .batch_execute(&session)
             .map_err(pg_err(&location, "setting the search path and timeouts"))?;
-        match role {
-            Role::Writer => ensure_schema(&mut client, schema, &location)?,
+        let version = match role {
+            Role::Writer => {
+                ensure_schema(&mut client, schema, &location)?;
+                SCHEMA_VERSION
+            }
             Role::Reader => check_readable(&mut client, &location)?,
-        }
-        let stmts = Statements::prepare(&mut client).map_err(pg_err(&location, "preparing the statements"))?;
+        };
+        let stmts = Statements::prepare(&mut client, version).map_err(pg_err(&location, "preparing the statements"))?;
         Ok(PostgresStore {
             client,
             stmts,

@@ -172,6 +172,10 @@ pub(super) struct Rows<'a> {
     pub rank: Vec<i64>,
     pub item: Vec<&'a str>,
     pub count: Vec<i64>,
+    /// The trend columns (`baseline`, `score`, `history`), NULL on a count-ranked list's row.
+    pub baseline: Vec<Option<i64>>,
+    pub score: Vec<Option<f64>>,
+    pub history: Vec<Option<String>>,
 }
 
 /// The `dead_letters` columns, one entry per letter.
@@ -270,8 +274,12 @@ impl<'a> Columns<'a> {
             r.error_bound.push(error_bound);
             r.rank.push(i64::try_from(i + 1).unwrap_or(i64::MAX));
             r.item.push(&item.item_id);
-            // `check_batch` has verified the count fits an i64.
+            // `check_batch` has verified the count and the baseline fit an i64.
             r.count.push(item.count as i64);
+            let trend = crate::sql_rows::trend_columns(item);
+            r.baseline.push(trend.as_ref().map(|t| t.0));
+            r.score.push(trend.as_ref().map(|t| t.1));
+            r.history.push(trend.map(|t| t.2));
         }
         Ok(())
     }

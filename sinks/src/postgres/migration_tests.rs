@@ -8,15 +8,17 @@
 //! adds the accuracy columns and their constraints (every old list exact); 3 → 4 only adds the
 //! hot-key tables; 4 → 5 puts `group_key` in the list tables' primary keys (every old list
 //! global) and adds `by_dims`; 5 → 6 adds the certificate's columns and check (no old list
-//! certified). The tables a migration leaves are the tables a new schema gets, and they refuse
-//! the same impossible rows.
+//! certified); 6 → 7 adds dead-letter counts (every old row one whole letter); 7 → 8 adds the
+//! trend columns and their checks (no old list is a trend list; a reader opened on the old
+//! schema reads it as it is, and the trend lists the job writes once it migrated). The tables a
+//! migration leaves are the tables a new schema gets, and they refuse the same impossible rows.
 
-use super::old_schemas::{downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, v1_schema, v2_schema};
+use super::old_schemas::{downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, downgrade_to_v7, v1_schema, v2_schema};
 use super::tests::TestDb;
 use super::*;
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{
-    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, windows, JOB,
+    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, trending, windows, JOB,
 };
 use crate::types::StoredList;
 use hotlist_operators::group::GroupKey;
@@ -35,8 +37,11 @@ struct Seen {
     list: Option<StoredList>,
     /// The columns and primary keys of the list tables and `hotlist_windows` ([`key_shape`]).
     keys: Vec<KeyShape>,
-    /// The columns and constraints of `topk_instances` or `dead_letters` ([`table_shape`]).
+    /// The columns and constraints of `topk_instances`, `dead_letters` or `topk`
+    /// ([`table_shape`]).
     instances: Option<Shape>,
+    /// A reader opened on the schema before it was migrated.
+    reader: Option<PostgresStore>,
 }
 
 /// One migration case: a schema of an older version and what must hold of it after
@@ -54,7 +59,7 @@ struct Case {
     again: fn(&TestDb, &mut PostgresStore, Seen),
 }
 
-const CASES: [Case; 6] = [
+const CASES: [Case; 7] = [
     Case {
         name: "a version-1 schema is migrated on connect",
         from: 1,
@@ -184,12 +189,49 @@ const CASES: [Case; 6] = [
             );
         },
     },
+    Case {
+        name: "a version-7 schema is read as it is, then migrated on connect",
+        from: 7,
+        build: |db| {
+            let mut w = db.store();
+            w.prepare(JOB, &windows()).unwrap();
+            assert!(w.commit(&batch(1, vec![list(0, 3, 2)])).unwrap());
+            let new = table_shape(db, "topk");
+            let names: Vec<&str> = new.1.iter().map(|(n, _)| n.as_str()).collect();
+            assert!(names.contains(&"topk_trend_check"), "{names:?}");
+            drop(w);
+            downgrade_to_v7(db, 7);
+            assert_eq!(version(db), 7);
+            assert_ne!(table_shape(db, "topk"), new);
+            // a reader (no DDL) reads the version-7 schema as it is: count-ranked lists
+            let mut reader = PostgresStore::open_reader(&db.url, &db.schema, PgTimeouts::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let old = reader.latest(JOB, "1m").unwrap().expect("the list");
+            assert_eq!(old, StoredList::from(list(0, 3, 2)));
+            assert!(old.items.iter().all(|i| i.trend.is_none()), "count-ranked");
+            assert_eq!(version(db), 7, "a reader never migrates");
+            Seen {
+                list: Some(old),
+                instances: Some(new),
+                reader: Some(reader),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v7,
+        again: |_, again, _| {
+            assert_eq!(
+                again.latest(JOB, "1m").unwrap(),
+                Some(StoredList::from(trending(120_000, 3))),
+                "connecting to a version-8 schema again changes nothing"
+            );
+        },
+    },
 ];
 
 /// Every case: build, connect (which migrates), check, connect again, check.
 #[test]
 fn every_older_version_is_migrated_on_connect() {
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let db = TestDb::new();
@@ -407,6 +449,29 @@ fn migrated_v6(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
     Seen::default()
 }
 
+/// The migrated table has the new table's columns and checks; the old list stays a
+/// count-ranked one; a trend list commits and reads back whole, also through the reader opened
+/// on the version-7 schema.
+fn migrated_v7(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
+    assert_eq!(
+        Some(table_shape(db, "topk")),
+        seen.instances,
+        "the migrated table has the new table's columns, in order, and checks"
+    );
+    assert_eq!(w.latest(JOB, "1m").unwrap(), seen.list, "the old list stays");
+    let trend = trending(120_000, 3);
+    assert!(w.commit(&batch(2, vec![trend.clone()])).unwrap());
+    assert_eq!(w.latest(JOB, "1m").unwrap(), Some(StoredList::from(trend.clone())));
+    let mut reader = seen.reader.expect("the reader opened before");
+    assert_eq!(
+        reader.latest(JOB, "1m").unwrap(),
+        Some(StoredList::from(trend)),
+        "the reader opened before sees it"
+    );
+    assert_eq!(reader.instance(JOB, "1m", Millis(0)).unwrap(), seen.list);
+    Seen::default()
+}
+
 /// Processes connecting at once to a version-1 schema: one migrates, every connect succeeds.
 #[test]
 fn simultaneous_connects_migrate_once() {
@@ -450,6 +515,8 @@ fn migrated_tables_are_the_new_tables() {
         "topk_instances_error_bound_check",
         "topk_instances_exact_check",
         "topk_instances_sketch_check",
+        "topk_baseline_check",
+        "topk_trend_check",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }
@@ -521,6 +588,34 @@ fn the_check_refuses_impossible_certificates() {
         let got = tx.batch_execute(&format!("{header}{values}")).is_err();
         tx.rollback().unwrap();
         assert_eq!(got, refused, "{header}{values}");
+    }
+}
+
+/// Rows a version-8 `topk` refuses: a negative baseline, some of the trend columns without
+/// the others.
+#[test]
+fn the_trend_checks_refuse_impossible_rows() {
+    let db = TestDb::new();
+    drop(db.store());
+    let row = "INSERT INTO topk (job, window_name, window_start, window_end, rank, item_id, count, revision, final, \
+               state, as_of, baseline, score, history) VALUES ('j', 'w', now(), now(), 1, 'a', 5, 1, false, 'open', \
+               now(), ";
+    let cases = [
+        ("3, 1.5, '1,1,1')", false),
+        ("0, 5.0, '0,0,0')", false),
+        ("NULL, NULL, NULL)", false),
+        ("-1, 1.5, '1,1,1')", true),
+        ("3, NULL, '1,1,1')", true),
+        ("NULL, 1.5, '1,1,1')", true),
+        ("3, 1.5, NULL)", true),
+        ("NULL, NULL, '1,1,1')", true),
+    ];
+    let mut c = db.client();
+    for (values, refused) in cases {
+        let mut tx = c.transaction().unwrap();
+        let got = tx.batch_execute(&format!("{row}{values}")).is_err();
+        tx.rollback().unwrap();
+        assert_eq!(got, refused, "{row}{values}");
     }
 }
 

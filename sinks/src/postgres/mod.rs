@@ -16,7 +16,8 @@
 //!   prepared once per connection.
 //! - Every list read (header, then rows) runs in one `REPEATABLE READ READ ONLY` transaction, so
 //!   it never mixes revisions, and is checked (row count = `item_count`, ranks 1..n, every row
-//!   of the header's revision and accuracy, the accuracy itself) before it is returned; a violation is
+//!   of the header's revision and accuracy, the accuracy itself, a trend list's `baseline`,
+//!   `score` and `history` on every row and agreeing) before it is returned; a violation is
 //!   [`SinkError::Corrupt`](crate::SinkError::Corrupt).
 //! - Instants are `timestamptz` (microsecond precision, so milliseconds round-trip exactly);
 //!   `Millis::MIN` / `Millis::MAX` are stored as `-infinity` / `infinity`, and so is a
@@ -45,9 +46,10 @@
 //!   reconnects.
 //! - [`PostgresStore::open_reader`] (`serve`, `query`) runs no DDL: it checks the schema
 //!   version (`READ_SCHEMA_VERSION` ..= `SCHEMA_VERSION`) and works under a role with only
-//!   `SELECT` on the tables.
+//!   `SELECT` on the tables. On a schema without the trend columns (before version 8) it reads
+//!   every list as a count-ranked one, and the job's trend lists once the job migrated it.
 //!
-//! Files: `client` (the blocking client with deadlines), `schema` (tables, version, the migrations from versions 1, 2 and 3, `drop_schema`),
+//! Files: `client` (the blocking client with deadlines), `schema` (tables, version, the migrations from older versions, `drop_schema`),
 //! `hot_keys` (hot-key windows: write and read), `statements` (the SQL and the connection's
 //! prepared statements, the commit lock), `conn` (connecting, reconnecting), `ident` (quoted
 //! identifiers, the connection string without credentials), `error` (how failures become a

@@ -1,6 +1,6 @@
 //! The schemas of older versions the migration tests start from: the DDL of versions 1 and 2
 //! and the table version 6 changed, verbatim (as those releases created them), and the
-//! builders that take a schema back to versions 4 and 5.
+//! builders that take a schema back to versions 4 to 7.
 
 use super::tests::TestDb;
 use super::*;
@@ -253,11 +253,24 @@ pub(super) fn downgrade_to_v5(db: &TestDb, version: i64) {
 /// Turns a schema of this build's version into a version-6 one stamped `version`:
 /// `dead_letters` without its counts (every row a whole letter), their check and index.
 pub(super) fn downgrade_to_v6(db: &TestDb, version: i64) {
+    downgrade_to_v7(db, 7);
     db.client()
         .batch_execute(&format!(
             "DROP INDEX dead_letters_job_source_position;
              ALTER TABLE dead_letters DROP CONSTRAINT dead_letters_count_check, DROP COLUMN last_position,
                  DROP COLUMN count;
+             UPDATE hotlist_schema SET version = {version};"
+        ))
+        .unwrap();
+}
+
+/// Turns a schema of this build's version into a version-7 one stamped `version`: `topk`
+/// without the trend columns and their checks (its lists must be count-ranked ones).
+pub(super) fn downgrade_to_v7(db: &TestDb, version: i64) {
+    db.client()
+        .batch_execute(&format!(
+            "ALTER TABLE topk DROP CONSTRAINT topk_trend_check, DROP COLUMN history, DROP COLUMN score,
+                 DROP COLUMN baseline;
              UPDATE hotlist_schema SET version = {version};"
         ))
         .unwrap();

@@ -2,10 +2,13 @@
 //! in one `REPEATABLE READ READ ONLY` transaction), instances, dead letters and the last
 //! commit. Each call reads the columns in one go (reconnecting first if the connection was
 //! lost), then [`crate::sql_rows`] checks them; no statement reads more rows than a job may
-//! have written.
+//! have written. A reader opened on a schema older than version 8 reads the version with each
+//! list: before the job migrates it, every list is count-ranked (NULL trend columns).
 
-use super::client::Queries;
+use super::client::{Queries, Transaction};
 use super::encode::{from_pg, to_pg, PgTime};
+use super::schema::TREND_VERSION;
+use super::statements::{Statements, SELECT_ROWS, SELECT_ROWS_BEFORE_TRENDS};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
@@ -15,7 +18,7 @@ use crate::types::{SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
-use postgres::types::FromSql;
+use postgres::types::{FromSql, ToSql};
 use postgres::{IsolationLevel, Row};
 
 impl StoreReader for PostgresStore {
@@ -184,10 +187,9 @@ impl PostgresStore {
                 .map(|r| r.try_get(0))
                 .transpose()?;
             let limit = sql_rows::row_limit(job, window, k);
-            let found = tx.query(
-                &s.select_rows,
-                &[&job, &window, &header.start, &sql_rows::sql_limit(limit), &group_key],
-            )?;
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&job, &window, &header.start, &sql_rows::sql_limit(limit), &group_key];
+            let found = select_rows(&mut tx, s, &params)?;
             tx.commit()?;
             let mut rows = Vec::with_capacity(found.len());
             for r in &found {
@@ -200,8 +202,7 @@ impl PostgresStore {
                     r.try_get(3)?,
                     i64::from(exact),
                     r.try_get(5)?,
-                    // (no trend columns yet: the job refuses trend windows on PostgreSQL)
-                    RawTrend::default(),
+                    RawTrend::from_columns(r.try_get(6)?, r.try_get(7)?, r.try_get(8)?),
                 ));
             }
             Ok(Some(RawList { header, k, rows, limit }))
@@ -211,6 +212,27 @@ impl PostgresStore {
         };
         sql_rows::stored_list(self.loc(), (job, window, group), list, from_pg).map(Some)
     }
+}
+
+/// A list's rows with their trend columns (`params` as [`SELECT_ROWS`] takes them), in `tx`:
+/// through the prepared statement, or on a handle opened on a schema older than
+/// [`TREND_VERSION`] (which cannot prepare it) the text for the version the schema has now (the
+/// job may have migrated it since): NULL trend columns before.
+fn select_rows(
+    tx: &mut Transaction<'_>,
+    s: &Statements,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, postgres::Error> {
+    if let Some(select_rows) = &s.select_rows {
+        return tx.query(select_rows, params);
+    }
+    let version: i64 = tx.query_one("SELECT version FROM hotlist_schema", &[])?.try_get(0)?;
+    let sql = if version >= TREND_VERSION {
+        SELECT_ROWS
+    } else {
+        SELECT_ROWS_BEFORE_TRENDS
+    };
+    tx.query(sql, params)
 }
 
 /// A header's accuracy: its columns after the first seven (`exact`, `error_bound`, the sketch

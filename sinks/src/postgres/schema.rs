@@ -18,7 +18,11 @@
 //! gains `count` (how many letters a row stands for: 1, or more for a summary of those beyond
 //! a block's cap) and `last_position` (a summary's last position, NULL for a whole letter),
 //! with their check, and the index `dead_letters_job_source_position` that finds a block's
-//! rows; 6 → 7 adds them (every existing row is one whole letter).
+//! rows; 6 → 7 adds them (every existing row is one whole letter); 8 trend lists: `topk` gains
+//! `baseline` (the item's baseline sum *S*, `>= 0`), `score` (*z*) and `history` (its counts in
+//! the *W* instances before, oldest first, comma-separated), all NULL on a count-ranked list's
+//! rows, all three or none (`topk_trend_check`); 7 → 8 adds them (no existing list is a trend
+//! list). Readers of a version-7 schema read every list as a count-ranked one.
 
 use super::client::{Client, Queries};
 use super::error::pg_err;
@@ -29,11 +33,16 @@ use postgres::{IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The oldest schema version readers (`serve`, `query`) read: version 6's certificate columns
-/// are in every list read.
+/// are in every list read (a version-6 or 7 schema's lists are read without trend columns,
+/// every one count-ranked).
 pub const READ_SCHEMA_VERSION: i64 = 6;
+
+/// The first version with trend lists (`topk.baseline`, `score`, `history`): a reader of an
+/// older schema reads every list as a count-ranked one.
+pub(super) const TREND_VERSION: i64 = 8;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -55,8 +64,12 @@ CREATE TABLE IF NOT EXISTS topk (
     exact        BOOLEAN     NOT NULL DEFAULT TRUE,
     error_bound  BIGINT      NOT NULL DEFAULT 0 CONSTRAINT topk_error_bound_check CHECK (error_bound >= 0),
     group_key    TEXT        NOT NULL DEFAULT '',
+    baseline     BIGINT      CONSTRAINT topk_baseline_check CHECK (baseline >= 0),
+    score        DOUBLE PRECISION,
+    history      TEXT,
     CONSTRAINT topk_pkey PRIMARY KEY (job, window_name, group_key, window_start, rank),
-    CONSTRAINT topk_exact_check CHECK (NOT exact OR error_bound = 0)
+    CONSTRAINT topk_exact_check CHECK (NOT exact OR error_bound = 0),
+    CONSTRAINT topk_trend_check CHECK (num_nulls(baseline, score, history) IN (0, 3))
 );
 CREATE TABLE IF NOT EXISTS topk_instances (
     job          TEXT        NOT NULL,
@@ -231,6 +244,17 @@ ALTER TABLE dead_letters
         count >= 1 AND (last_position IS NOT NULL OR count = 1) AND last_position >= position);
 ";
 
+/// Version 7 → 8: a trend list's columns and their checks, with the same definitions (and
+/// constraint names) the version-8 table is created with (a test compares them); no existing
+/// list is a trend list. Run under the migration lock.
+const MIGRATE_7_TO_8: &str = "
+ALTER TABLE topk
+    ADD COLUMN baseline BIGINT CONSTRAINT topk_baseline_check CHECK (baseline >= 0),
+    ADD COLUMN score    DOUBLE PRECISION,
+    ADD COLUMN history  TEXT,
+    ADD CONSTRAINT topk_trend_check CHECK (num_nulls(baseline, score, history) IN (0, 3));
+";
+
 /// The schema version table (PostgreSQL has no `PRAGMA user_version`): at most one row.
 const VERSION_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS hotlist_schema (
@@ -301,6 +325,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
         tx.batch_execute(MIGRATE_6_TO_7)
             .map_err(pg_err(location, "migrating the schema from version 6 to 7"))?;
     }
+    if matches!(version, Some(1..=7)) {
+        tx.batch_execute(MIGRATE_7_TO_8)
+            .map_err(pg_err(location, "migrating the schema from version 7 to 8"))?;
+    }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {
         tx.execute(
@@ -314,8 +342,9 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
 }
 
 /// A reader's check of the tables (no DDL: a read-only role cannot run it, and readers must
-/// not race the job's migrations): the schema version must be one this build reads.
-pub(super) fn check_readable(client: &mut Client, location: &str) -> Result<(), SinkError> {
+/// not race the job's migrations): the schema version must be one this build reads; it is
+/// returned.
+pub(super) fn check_readable(client: &mut Client, location: &str) -> Result<i64, SinkError> {
     let schema_err = |detail: String| SinkError::Schema {
         path: PathBuf::from(location),
         detail,
@@ -344,7 +373,7 @@ pub(super) fn check_readable(client: &mut Client, location: &str) -> Result<(), 
              upgrade hotlist"
         )));
     }
-    Ok(())
+    Ok(version)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! `ownership` runs unprepared.
 
 use super::client::Client;
+use super::schema::TREND_VERSION;
 use postgres::Statement;
 
 /// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
@@ -43,13 +44,15 @@ ON CONFLICT (job, window_name, group_key, window_start) DO UPDATE SET
     certificate_threshold = excluded.certificate_threshold, certificate_counted = excluded.certificate_counted,
     certificate_passes = excluded.certificate_passes";
 
-const INSERT_ROWS: &str = "
+/// Inserts the rows of every list given as arrays (the trend columns NULL on a count-ranked
+/// list's rows).
+pub(super) const INSERT_ROWS: &str = "
 INSERT INTO topk
     (job, window_name, window_start, window_end, revision, final, state, as_of, exact, error_bound,
-     rank, item_id, count, group_key)
+     rank, item_id, count, group_key, baseline, score, history)
 SELECT $1::text, * FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::int8[], $6::bool[],
                                $7::text[], $8::timestamptz[], $9::bool[], $10::int8[], $11::int8[],
-                               $12::text[], $13::int8[], $14::text[])";
+                               $12::text[], $13::int8[], $14::text[], $15::int8[], $16::float8[], $17::text[])";
 
 /// Appends dead letters in array order (ids are assigned in that order).
 const INSERT_DEAD_LETTERS: &str = "
@@ -94,9 +97,16 @@ SELECT window_start, window_end, revision, state, watermark, as_of, item_count,
 FROM topk_instances
 WHERE job = $1 AND window_name = $2 AND window_start = $3 AND group_key = $4";
 
-/// At most `$4` of a list's rows (group `$5`): one range scan of the `topk` primary key.
+/// At most `$4` of a list's rows (group `$5`) with their trend columns: one range scan of the
+/// `topk` primary key.
 pub(super) const SELECT_ROWS: &str = "
-SELECT rank, item_id, count, revision, exact, error_bound FROM topk
+SELECT rank, item_id, count, revision, exact, error_bound, baseline, score, history FROM topk
+WHERE job = $1 AND window_name = $2 AND group_key = $5 AND window_start = $3 ORDER BY rank LIMIT $4";
+
+/// [`SELECT_ROWS`] on a schema older than `TREND_VERSION` (no trend columns: every list
+/// count-ranked), run unprepared by a reader of such a schema.
+pub(super) const SELECT_ROWS_BEFORE_TRENDS: &str = "
+SELECT rank, item_id, count, revision, exact, error_bound, NULL::int8, NULL::float8, NULL::text FROM topk
 WHERE job = $1 AND window_name = $2 AND group_key = $5 AND window_start = $3 ORDER BY rank LIMIT $4";
 
 /// The greatest start of the window's lists.
@@ -142,7 +152,9 @@ pub(super) struct Statements {
     pub(super) select_epoch_for_update: Statement,
     pub(super) delete_rows: Statement,
     pub(super) upsert_instances: Statement,
-    pub(super) insert_rows: Statement,
+    /// [`INSERT_ROWS`], prepared on a schema that has the trend columns (`None` for a reader
+    /// of an older one, which cannot prepare it: such a handle runs the text, should it commit).
+    pub(super) insert_rows: Option<Statement>,
     pub(super) insert_dead_letters: Statement,
     pub(super) update_summary: Statement,
     pub(super) insert_summary: Statement,
@@ -154,7 +166,9 @@ pub(super) struct Statements {
     pub(super) select_window_k: Statement,
     pub(super) select_latest_header: Statement,
     pub(super) select_header_at: Statement,
-    pub(super) select_rows: Statement,
+    /// [`SELECT_ROWS`], prepared on a schema that has the trend columns (`None` for a reader
+    /// of an older one: it reads the version with each list and runs the matching text).
+    pub(super) select_rows: Option<Statement>,
     pub(super) select_latest_start: Statement,
     pub(super) select_groups: Statement,
     pub(super) select_instances: Statement,
@@ -165,15 +179,22 @@ pub(super) struct Statements {
 }
 
 impl Statements {
-    pub(super) fn prepare(client: &mut Client) -> Result<Statements, postgres::Error> {
+    /// Prepares the statements on a schema of version `version` (this build's for the job; a
+    /// reader's may be older).
+    pub(super) fn prepare(client: &mut Client, version: i64) -> Result<Statements, postgres::Error> {
         let mut p = |sql: &str| client.prepare(sql);
+        let (insert_rows, select_rows) = if version >= TREND_VERSION {
+            (Some(p(INSERT_ROWS)?), Some(p(SELECT_ROWS)?))
+        } else {
+            (None, None)
+        };
         Ok(Statements {
             lock_job: p(LOCK_JOB)?,
             select_epoch: p(SELECT_EPOCH)?,
             select_epoch_for_update: p(SELECT_EPOCH_FOR_UPDATE)?,
             delete_rows: p(DELETE_ROWS)?,
             upsert_instances: p(UPSERT_INSTANCES)?,
-            insert_rows: p(INSERT_ROWS)?,
+            insert_rows,
             insert_dead_letters: p(INSERT_DEAD_LETTERS)?,
             update_summary: p(UPDATE_SUMMARY)?,
             insert_summary: p(INSERT_SUMMARY)?,
@@ -185,7 +206,7 @@ impl Statements {
             select_window_k: p(SELECT_WINDOW_K)?,
             select_latest_header: p(SELECT_LATEST_HEADER)?,
             select_header_at: p(SELECT_HEADER_AT)?,
-            select_rows: p(SELECT_ROWS)?,
+            select_rows,
             select_latest_start: p(SELECT_LATEST_START)?,
             select_groups: p(SELECT_GROUPS)?,
             select_instances: p(SELECT_INSTANCES)?,

@@ -14,7 +14,7 @@ use super::*;
 use crate::conformance::{sql_certificate_columns, sql_sketch_columns, Damage, Subject};
 use crate::error::{Retry, SinkError};
 use crate::store::{SinkStore, StoreReader};
-use crate::test_fixtures::{batch, letter, list, server_url, windows, JOB};
+use crate::test_fixtures::{batch, letter, list, server_url, trending, windows, JOB};
 use crate::types::StoredList;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::DeadReason;
@@ -157,6 +157,7 @@ fn damage(c: &mut Client, what: Damage) {
 }
 
 crate::conformance::suite!(subject);
+crate::conformance::trend_suite!(subject);
 
 /// (rank, revision) of the rows of the `1m` instance at `start`.
 fn stored_rows(c: &mut Client, start: i64) -> Vec<(i64, i64)> {
@@ -422,6 +423,95 @@ fn list_reads_use_the_primary_keys() {
         assert!(!p.contains("Seq Scan") && !p.contains("Sort"), "{sql}\n{p}");
     }
     assert_eq!(store.latest(JOB, "1m").unwrap().unwrap().start, Millis(2999 * 60_000));
+}
+
+/// A trend list's rows keep its baseline (`bigint`), score (`double precision`, the very value
+/// written) and history (`text`), NULL on a count-ranked list's rows; rows whose trend columns
+/// do not agree (a baseline that is not the history's sum, a score its counts do not give, a
+/// history that is not counts, some columns without the others, a list of both kinds) read as
+/// corrupt, naming the row, through the job's handle and a reader's.
+#[test]
+fn trend_lists_round_trip_and_damaged_trend_columns_are_corrupt() {
+    let db = TestDb::new();
+    let mut w = db.store();
+    let l = trending(0, 3);
+    assert!(w.commit(&batch(1, vec![l.clone(), list(60_000, 1, 2)])).unwrap());
+    let good = Some(StoredList::from(l.clone()));
+    assert_eq!(w.instance(JOB, "1m", Millis(0)).unwrap(), good);
+    assert_eq!(w.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(60_000, 1, 2))));
+    let mut c = db.client();
+    let stored: Vec<(Option<i64>, Option<f64>, Option<String>)> = c
+        .query(
+            "SELECT baseline, score, history FROM topk ORDER BY window_start, rank",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let mut want: Vec<_> = l
+        .items
+        .iter()
+        .map(|i| {
+            let (b, s, h) = crate::sql_rows::trend_columns(i).expect("a trend item");
+            (Some(b), Some(s), Some(h))
+        })
+        .collect();
+    want.extend([(None, None, None), (None, None, None)]);
+    assert_eq!(stored, want);
+    let types: Vec<String> = c
+        .query(
+            "SELECT data_type FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = 'topk'
+               AND column_name IN ('baseline', 'score', 'history') ORDER BY column_name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(types, ["bigint", "text", "double precision"]);
+
+    // damage the instance at 0 (the checks that keep some of it out dropped), then restore it
+    c.batch_execute(
+        "ALTER TABLE topk DROP CONSTRAINT topk_trend_check;
+         CREATE TEMP TABLE good AS SELECT * FROM topk",
+    )
+    .unwrap();
+    let mut reader =
+        PostgresStore::open_reader(&db.url, &db.schema, PgTimeouts::default()).unwrap_or_else(|e| panic!("{e}"));
+    let instance = "window_start = 'epoch'";
+    let damages = [
+        ("SET baseline = baseline + 1 WHERE rank = 2", "row 2 has baseline"),
+        ("SET score = score * 2 WHERE rank = 1", "row 1 has score"),
+        ("SET history = '1,x,2' WHERE rank = 3", "row 3 has history"),
+        ("SET history = '' WHERE rank = 3", "row 3 has history"),
+        (
+            "SET baseline = NULL, score = NULL, history = NULL WHERE rank = 2",
+            "row 2 is not the same kind",
+        ),
+        (
+            "SET score = NULL WHERE rank = 1",
+            "row 1 has some of baseline, score and history but not all",
+        ),
+        ("SET count = 1000 WHERE rank = 3", "row 3 has score"),
+    ];
+    for (sql, want) in damages {
+        c.batch_execute(&format!("UPDATE topk {sql} AND {instance}")).unwrap();
+        for r in [&mut w, &mut reader] {
+            let err = r.instance(JOB, "1m", Millis(0)).unwrap_err();
+            assert!(matches!(err, SinkError::Corrupt { .. }), "{sql}: {err}");
+            assert!(!err.retryable(), "{sql}: {err}");
+            assert!(err.to_string().contains(want), "{sql}: {err} (want {want:?})");
+        }
+        c.batch_execute("DELETE FROM topk; INSERT INTO topk SELECT * FROM good")
+            .unwrap();
+        assert_eq!(
+            reader.instance(JOB, "1m", Millis(0)).unwrap(),
+            good,
+            "repaired after {sql}"
+        );
+    }
 }
 
 #[test]

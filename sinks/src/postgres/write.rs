@@ -6,7 +6,7 @@ use super::client::{Queries, Transaction};
 use super::encode::{pg_text, pg_window, to_pg, Columns, PgTime};
 use super::ownership::read_owner;
 use super::schema::ensure_schema;
-use super::statements::{Statements, COMMIT_LOCK_CLASS};
+use super::statements::{Statements, COMMIT_LOCK_CLASS, INSERT_ROWS};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::ownership::Claim;
@@ -166,7 +166,7 @@ fn write_batch(
         tx.execute(&stmts.upsert_instances, &headers)?;
     }
     if !r.item.is_empty() {
-        let rows: [&(dyn ToSql + Sync); 14] = [
+        let rows: [&(dyn ToSql + Sync); 17] = [
             &job,
             &r.window,
             &r.start,
@@ -181,8 +181,15 @@ fn write_batch(
             &r.item,
             &r.count,
             &r.group,
+            &r.baseline,
+            &r.score,
+            &r.history,
         ];
-        tx.execute(&stmts.insert_rows, &rows)?;
+        match &stmts.insert_rows {
+            Some(insert_rows) => tx.execute(insert_rows, &rows)?,
+            // a handle opened as a reader of an older schema (the job may have migrated it since)
+            None => tx.execute(INSERT_ROWS, &rows)?,
+        };
     }
     for c in d.chunks() {
         let (source, partition, position) = (&d.source[c.clone()], &d.partition[c.clone()], &d.position[c.clone()]);

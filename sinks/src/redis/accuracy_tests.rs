@@ -72,8 +72,8 @@ fn accuracy_fields_of_the_meta_hash() {
 }
 
 /// The commit script checks each list's accuracy arguments (the certificate's too) as a reader
-/// would and refuses the whole commit, writing nothing, when one is impossible (a client that
-/// does not match it).
+/// would, and its `rank_by`, and refuses the whole commit, writing nothing, when one is
+/// impossible (a client that does not match it).
 #[test]
 fn the_commit_script_refuses_impossible_accuracy() {
     let mut fx = Fixture::new();
@@ -84,28 +84,31 @@ fn the_commit_script_refuses_impossible_accuracy() {
         fx.key("1m:latest:meta"),
     );
     let no_certificate = ["", "", ""];
-    let cases: [(&str, [&str; 6], [&str; 3]); 13] = [
-        ("open", ["2", "0", "", "", "", ""], no_certificate),
-        ("open", ["1", "5", "", "", "", ""], no_certificate),
-        ("open", ["0", "-1", "", "", "", ""], no_certificate),
-        ("open", ["0", "1", "2", "", "5", "9"], no_certificate),
-        ("open", ["0", "1", "4", "3", "5", "9"], no_certificate),
-        ("open", ["0", "1", "2", "3", "-5", "9"], no_certificate),
-        ("final", ["0", "37", "", "", "", ""], ["40", "17", "2"]),
-        ("closed", ["1", "0", "", "", "", ""], ["40", "17", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["0", "17", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["40", "-1", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["40", "17", "0"]),
-        ("final", ["1", "0", "", "", "", ""], ["40", "", "2"]),
-        ("final", ["1", "0", "", "", "", ""], ["x", "17", "2"]),
+    let cases: [(&str, [&str; 6], [&str; 3], &str); 15] = [
+        ("open", ["2", "0", "", "", "", ""], no_certificate, ""),
+        ("open", ["1", "5", "", "", "", ""], no_certificate, ""),
+        ("open", ["0", "-1", "", "", "", ""], no_certificate, ""),
+        ("open", ["0", "1", "2", "", "5", "9"], no_certificate, ""),
+        ("open", ["0", "1", "4", "3", "5", "9"], no_certificate, ""),
+        ("open", ["0", "1", "2", "3", "-5", "9"], no_certificate, ""),
+        ("final", ["0", "37", "", "", "", ""], ["40", "17", "2"], ""),
+        ("closed", ["1", "0", "", "", "", ""], ["40", "17", "2"], ""),
+        ("final", ["1", "0", "", "", "", ""], ["0", "17", "2"], ""),
+        ("final", ["1", "0", "", "", "", ""], ["40", "-1", "2"], ""),
+        ("final", ["1", "0", "", "", "", ""], ["40", "17", "0"], ""),
+        ("final", ["1", "0", "", "", "", ""], ["40", "", "2"], ""),
+        ("final", ["1", "0", "", "", "", ""], ["x", "17", "2"], ""),
+        ("open", ["1", "0", "", "", "", ""], no_certificate, "count"),
+        ("open", ["1", "0", "", "", "", ""], no_certificate, "Trend"),
     ];
-    for (state, accuracy, certificate) in cases {
+    for (state, accuracy, certificate, rank_by) in cases {
         let mut call = super::write::COMMIT_SCRIPT.prepare_invoke();
         call.key(&ckey)
             .key(&okey)
             .key(&zkey)
             .key(&mkey)
-            .key(fx.key("1m:groups"));
+            .key(fx.key("1m:groups"))
+            .key(fx.key("1m:latest:trend"));
         call.arg(1).arg(0).arg(0).arg(1).arg("");
         call.arg("1m")
             .arg(0)
@@ -122,14 +125,18 @@ fn the_commit_script_refuses_impossible_accuracy() {
         for a in certificate {
             call.arg(a);
         }
+        call.arg(rank_by);
         call.key(fx.key("hot")).arg("");
         let err = call.invoke::<i64>(&mut fx.raw).unwrap_err();
         assert_eq!(
             err.code(),
             Some("HOTLIST_INVALID"),
-            "{accuracy:?} {certificate:?}: {err}"
+            "{accuracy:?} {certificate:?} {rank_by:?}: {err}"
         );
-        assert!(fx.keys().is_empty(), "{accuracy:?} {certificate:?}: nothing written");
+        assert!(
+            fx.keys().is_empty(),
+            "{accuracy:?} {certificate:?} {rank_by:?}: nothing written"
+        );
     }
 }
 

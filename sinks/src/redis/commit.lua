@@ -1,14 +1,17 @@
 -- The Redis store's commit: one script, so atomic. See the module documentation of
 -- sinks/src/redis/mod.rs for what it does.
 --
--- KEYS[1] is the job's commit hash, KEYS[2] its owner hash; KEYS[3i], KEYS[3i+1] and KEYS[3i+2]
--- are list i's sorted set, meta hash and its window's groups sorted set. ARGV[1..5] are epoch, watermark, committed_at, the number of
+-- KEYS[1] is the job's commit hash, KEYS[2] its owner hash; KEYS[4i-1], KEYS[4i], KEYS[4i+1]
+-- and KEYS[4i+2] are list i's sorted set, meta hash, its window's groups sorted set and its
+-- trend hash. ARGV[1..5] are epoch, watermark, committed_at, the number of
 -- lists and the committing handle's generation ('' when it never claimed the job); then, per
 -- list: window, window_start, window_end, revision, state, final, as_of, watermark, exact,
 -- error_bound, sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (the
 -- four '' when the list has no sketch check), item_count, group ('' for a global list),
 -- certificate_threshold, certificate_counted, certificate_passes (the three '' when the list
--- has no certificate), followed by item_count (score, member) pairs. KEYS[3n+3] is the job's hot-key hash; after the lists' arguments come the
+-- has no certificate), rank_by ('trend' for a trend list, '' for a count-ranked one),
+-- followed by item_count (score, member) pairs and, for a trend list, item_count trend records
+-- (JSON, in rank order: field 1, 2, … of the trend hash). KEYS[4n+3] is the job's hot-key hash; after the lists' arguments come the
 -- batch's latest hot-key window: window_start, window_end, watermark, as_of, key_count, keys
 -- (JSON), or a single '' when the batch has none. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
 -- error reply with the code HOTLIST_CORRUPT; a generation that is no longer the job's as
@@ -100,8 +103,8 @@ local n = tonumber(ARGV[4])
 local writes = {}
 local p = 6
 for i = 1, n do
-  local zkey, mkey, gkey = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
-  err = bad_type(zkey, 'zset') or bad_type(mkey, 'hash') or bad_type(gkey, 'zset')
+  local zkey, mkey, gkey, tkey = KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
+  err = bad_type(zkey, 'zset') or bad_type(mkey, 'hash') or bad_type(gkey, 'zset') or bad_type(tkey, 'hash')
   if err then return corrupt(err) end
   local old = redis.call('HGET', mkey, 'window_start')
   local newer = true
@@ -111,11 +114,15 @@ for i = 1, n do
   end
   local bad = bad_accuracy(p)
   if bad then return invalid(ARGV[p] .. ': ' .. bad) end
+  local rank_by = ARGV[p + 19]
+  if rank_by ~= '' and rank_by ~= 'trend' then return invalid(ARGV[p] .. ': rank_by ' .. rank_by) end
   if newer then writes[#writes + 1] = {i, p} end
-  p = p + 19 + 2 * tonumber(ARGV[p + 14])
+  local items = tonumber(ARGV[p + 14])
+  p = p + 20 + 2 * items
+  if rank_by == 'trend' then p = p + items end
 end
 -- the hot-key window: written if it starts at or after the stored one
-local hkey = KEYS[3 * n + 3]
+local hkey = KEYS[4 * n + 3]
 local hot = nil
 if ARGV[p] ~= '' then
   err = bad_type(hkey, 'hash')
@@ -131,10 +138,10 @@ end
 -- Phase 2: writes.
 for _, w in ipairs(writes) do
   local i, q = w[1], w[2]
-  local zkey, mkey, gkey = KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2]
-  redis.call('DEL', zkey, mkey)
+  local zkey, mkey, gkey, tkey = KEYS[4 * i - 1], KEYS[4 * i], KEYS[4 * i + 1], KEYS[4 * i + 2]
+  redis.call('DEL', zkey, mkey, tkey)
   local count = tonumber(ARGV[q + 14])
-  local first = q + 19
+  local first = q + 20
   redis.call('ZADD', gkey, ARGV[q + 1], ARGV[q + 15])
   local j = 0
   while j < count do
@@ -160,6 +167,22 @@ for _, w in ipairs(writes) do
     redis.call('HSET', mkey, CERTIFICATE[1], ARGV[q + 16], CERTIFICATE[2], ARGV[q + 17],
       CERTIFICATE[3], ARGV[q + 18])
   end
+  if ARGV[q + 19] == 'trend' then
+    redis.call('HSET', mkey, 'rank_by', 'trend')
+    -- the trend records, in rank order: field r is the item at rank r
+    local records = first + 2 * count
+    j = 0
+    while j < count do
+      local m = math.min(count - j, 1000)
+      local args = {}
+      for x = 0, m - 1 do
+        args[2 * x + 1] = string.format('%d', j + x + 1)
+        args[2 * x + 2] = ARGV[records + j + x]
+      end
+      redis.call('HSET', tkey, unpack(args))
+      j = j + m
+    end
+  end
 end
 -- Retention (sinks/src/retention.rs): in each window written, drop the lists of the groups
 -- whose latest instance ended before the window's newest instance started (score + size <
@@ -167,7 +190,7 @@ end
 local sizes = {}
 for _, w in ipairs(writes) do
   local i, q = w[1], w[2]
-  sizes[KEYS[3 * i + 2]] = tonumber(ARGV[q + 2]) - tonumber(ARGV[q + 1])
+  sizes[KEYS[4 * i + 1]] = tonumber(ARGV[q + 2]) - tonumber(ARGV[q + 1])
 end
 for gkey, size in pairs(sizes) do
   local top = redis.call('ZRANGE', gkey, -1, -1, 'WITHSCORES')
@@ -178,7 +201,7 @@ for gkey, size in pairs(sizes) do
     for _, m in ipairs(old) do
       if m ~= '' then
         local z = base .. 'group:' .. m .. ':latest'
-        redis.call('DEL', z, z .. ':meta')
+        redis.call('DEL', z, z .. ':meta', z .. ':trend')
       end
     end
     if #old > 0 then redis.call('ZREMRANGEBYSCORE', gkey, '-inf', horizon) end

@@ -7,6 +7,7 @@ use crate::error::SinkError;
 use crate::types::StoredWindow;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::time::Span;
+use hotlist_operators::trend::MAX_BASELINE;
 use hotlist_operators::window::WindowSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -61,13 +62,39 @@ pub(super) fn parse_windows(text: &str) -> Result<Vec<StoredWindow>, String> {
         .collect()
 }
 
-/// Checks what `check_batch` does not: names fit the key layout, counts are exact as scores and
-/// a list holds no item twice (a sorted set would merge them).
+/// Checks what `check_batch` does not: names fit the key layout, counts are exact as scores, a
+/// list holds no item twice (a sorted set would merge them), and a list is all of one kind (a
+/// trend list's every item with a history of 1 to `MAX_BASELINE` counts, as a reader checks
+/// it, or no item with one: the meta hash says which kind the whole list is).
 pub(super) fn check_list(job: &str, l: &PublishedList) -> Result<(), SinkError> {
     check_key_part(job, "window name", &l.window)?;
     check_key_part(job, "group", l.group.as_str())?;
+    let trend = l.items.first().is_some_and(|i| i.trend.is_some());
     let mut seen = HashSet::with_capacity(l.items.len());
     for item in &l.items {
+        if item.trend.is_some() != trend {
+            return Err(SinkError::invalid(
+                job,
+                format!(
+                    "list {:?}@{}: item {:?} is not the same kind (trend or count) as the first",
+                    l.window, l.start.0, item.item_id
+                ),
+            ));
+        }
+        if let Some(t) = &item.trend {
+            if !(1..=MAX_BASELINE as usize).contains(&t.history.len()) {
+                return Err(SinkError::invalid(
+                    job,
+                    format!(
+                        "list {:?}@{}: item {:?} has a history of {} counts (1 to {MAX_BASELINE})",
+                        l.window,
+                        l.start.0,
+                        item.item_id,
+                        t.history.len()
+                    ),
+                ));
+            }
+        }
         if item.count > MAX_EXACT_COUNT {
             return Err(SinkError::invalid(
                 job,

@@ -31,6 +31,12 @@ impl RedisStore {
         format!("{}:meta", self.group_list_key(job, window, group))
     }
 
+    /// The trend hash of `group`'s latest list (see [`RedisStore::group_list_key`] and
+    /// `redis/trend.rs`): rank → the item's trend record, for a trend list only.
+    pub(super) fn group_trend_key(&self, job: &str, window: &str, group: &GroupKey) -> String {
+        format!("{}:trend", self.group_list_key(job, window, group))
+    }
+
     /// The sorted set of the window's groups: member = group key (`""` for the global list),
     /// score = the start of its latest list.
     pub(super) fn groups_key(&self, job: &str, window: &str) -> String {

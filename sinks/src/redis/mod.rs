@@ -11,9 +11,15 @@
 //!   epoch, exact (0|1), error_bound (0 when exact), and for a list with a sketch check
 //!   sketch_found, sketch_of, sketch_max_overcount, sketch_total_overcount (all four or none),
 //!   and for a certified list (a sketch window's final list a replay proved exact)
-//!   certificate_threshold, certificate_counted, certificate_passes (all three or none).
+//!   certificate_threshold, certificate_counted, certificate_passes (all three or none),
+//!   and for a trend list (`rank_by = "trend"`) rank_by = `trend` (a count-ranked list's meta
+//!   hash has no rank_by, as before trend lists).
 //!   A meta hash without `exact` (written before lists said what they are) is an exact list;
-//! - `{prefix}:{job}:{window}:group:{group}:latest` and `…:latest:meta` — the same for the
+//! - `{prefix}:{job}:{window}:latest:trend` — hash, for a trend list only: field = an item's
+//!   rank (`1` … item_count: a trend list's order, by score, is not its counts'), value = the
+//!   item's trend record, JSON `{"item_id","baseline","score","history"}` (its baseline sum,
+//!   score and counts in the instances before, oldest first; see `redis/trend.rs`);
+//! - `{prefix}:{job}:{window}:group:{group}:latest`, `…:latest:meta` and `…:latest:trend` — the same for the
 //!   latest list of a group of a window with `by` (`group` its canonical key; the meta hash
 //!   also has `group`); the global list (group `""`) keeps the keys above;
 //! - `{prefix}:{job}:{window}:groups` — sorted set: member = group key (`""` for the global
@@ -43,12 +49,13 @@
 //! 2. for each window in the batch, the list of the instance with the greatest start (its
 //!    highest revision in the batch) is written only if its start is at or after the stored
 //!    meta's `window_start`: a newer instance (or a new revision of the same one) replaces the
-//!    list, an older instance's correction does not clobber it. Writing deletes the sorted set
-//!    and the meta hash, adds every member and sets the meta hash, so no member of an earlier
-//!    list survives;
+//!    list, an older instance's correction does not clobber it. Writing deletes the sorted set,
+//!    the meta hash and the trend hash, adds every member, sets the meta hash and, for a trend
+//!    list, the trend hash, so no member or trend record of an earlier list survives;
 //!    Then, in every window written, the lists of groups whose latest instance ended before
 //!    the window's newest instance started (`crate::retention`: a group score + the window's
-//!    size below the groups set's greatest score) are deleted with their groups-set members,
+//!    size below the groups set's greatest score) are deleted (sorted set, meta and trend
+//!    hashes) with their groups-set members,
 //!    so rotating group values keep a bounded number of keys (the global list's keys stay);
 //!    the primary store keeps their history;
 //! 3. the batch's latest hot-key window replaces the `hot` hash if it starts at or after the
@@ -70,7 +77,11 @@
 //! the windows document again, so all are of the same revision and no read is sized by a stored
 //! count; it checks them (`read_checks`: `item_count` within `k`, equal to the member
 //! count, …) and orders the items by the ranking (count descending, then item id ascending
-//! bytewise) on the client side, since Redis orders ties differently.
+//! bytewise) on the client side, since Redis orders ties differently. The same transaction
+//! reads `rank_by` and the trend hash's size: a trend list is read once more with its trend
+//! records (at most `k + 1`), its items put in the order of their ranks, each record checked
+//! against its member's count (all of baseline, score and history; the baseline the history's
+//! sum; the score the one count and history give) and the whole in the trend order.
 //! [`instance`](crate::StoreReader::instance) can only return the latest instance: Redis holds no
 //! other. After a connection, I/O or protocol failure the connection is dropped and the next
 //! call reconnects, so retrying a retryable error is meaningful.
@@ -78,12 +89,14 @@
 //! Files: `commit.lua` (the commit script), `keys` (the key layout), `encode` (the windows
 //! document, what scores can hold), `conn` (connecting, reconnecting, redacting the URL),
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
-//! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `hot_keys` (the
+//! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `trend` (a trend
+//! list's records: written, parsed and checked), `hot_keys` (the
 //! hot-key hash: its commit arguments and its read), [`fanout`] (the job's thread that copies
 //! each committed batch's newest lists into Redis, riding out outages); tests in `tests` (the
 //! key layout, latest only, scores; the fixture; the conformance suite), `corrupt_tests` (the
-//! windows document, corrupt data), `accuracy_tests` (the meta hash's accuracy and certificate)
-//! and `connection_tests` (credentials, reconnecting, error classes).
+//! windows document, corrupt data), `accuracy_tests` (the meta hash's accuracy and certificate),
+//! `trend_tests` (trend lists: layout, round trip, damage, retention, the fan-out) and
+//! `connection_tests` (credentials, reconnecting, error classes).
 
 #[cfg(test)]
 mod accuracy_tests;
@@ -101,6 +114,9 @@ mod ownership;
 mod read;
 #[cfg(test)]
 mod tests;
+mod trend;
+#[cfg(test)]
+mod trend_tests;
 mod write;
 
 pub use fanout::{Fanout, FanoutStats, FanoutTarget};

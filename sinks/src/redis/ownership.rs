@@ -1,7 +1,7 @@
 //! Claiming a job in Redis (see `crate::ownership`): the owner hash `{prefix}:{job}:owner`
 //! holds the job's generation, bumped by one script so two claims never get the same number;
-//! the commit script checks it. Redis has no liveness lock. `reset` deletes the job's lists and
-//! commit hash (Redis holds no dead letters).
+//! the commit script checks it. Redis has no liveness lock. `reset` deletes the job's lists
+//! (sorted sets, meta and trend hashes) and commit hash (Redis holds no dead letters).
 
 use super::keys::check_key_part;
 use super::RedisStore;
@@ -69,6 +69,7 @@ impl RedisStore {
         for w in StoreReader::windows(self, job)? {
             keys.push(self.list_key(job, &w.name));
             keys.push(self.meta_key(job, &w.name));
+            keys.push(self.group_trend_key(job, &w.name, &GroupKey::global()));
             let gkey = self.groups_key(job, &w.name);
             let groups: Vec<String> = self.run(
                 || format!("listing the groups of job {job:?} window {:?}", w.name),
@@ -77,6 +78,7 @@ impl RedisStore {
             for g in groups.into_iter().map(GroupKey::from_stored) {
                 keys.push(self.group_list_key(job, &w.name, &g));
                 keys.push(self.group_meta_key(job, &w.name, &g));
+                keys.push(self.group_trend_key(job, &w.name, &g));
             }
             keys.push(gkey);
         }

@@ -6,9 +6,16 @@
 //! `k` the window's, from the windows document read in the same transaction) and that document
 //! again, so the bound and the list are of one moment. The members are put in ranking order and
 //! checked against the meta.
+//!
+//! The same transaction reads the meta hash's `rank_by` and how many fields the list's trend
+//! hash has (`HLEN`): a trend list (`redis/trend.rs`) is read once more with its trend records
+//! (`HMGET` of ranks 1 to `k + 1`), so a count-ranked list costs no trend read. A trend list's
+//! order is its ranks'; each record is checked against its member's count and the whole order
+//! against the trend order.
 
 use super::encode::parse_windows;
 use super::keys::check_key_part;
+use super::trend::{self, RANK_BY_FIELD, RANK_BY_TREND};
 use super::{RedisStore, MAX_EXACT_COUNT};
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy, CERTIFICATE_FIELDS, SKETCH_FIELDS};
@@ -17,6 +24,7 @@ use crate::types::{StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ItemId, ListState, RankedItem};
 use hotlist_operators::time::Millis;
+use std::collections::HashMap;
 
 /// The longest windows document read: 64 windows with long names fit many times over.
 pub(super) const WINDOWS_DOC_LIMIT: usize = 1 << 20;
@@ -159,10 +167,29 @@ struct ListRead {
     meta: Vec<Option<String>>,
     /// How many members the sorted set has.
     card: u64,
-    /// At most `limit` of them, with their scores.
-    members: Vec<(Vec<u8>, f64)>,
     /// The member limit this read used.
     limit: usize,
+    /// Its items as read.
+    items: ItemsRead,
+}
+
+/// What one list read holds of its items.
+struct ItemsRead {
+    /// At most `limit` members, with their scores.
+    members: Vec<(Vec<u8>, f64)>,
+    /// The meta hash's `rank_by` (`trend` for a trend list, none for a count-ranked one).
+    rank_by: Option<String>,
+    /// How many fields the list's trend hash has.
+    trend_fields: u64,
+    /// Its fields `1` to `limit` when this read asked for them (empty otherwise).
+    trend: Vec<Option<String>>,
+}
+
+impl ItemsRead {
+    /// Whether the list read has any trend data (its trend records are needed to read it).
+    fn has_trend(&self) -> bool {
+        self.rank_by.is_some() || self.trend_fields > 0
+    }
 }
 
 impl RedisStore {
@@ -187,7 +214,7 @@ impl RedisStore {
 
     /// Reads the latest list of a window: the window's `k` first, then the list in one
     /// transaction bounded by it; read once more if the `k` grew in between and the read was
-    /// cut short.
+    /// cut short, or with its trend records if it is a trend list.
     fn read_latest(&mut self, job: &str, window: &str, group: &GroupKey) -> Result<Option<StoredList>, SinkError> {
         check_key_part(job, "job id", job)?;
         check_key_part(job, "window name", window)?;
@@ -198,54 +225,92 @@ impl RedisStore {
             |c| windows_doc_cmd(&key).query(c),
         )?;
         let k = self.k_in(job, window, &doc)?;
-        let mut read = self.read_list_once(job, (window, group), read_checks::row_limit(k))?;
+        let mut read = self.read_list_once(job, (window, group), read_checks::row_limit(k), false)?;
         let k_now = self.k_in(job, window, &read.doc)?;
-        if k_now != k && read.members.len() >= read.limit {
-            read = self.read_list_once(job, (window, group), read_checks::row_limit(k_now))?;
+        // A trend list is read again with its trend records, and this read is the one checked:
+        // it has them whatever it finds.
+        if (k_now != k && read.items.members.len() >= read.limit) || read.items.has_trend() {
+            read = self.read_list_once(job, (window, group), read_checks::row_limit(k_now), true)?;
         }
         let k = self.k_in(job, window, &read.doc)?;
         self.checked_list(job, (window, group), read, k)
     }
 
-    /// One MULTI/EXEC: the windows document, the meta fields, the member count and at most
-    /// `limit` members.
+    /// One MULTI/EXEC: the windows document, the meta fields, the member count, at most
+    /// `limit` members, the meta hash's `rank_by`, the trend hash's field count and, if
+    /// `with_trend`, its fields `1` to `limit`.
     fn read_list_once(
         &mut self,
         job: &str,
         (window, group): (&str, &GroupKey),
         limit: usize,
+        with_trend: bool,
     ) -> Result<ListRead, SinkError> {
-        let (zkey, mkey, wkey) = (
+        let (zkey, mkey, tkey, wkey) = (
             self.group_list_key(job, window, group),
             self.group_meta_key(job, window, group),
+            self.group_trend_key(job, window, group),
             self.windows_key(job),
         );
-        type Reply = (Vec<u8>, Vec<Option<String>>, u64, Vec<(Vec<u8>, f64)>);
-        let (doc, meta, card, members): Reply = self.run(
-            || format!("reading the latest list of job {job:?} window {window:?}"),
-            |c| {
-                let mut hmget = ::redis::cmd("HMGET");
-                hmget.arg(&mkey).arg(&META_FIELDS[..]);
-                ::redis::pipe()
-                    .atomic()
-                    .add_command(windows_doc_cmd(&wkey))
-                    .add_command(hmget)
-                    .cmd("ZCARD")
-                    .arg(&zkey)
-                    .cmd("ZRANGE")
-                    .arg(&zkey)
-                    .arg(0)
-                    .arg(limit.saturating_sub(1))
-                    .arg("WITHSCORES")
-                    .query(c)
-            },
-        )?;
+        let mut hmget = ::redis::cmd("HMGET");
+        hmget.arg(&mkey).arg(&META_FIELDS[..]);
+        let mut pipe = ::redis::pipe();
+        pipe.atomic()
+            .add_command(windows_doc_cmd(&wkey))
+            .add_command(hmget)
+            .cmd("ZCARD")
+            .arg(&zkey)
+            .cmd("ZRANGE")
+            .arg(&zkey)
+            .arg(0)
+            .arg(limit.saturating_sub(1))
+            .arg("WITHSCORES")
+            .cmd("HGET")
+            .arg(&mkey)
+            .arg(RANK_BY_FIELD)
+            .cmd("HLEN")
+            .arg(&tkey);
+        if with_trend {
+            let mut ranks = ::redis::cmd("HMGET");
+            ranks.arg(&tkey).arg((1..=limit.max(1)).collect::<Vec<usize>>());
+            pipe.add_command(ranks);
+        }
+        let op = || format!("reading the latest list of job {job:?} window {window:?}");
+        type Reply = (
+            Vec<u8>,
+            Vec<Option<String>>,
+            u64,
+            Vec<(Vec<u8>, f64)>,
+            Option<String>,
+            u64,
+        );
+        let ((doc, meta, card, members, rank_by, trend_fields), trend) = if with_trend {
+            type WithTrend = (
+                Vec<u8>,
+                Vec<Option<String>>,
+                u64,
+                Vec<(Vec<u8>, f64)>,
+                Option<String>,
+                u64,
+                Vec<Option<String>>,
+            );
+            let (a, b, c, d, e, f, trend): WithTrend = self.run(op, |c| pipe.query(c))?;
+            ((a, b, c, d, e, f), trend)
+        } else {
+            let reply: Reply = self.run(op, |c| pipe.query(c))?;
+            (reply, Vec::new())
+        };
         Ok(ListRead {
             doc,
             meta,
             card,
-            members,
             limit,
+            items: ItemsRead {
+                members,
+                rank_by,
+                trend_fields,
+                trend,
+            },
         })
     }
 
@@ -311,7 +376,7 @@ impl RedisStore {
                 read.card, checked.item_count
             )));
         }
-        let items = self.ranked_items(&zkey, read.members)?;
+        let items = self.items(&at, (window, group), read.items)?;
         read_checks::ranked_items(&at, &items).map_err(|d| self.corrupt(format!("{zkey}: {d}")))?;
         Ok(Some(StoredList {
             window: window.to_string(),
@@ -328,6 +393,34 @@ impl RedisStore {
             sketch_check: accuracy.sketch_check,
             certificate: accuracy.certificate,
         }))
+    }
+
+    /// The items of a list read, in their ranking order: a count-ranked list's members sorted,
+    /// a trend list's in the order of its ranks (see [`RedisStore::trend_items`]); a count-ranked
+    /// list with trend records, or an unknown `rank_by`, is corrupt.
+    fn items(
+        &self,
+        at: &ListAt<'_>,
+        (window, group): (&str, &GroupKey),
+        read: ItemsRead,
+    ) -> Result<Vec<RankedItem>, SinkError> {
+        let (zkey, mkey, tkey) = (
+            self.group_list_key(at.job, window, group),
+            self.group_meta_key(at.job, window, group),
+            self.group_trend_key(at.job, window, group),
+        );
+        match read.rank_by.as_deref() {
+            None if read.trend_fields == 0 => self.ranked_items(&zkey, read.members),
+            None => Err(self.corrupt(format!(
+                "{at}: {tkey} has {} fields but {mkey} has no field {RANK_BY_FIELD}: a count-ranked list has no trend \
+                 records",
+                read.trend_fields
+            ))),
+            Some(RANK_BY_TREND) => self.trend_items(at, (&zkey, &tkey), read),
+            Some(other) => Err(self.corrupt(format!(
+                "{mkey} field {RANK_BY_FIELD} is {other:?}, not {RANK_BY_TREND:?}"
+            ))),
+        }
     }
 
     /// The accuracy fields of a meta hash read (in [`META_FIELDS`] order). A meta hash written
@@ -362,9 +455,72 @@ impl RedisStore {
         })
     }
 
-    /// The members of the sorted set `zkey` as items in ranking order; each score must be a
-    /// count.
+    /// The members of the sorted set `zkey` as items of a count-ranked list, in ranking order;
+    /// each score must be a count.
     fn ranked_items(&self, zkey: &str, members: Vec<(Vec<u8>, f64)>) -> Result<Vec<RankedItem>, SinkError> {
+        let mut items = self.member_items(zkey, members)?;
+        sort_by_rank(&mut items);
+        Ok(items)
+    }
+
+    /// The items of a trend list in the order of their ranks, from the members of `zkey` (all
+    /// of them: the caller checked their number) and the fields `1`, `2`, … of the trend hash
+    /// `tkey` (`read.trend_fields` of them): one record per member, of rank 1 to the member
+    /// count, each naming a member and checked against its count (`redis/trend.rs`), and no
+    /// other field.
+    fn trend_items(
+        &self,
+        at: &ListAt<'_>,
+        (zkey, tkey): (&str, &str),
+        read: ItemsRead,
+    ) -> Result<Vec<RankedItem>, SinkError> {
+        let ItemsRead {
+            members,
+            trend_fields: fields,
+            trend: mut records,
+            ..
+        } = read;
+        let corrupt = |detail: String| self.corrupt(format!("{at}: {tkey} {detail}"));
+        let n = members.len();
+        let mut counts: HashMap<ItemId, u64> = self
+            .member_items(zkey, members)?
+            .into_iter()
+            .map(|i| (i.item_id, i.count))
+            .collect();
+        let mut items = Vec::with_capacity(n);
+        for rank in 1..=n {
+            let text = records.get_mut(rank - 1).and_then(Option::take).ok_or_else(|| {
+                corrupt(format!(
+                    "has no field {rank}: rank {rank} is not the same kind (trend or count) as the list"
+                ))
+            })?;
+            let record = trend::parse(&text)
+                .map_err(|e| corrupt(format!("field {rank} is not a trend record ({e}): {text:?}")))?;
+            let item_id = ItemId::from(record.item_id.as_str());
+            let count = counts.remove(&item_id).ok_or_else(|| {
+                corrupt(format!(
+                    "rank {rank} names {item_id:?}, which is not a member of {zkey} or is at another rank too"
+                ))
+            })?;
+            let facts = record
+                .facts(count)
+                .map_err(|e| corrupt(format!("rank {rank} ({item_id:?}) {e}")))?;
+            items.push(RankedItem {
+                item_id,
+                count,
+                trend: Some(facts),
+            });
+        }
+        // (fields 1 to n are there: any other is one too many)
+        if usize::try_from(fields).ok() != Some(n) {
+            return Err(corrupt(format!("has {fields} fields but {zkey} has {n} members")));
+        }
+        Ok(items)
+    }
+
+    /// The members of the sorted set `zkey` as items (in the order read); each score must be a
+    /// count.
+    fn member_items(&self, zkey: &str, members: Vec<(Vec<u8>, f64)>) -> Result<Vec<RankedItem>, SinkError> {
         let mut items = Vec::with_capacity(members.len());
         for (member, score) in members {
             let item_id = String::from_utf8(member)
@@ -378,7 +534,6 @@ impl RedisStore {
                 trend: None,
             });
         }
-        sort_by_rank(&mut items);
         Ok(items)
     }
 }

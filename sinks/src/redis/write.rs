@@ -4,6 +4,7 @@
 use super::encode::{check_list, windows_json};
 use super::error::TAKEN_OVER_CODE;
 use super::keys::check_key_part;
+use super::trend::{self, RANK_BY_TREND};
 use super::RedisStore;
 use crate::error::{Retry, SinkError};
 use crate::ownership::Claim;
@@ -60,6 +61,7 @@ impl SinkStore for RedisStore {
             call.key(self.group_list_key(job, &l.window, &l.group))
                 .key(self.group_meta_key(job, &l.window, &l.group))
                 .key(self.groups_key(job, &l.window))
+                .key(self.group_trend_key(job, &l.window, &l.group))
                 .arg(l.window.as_str())
                 .arg(l.start.0)
                 .arg(l.end.0)
@@ -79,8 +81,14 @@ impl SinkStore for RedisStore {
                 Some(c) => call.arg(c.threshold).arg(c.counted).arg(c.passes),
                 None => call.arg("").arg("").arg(""),
             };
+            // `check_list` has verified the list is all of one kind.
+            let records: Vec<String> = l.items.iter().filter_map(trend::record).collect();
+            call.arg(if records.is_empty() { "" } else { RANK_BY_TREND });
             for item in &l.items {
                 call.arg(item.count).arg(item.item_id.as_str());
+            }
+            for r in &records {
+                call.arg(r.as_str());
             }
         }
         call.key(self.hot_key(job));

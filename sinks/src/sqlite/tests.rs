@@ -64,6 +64,7 @@ fn damage(path: &Path, what: Damage) {
 }
 
 crate::conformance::suite!(subject);
+crate::conformance::trend_suite!(subject);
 
 /// (rank, revision) of the `topk` rows at `start`, read with a connection of its own.
 fn stored_rows(path: &Path, start: i64) -> Vec<(i64, i64)> {
