@@ -438,6 +438,21 @@ impl Page {
     }
 }
 
+/// The browser tests' tools: Chromium, the scripts' directory (its node_modules installed) and
+/// target/test-artifacts (created) for screenshots.
+fn browser_tools() -> (PathBuf, PathBuf, PathBuf) {
+    let chromium = chromium_path();
+    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    ensure_node_modules(&script_dir);
+    let artifacts = hotlist_bin()
+        .parent()
+        .and_then(|profile| profile.parent())
+        .expect("target dir")
+        .join("test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    (chromium, script_dir, artifacts)
+}
+
 fn assert_screenshot(path: &Path) {
     let len = std::fs::metadata(path)
         .unwrap_or_else(|e| panic!("screenshot {}: {e}", path.display()))
@@ -448,16 +463,7 @@ fn assert_screenshot(path: &Path) {
 #[test]
 fn live_page_shows_and_follows_the_lists() {
     let started = Instant::now();
-    let chromium = chromium_path();
-    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
-    ensure_node_modules(&script_dir);
-    let bin = hotlist_bin();
-    let artifacts = bin
-        .parent()
-        .and_then(|profile| profile.parent())
-        .expect("target dir")
-        .join("test-artifacts");
-    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    let (chromium, script_dir, artifacts) = browser_tools();
     let shot = artifacts.join("live-page.png");
     let shot_updated = artifacts.join("live-page-updated.png");
     for p in [&shot, &shot_updated] {
@@ -605,15 +611,7 @@ fn rows(v: &Value) -> Vec<(String, u64)> {
 /// browser shows that group's list — each exactly as `/v1/top?window=W&country=…` returns it.
 #[test]
 fn live_page_group_picker_switches_lists() {
-    let chromium = chromium_path();
-    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
-    ensure_node_modules(&script_dir);
-    let artifacts = hotlist_bin()
-        .parent()
-        .and_then(|profile| profile.parent())
-        .expect("target dir")
-        .join("test-artifacts");
-    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    let (chromium, script_dir, artifacts) = browser_tools();
     let shot = artifacts.join("live-page-groups.png");
     let _ = std::fs::remove_file(&shot);
 
@@ -793,15 +791,7 @@ fn trend_rows(v: &Value) -> Vec<(String, u64, f64, Vec<u64>)> {
 /// past instance's list. Screenshots: target/test-artifacts/trend-page-{390,1280}[-history].png.
 #[test]
 fn live_page_shows_trends_bars_and_history() {
-    let chromium = chromium_path();
-    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
-    ensure_node_modules(&script_dir);
-    let artifacts = hotlist_bin()
-        .parent()
-        .and_then(|profile| profile.parent())
-        .expect("target dir")
-        .join("test-artifacts");
-    std::fs::create_dir_all(&artifacts).expect("create target/test-artifacts");
+    let (chromium, script_dir, artifacts) = browser_tools();
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("hotlist.toml"), TREND_CONFIG).expect("write config");
     run_job(dir.path(), &[]);

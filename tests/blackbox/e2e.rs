@@ -219,6 +219,25 @@ fn bad_config_is_one_clear_line() {
     assert!(!dir.path().join("out.db").exists());
 }
 
+/// A PostgreSQL schema and a Redis key prefix of a test's own (`pg_url`, `schema`, `redis_url`,
+/// `prefix`), dropped when the test ends, whatever its outcome.
+struct Cleanup(String, String, String, String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = hotlist_sinks::postgres::drop_schema(&self.0, &self.1);
+        if let Ok(mut c) = redis::Client::open(self.2.as_str()).and_then(|c| c.get_connection()) {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{}:*", self.3))
+                .query(&mut c)
+                .unwrap_or_default();
+            for k in keys {
+                let _: redis::RedisResult<()> = redis::cmd("DEL").arg(k).query(&mut c);
+            }
+        }
+    }
+}
+
 /// The binary writes into real PostgreSQL (timestamptz, same sealed rows as the model) and
 /// fans the latest lists out to real Redis, where each window's list equals PostgreSQL's latest.
 #[test]
@@ -232,21 +251,6 @@ fn binary_into_postgres_with_redis_fanout() {
     let tag = format!("{:08x}", rand::rng().random::<u32>());
     let schema = format!("hotlist_e2e_{tag}");
     let prefix = format!("hotlist-e2e-{tag}");
-    struct Cleanup(String, String, String, String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = hotlist_sinks::postgres::drop_schema(&self.0, &self.1);
-            if let Ok(mut c) = redis::Client::open(self.2.as_str()).and_then(|c| c.get_connection()) {
-                let keys: Vec<String> = redis::cmd("KEYS")
-                    .arg(format!("{}:*", self.3))
-                    .query(&mut c)
-                    .unwrap_or_default();
-                for k in keys {
-                    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(k).query(&mut c);
-                }
-            }
-        }
-    }
     let _cleanup = Cleanup(pg_url.clone(), schema.clone(), redis_url.clone(), prefix.clone());
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -414,21 +418,6 @@ fn trend_windows_into_postgres_with_redis_fanout() {
     let redis_url = std::env::var("HOTLIST_TEST_REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
     let tag = format!("{:08x}", rand::rng().random::<u32>());
     let (schema, prefix) = (format!("hotlist_trend_{tag}"), format!("hotlist-trend-{tag}"));
-    struct Cleanup(String, String, String, String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = hotlist_sinks::postgres::drop_schema(&self.0, &self.1);
-            if let Ok(mut c) = redis::Client::open(self.2.as_str()).and_then(|c| c.get_connection()) {
-                let keys: Vec<String> = redis::cmd("KEYS")
-                    .arg(format!("{}:*", self.3))
-                    .query(&mut c)
-                    .unwrap_or_default();
-                for k in keys {
-                    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(k).query(&mut c);
-                }
-            }
-        }
-    }
     let _cleanup = Cleanup(pg_url.clone(), schema.clone(), redis_url.clone(), prefix.clone());
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("in")).expect("mkdir");

@@ -10,6 +10,7 @@
 // Any timeout or error prints {"error":"…"} and exits 1. Uses the system Chromium ($CHROMIUM or
 // /usr/bin/chromium); never downloads a browser.
 import { chromium } from "playwright-core";
+import { countTicks } from "./ticks.mjs";
 
 const TIMEOUT_MS = 20_000;
 const POLL_MS = 100;
@@ -59,16 +60,7 @@ async function main() {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const pageErrors = [];
     page.on("pageerror", (e) => pageErrors.push(String(e)));
-    // every tick of the page ends by rewriting #status
-    await page.addInitScript(() => {
-      window.__hotlistTicks = 0;
-      document.addEventListener("DOMContentLoaded", () => {
-        const status = document.getElementById("status");
-        if (status) {
-          new MutationObserver(() => window.__hotlistTicks++).observe(status, { childList: true, characterData: true, subtree: true });
-        }
-      });
-    });
+    await countTicks(page);
     const response = await page.goto(url, { timeout: TIMEOUT_MS, waitUntil: "domcontentloaded" });
     if (!response || !response.ok()) throw new Error(`GET ${url}: ${response ? response.status() : "no response"}`);
     const first = await waitFor(page, name, "a group picker with two groups and a list", (s) => s.options.length >= 2 && s.list.length > 0);

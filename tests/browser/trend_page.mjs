@@ -14,6 +14,7 @@
 // ($CHROMIUM or /usr/bin/chromium); never downloads a browser.
 import path from "node:path";
 import { chromium } from "playwright-core";
+import { countTicks } from "./ticks.mjs";
 
 const TIMEOUT_MS = 20_000;
 const POLL_MS = 100;
@@ -65,16 +66,7 @@ async function atWidth(browser, url, trend, at, outDir, width) {
   const page = await browser.newPage({ viewport: { width, height: 900 } });
   const pageErrors = [];
   page.on("pageerror", (e) => pageErrors.push(String(e)));
-  // every tick of the page ends by rewriting #status
-  await page.addInitScript(() => {
-    window.__hotlistTicks = 0;
-    document.addEventListener("DOMContentLoaded", () => {
-      const status = document.getElementById("status");
-      if (status) {
-        new MutationObserver(() => window.__hotlistTicks++).observe(status, { childList: true, characterData: true, subtree: true });
-      }
-    });
-  });
+  await countTicks(page);
   const response = await page.goto(url, { timeout: TIMEOUT_MS, waitUntil: "domcontentloaded" });
   if (!response || !response.ok()) throw new Error(`GET ${url}: ${response ? response.status() : "no response"}`);
   const live = await waitFor(page, trend, "every list shown", (s) => s.ticks >= 1 && s.filled);
