@@ -6,6 +6,14 @@
 //! - [`run`]: `hotlist run`: loads the config, stops on Ctrl-C / SIGTERM, serves the job's
 //!   metrics, runs the job, prints the lists and the summary;
 //! - [`query`]: `hotlist query`: a window's list from the sink store;
+//! - [`explain`]: `hotlist explain`: one item's count in a sealed instance taken apart, from
+//!   the instance's input read again, beside what the store holds;
+//! - [`verify`]: `hotlist verify`: every sealed instance counted again from its input and
+//!   compared with the store's lists;
+//! - `instance_input` (private): a sealed instance's input read again, each event with its
+//!   group, for `explain` and `verify`;
+//! - `restore_drill` (private): `verify --restore`: a checkpoint restored into a scratch
+//!   directory and run to the end of the input, its lists compared with the store's;
 //! - [`serve`]: `hotlist serve`: the read API and live page over the sink store (or its
 //!   Redis fan-out);
 //! - [`checkpoints`]: `hotlist checkpoints list | show | verify`;
@@ -19,8 +27,12 @@
 
 pub mod bench;
 pub mod checkpoints;
+pub mod explain;
 pub mod generate;
+mod instance_input;
 pub mod produce;
 pub mod query;
+mod restore_drill;
 pub mod run;
 pub mod serve;
+pub mod verify;

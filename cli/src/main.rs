@@ -1,10 +1,10 @@
 //! `hotlist`: exact, exactly-windowed top-K of an event stream.
 //!
 //! Exit codes: 0 success (also after a clean Ctrl-C stop), 1 an error (printed as one line),
-//! 2 bad usage (from the argument parser).
+//! 2 bad usage (from the argument parser), or input that cannot be read again (`explain`).
 
 use clap::{Parser, Subcommand};
-use hotlist::{bench, checkpoints, generate, produce, query, run, serve};
+use hotlist::{bench, checkpoints, explain, generate, produce, query, run, serve, verify};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -28,6 +28,12 @@ enum Command {
     Run(run::RunArgs),
     /// Print a window's list from the sink store.
     Query(query::QueryArgs),
+    /// Why an item has its count in a sealed instance: its input read again, per partition,
+    /// late events, users, beside the stored count.
+    Explain(explain::ExplainArgs),
+    /// Is the store right? Count every sealed instance again from its input and compare its
+    /// lists with the store's: exit 0 all match, 1 a mismatch, 2 nothing could be checked.
+    Verify(verify::VerifyArgs),
     /// Serve the lists over HTTP: JSON API, live page, metrics.
     Serve(serve::ServeArgs),
     /// Inspect checkpoints: list, show EPOCH, verify [EPOCH].
@@ -49,22 +55,28 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match dispatch(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(1)
+            match e.downcast_ref::<explain::Unreadable>() {
+                Some(_) => ExitCode::from(2),
+                None => ExitCode::from(1),
+            }
         }
     }
 }
 
-fn dispatch(command: Command) -> anyhow::Result<()> {
+/// Runs the command; `Ok` is its exit code (0, or `verify`'s verdict).
+fn dispatch(command: Command) -> anyhow::Result<u8> {
     match command {
-        Command::Run(args) => run::run(args),
-        Command::Query(args) => query::query(&args),
-        Command::Serve(args) => serve::serve(&args),
-        Command::Checkpoints(args) => checkpoints::checkpoints(&args),
-        Command::Bench(args) => bench::bench(&args),
-        Command::Produce(args) => produce::produce(&args),
-        Command::Generate(args) => generate::generate(&args),
+        Command::Verify(args) => verify::verify(&args),
+        Command::Run(args) => run::run(args).map(|()| 0),
+        Command::Query(args) => query::query(&args).map(|()| 0),
+        Command::Explain(args) => explain::explain(&args).map(|()| 0),
+        Command::Serve(args) => serve::serve(&args).map(|()| 0),
+        Command::Checkpoints(args) => checkpoints::checkpoints(&args).map(|()| 0),
+        Command::Bench(args) => bench::bench(&args).map(|()| 0),
+        Command::Produce(args) => produce::produce(&args).map(|()| 0),
+        Command::Generate(args) => generate::generate(&args).map(|()| 0),
     }
 }

@@ -138,7 +138,7 @@ fn find_list(store: &mut dyn StoreReader, job: &str, args: &QueryArgs) -> Result
 }
 
 /// The group `--group TEXT` names for window `w`, checked against its dims.
-fn parse_group(w: &StoredWindow, text: &str) -> Result<GroupKey> {
+pub(crate) fn parse_group(w: &StoredWindow, text: &str) -> Result<GroupKey> {
     if w.by.is_empty() {
         bail!("--group {text:?}: window {:?} has no groups (no `by` dims)", w.name);
     }

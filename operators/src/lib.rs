@@ -24,7 +24,12 @@
 //! - [`certify`]: the threshold and the check that make a sketch window's sealed list provably
 //!   exact after a sketch-guided replay;
 //! - [`replay`]: that replay minus the reading: the sources' notes of where an instance's
-//!   events lie per partition, the ranges and job of a sealed instance;
+//!   events lie per partition, the ranges and job of a sealed instance, and the ranges every
+//!   window's sealed instances keep in the store;
+//! - [`explain`]: one item's count in one sealed instance, taken apart (per partition, late,
+//!   users) from the instance's events read again (`hotlist explain`);
+//! - [`verify`]: a sealed instance's lists counted again from its events, and where a stored
+//!   list first differs (`hotlist verify`);
 //! - [`replay_budget`]: the replay's passes within a bound on the items counted at once
 //!   (split by item-hash ranges, or over budget);
 //! - [`replay_count`]: one read of a replay pass, its parts counted on parallel threads and
@@ -58,6 +63,7 @@ pub mod counter;
 pub mod counting;
 pub mod dead_letter_cap;
 pub mod event;
+pub mod explain;
 pub mod format;
 pub mod group;
 pub mod hash;
@@ -80,5 +86,6 @@ mod swar;
 pub mod time;
 pub mod topk;
 pub mod trend;
+pub mod verify;
 pub mod watermark;
 pub mod window;

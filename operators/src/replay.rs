@@ -109,6 +109,43 @@ pub struct PartitionRange {
     pub skips: Vec<(u64, u32)>,
 }
 
+/// Where a sealed instance's events lie in the input: every partition's range, recorded for
+/// every window when the instance seals and committed with its final lists, so `hotlist explain`
+/// and `hotlist verify` can read the instance again (as an `exact_at_seal` replay does).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedRanges {
+    /// The window's name.
+    pub window: String,
+    /// Instance start.
+    pub start: Millis,
+    /// Instance end.
+    pub end: Millis,
+    /// Every partition's share of the instance, in partition order (`Err`: why the instance
+    /// cannot be read again, e.g. too many wall-clock `future` rejections were outstanding).
+    pub ranges: Result<Vec<PartitionRange>, String>,
+}
+
+impl SealedRanges {
+    /// Checks what a store read back: the instance runs forwards, each range too, partitions
+    /// ascending and each once.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.end <= self.start {
+            return Err(format!(
+                "instance {}..{} ends before it starts",
+                self.start.0, self.end.0
+            ));
+        }
+        let Ok(ranges) = &self.ranges else { return Ok(()) };
+        if ranges.windows(2).any(|w| w[0].partition >= w[1].partition) {
+            return Err("partitions not ascending".into());
+        }
+        if let Some(r) = ranges.iter().find(|r| r.from > r.to) {
+            return Err(format!("partition {}: the range ends before it starts", r.partition.0));
+        }
+        Ok(())
+    }
+}
+
 /// Everything the replay of one sealed instance needs; kept in checkpoints until its exact
 /// revisions are published.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -140,4 +140,24 @@ impl StoreReader for FakeReader {
     fn hot_keys(&mut self, _job: &str) -> Result<Option<hotlist_operators::hot_keys::HotWindow>, SinkError> {
         Ok(None)
     }
+
+    /// The server never reads instance ranges: none are recorded.
+    fn sealed_ranges(
+        &mut self,
+        _job: &str,
+        _window: &str,
+        _start: Millis,
+    ) -> Result<Option<hotlist_operators::replay::SealedRanges>, SinkError> {
+        Ok(None)
+    }
+
+    fn sealed_instances(
+        &mut self,
+        _job: &str,
+        _window: &str,
+        _since: Millis,
+        _limit: usize,
+    ) -> Result<Vec<Millis>, SinkError> {
+        Ok(Vec::new())
+    }
 }

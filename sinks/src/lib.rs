@@ -24,6 +24,8 @@
 //!   `error_bound`, the sketch check), so a damaged row is a clear [`SinkError::Corrupt`],
 //!   never a huge allocation or a panic (files: `list`, `accuracy`, `job`, `hot_keys`);
 //! - `sql_rows`: decoding the two SQL stores' rows, with those checks;
+//! - `ranges`: a sealed instance's input ranges as every store keeps them (one JSON array of
+//!   partition ranges, or why the instance cannot be read again), read back checked;
 //! - `conformance` (tests only): the one suite of store tests every backend runs (a folder:
 //!   its subject, and the cases by concern);
 //! - `test_fixtures` (tests only): lists, batches and dead letters the tests share.
@@ -37,6 +39,7 @@ pub mod file_lock;
 pub mod memory;
 pub mod ownership;
 pub mod postgres;
+mod ranges;
 mod read_checks;
 pub mod redis;
 pub mod retention;

@@ -14,6 +14,7 @@ use hotlist_operators::dead_letter_cap::block_of;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::message::PublishedList;
+use hotlist_operators::replay::SealedRanges;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 use std::collections::BTreeMap;
@@ -45,6 +46,8 @@ struct JobState {
     owner: Option<Owner>,
     /// Closed hot-key windows by start.
     hot_keys: BTreeMap<Millis, HotWindow>,
+    /// Sealed instances' ranges by (window name, start).
+    ranges: BTreeMap<(String, Millis), SealedRanges>,
 }
 
 impl MemoryStore {
@@ -108,6 +111,9 @@ impl SinkStore for MemoryStore {
         for w in &batch.hot_keys {
             state.hot_keys.insert(w.start, w.clone());
         }
+        for r in &batch.ranges {
+            state.ranges.insert((r.window.clone(), r.start), r.clone());
+        }
         for d in &batch.dead_letters {
             add_letter(&mut inner.dead_letters, &batch.job, d);
         }
@@ -145,6 +151,7 @@ impl SinkStore for MemoryStore {
         if let Some(state) = inner.jobs.get_mut(job) {
             state.lists.clear();
             state.hot_keys.clear();
+            state.ranges.clear();
             state.epoch = None;
             state.watermark = None;
         }
@@ -187,6 +194,23 @@ fn add_letter(letters: &mut Vec<(String, SourcedDeadLetter)>, job: &str, d: &Sou
 }
 
 impl StoreReader for MemoryStore {
+    fn dead_letters_containing(
+        &mut self,
+        job: &str,
+        reasons: &[hotlist_operators::record::DeadReason],
+        needle: &[u8],
+        limit: usize,
+    ) -> Result<Option<Vec<SourcedDeadLetter>>, SinkError> {
+        let holds = |raw: &[u8]| needle.is_empty() || raw.windows(needle.len()).any(|w| w == needle);
+        let found = (self.data().dead_letters.iter())
+            .filter(|(j, d)| j == job && !d.is_summary() && reasons.contains(&d.letter.reason))
+            .filter(|(_, d)| holds(&d.letter.raw))
+            .take(limit)
+            .map(|(_, d)| d.clone())
+            .collect();
+        Ok(Some(found))
+    }
+
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         Ok(MemoryStore::windows(self, job))
     }
@@ -244,6 +268,39 @@ impl StoreReader for MemoryStore {
         };
         read_checks::hot_window_to_write(job, w).map_err(|d| SinkError::corrupt("memory", d))?;
         Ok(Some(w.clone()))
+    }
+
+    /// The instance's ranges, checked like the other stores' reads.
+    fn sealed_ranges(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<SealedRanges>, SinkError> {
+        let inner = self.data();
+        let Some(r) = inner
+            .jobs
+            .get(job)
+            .and_then(|j| j.ranges.get(&(window.to_string(), start)))
+        else {
+            return Ok(None);
+        };
+        r.validate().map_err(|d| {
+            let at = read_checks::ListAt { job, window, start };
+            SinkError::corrupt("memory", format!("{at}: ranges: {d}"))
+        })?;
+        Ok(Some(r.clone()))
+    }
+
+    fn sealed_instances(
+        &mut self,
+        job: &str,
+        window: &str,
+        since: Millis,
+        limit: usize,
+    ) -> Result<Vec<Millis>, SinkError> {
+        let inner = self.data();
+        let Some(state) = inner.jobs.get(job) else {
+            return Ok(Vec::new());
+        };
+        let from = (window.to_string(), since);
+        let of_window = state.ranges.range(from..).take_while(|((w, _), _)| w == window);
+        Ok(of_window.take(limit).map(|((_, start), _)| *start).collect())
     }
 }
 

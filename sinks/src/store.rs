@@ -2,9 +2,11 @@
 
 use crate::error::SinkError;
 use crate::ownership::Claim;
-use crate::types::{CommitBatch, StoredList, StoredWindow};
+use crate::types::{CommitBatch, SourcedDeadLetter, StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
+use hotlist_operators::record::DeadReason;
+use hotlist_operators::replay::SealedRanges;
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::WindowSpec;
 
@@ -122,4 +124,33 @@ pub trait StoreReader: Send {
     /// The job's latest closed hot-key window (greatest start) with its hot and cooling keys,
     /// highest rate first; `None` when the job never reported one (or `[hot_keys]` is off).
     fn hot_keys(&mut self, job: &str) -> Result<Option<HotWindow>, SinkError>;
+
+    /// The job's whole dead letters (not summaries) with one of `reasons` whose raw bytes
+    /// contain `needle`, in the order they were stored, at most `limit` of them; `None` for a
+    /// store that keeps no dead letters (Redis). For `hotlist explain`'s late drops.
+    fn dead_letters_containing(
+        &mut self,
+        job: &str,
+        reasons: &[DeadReason],
+        needle: &[u8],
+        limit: usize,
+    ) -> Result<Option<Vec<SourcedDeadLetter>>, SinkError> {
+        let _ = (job, reasons, needle, limit);
+        Ok(None)
+    }
+
+    /// Where the window's instance starting at `start` lies in the input, as recorded when it
+    /// sealed (`None`: not sealed yet, sealed before the store recorded ranges, or no such
+    /// instance). Read back checked (`SealedRanges::validate`).
+    fn sealed_ranges(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<SealedRanges>, SinkError>;
+
+    /// The starts of the window's instances with recorded ranges that start at or after
+    /// `since`, ascending (at most `limit` of them: the earliest).
+    fn sealed_instances(
+        &mut self,
+        job: &str,
+        window: &str,
+        since: Millis,
+        limit: usize,
+    ) -> Result<Vec<Millis>, SinkError>;
 }

@@ -1,11 +1,12 @@
 //! Test fixtures the stores' tests share (the conformance suite and the backend-specific tests):
-//! lists, batches, dead letters and windows.
+//! lists, batches, dead letters, sealed instances' ranges and windows.
 
 use crate::types::{CommitBatch, SourcedDeadLetter};
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::hot_keys::{HotKey, HotState, HotWindow};
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::{DeadLetter, DeadReason, ListState, PartitionId, RankedItem, SketchCheck, TrendFacts};
+use hotlist_operators::replay::{ByteMark, PartitionRange, SealedRanges};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 
@@ -145,6 +146,57 @@ pub(crate) fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
         lists,
         dead_letters: vec![],
         hot_keys: vec![],
+        ranges: vec![],
+    }
+}
+
+/// The end of `window`'s instance at `start`: `5m` is 300 s long, every other window 60 s (the
+/// fixtures' [`windows`]).
+fn instance_end(window: &str, start: i64) -> Millis {
+    Millis(start + if window == "5m" { 300_000 } else { 60_000 })
+}
+
+/// The ranges of `window`'s instance at `start`, each field at an edge: a file partition
+/// (byte mark with a full 64-bit check, two skipped `future` records, a clock with no event
+/// yet) and a Kafka-like one (no byte mark, no skips, offsets past 2^60), the start in each
+/// partition's positions so instances differ.
+pub(crate) fn sealed(window: &str, start: i64) -> SealedRanges {
+    let shift = (start / 1000).unsigned_abs();
+    SealedRanges {
+        window: window.into(),
+        start: Millis(start),
+        end: instance_end(window, start),
+        ranges: Ok(vec![
+            PartitionRange {
+                partition: PartitionId(0),
+                from: 120 + shift,
+                max_ts: Millis::MIN,
+                byte: Some(ByteMark {
+                    offset: 4096,
+                    check: 0xdead_beef_cafe_f00f,
+                }),
+                to: 180 + shift,
+                skips: vec![(130 + shift, 0), (131 + shift, 2)],
+            },
+            PartitionRange {
+                partition: PartitionId(3),
+                from: (1 << 60) + shift,
+                max_ts: Millis(1_700_000_000_000),
+                byte: None,
+                to: (1 << 60) + 5 + shift,
+                skips: Vec::new(),
+            },
+        ]),
+    }
+}
+
+/// `window`'s instance at `start`, which cannot be read again for `reason`.
+pub(crate) fn unreadable(window: &str, start: i64, reason: &str) -> SealedRanges {
+    SealedRanges {
+        window: window.into(),
+        start: Millis(start),
+        end: instance_end(window, start),
+        ranges: Err(reason.into()),
     }
 }
 

@@ -7,6 +7,7 @@ use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::record::{DeadLetter, ListState, RankedItem, SketchCheck};
+use hotlist_operators::replay::SealedRanges;
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,11 @@ pub struct CommitBatch {
     /// Closed hot-key windows (`[hot_keys]`), in window order; a window is written once.
     #[serde(default)]
     pub hot_keys: Vec<HotWindow>,
+    /// Where the instances sealed in these epochs lie in the input (every window's); an
+    /// instance's ranges replace what the store had for it (a rerun after a restore records
+    /// them again).
+    #[serde(default)]
+    pub ranges: Vec<SealedRanges>,
 }
 
 /// A dead letter with the source it came from.

@@ -1,6 +1,7 @@
 //! The input checks every store shares, run before anything of a call is written: a job id,
 //! the windows `prepare` records, and every number of a batch against the stores' signed
-//! 64-bit columns, a list's accuracy as every reader will check it (`read_checks`).
+//! 64-bit columns, a list's accuracy and an instance's ranges as every reader will check them
+//! (`read_checks`, `ranges`).
 
 use crate::error::SinkError;
 use crate::read_checks::{self, ListAt, RawAccuracy};
@@ -8,6 +9,7 @@ use crate::types::{CommitBatch, SourcedDeadLetter};
 use hotlist_operators::dead_letter_cap::block_of;
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::message::PublishedList;
+use hotlist_operators::replay::SealedRanges;
 use hotlist_operators::window::{validate_all, WindowSpec};
 
 /// Checks a job id before a store records anything under it.
@@ -82,7 +84,28 @@ pub(crate) fn check_batch(batch: &CommitBatch) -> Result<(), SinkError> {
         }
         check_count(job, d)?;
     }
+    for r in &batch.ranges {
+        check_ranges(job, r)?;
+    }
     Ok(())
+}
+
+/// Checks an instance's ranges as every reader will (`SealedRanges::validate`), so ranges a
+/// store accepts read back.
+fn check_ranges(job: &str, r: &SealedRanges) -> Result<(), SinkError> {
+    let at = ListAt {
+        job,
+        window: &r.window,
+        start: r.start,
+    };
+    if r.window.is_empty() {
+        return Err(SinkError::invalid(
+            job,
+            format!("{at}: ranges of a window without a name"),
+        ));
+    }
+    r.validate()
+        .map_err(|e| SinkError::invalid(job, format!("{at}: ranges: {e}")))
 }
 
 /// A whole letter counts 1; a summary at least 1, from its first position to its last (in the
@@ -174,6 +197,49 @@ mod tests {
             "{e}"
         );
         assert!(check_prepare("j", &[WindowSpec::tumbling("1m", Span::from_millis(60_000), 0)]).is_err());
+    }
+
+    /// Ranges a reader would refuse are refused before anything is written.
+    #[test]
+    fn ranges_are_checked_as_a_reader_checks_them() {
+        use crate::test_fixtures::{sealed, unreadable};
+        let mut b = CommitBatch {
+            job: "j".into(),
+            epoch: 1,
+            ranges: vec![sealed("1m", 0), unreadable("5m", 0, "gone")],
+            ..CommitBatch::default()
+        };
+        assert!(check_batch(&b).is_ok());
+        let here = "job \"j\" window \"1m\" instance 1970-01-01T00:00:00.000Z: ranges";
+        let mut backwards = sealed("1m", 0);
+        if let Ok(ranges) = &mut backwards.ranges {
+            ranges[1].to = ranges[1].from - 1;
+        }
+        let mut unordered = sealed("1m", 0);
+        if let Ok(ranges) = &mut unordered.ranges {
+            ranges.reverse();
+        }
+        let mut empty = unreadable("1m", 0, "x");
+        empty.end = empty.start;
+        let mut nameless = sealed("1m", 0);
+        nameless.window.clear();
+        for (bad, want) in [
+            (
+                backwards,
+                format!("{here}: partition 3: the range ends before it starts"),
+            ),
+            (unordered, format!("{here}: partitions not ascending")),
+            (empty, format!("{here}: instance 0..0 ends before it starts")),
+            (
+                nameless,
+                "job \"j\" window \"\" instance 1970-01-01T00:00:00.000Z: ranges of a window without a name".into(),
+            ),
+        ] {
+            b.ranges = vec![sealed("5m", 0), bad];
+            let e = check_batch(&b).map(|_| ()).unwrap_err();
+            assert!(matches!(e, SinkError::Invalid { .. }), "{e}");
+            assert!(e.to_string().ends_with(&want), "{e} (want {want:?})");
+        }
     }
 
     #[test]

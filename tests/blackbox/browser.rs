@@ -291,6 +291,7 @@ fn commit_lists_that_say_what_they_are(dir: &Path) -> u64 {
         lists,
         dead_letters: vec![],
         hot_keys: Vec::new(),
+        ranges: Vec::new(),
     };
     assert!(store.commit(&batch).expect("commit"), "epoch {} committed", epoch + 1);
     epoch + 1
@@ -328,6 +329,7 @@ fn commit_certified_list(dir: &Path, window: &str) -> u64 {
         lists: vec![list],
         dead_letters: vec![],
         hot_keys: Vec::new(),
+        ranges: Vec::new(),
     };
     assert!(store.commit(&batch).expect("commit"), "epoch {} committed", epoch + 1);
     epoch + 1

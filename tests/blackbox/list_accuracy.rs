@@ -71,6 +71,7 @@ fn fill(store: &mut dyn SinkStore) {
         ],
         dead_letters: vec![],
         hot_keys: Vec::new(),
+        ranges: Vec::new(),
     };
     assert!(store.commit(&batch).expect("commit"), "epoch 1 committed");
 }

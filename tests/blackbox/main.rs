@@ -27,6 +27,8 @@ mod latest_state;
 mod serve;
 // the live page in headless Chromium
 mod browser;
+// `hotlist explain`: an item's count in a sealed instance taken apart, against the model
+mod explain;
 // PostgreSQL that stops answering: client timeouts, retries
 mod pg_timeouts;
 // `serve` and `query` under a SELECT-only role, and over an older schema
@@ -54,3 +56,5 @@ mod store_limits;
 // one file read as byte ranges (`source.split`): every line once, on any worker count; a
 // restore onto a file whose ranges would move is refused
 mod file_split;
+// the dashboard's and alert rules' metrics, each exported by a run of the job or `serve`
+mod dashboard;

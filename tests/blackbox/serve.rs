@@ -90,6 +90,7 @@ impl Store {
             lists,
             dead_letters: vec![],
             hot_keys: Vec::new(),
+            ranges: Vec::new(),
         };
         assert!(self.writer.commit(&batch).expect("commit"), "epoch {epoch} committed");
     }

@@ -109,7 +109,8 @@ impl JobLayout {
         self.counting.iter().any(|c| c != "exact")
     }
 
-    /// Whether some window has `exact_at_seal` (its checkpoints have `replay.snap`).
+    /// Whether some window has `exact_at_seal` (a checkpoint without `replay.snap` cannot
+    /// restore it; every checkpoint of this version has one).
     pub fn has_replays(&self) -> bool {
         self.counting.iter().any(|c| c.contains("exact_at_seal: true"))
     }

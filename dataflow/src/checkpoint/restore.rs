@@ -37,7 +37,8 @@ pub struct Restored {
     pub sources: SourceSnapshot,
     /// The hot-key detector's state (`hotkeys.snap`), if the checkpoint has one.
     pub hot_keys: Option<HotKeysSnapshot>,
-    /// `exact_at_seal` replays (`replay.snap`: the sources' notes and the pending replays), if
+    /// Where open instances' events lie and the pending `exact_at_seal` replays (`replay.snap`:
+    /// the sources' notes and the pending replays; every checkpoint of this version has it), if
     /// the checkpoint has them.
     pub replay: Option<ReplaySnapshot>,
     /// After a fallback past newer committed checkpoints (or `--from-checkpoint`): the dead

@@ -7,6 +7,8 @@
 use super::lifecycle::{Applied, ControlFrame, EpochDriver, EpochOperator};
 use super::replay_peers::PeerLink;
 use super::replays::Replays;
+use super::sealed_ranges::{RangeBook, RangesByEpoch};
+use super::sink::MergerNotes;
 use crate::checkpoint;
 use crate::config::JobPlan;
 use crate::run_ctx::RunCtx;
@@ -15,6 +17,7 @@ use hotlist_operators::merge::ListMerger;
 use hotlist_operators::message::{Control, LocalList, PublishedList};
 use hotlist_operators::record::ListState;
 use hotlist_operators::record::PartitionId;
+use hotlist_operators::replay::ReplaySnapshot;
 use hotlist_operators::snapshot::{PartitionState, SourceSnapshot};
 use hotlist_operators::time::Millis;
 use hotlist_operators::watermark::GlobalWatermark;
@@ -30,22 +33,25 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
-/// Merges local lists into published revisions on worker 0. `checkpoints` receives the
-/// checkpoint epochs whose merger and source files are written (for the sink).
+/// Merges local lists into published revisions on worker 0. `notes` receives the checkpoint
+/// epochs whose merger and source files are written and the sealed instances' input ranges
+/// (for the sink).
 pub fn merge_lists<'scope>(
     lists: Stream<'scope, u64, Vec<LocalList>>,
     control: Stream<'scope, u64, Vec<Control>>,
     plan: &JobPlan,
     stats: Arc<JobStats>,
     ctx: RunCtx,
-    checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    notes: MergerNotes,
     peers: Option<PeerLink>,
 ) -> Stream<'scope, u64, Vec<PublishedList>> {
+    let MergerNotes { checkpoints, ranges } = notes;
     let setup = MergeSetup {
         plan: plan.clone(),
         leader: lists.scope().index() == 0,
         stats,
         checkpoints,
+        ranges,
         peers,
     };
     let scope = lists.scope();
@@ -111,6 +117,8 @@ struct MergeState {
     ctx: RunCtx,
     /// Checkpoint epochs whose files are written, for the sink.
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// Worker 0: where every instance's events lie (for the store and the replays).
+    book: Option<RangeBook>,
     /// Worker 0 of a job with `exact_at_seal` windows: the replays of their sealed instances.
     replays: Option<Replays>,
     /// The epoch at which the input ended (its watermark the greatest).
@@ -126,6 +134,8 @@ struct MergeSetup {
     leader: bool,
     stats: Arc<JobStats>,
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// Sealed instances' ranges, for the sink.
+    ranges: RangesByEpoch,
     /// Worker 0 of a cluster with `exact_at_seal` windows: the other processes' replay shares.
     peers: Option<PeerLink>,
 }
@@ -152,13 +162,21 @@ impl MergeState {
     /// is the last epoch's, not committed before these replays' revisions) is rewritten
     /// without them: a rerun from it does not replay them again.
     fn replays_done(&mut self) {
-        let (Some(end), Some((t, dir)), Some(r)) = (self.ended_at, self.last_checkpoint.take(), &self.replays) else {
+        let (Some(end), Some((t, dir)), Some(_)) = (self.ended_at, self.last_checkpoint.take(), &self.replays) else {
             return;
         };
         if t == end {
-            if let Err(e) = checkpoint::write_snapshot(&dir, "replay.snap", &r.snapshot()) {
+            if let Err(e) = checkpoint::write_snapshot(&dir, "replay.snap", &self.replay_snapshot()) {
                 self.ctx.fail(format!("checkpoint write failed: {e:#}"));
             }
+        }
+    }
+
+    /// What `replay.snap` keeps: the open instances' notes and the pending replays.
+    fn replay_snapshot(&self) -> ReplaySnapshot {
+        ReplaySnapshot {
+            ranges: self.book.as_ref().map(|b| b.notes().clone()).unwrap_or_default(),
+            pending: self.replays.as_ref().map(Replays::pending_jobs).unwrap_or_default(),
         }
     }
 
@@ -203,6 +221,7 @@ impl EpochOperator for MergeState {
             leader,
             stats,
             checkpoints,
+            ranges,
             peers,
         } = setup;
         let (windows, time) = (plan.window_specs(), plan.time);
@@ -215,10 +234,21 @@ impl EpochOperator for MergeState {
             _ => ListMerger::new(windows, time.allowed_lateness),
         }
         .with_counting(&plan.countings());
-        // `exact_at_seal` windows: worker 0 replays their sealed instances
+        // worker 0 records where every instance lies, and replays `exact_at_seal` windows' sealed instances
+        let book = leader.then(|| {
+            let restored = ctx
+                .restore
+                .as_ref()
+                .map(|r| (r.replay.as_ref().map(|s| s.ranges.clone()), &r.sources));
+            RangeBook::new(plan.window_specs(), restored, ranges)
+        });
         let replays = (leader && plan.any_exact_at_seal()).then(|| {
-            let restored = ctx.restore.as_ref().and_then(|r| r.replay.clone());
-            Replays::start(Arc::new(plan), restored, peers)
+            let restored = ctx
+                .restore
+                .as_ref()
+                .and_then(|r| r.replay.as_ref())
+                .map(|s| s.pending.clone());
+            Replays::start(Arc::new(plan), restored.unwrap_or_default(), peers)
         });
         Some(MergeState {
             leader,
@@ -227,6 +257,7 @@ impl EpochOperator for MergeState {
             stats,
             ctx: ctx.clone(),
             checkpoints,
+            book,
             replays,
             ended_at: None,
             last_checkpoint: None,
@@ -240,8 +271,8 @@ impl EpochOperator for MergeState {
         for l in lists {
             self.merger.receive(l);
         }
-        if let Some(r) = self.replays.as_mut() {
-            r.note(frame.replays.clone());
+        if let Some(b) = self.book.as_mut() {
+            b.note(frame.replays.clone());
         }
         // the real clock, also when finished: a Kafka partition may go on in a later run
         for p in &frame.partitions {
@@ -249,10 +280,13 @@ impl EpochOperator for MergeState {
         }
         let wm = frame.watermark;
         let published = self.merger.advance(wm, Millis::now());
-        if let Some(r) = self.replays.as_mut() {
+        if let Some(b) = self.book.as_mut() {
             let positions = self.partitions.iter().map(|(p, s)| (*p, s.position)).collect();
-            r.sealed(self.merger.take_sealed(), &positions);
-            r.forget_before(self.merger.all_sealed_before(wm));
+            let sealed = b.sealed(t, &published, &positions);
+            if let Some(r) = self.replays.as_mut() {
+                r.sealed(self.merger.take_sealed(), &sealed);
+            }
+            b.forget_before(self.merger.all_sealed_before(wm));
         }
         if wm == Millis::MAX {
             self.ended_at = Some(t);
@@ -271,10 +305,7 @@ impl EpochOperator for MergeState {
         };
         let written = checkpoint::write_snapshot(&dir, "merger.snap", &self.merger.snapshot())
             .and_then(|_| checkpoint::write_snapshot(&dir, "sources.snap", &sources))
-            .and_then(|_| match &self.replays {
-                Some(r) => checkpoint::write_snapshot(&dir, "replay.snap", &r.snapshot()),
-                None => Ok(0),
-            })
+            .and_then(|_| checkpoint::write_snapshot(&dir, "replay.snap", &self.replay_snapshot()))
             .map(|_| ());
         match written {
             Ok(()) => {

@@ -9,6 +9,9 @@
 //!        ──sampled─▶ (1 in N copies) ──▶ (to worker 0) HotKeys ──closed hot-key windows──▶ Sink
 //! ```
 //!
+//! `MergeLists` records where each sealed instance's events lie in the input
+//! (`sealed_ranges`); the sink commits those ranges with the epoch that sealed it.
+//!
 //! With `exact_at_seal` windows in a cluster, three small streams beside the graph carry the
 //! replays' passes to every process and their shares back (`replay_peers`).
 //!
@@ -29,6 +32,7 @@ pub mod lifecycle;
 pub mod merge_lists;
 pub mod replay_peers;
 pub mod replays;
+pub mod sealed_ranges;
 pub mod sink;
 pub mod window_count;
 
@@ -37,9 +41,6 @@ use crate::run_ctx::RunCtx;
 use crate::source::{source, Reader};
 use crate::stats::JobStats;
 use hotlist_operators::record::PartitionId;
-use std::cell::RefCell;
-use std::collections::BTreeSet;
-use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use timely::dataflow::operators::core::Concat;
@@ -72,15 +73,16 @@ pub fn build<'scope>(
         )
     });
     let (lists, sealed) = window_count::window_count(src.events, control.clone(), plan, stats.clone(), ctx.clone());
-    // checkpoint epochs the merger (worker 0) decided, for the sink on the same worker thread
-    let checkpoints: Rc<RefCell<BTreeSet<u64>>> = Rc::new(RefCell::new(BTreeSet::new()));
+    // checkpoint epochs the merger (worker 0) decided and the sealed instances' input ranges,
+    // for the sink on the same worker thread
+    let notes = sink::MergerNotes::default();
     // a cluster's replays: every process counts its partitions' share of each pass
     let peers = replay_peers::build(scope, plan);
-    let published = merge_lists::merge_lists(lists, control, plan, stats, ctx.clone(), checkpoints.clone(), peers);
+    let published = merge_lists::merge_lists(lists, control, plan, stats, ctx.clone(), notes.clone(), peers);
     let mut dead = src.dead.concat(sealed).map(sink::SinkInput::Dead);
     if let Some(hot) = hot {
         dead = dead.concat(hot.map(sink::SinkInput::Hot));
     }
-    sink::sink(published, dead, handoff, ctx, checkpoints).probe_with(&probe);
+    sink::sink(published, dead, handoff, ctx, notes).probe_with(&probe);
     probe
 }

@@ -19,8 +19,8 @@ use crate::stats::MergeStats;
 use hotlist_operators::certify::Certificate;
 use hotlist_operators::merge::SealedSketch;
 use hotlist_operators::message::PublishedList;
-use hotlist_operators::record::{ListState, PartitionId, RankedItem};
-use hotlist_operators::replay::{ListReplay, ReplayJob, ReplayNote, ReplayRanges, ReplaySnapshot};
+use hotlist_operators::record::{ListState, RankedItem};
+use hotlist_operators::replay::{ListReplay, ReplayJob, SealedRanges};
 use hotlist_operators::replay_budget::{ReplayBudget, ReplayStats, Replayed};
 use hotlist_operators::time::Millis;
 use hotlist_operators::window::InstanceKey;
@@ -37,7 +37,6 @@ type Outcome = (ReplayJob, Result<Vec<Replayed>, String>, Duration, Scanned, usi
 
 /// The replays of one run.
 pub struct Replays {
-    ranges: ReplayRanges,
     pending: BTreeMap<InstanceKey, ReplayJob>,
     jobs: Option<Sender<ReplayJob>>,
     results: Receiver<Outcome>,
@@ -55,8 +54,8 @@ pub struct Replays {
 }
 
 impl Replays {
-    /// The replays of a job, continuing the restored checkpoint's (`restored`).
-    pub fn start(plan: Arc<JobPlan>, restored: Option<ReplaySnapshot>, peers: Option<PeerLink>) -> Replays {
+    /// The replays of a job, continuing the restored checkpoint's pending ones (`restored`).
+    pub fn start(plan: Arc<JobPlan>, restored: Vec<ReplayJob>, peers: Option<PeerLink>) -> Replays {
         let budget = plan.exact_at_seal;
         let (jobs, inbox) = channel::<ReplayJob>();
         let (outbox, results) = channel::<Outcome>();
@@ -83,9 +82,7 @@ impl Replays {
                 })
                 .ok()
         };
-        let restored = restored.unwrap_or_default();
         let mut me = Replays {
-            ranges: restored.ranges,
             pending: BTreeMap::new(),
             jobs: Some(jobs),
             results,
@@ -97,22 +94,15 @@ impl Replays {
             budget,
             stopping: false,
         };
-        for job in restored.pending {
+        for job in restored {
             me.submit(job);
         }
         me
     }
 
-    /// A source's notes.
-    pub fn note(&mut self, notes: Vec<ReplayNote>) {
-        for n in notes {
-            self.ranges.note(n);
-        }
-    }
-
-    /// Starts the replays of instances the merger sealed approximate, given every partition's
-    /// position in the sealing epoch.
-    pub fn sealed(&mut self, sealed: Vec<SealedSketch>, positions: &BTreeMap<PartitionId, u64>) {
+    /// Starts the replays of instances the merger sealed approximate, given where each
+    /// instance sealed in this epoch lies in the input (`ranges`).
+    pub fn sealed(&mut self, sealed: Vec<SealedSketch>, ranges: &[SealedRanges]) {
         // one job per instance, with every approximate list of it (a per-group window's groups)
         let mut by_instance: BTreeMap<InstanceKey, Vec<SealedSketch>> = BTreeMap::new();
         for s in sealed {
@@ -128,9 +118,16 @@ impl Replays {
                 first.watermark,
                 first.admit_up_to,
             );
-            let ranges = match self.ranges.ranges(instance, (start, end), positions) {
-                Ok(ranges) => ranges,
-                Err(why) => {
+            let found = ranges.iter().find(|r| r.window == window && r.start == start);
+            let ranges = match found.map(|r| r.ranges.clone()) {
+                Some(Ok(ranges)) => ranges,
+                None => {
+                    for _ in &lists {
+                        self.give_up(&window, start, "no ranges were recorded for it");
+                    }
+                    continue;
+                }
+                Some(Err(why)) => {
                     for _ in &lists {
                         self.give_up(&window, start, &why);
                     }
@@ -164,11 +161,6 @@ impl Replays {
                 ranges,
             });
         }
-    }
-
-    /// Forgets the `future` rejections before `ts`: every instance that could hold them sealed.
-    pub fn forget_before(&mut self, ts: Millis) {
-        self.ranges.forget_skips_before(ts);
     }
 
     /// Queues a replay. Once the job is stopping it is only kept for the checkpoints (the next
@@ -295,12 +287,9 @@ impl Replays {
         out
     }
 
-    /// What a checkpoint keeps.
-    pub fn snapshot(&self) -> ReplaySnapshot {
-        ReplaySnapshot {
-            ranges: self.ranges.clone(),
-            pending: self.pending.values().cloned().collect(),
-        }
+    /// What a checkpoint keeps of them: the replays still pending.
+    pub fn pending_jobs(&self) -> Vec<ReplayJob> {
+        self.pending.values().cloned().collect()
     }
 
     /// The job is stopping: the thread stops, and what is pending — also what seals in the

@@ -1,5 +1,5 @@
-//! `Sink`: gathers each completed epoch's published lists and dead letters on worker 0 and
-//! hands them, as one [`CommitBatch`], to the sink writer thread.
+//! `Sink`: gathers each completed epoch's published lists, dead letters and sealed instances'
+//! input ranges on worker 0 and hands them, as one [`CommitBatch`], to the sink writer thread.
 //!
 //! Dead letters are bounded here (`hotlist_operators::dead_letter_cap`): an open epoch holds
 //! at most `run.max_dead_letters_per_block` whole letters per source and block, and each epoch,
@@ -11,6 +11,7 @@
 //! carries nothing; its frontier (seen by the probe) says which epochs have been handed off.
 
 use super::epoch_stash::{Epoch, EpochStash};
+use super::sealed_ranges::RangesByEpoch;
 use crate::config::SourcePlan;
 use crate::run_ctx::RunCtx;
 use crate::stats::JobStats;
@@ -39,6 +40,16 @@ pub enum SinkInput {
     Hot(HotWindow),
 }
 
+/// What the merger tells the sink beside the lists, both on worker 0's thread: the checkpoint
+/// epochs whose files are written, and the sealed instances' input ranges by epoch.
+#[derive(Clone, Default)]
+pub struct MergerNotes {
+    /// Checkpoint epochs whose merger and source files are written.
+    pub checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// Sealed instances' input ranges by the epoch that sealed them.
+    pub ranges: RangesByEpoch,
+}
+
 /// Where completed epochs go (worker 0 only).
 pub struct SinkHandoff {
     /// The writer thread's inbox.
@@ -64,8 +75,9 @@ pub fn sink<'scope>(
     dead: Stream<'scope, u64, Vec<SinkInput>>,
     handoff: Option<SinkHandoff>,
     ctx: RunCtx,
-    checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    notes: MergerNotes,
 ) -> Stream<'scope, u64, Vec<()>> {
+    let MergerNotes { checkpoints, ranges } = notes;
     lists.binary_frontier(
         dead,
         Pipeline,
@@ -76,6 +88,7 @@ pub fn sink<'scope>(
                 handoff,
                 ctx,
                 checkpoints,
+                ranges,
                 watermark: Millis::MIN,
                 open: BTreeMap::new(),
                 folded: BTreeMap::new(),
@@ -129,6 +142,8 @@ struct SinkState {
     ctx: RunCtx,
     /// Checkpoint epochs whose merger files are written (from `MergeLists`).
     checkpoints: Rc<RefCell<BTreeSet<u64>>>,
+    /// Sealed instances' input ranges by epoch (from `MergeLists`).
+    ranges: RangesByEpoch,
     /// The greatest watermark of any list handed off so far.
     watermark: Millis,
     /// Dead letters of epochs not yet complete, bounded per block.
@@ -252,6 +267,14 @@ impl SinkState {
             .collect();
         hot_keys.sort_by_key(|w| w.start);
         let folded = self.take_folded(t);
+        let ranges = {
+            let mut by_epoch = self.ranges.borrow_mut();
+            let later = by_epoch.split_off(&(t + 1));
+            std::mem::replace(&mut *by_epoch, later)
+                .into_values()
+                .flatten()
+                .collect()
+        };
         let Some(h) = self.handoff.as_mut() else { return };
         self.watermark = lists.iter().map(|l| l.watermark).fold(self.watermark, Millis::max);
         let dead_letters = sourced(folded, &h.stats);
@@ -262,6 +285,7 @@ impl SinkState {
             lists,
             dead_letters,
             hot_keys,
+            ranges,
         };
         if h.tx.send(batch).is_err() {
             h.failed.store(true, Relaxed);

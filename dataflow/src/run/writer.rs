@@ -130,11 +130,22 @@ fn coalesce(batch: &mut CommitBatch, rx: &crossbeam_channel::Receiver<CommitBatc
     while merged < MAX_COALESCE {
         match rx.try_recv() {
             Ok(more) => {
-                batch.epoch = more.epoch;
-                batch.watermark = batch.watermark.max(more.watermark);
-                batch.lists.extend(more.lists);
-                batch.dead_letters.extend(more.dead_letters);
-                batch.hot_keys.extend(more.hot_keys);
+                // every field named: a new one must say how it coalesces
+                let CommitBatch {
+                    job: _,
+                    epoch,
+                    watermark,
+                    lists,
+                    dead_letters,
+                    hot_keys,
+                    ranges,
+                } = more;
+                batch.epoch = epoch;
+                batch.watermark = batch.watermark.max(watermark);
+                batch.lists.extend(lists);
+                batch.dead_letters.extend(dead_letters);
+                batch.hot_keys.extend(hot_keys);
+                batch.ranges.extend(ranges);
                 merged += 1;
             }
             Err(_) => break,
@@ -169,7 +180,8 @@ mod tests {
     use hotlist_operators::time::Millis;
 
     /// Batches queued behind a slow commit go in one transaction with everything they carry:
-    /// the epoch of the last, every batch's hot-key windows in order.
+    /// the epoch of the last, every batch's hot-key windows and sealed instances' ranges in
+    /// order.
     #[test]
     fn coalescing_keeps_every_batchs_hot_key_windows() {
         let window = |start: i64| HotWindow {
@@ -183,6 +195,12 @@ mod tests {
             job: "j".into(),
             epoch,
             hot_keys: vec![window(epoch as i64 * 10)],
+            ranges: vec![hotlist_operators::replay::SealedRanges {
+                window: "w".into(),
+                start: Millis(epoch as i64 * 10),
+                end: Millis(epoch as i64 * 10 + 10),
+                ranges: Ok(Vec::new()),
+            }],
             ..CommitBatch::default()
         };
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -193,6 +211,8 @@ mod tests {
         coalesce(&mut first, &rx);
         assert_eq!(first.epoch, 4);
         let starts: Vec<i64> = first.hot_keys.iter().map(|w| w.start.0).collect();
+        assert_eq!(starts, [10, 20, 30, 40]);
+        let starts: Vec<i64> = first.ranges.iter().map(|r| r.start.0).collect();
         assert_eq!(starts, [10, 20, 30, 40]);
     }
 }

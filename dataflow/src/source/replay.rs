@@ -254,6 +254,36 @@ fn replay_rules(plan: &JobPlan) -> Rules {
     }
 }
 
+/// Reads `ranges` (a sealed instance's, as the store recorded them) again one after another,
+/// handing `f` every event the live per-record path accepts until it returns `false`
+/// (`hotlist explain`, `hotlist verify`). `Err` names the partition that could not be read
+/// again and why. What the file readers went through adds up in `scanned`.
+pub fn read_ranges(
+    plan: &JobPlan,
+    ranges: &[PartitionRange],
+    scanned: &mut Scanned,
+    f: &mut impl FnMut(&TimedEvent) -> bool,
+) -> Result<(), String> {
+    let (stop, halt) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut more = true;
+    for r in ranges {
+        let mut reader = Reader::open(&plan.source, r.partition.0, plan.max_record_bytes, false)
+            .map_err(|e| format!("partition {}: {e:#}", r.partition.0))?;
+        let read = read_open_range(plan, r, &stop, &halt, &mut reader, &mut |e| {
+            more = f(e);
+            more
+        });
+        if let Reader::File(file) = &reader {
+            scanned.add(file.scanned());
+        }
+        read.map_err(|e| format!("partition {}: {e}", r.partition.0))?;
+        if !more {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Reads one partition's range, handing every accepted event to `f` until it returns `false`
 /// or `halt` is set (another range failed: `Ok`, the read is not used).
 fn read_range(

@@ -1,7 +1,12 @@
-//! What a source tells the merger for `exact_at_seal` windows (`hotlist_operators::replay`):
-//! per partition, the epoch in which it accepted its first event of each instance (noted with
-//! the partition's resume point at that epoch's start), and every record it rejected as
-//! `future` against the wall clock (a replay cannot re-judge those).
+//! What a source tells the merger about where each window instance's events lie
+//! (`hotlist_operators::replay`): per partition, the epoch in which it accepted its first event
+//! of each instance (noted with the partition's resume point at that epoch's start), and every
+//! record it rejected as `future` against the wall clock (a replay cannot re-judge those). Kept
+//! for every window: `exact_at_seal` replays, `hotlist explain` and `hotlist verify` read the
+//! instances again from these notes.
+//!
+//! Per event and window the cost is one comparison: consecutive events of a partition mostly
+//! fall in the instances the previous one did, whose notes are taken already.
 
 use hotlist_operators::record::{PartitionId, TimedEvent};
 use hotlist_operators::replay::{counts_in, ByteMark, ReplayNote};
@@ -18,6 +23,11 @@ pub(super) struct PartitionMarks {
     /// Instances whose start was noted (until the partition's watermark passes their end +
     /// allowed lateness: it accepts no more of their events).
     noted: HashSet<InstanceKey>,
+    /// Per window (the noter's order): the slide `[s, s + slide)` of the last event whose
+    /// instances were all looked at (`s` the latest instance start covering it). Another event
+    /// in it is covered by the same instances, each noted already or late for good (a
+    /// partition's watermark only grows).
+    seen: Vec<Option<(Millis, Millis)>>,
 }
 
 impl PartitionMarks {
@@ -27,11 +37,12 @@ impl PartitionMarks {
         PartitionMarks {
             epoch_start: (position, max_ts, byte),
             noted: HashSet::new(),
+            seen: Vec::new(),
         }
     }
 }
 
-/// The source's notes for the job's `exact_at_seal` windows.
+/// The source's notes for the job's windows.
 pub(super) struct ReplayNoter {
     windows: Vec<(WindowId, WindowSpec)>,
     lateness: Span,
@@ -39,7 +50,7 @@ pub(super) struct ReplayNoter {
 }
 
 impl ReplayNoter {
-    /// A noter for the windows with `exact_at_seal` (`None` when there are none).
+    /// A noter for `windows` (`None` when there are none).
     pub(super) fn new(windows: Vec<(WindowId, WindowSpec)>, lateness: Span) -> Option<ReplayNoter> {
         (!windows.is_empty()).then_some(ReplayNoter {
             windows,
@@ -50,8 +61,17 @@ impl ReplayNoter {
 
     /// Notes the instances `events` (accepted from `partition` this epoch) are the first of.
     pub(super) fn events(&mut self, partition: PartitionId, marks: &mut PartitionMarks, events: &[TimedEvent]) {
+        if marks.seen.len() != self.windows.len() {
+            marks.seen = vec![None; self.windows.len()];
+        }
         for e in events {
-            for (id, w) in &self.windows {
+            for ((id, w), seen) in self.windows.iter().zip(marks.seen.iter_mut()) {
+                // two comparisons, no division, for an event in the last one's slide
+                if seen.is_some_and(|(lo, hi)| e.ts >= lo && e.ts < hi) {
+                    continue;
+                }
+                let latest = w.last_start_covering(e.ts);
+                *seen = Some((latest, latest.plus(w.slide)));
                 for start in w.starts_covering(e.ts) {
                     let instance = InstanceKey { window: *id, start };
                     if counts_in(w, start, self.lateness, e.ts, e.wm_before) && marks.noted.insert(instance) {
@@ -153,5 +173,57 @@ mod tests {
             })
             .collect();
         assert_eq!(starts, vec![(0, 0, Some(m0)), (100, 5, Some(m5))]);
+    }
+
+    /// Every instance an event counts in is noted once, whatever the order of events across
+    /// slides (disorder back into an earlier slide included), for tumbling and hopping windows
+    /// alike; an instance the partition's watermark had passed is not.
+    #[test]
+    fn each_counted_instance_is_noted_once() {
+        let tumbling = WindowSpec::tumbling("t", Span::from_millis(100), 3);
+        let hopping = WindowSpec {
+            slide: Span::from_millis(50),
+            ..WindowSpec::tumbling("h", Span::from_millis(150), 3)
+        };
+        let windows = vec![(WindowId(0), tumbling.clone()), (WindowId(1), hopping.clone())];
+        let mut n = ReplayNoter::new(windows, Span::from_millis(0)).expect("noter");
+        let mut marks = PartitionMarks::starting_at(0, Millis::MIN, None);
+        let at = |ts: i64, wm: i64| TimedEvent {
+            wm_before: Millis(wm),
+            ..event(ts)
+        };
+        // 120 and 130 share slides; 60 goes back into earlier ones; 310 comes after the
+        // watermark passed [100, 200) and [50, 200)
+        let evs = [
+            at(120, 0),
+            at(130, 0),
+            at(60, 0),
+            at(135, 0),
+            at(310, 250),
+            at(199, 250),
+        ];
+        n.events(PartitionId(0), &mut marks, &evs);
+        let mut noted: Vec<(u16, i64)> = n
+            .take()
+            .into_iter()
+            .map(|note| match note {
+                ReplayNote::Start { instance, .. } => (instance.window.0, instance.start.0),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        noted.sort_unstable();
+        let mut want: Vec<(u16, i64)> = Vec::new();
+        for (id, w) in [(0u16, &tumbling), (1, &hopping)] {
+            for e in &evs {
+                for start in w.starts_covering(e.ts) {
+                    if counts_in(w, start, Span::from_millis(0), e.ts, e.wm_before) && !want.contains(&(id, start.0)) {
+                        want.push((id, start.0));
+                    }
+                }
+            }
+        }
+        want.sort_unstable();
+        assert_eq!(noted, want);
+        assert!(noted.contains(&(1, 300)) && noted.contains(&(0, 0)), "{noted:?}");
     }
 }

@@ -40,7 +40,7 @@ pub(super) struct Partition {
     stats: Arc<PartitionStats>,
     /// Its reader failed (the run is failing): it is not read again, and it never ends.
     failed: bool,
-    /// `exact_at_seal` bookkeeping (see `replay_notes`).
+    /// Instance-range bookkeeping (see `replay_notes`).
     marks: PartitionMarks,
 }
 
@@ -94,10 +94,9 @@ impl Partition {
     }
 }
 
-/// The job's `exact_at_seal` windows.
+/// The windows whose instances' input ranges the source notes: every one.
 fn replay_windows(plan: &JobPlan) -> Vec<(WindowId, WindowSpec)> {
     (plan.windows.iter().enumerate())
-        .filter(|(_, w)| w.counting.exact_at_seal())
         .map(|(i, w)| (WindowId(i as u16), w.spec.clone()))
         .collect()
 }
@@ -138,7 +137,8 @@ pub(super) struct SourceState {
     ctx: RunCtx,
     /// A live Kafka run: partitions added to the topic while it runs.
     growth: Option<Growth>,
-    /// A job with `exact_at_seal` windows: what the merger needs to replay their instances.
+    /// Where each window instance's events lie (`replay_notes`): what the merger records so an
+    /// instance can be read again (`exact_at_seal`, `explain`, `verify`).
     replay: Option<ReplayNoter>,
 }
 

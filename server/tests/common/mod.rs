@@ -213,6 +213,7 @@ impl Harness {
             lists,
             dead_letters: vec![],
             hot_keys: Vec::new(),
+            ranges: Vec::new(),
         };
         let writer = self.writer.as_mut().expect("writer");
         let ok = std::thread::scope(|s| s.spawn(|| writer.commit(&batch)).join()).expect("commit thread");
@@ -235,6 +236,7 @@ impl Harness {
             lists: vec![],
             dead_letters: vec![],
             hot_keys,
+            ranges: Vec::new(),
         };
         let writer = self.writer.as_mut().expect("writer");
         let ok = std::thread::scope(|s| s.spawn(|| writer.commit(&batch)).join()).expect("commit thread");
@@ -511,6 +513,7 @@ pub async fn never_mixes_revisions(kind: Kind) {
                     lists: vec![list("1m", 0, rev, ListState::Open, &items)],
                     dead_letters: vec![],
                     hot_keys: Vec::new(),
+                    ranges: Vec::new(),
                 };
                 w.commit(&batch).expect("commit");
             }

@@ -65,3 +65,50 @@ pub(crate) fn dead_letter_summaries_add_up_per_block(s: Subject) {
         vec![("bad".to_string(), 12), ("late".to_string(), 1)]
     );
 }
+
+/// `dead_letters_containing` finds the whole letters of the reasons asked for whose raw bytes
+/// hold the needle (bytes anywhere in the record, not only text), in the order stored, at most
+/// `limit`; summaries and other reasons are left out. A store that keeps no dead letters
+/// (Redis) says so with `None`.
+pub(crate) fn dead_letters_are_found_by_their_bytes(s: Subject) {
+    let mut w = (s.writer)();
+    let mut b = batch(1, vec![]);
+    b.dead_letters = vec![
+        letter(1, DeadReason::Late, br#"{"item_id":"video-7","ts":5}"#),
+        letter(2, DeadReason::Bad, br#"{"item_id":"video-7","ts":"x"}"#),
+        letter(3, DeadReason::Sealed, b"{\"item_id\":\"video-7\xff\",\"ts\":6}"),
+        letter(4, DeadReason::Late, br#"{"item_id":"video-8","ts":7}"#),
+        summary(5, 9, 3, DeadReason::Late),
+    ];
+    assert!(w.commit(&b).unwrap());
+    let mut b = batch(2, vec![]);
+    b.dead_letters = vec![letter(10, DeadReason::Sealed, br#"{"item_id":"video-7","ts":9}"#)];
+    assert!(w.commit(&b).unwrap());
+    drop(w);
+    let mut r = (s.reader)();
+    let reasons = [DeadReason::Late, DeadReason::Sealed];
+    let found = r.dead_letters_containing(JOB, &reasons, b"video-7", 100).unwrap();
+    if s.history.is_none() {
+        assert_eq!(found, None, "a store without dead letters says so");
+        return;
+    }
+    let positions: Vec<u64> = found.expect("kept").iter().map(|d| d.letter.position).collect();
+    assert_eq!(positions, vec![1, 3, 10]);
+    let first = r
+        .dead_letters_containing(JOB, &reasons, b"video-7", 2)
+        .unwrap()
+        .expect("kept");
+    assert_eq!(first.len(), 2);
+    assert_eq!(
+        first[1],
+        letter(3, DeadReason::Sealed, b"{\"item_id\":\"video-7\xff\",\"ts\":6}")
+    );
+    let none = r
+        .dead_letters_containing("another-job", &reasons, b"video-7", 100)
+        .unwrap();
+    assert_eq!(none.map(|v| v.len()), Some(0));
+    let bad = r
+        .dead_letters_containing(JOB, &[DeadReason::Bad], b"\"x\"", 100)
+        .unwrap();
+    assert_eq!(bad.map(|v| v.len()), Some(1));
+}

@@ -18,7 +18,7 @@
 //!
 //! Files: `subject` (the [`Subject`], [`Damage`], [`History`]), and the cases by concern:
 //! `commits`, `dead_letters`, `corrupt`, `accuracy`, `ownership`, `concurrency`, `hot_keys`,
-//! `groups`, `trends` (run by [`trend_suite!`] on the stores that keep trend lists); and
+//! `groups`, `ranges` (sealed instances' input ranges), `trends` (run by [`trend_suite!`] on the stores that keep trend lists); and
 //! `fanout`, the Redis fan-out against the SQLite store it copies (its own test: a fan-out is no
 //! backend).
 
@@ -32,6 +32,7 @@ mod fanout;
 mod groups;
 mod hot_keys;
 mod ownership;
+mod ranges;
 mod subject;
 mod trends;
 
@@ -45,12 +46,13 @@ pub(crate) use commits::{
 };
 pub(crate) use concurrency::{concurrent_reader_never_sees_a_mix_of_revisions, throughput};
 pub(crate) use corrupt::{a_list_longer_than_its_windows_k_is_corrupt, damaged_rows_are_reported_never_trusted};
-pub(crate) use dead_letters::dead_letter_summaries_add_up_per_block;
+pub(crate) use dead_letters::{dead_letter_summaries_add_up_per_block, dead_letters_are_found_by_their_bytes};
 pub(crate) use groups::groups_are_lists_of_their_own;
 pub(crate) use hot_keys::{damaged_hot_keys_are_reported, hot_keys_round_trip};
 pub(crate) use ownership::{
     a_claim_fences_the_previous_owner, reset_forgets_the_job_and_nothing_else, the_lock_keeps_a_second_run_out,
 };
+pub(crate) use ranges::{damaged_ranges_are_reported, sealed_ranges_round_trip};
 pub(crate) use subject::{sql_certificate_columns, sql_sketch_columns, Damage, History, Subject};
 pub(crate) use trends::trend_lists_round_trip;
 
@@ -65,6 +67,7 @@ macro_rules! suite {
             epochs_at_or_below_the_committed_one_are_skipped,
             dead_letters_round_trip_raw_bytes,
             dead_letter_summaries_add_up_per_block,
+            dead_letters_are_found_by_their_bytes,
             latest_instances_and_windows,
             invalid_input_changes_nothing,
             concurrent_reader_never_sees_a_mix_of_revisions,
@@ -80,6 +83,8 @@ macro_rules! suite {
             hot_keys_round_trip,
             damaged_hot_keys_are_reported,
             groups_are_lists_of_their_own,
+            sealed_ranges_round_trip,
+            damaged_ranges_are_reported,
         );
     };
     (@cases $subject:path; $($case:ident,)*) => {

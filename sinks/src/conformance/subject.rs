@@ -85,6 +85,12 @@ pub(crate) enum Damage {
     },
     /// Sets the key count in the header (hash) of the job's hot-key window(s).
     HotKeyCount(i64),
+    /// Sets the stored ranges of the `1m` instance at start 0 to this text (the SQL stores'
+    /// `ranges` column, `unreadable` NULL; Redis: the value `{"end":60000,"ranges":<text>}`).
+    RangesText(&'static str),
+    /// Sets the stored end of the `1m` instance at start 0 whose ranges are recorded, in
+    /// milliseconds, around the store's own constraints.
+    RangesEnd(i64),
 }
 
 /// The SQL `SET` list of a [`Damage::SketchCheck`]: `sketch_found = 2, sketch_of = NULL, …`.

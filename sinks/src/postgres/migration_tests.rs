@@ -10,15 +10,22 @@
 //! global) and adds `by_dims`; 5 → 6 adds the certificate's columns and check (no old list
 //! certified); 6 → 7 adds dead-letter counts (every old row one whole letter); 7 → 8 adds the
 //! trend columns and their checks (no old list is a trend list; a reader opened on the old
-//! schema reads it as it is, and the trend lists the job writes once it migrated). The tables a
-//! migration leaves are the tables a new schema gets, and they refuse the same impossible rows.
+//! schema reads it as it is, and the trend lists the job writes once it migrated); 8 → 9
+//! creates `instance_ranges` (no old instance has ranges; a reader opened on the old schema
+//! reads none, and the ranges the job commits once it migrated). A reader opened on a
+//! version-6 schema reads its dead letters, each a whole letter, and the summaries the job
+//! writes once it migrated. The tables a migration leaves are the tables a new schema gets,
+//! and they refuse the same impossible rows.
 
-use super::old_schemas::{downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, downgrade_to_v7, v1_schema, v2_schema};
+use super::old_schemas::{
+    downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, downgrade_to_v7, downgrade_to_v8, v1_schema, v2_schema,
+};
 use super::tests::TestDb;
 use super::*;
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{
-    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, trending, windows, JOB,
+    approximate, batch, certified, hot_window, letter, list, sealed, sketch_check, summary, trending, unreadable,
+    windows, JOB,
 };
 use crate::types::StoredList;
 use hotlist_operators::group::GroupKey;
@@ -59,7 +66,7 @@ struct Case {
     again: fn(&TestDb, &mut PostgresStore, Seen),
 }
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 8] = [
     Case {
         name: "a version-1 schema is migrated on connect",
         from: 1,
@@ -174,9 +181,24 @@ const CASES: [Case; 7] = [
             drop(w);
             downgrade_to_v6(db, 6);
             assert_ne!(table_shape(db, "dead_letters"), new);
+            // a reader (no DDL) reads the version-6 schema as it is: every row a whole letter
+            let mut reader = PostgresStore::open_reader(&db.url, &db.schema, PgTimeouts::default())
+                .unwrap_or_else(|e| panic!("a reader opens a version-6 schema: {e}"));
+            let got = reader.dead_letters(JOB, 10).unwrap();
+            assert_eq!(
+                got,
+                [letter(8, DeadReason::Late, b"y"), letter(7, DeadReason::Bad, b"x")]
+            );
+            assert_eq!(
+                reader.dead_letter_counts(JOB).unwrap(),
+                [("bad".to_string(), 1), ("late".to_string(), 1)]
+            );
+            assert_eq!(reader.latest(JOB, "1m").unwrap(), None);
+            assert_eq!(version(db), 6, "a reader never migrates");
             Seen {
                 letters: letters(db),
                 instances: Some(new),
+                reader: Some(reader),
                 ..Seen::default()
             }
         },
@@ -226,12 +248,69 @@ const CASES: [Case; 7] = [
             );
         },
     },
+    Case {
+        name: "a version-8 schema is read as it is, then migrated on connect",
+        from: 8,
+        build: |db| {
+            let mut w = db.store();
+            w.prepare(JOB, &windows()).unwrap();
+            assert!(w.commit(&batch(1, vec![list(0, 3, 2)])).unwrap());
+            let new = table_shape(db, "instance_ranges");
+            let names: Vec<&str> = new.1.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(
+                names,
+                [
+                    "instance_ranges_end_check",
+                    "instance_ranges_one_check",
+                    "instance_ranges_pkey"
+                ]
+            );
+            drop(w);
+            downgrade_to_v8(db, 8);
+            assert_eq!(version(db), 8);
+            let gone: bool = db
+                .client()
+                .query_one("SELECT to_regclass('instance_ranges') IS NULL", &[])
+                .unwrap()
+                .get(0);
+            assert!(gone, "a version-8 schema has no instance_ranges");
+            // a reader (no DDL) reads the version-8 schema as it is: no ranges
+            let mut reader = PostgresStore::open_reader(&db.url, &db.schema, PgTimeouts::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(reader.sealed_ranges(JOB, "1m", Millis(0)).unwrap(), None);
+            assert_eq!(
+                reader.sealed_instances(JOB, "1m", Millis::MIN, 10).unwrap(),
+                Vec::<Millis>::new()
+            );
+            let old = reader.latest(JOB, "1m").unwrap().expect("the list");
+            assert_eq!(old, StoredList::from(list(0, 3, 2)));
+            assert_eq!(version(db), 8, "a reader never migrates");
+            Seen {
+                list: Some(old),
+                instances: Some(new),
+                reader: Some(reader),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v8,
+        again: |_, again, _| {
+            assert_eq!(
+                again.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+                Some(sealed("1m", 0)),
+                "connecting to a version-9 schema again changes nothing"
+            );
+            assert_eq!(
+                again.sealed_instances(JOB, "1m", Millis::MIN, 10).unwrap(),
+                [Millis(0), Millis(60_000)]
+            );
+        },
+    },
 ];
 
 /// Every case: build, connect (which migrates), check, connect again, check.
 #[test]
 fn every_older_version_is_migrated_on_connect() {
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let db = TestDb::new();
@@ -446,6 +525,42 @@ fn migrated_v6(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
         vec![summary(12, 40, 7, DeadReason::Bad)],
         "one summary row for the block"
     );
+    let mut reader = seen.reader.expect("the reader opened before");
+    assert_eq!(
+        reader.dead_letters(JOB, 1).unwrap(),
+        vec![summary(12, 40, 7, DeadReason::Bad)],
+        "the reader opened before sees it"
+    );
+    assert_eq!(
+        reader.dead_letter_counts(JOB).unwrap(),
+        [("bad".to_string(), 1 + 7), ("late".to_string(), 1)]
+    );
+    Seen::default()
+}
+
+/// The migrated table is the new table; the old list stays, without ranges; ranges commit and
+/// read back, also through the reader opened on the version-8 schema.
+fn migrated_v8(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
+    assert_eq!(
+        Some(table_shape(db, "instance_ranges")),
+        seen.instances,
+        "the migrated table has the new table's columns, in order, and checks"
+    );
+    assert_eq!(w.latest(JOB, "1m").unwrap(), seen.list, "the old list stays");
+    assert_eq!(w.sealed_ranges(JOB, "1m", Millis(0)).unwrap(), None);
+    let mut b = batch(2, vec![]);
+    b.ranges = vec![sealed("1m", 0), unreadable("1m", 60_000, "gone")];
+    assert!(w.commit(&b).unwrap());
+    let mut reader = seen.reader.expect("the reader opened before");
+    for r in [&mut *w, &mut reader] {
+        assert_eq!(r.sealed_ranges(JOB, "1m", Millis(0)).unwrap(), Some(sealed("1m", 0)));
+        assert_eq!(
+            r.sealed_ranges(JOB, "1m", Millis(60_000)).unwrap(),
+            Some(unreadable("1m", 60_000, "gone"))
+        );
+        assert_eq!(r.sealed_instances(JOB, "1m", Millis(1), 10).unwrap(), [Millis(60_000)]);
+    }
+    assert_eq!(reader.latest(JOB, "1m").unwrap(), seen.list);
     Seen::default()
 }
 

@@ -12,8 +12,8 @@
 //!   `FOR UPDATE`), skips a batch whose epoch is <= the committed one (`Ok(false)`), replaces
 //!   each instance's rows with those of its highest revision in the batch (one multi-row
 //!   `DELETE` and one multi-row `INSERT` over `unnest`ed arrays), upserts the instance headers,
-//!   appends the dead letters in order and upserts the job's commit row. Statements are
-//!   prepared once per connection.
+//!   appends the dead letters in order, upserts the sealed instances' ranges (`instance_ranges`)
+//!   and the job's commit row. Statements are prepared once per connection.
 //! - Every list read (header, then rows) runs in one `REPEATABLE READ READ ONLY` transaction, so
 //!   it never mixes revisions, and is checked (row count = `item_count`, ranks 1..n, every row
 //!   of the header's revision and accuracy, the accuracy itself, a trend list's `baseline`,
@@ -47,7 +47,9 @@
 //! - [`PostgresStore::open_reader`] (`serve`, `query`) runs no DDL: it checks the schema
 //!   version (`READ_SCHEMA_VERSION` ..= `SCHEMA_VERSION`) and works under a role with only
 //!   `SELECT` on the tables. On a schema without the trend columns (before version 8) it reads
-//!   every list as a count-ranked one, and the job's trend lists once the job migrated it.
+//!   every list as a count-ranked one, and the job's trend lists once the job migrated it; on
+//!   one without dead-letter counts (version 6) every dead letter as a whole one; on one
+//!   without `instance_ranges` (before version 9) no instance ranges.
 //!
 //! Files: `client` (the blocking client with deadlines), `schema` (tables, version, the migrations from older versions, `drop_schema`),
 //! `hot_keys` (hot-key windows: write and read), `statements` (the SQL and the connection's
@@ -55,14 +57,16 @@
 //! identifiers, the connection string without credentials), `error` (how failures become a
 //! `SinkError` with a retry class), `encode` (instants and a batch as the column arrays the
 //! commit binds), `write` (prepare and commit), `summaries` (dead-letter summaries: a block's
-//! row and its stored count), `ownership` (the job's lock and generation,
-//! `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one table of cases,
+//! row and its stored count), `dead_letter_search` (dead letters found by their bytes, for
+//! `explain`), `ranges` (sealed instances' input ranges: write and read),
+//! `ownership` (the job's lock and generation, `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one table of cases,
 //! a schema of each older version migrated on connect: what the version lacked commits and
 //! reads back, migrated tables equal new ones, the constraints refuse impossible rows),
 //! starting from the schemas `old_schemas` builds (their DDL verbatim).
 
 mod client;
 mod conn;
+mod dead_letter_search;
 mod encode;
 mod error;
 mod hot_keys;
@@ -72,6 +76,7 @@ mod migration_tests;
 #[cfg(test)]
 mod old_schemas;
 mod ownership;
+mod ranges;
 mod read;
 mod schema;
 mod statements;

@@ -1,6 +1,7 @@
 //! The schemas of older versions the migration tests start from: the DDL of versions 1 and 2
 //! and the table version 6 changed, verbatim (as those releases created them), and the
-//! builders that take a schema back to versions 4 to 7.
+//! builders that take a schema back to versions 4 to 8 (version 9 only added a table, which a
+//! downgrade drops).
 
 use super::tests::TestDb;
 use super::*;
@@ -267,10 +268,22 @@ pub(super) fn downgrade_to_v6(db: &TestDb, version: i64) {
 /// Turns a schema of this build's version into a version-7 one stamped `version`: `topk`
 /// without the trend columns and their checks (its lists must be count-ranked ones).
 pub(super) fn downgrade_to_v7(db: &TestDb, version: i64) {
+    downgrade_to_v8(db, 8);
     db.client()
         .batch_execute(&format!(
             "ALTER TABLE topk DROP CONSTRAINT topk_trend_check, DROP COLUMN history, DROP COLUMN score,
                  DROP COLUMN baseline;
+             UPDATE hotlist_schema SET version = {version};"
+        ))
+        .unwrap();
+}
+
+/// Turns a schema of this build's version into a version-8 one stamped `version`: without
+/// `instance_ranges`.
+pub(super) fn downgrade_to_v8(db: &TestDb, version: i64) {
+    db.client()
+        .batch_execute(&format!(
+            "DROP TABLE instance_ranges;
              UPDATE hotlist_schema SET version = {version};"
         ))
         .unwrap();

@@ -3,12 +3,17 @@
 //! commit. Each call reads the columns in one go (reconnecting first if the connection was
 //! lost), then [`crate::sql_rows`] checks them; no statement reads more rows than a job may
 //! have written. A reader opened on a schema older than version 8 reads the version with each
-//! list: before the job migrates it, every list is count-ranked (NULL trend columns).
+//! list: before the job migrates it, every list is count-ranked (NULL trend columns); one
+//! opened on a version-6 schema reads the version with each dead-letter read: before the job
+//! migrates it, every row is one whole letter.
 
-use super::client::{Queries, Transaction};
+use super::client::{Client, Queries, Transaction};
 use super::encode::{from_pg, to_pg, PgTime};
-use super::schema::TREND_VERSION;
-use super::statements::{Statements, SELECT_ROWS, SELECT_ROWS_BEFORE_TRENDS};
+use super::schema::{BOUNDED_DEAD_LETTERS_VERSION, TREND_VERSION};
+use super::statements::{
+    Statements, SELECT_DEAD_LETTERS, SELECT_DEAD_LETTERS_BEFORE_COUNTS, SELECT_DEAD_LETTER_COUNTS,
+    SELECT_DEAD_LETTER_COUNTS_BEFORE_COUNTS, SELECT_ROWS, SELECT_ROWS_BEFORE_TRENDS,
+};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::read_checks::RawAccuracy;
@@ -19,9 +24,19 @@ use hotlist_operators::group::GroupKey;
 use hotlist_operators::record::{ItemId, ListState};
 use hotlist_operators::time::Millis;
 use postgres::types::{FromSql, ToSql};
-use postgres::{IsolationLevel, Row};
+use postgres::{IsolationLevel, Row, Statement};
 
 impl StoreReader for PostgresStore {
+    fn dead_letters_containing(
+        &mut self,
+        job: &str,
+        reasons: &[hotlist_operators::record::DeadReason],
+        needle: &[u8],
+        limit: usize,
+    ) -> Result<Option<Vec<crate::types::SourcedDeadLetter>>, SinkError> {
+        self.search_dead_letters(job, reasons, needle, limit).map(Some)
+    }
+
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         let raw: Vec<RawWindow> = self.run(
             || format!("reading the windows of job {job:?}"),
@@ -89,6 +104,25 @@ impl StoreReader for PostgresStore {
     fn hot_keys(&mut self, job: &str) -> Result<Option<hotlist_operators::hot_keys::HotWindow>, SinkError> {
         PostgresStore::hot_keys(self, job)
     }
+
+    fn sealed_ranges(
+        &mut self,
+        job: &str,
+        window: &str,
+        start: Millis,
+    ) -> Result<Option<hotlist_operators::replay::SealedRanges>, SinkError> {
+        self.read_sealed_ranges(job, window, start)
+    }
+
+    fn sealed_instances(
+        &mut self,
+        job: &str,
+        window: &str,
+        since: Millis,
+        limit: usize,
+    ) -> Result<Vec<Millis>, SinkError> {
+        self.read_sealed_instances(job, window, since, limit)
+    }
 }
 
 impl PostgresStore {
@@ -115,7 +149,7 @@ impl PostgresStore {
         let raw: Vec<RawDeadLetter> = self.run(
             || format!("reading the dead letters of job {job:?}"),
             |c, s| {
-                let rows = c.query(&s.select_dead_letters, &[&job, &limit])?;
+                let rows = counted_query(c, &s.select_dead_letters, DEAD_LETTERS, &[&job, &limit])?;
                 rows.iter().map(columns).collect()
             },
         )?;
@@ -130,7 +164,7 @@ impl PostgresStore {
         let raw: Vec<(String, i64)> = self.run(
             || format!("counting the dead letters of job {job:?}"),
             |c, s| {
-                let rows = c.query(&s.select_dead_letter_counts, &[&job])?;
+                let rows = counted_query(c, &s.select_dead_letter_counts, DEAD_LETTER_COUNTS, &[&job])?;
                 rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
             },
         )?;
@@ -233,6 +267,44 @@ fn select_rows(
         SELECT_ROWS_BEFORE_TRENDS
     };
     tx.query(sql, params)
+}
+
+/// A dead-letter read's texts: for a schema with the dead-letter counts, and before them.
+type Texts = (&'static str, &'static str);
+
+/// [`SELECT_DEAD_LETTERS`]'s texts.
+const DEAD_LETTERS: Texts = (SELECT_DEAD_LETTERS, SELECT_DEAD_LETTERS_BEFORE_COUNTS);
+
+/// [`SELECT_DEAD_LETTER_COUNTS`]'s texts.
+const DEAD_LETTER_COUNTS: Texts = (SELECT_DEAD_LETTER_COUNTS, SELECT_DEAD_LETTER_COUNTS_BEFORE_COUNTS);
+
+/// A dead-letter read: through the prepared statement, or on a handle opened on a schema
+/// older than [`BOUNDED_DEAD_LETTERS_VERSION`] (which cannot prepare it) the text for the
+/// version the schema has now, read in the same transaction (the job may have migrated it
+/// since): every row one whole letter before.
+fn counted_query(
+    c: &mut Client,
+    prepared: &Option<Statement>,
+    (counted, before): Texts,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, postgres::Error> {
+    if let Some(prepared) = prepared {
+        return c.query(prepared, params);
+    }
+    let mut tx = c
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()?;
+    let version: i64 = tx.query_one("SELECT version FROM hotlist_schema", &[])?.try_get(0)?;
+    let sql = if version >= BOUNDED_DEAD_LETTERS_VERSION {
+        counted
+    } else {
+        before
+    };
+    let rows = tx.query(sql, params)?;
+    tx.commit()?;
+    Ok(rows)
 }
 
 /// A header's accuracy: its columns after the first seven (`exact`, `error_bound`, the sketch

@@ -22,7 +22,13 @@
 //! `baseline` (the item's baseline sum *S*, `>= 0`), `score` (*z*) and `history` (its counts in
 //! the *W* instances before, oldest first, comma-separated), all NULL on a count-ranked list's
 //! rows, all three or none (`topk_trend_check`); 7 → 8 adds them (no existing list is a trend
-//! list). Readers of a version-7 schema read every list as a count-ranked one.
+//! list). Readers of a version-7 schema read every list as a count-ranked one. 9 sealed
+//! instances' input ranges: the table `instance_ranges`, one row per sealed instance of every
+//! window (`window_end`, and its partition ranges as JSON in `ranges` or why it cannot be read
+//! again in `unreadable`: exactly one of the two, `instance_ranges_one_check`; the end after the
+//! start, `instance_ranges_end_check`; see `crate::ranges`); 8 → 9 only creates the table (as
+//! 3 → 4 did, by `SCHEMA`): no instance sealed before has ranges, and a reader of a version-6
+//! to 8 schema reads none.
 
 use super::client::{Client, Queries};
 use super::error::pg_err;
@@ -33,16 +39,25 @@ use postgres::{IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The oldest schema version readers (`serve`, `query`) read: version 6's certificate columns
 /// are in every list read (a version-6 or 7 schema's lists are read without trend columns,
-/// every one count-ranked).
+/// every one count-ranked; a version-6 schema's dead letters are each one whole letter; a
+/// schema older than 9 has no instance ranges).
 pub const READ_SCHEMA_VERSION: i64 = 6;
 
 /// The first version with trend lists (`topk.baseline`, `score`, `history`): a reader of an
 /// older schema reads every list as a count-ranked one.
 pub(super) const TREND_VERSION: i64 = 8;
+
+/// The first version with dead-letter counts (`dead_letters.count`, `last_position`): a reader
+/// of an older schema reads every row as one whole letter.
+pub(super) const BOUNDED_DEAD_LETTERS_VERSION: i64 = 7;
+
+/// The first version with sealed instances' ranges (`instance_ranges`): a reader of an older
+/// schema reads none.
+pub(super) const RANGES_VERSION: i64 = 9;
 
 /// Advisory lock (single 64-bit key space) held while creating the schema and tables.
 const MIGRATION_LOCK: i64 = 0x686f_746c_6973_7401; // "hotlist" + 1
@@ -162,6 +177,17 @@ CREATE TABLE IF NOT EXISTS hotlist_jobs (
     generation BIGINT      NOT NULL CHECK (generation >= 1),
     owner      TEXT        NOT NULL,
     claimed_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS instance_ranges (
+    job          TEXT        NOT NULL,
+    window_name  TEXT        NOT NULL,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end   TIMESTAMPTZ NOT NULL,
+    ranges       TEXT,
+    unreadable   TEXT,
+    CONSTRAINT instance_ranges_pkey PRIMARY KEY (job, window_name, window_start),
+    CONSTRAINT instance_ranges_end_check CHECK (window_end > window_start),
+    CONSTRAINT instance_ranges_one_check CHECK (num_nulls(ranges, unreadable) = 1)
 );
 ";
 

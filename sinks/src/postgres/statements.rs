@@ -3,7 +3,7 @@
 //! `ownership` runs unprepared.
 
 use super::client::Client;
-use super::schema::TREND_VERSION;
+use super::schema::{BOUNDED_DEAD_LETTERS_VERSION, TREND_VERSION};
 use postgres::Statement;
 
 /// First key of the advisory lock (two 32-bit key space) a commit holds on its job.
@@ -121,25 +121,35 @@ const SELECT_INSTANCES: &str = "
 SELECT window_start, revision, state FROM topk_instances
 WHERE job = $1 AND window_name = $2 ORDER BY window_start";
 
-const SELECT_DEAD_LETTERS: &str = "
+pub(super) const SELECT_DEAD_LETTERS: &str = "
 SELECT source, partition, position, reason, detail, raw, count, last_position FROM dead_letters
 WHERE job = $1 ORDER BY id DESC LIMIT $2";
 
-const SELECT_DEAD_LETTER_COUNTS: &str =
+/// [`SELECT_DEAD_LETTERS`] on a schema older than `BOUNDED_DEAD_LETTERS_VERSION` (no counts:
+/// every row one whole letter), run unprepared by a reader of such a schema.
+pub(super) const SELECT_DEAD_LETTERS_BEFORE_COUNTS: &str = "
+SELECT source, partition, position, reason, detail, raw, 1::int8, NULL::int8 FROM dead_letters
+WHERE job = $1 ORDER BY id DESC LIMIT $2";
+
+pub(super) const SELECT_DEAD_LETTER_COUNTS: &str =
     "SELECT reason, SUM(count)::int8 FROM dead_letters WHERE job = $1 GROUP BY reason ORDER BY reason";
 
+/// [`SELECT_DEAD_LETTER_COUNTS`] on a schema older than `BOUNDED_DEAD_LETTERS_VERSION`.
+pub(super) const SELECT_DEAD_LETTER_COUNTS_BEFORE_COUNTS: &str =
+    "SELECT reason, COUNT(*)::int8 FROM dead_letters WHERE job = $1 GROUP BY reason ORDER BY reason";
+
 /// Per (source, block), the dead letters stored; `$2` is the block size.
-const SELECT_DEAD_LETTER_BLOCKS: &str = "
+pub(super) const SELECT_DEAD_LETTER_BLOCKS: &str = "
 SELECT source, position / $2::int8, SUM(count)::int8 FROM dead_letters WHERE job = $1 GROUP BY 1, 2";
 
 /// Adds to the summary row of a (source, reason, block): `$6..=$7` are the block's positions.
-const UPDATE_SUMMARY: &str = "
+pub(super) const UPDATE_SUMMARY: &str = "
 UPDATE dead_letters SET count = count + $4, position = LEAST(position, $5), last_position = GREATEST(last_position, $8),
     epoch = $9, recorded_at = $10
 WHERE job = $1 AND source = $2 AND reason = $3 AND last_position IS NOT NULL AND position BETWEEN $6 AND $7";
 
 /// A block's first summary row.
-const INSERT_SUMMARY: &str = "
+pub(super) const INSERT_SUMMARY: &str = "
 INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at, count, last_position)
 VALUES ($1, $2, $3, $4, $5, $6, ''::bytea, $7, $8, $9, $10)";
 
@@ -156,9 +166,12 @@ pub(super) struct Statements {
     /// of an older one, which cannot prepare it: such a handle runs the text, should it commit).
     pub(super) insert_rows: Option<Statement>,
     pub(super) insert_dead_letters: Statement,
-    pub(super) update_summary: Statement,
-    pub(super) insert_summary: Statement,
-    pub(super) select_dead_letter_blocks: Statement,
+    /// [`UPDATE_SUMMARY`], [`INSERT_SUMMARY`] and [`SELECT_DEAD_LETTER_BLOCKS`], prepared on a
+    /// schema that has the dead-letter counts (`None` for a reader of an older one, which
+    /// cannot prepare them: such a handle runs the text, should it commit).
+    pub(super) update_summary: Option<Statement>,
+    pub(super) insert_summary: Option<Statement>,
+    pub(super) select_dead_letter_blocks: Option<Statement>,
     pub(super) upsert_commit: Statement,
     pub(super) delete_windows: Statement,
     pub(super) insert_window: Statement,
@@ -172,8 +185,11 @@ pub(super) struct Statements {
     pub(super) select_latest_start: Statement,
     pub(super) select_groups: Statement,
     pub(super) select_instances: Statement,
-    pub(super) select_dead_letters: Statement,
-    pub(super) select_dead_letter_counts: Statement,
+    /// [`SELECT_DEAD_LETTERS`] and [`SELECT_DEAD_LETTER_COUNTS`], prepared on a schema that has
+    /// the dead-letter counts (`None` for a reader of an older one: it reads the version and
+    /// runs the matching text).
+    pub(super) select_dead_letters: Option<Statement>,
+    pub(super) select_dead_letter_counts: Option<Statement>,
     pub(super) select_last_commit: Statement,
     pub(super) select_owner: Statement,
 }
@@ -188,6 +204,18 @@ impl Statements {
         } else {
             (None, None)
         };
+        let counted = [
+            UPDATE_SUMMARY,
+            INSERT_SUMMARY,
+            SELECT_DEAD_LETTER_BLOCKS,
+            SELECT_DEAD_LETTERS,
+            SELECT_DEAD_LETTER_COUNTS,
+        ];
+        let [update_summary, insert_summary, select_dead_letter_blocks, select_dead_letters, select_dead_letter_counts] =
+            match version >= BOUNDED_DEAD_LETTERS_VERSION {
+                true => counted.map(|sql| p(sql).map(Some)),
+                false => counted.map(|_| Ok(None)),
+            };
         Ok(Statements {
             lock_job: p(LOCK_JOB)?,
             select_epoch: p(SELECT_EPOCH)?,
@@ -196,9 +224,9 @@ impl Statements {
             upsert_instances: p(UPSERT_INSTANCES)?,
             insert_rows,
             insert_dead_letters: p(INSERT_DEAD_LETTERS)?,
-            update_summary: p(UPDATE_SUMMARY)?,
-            insert_summary: p(INSERT_SUMMARY)?,
-            select_dead_letter_blocks: p(SELECT_DEAD_LETTER_BLOCKS)?,
+            update_summary: update_summary?,
+            insert_summary: insert_summary?,
+            select_dead_letter_blocks: select_dead_letter_blocks?,
             upsert_commit: p(UPSERT_COMMIT)?,
             delete_windows: p(DELETE_WINDOWS)?,
             insert_window: p(INSERT_WINDOW)?,
@@ -210,8 +238,8 @@ impl Statements {
             select_latest_start: p(SELECT_LATEST_START)?,
             select_groups: p(SELECT_GROUPS)?,
             select_instances: p(SELECT_INSTANCES)?,
-            select_dead_letters: p(SELECT_DEAD_LETTERS)?,
-            select_dead_letter_counts: p(SELECT_DEAD_LETTER_COUNTS)?,
+            select_dead_letters: select_dead_letters?,
+            select_dead_letter_counts: select_dead_letter_counts?,
             select_last_commit: p(SELECT_LAST_COMMIT)?,
             select_owner: p(SELECT_OWNER)?,
         })

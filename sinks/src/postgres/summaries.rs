@@ -4,7 +4,7 @@
 
 use super::client::{Queries, Transaction};
 use super::encode::PgTime;
-use super::statements::Statements;
+use super::statements::{Statements, INSERT_SUMMARY, SELECT_DEAD_LETTER_BLOCKS, UPDATE_SUMMARY};
 use super::PostgresStore;
 use crate::error::SinkError;
 use crate::sql_rows::non_negative;
@@ -30,7 +30,12 @@ pub(super) fn write_summary(
     let (lo, hi) = (lo as i64, hi.min(i64::MAX as u64) as i64);
     let reason = d.letter.reason.as_str();
     let update: [&(dyn ToSql + Sync); 10] = [&job, &d.source, &reason, &count, &first, &lo, &hi, &last, &epoch, &now];
-    if tx.execute(&stmts.update_summary, &update)? == 0 {
+    // a handle opened on an older schema has no prepared statement: it runs the text
+    let updated = match &stmts.update_summary {
+        Some(prepared) => tx.execute(prepared, &update)?,
+        None => tx.execute(UPDATE_SUMMARY, &update)?,
+    };
+    if updated == 0 {
         let partition = i64::from(d.letter.partition.0);
         let insert: [&(dyn ToSql + Sync); 10] = [
             &job,
@@ -44,7 +49,10 @@ pub(super) fn write_summary(
             &count,
             &last,
         ];
-        tx.execute(&stmts.insert_summary, &insert)?;
+        match &stmts.insert_summary {
+            Some(prepared) => tx.execute(prepared, &insert)?,
+            None => tx.execute(INSERT_SUMMARY, &insert)?,
+        };
     }
     Ok(())
 }
@@ -56,7 +64,10 @@ impl PostgresStore {
         let raw: Vec<(String, i64, i64)> = self.run(
             || format!("counting the dead letters of job {job:?} per block"),
             |c, s| {
-                let rows = c.query(&s.select_dead_letter_blocks, &[&job, &block])?;
+                let rows = match &s.select_dead_letter_blocks {
+                    Some(prepared) => c.query(prepared, &[&job, &block])?,
+                    None => c.query(SELECT_DEAD_LETTER_BLOCKS, &[&job, &block])?,
+                };
                 rows.iter()
                     .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
                     .collect()

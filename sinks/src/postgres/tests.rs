@@ -142,6 +142,13 @@ fn damage(c: &mut Client, what: Damage) {
             format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
         }
         Damage::HotKeyCount(n) => format!("UPDATE hot_key_windows SET key_count = {n}"),
+        Damage::RangesText(text) => format!(
+            "UPDATE instance_ranges SET ranges = '{}', unreadable = NULL {instance}",
+            text.replace('\'', "''")
+        ),
+        Damage::RangesEnd(ms) => {
+            format!("UPDATE instance_ranges SET window_end = to_timestamp({ms}::float8 / 1000) {instance}")
+        }
     };
     c.batch_execute(
         "ALTER TABLE topk DROP CONSTRAINT IF EXISTS topk_exact_check,
@@ -150,7 +157,8 @@ fn damage(c: &mut Client, what: Damage) {
              DROP CONSTRAINT IF EXISTS topk_instances_error_bound_check,
              DROP CONSTRAINT IF EXISTS topk_instances_sketch_check,
              DROP CONSTRAINT IF EXISTS topk_instances_certificate_check;
-         ALTER TABLE hot_key_windows DROP CONSTRAINT IF EXISTS hot_key_windows_key_count_check;",
+         ALTER TABLE hot_key_windows DROP CONSTRAINT IF EXISTS hot_key_windows_key_count_check;
+         ALTER TABLE instance_ranges DROP CONSTRAINT IF EXISTS instance_ranges_end_check;",
     )
     .unwrap();
     c.batch_execute(&sql).unwrap();
@@ -510,6 +518,96 @@ fn trend_lists_round_trip_and_damaged_trend_columns_are_corrupt() {
             reader.instance(JOB, "1m", Millis(0)).unwrap(),
             good,
             "repaired after {sql}"
+        );
+    }
+}
+
+/// An instance's ranges are stored as documented (one row, `timestamptz` instants, the JSON
+/// text or the reason; U+0000 in a reason as U+FFFD); rows the constraints keep out (both or
+/// neither of `ranges` and `unreadable`) and JSON that is not the stored shape read as corrupt,
+/// naming the instance and the field, through the job's handle and a reader's.
+#[test]
+fn instance_ranges_are_stored_as_documented_and_damaged_rows_are_corrupt() {
+    use crate::test_fixtures::{sealed, unreadable};
+    let db = TestDb::new();
+    let mut w = db.store();
+    let mut b = batch(1, vec![]);
+    b.ranges = vec![sealed("1m", 0), unreadable("1m", 60_000, "a\0b")];
+    assert!(w.commit(&b).unwrap());
+    let mut c = db.client();
+    let stored: Vec<(String, String, Option<String>, Option<String>)> = c
+        .query(
+            "SELECT window_start::text, window_end::text, ranges, unreadable FROM instance_ranges ORDER BY window_start",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let Ok(ranges) = &sealed("1m", 0).ranges else {
+        unreachable!()
+    };
+    let json = crate::ranges::ranges_json(ranges);
+    assert_eq!(
+        stored,
+        [
+            (
+                "1970-01-01 00:00:00+00".into(),
+                "1970-01-01 00:01:00+00".into(),
+                Some(json.clone()),
+                None
+            ),
+            (
+                "1970-01-01 00:01:00+00".into(),
+                "1970-01-01 00:02:00+00".into(),
+                None,
+                Some("a\u{FFFD}b".into())
+            ),
+        ]
+    );
+    assert_eq!(
+        w.sealed_ranges(JOB, "1m", Millis(60_000)).unwrap(),
+        Some(unreadable("1m", 60_000, "a\u{FFFD}b"))
+    );
+
+    c.batch_execute("ALTER TABLE instance_ranges DROP CONSTRAINT instance_ranges_one_check")
+        .unwrap();
+    let mut reader =
+        PostgresStore::open_reader(&db.url, &db.schema, PgTimeouts::default()).unwrap_or_else(|e| panic!("{e}"));
+    let at = "job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z";
+    let damages = [
+        ("SET unreadable = 'x'", "both ranges and unreadable are set"),
+        ("SET ranges = NULL", "neither ranges nor unreadable is set"),
+        (
+            "SET ranges = '[1, 2]'",
+            "ranges: not the stored JSON of partition ranges: invalid type",
+        ),
+        (
+            "SET ranges = ''",
+            "ranges: not the stored JSON of partition ranges: EOF",
+        ),
+    ];
+    for (set, want) in damages {
+        c.batch_execute(&format!("UPDATE instance_ranges {set} WHERE window_start = 'epoch'"))
+            .unwrap();
+        for r in [&mut w, &mut reader] {
+            let err = r.sealed_ranges(JOB, "1m", Millis(0)).unwrap_err();
+            assert!(matches!(err, SinkError::Corrupt { .. }), "{set}: {err}");
+            assert!(!err.retryable(), "{set}: {err}");
+            assert!(err.to_string().contains(&format!("{at}: {want}")), "{set}: {err}");
+            assert_eq!(
+                r.sealed_instances(JOB, "1m", Millis::MIN, 10).unwrap(),
+                [Millis(0), Millis(60_000)]
+            );
+        }
+        c.execute(
+            "UPDATE instance_ranges SET ranges = $1, unreadable = NULL WHERE window_start = 'epoch'",
+            &[&json],
+        )
+        .unwrap();
+        assert_eq!(
+            reader.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+            Some(sealed("1m", 0))
         );
     }
 }

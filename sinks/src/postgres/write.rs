@@ -5,6 +5,7 @@
 use super::client::{Queries, Transaction};
 use super::encode::{pg_text, pg_window, to_pg, Columns, PgTime};
 use super::ownership::read_owner;
+use super::ranges::RangeColumns;
 use super::schema::ensure_schema;
 use super::statements::{Statements, COMMIT_LOCK_CLASS, INSERT_ROWS};
 use super::PostgresStore;
@@ -58,6 +59,7 @@ impl SinkStore for PostgresStore {
     fn commit(&mut self, batch: &CommitBatch) -> Result<bool, SinkError> {
         check_batch(batch)?;
         let cols = Columns::of(batch)?;
+        let ranges = RangeColumns::of(&batch.job, &batch.ranges)?;
         let loc = self.loc().to_path_buf();
         let job = batch.job.as_str();
         let now = to_pg(Millis::now()).unwrap_or(Timestamp::PosInfinity);
@@ -88,7 +90,7 @@ impl SinkStore for PostgresStore {
                     return Ok(Ok(false));
                 }
             }
-            write_batch(&mut tx, s, batch, &cols, now)?;
+            write_batch(&mut tx, s, batch, (&cols, &ranges), now)?;
             crate::crash_point::crash_point("sink.commit");
             tx.commit()?;
             Ok(Ok(true))
@@ -125,14 +127,14 @@ impl SinkStore for PostgresStore {
     }
 }
 
-/// Writes a batch (as `cols`) inside the commit transaction: replaces the instances' rows,
-/// upserts their headers, appends the dead letters (in chunks, in order) and upserts the job's
-/// commit row.
+/// Writes a batch (as `cols` and `ranges`) inside the commit transaction: replaces the
+/// instances' rows, upserts their headers, appends the dead letters (in chunks, in order),
+/// writes the hot-key windows, upserts the instances' ranges and the job's commit row.
 fn write_batch(
     tx: &mut Transaction<'_>,
     stmts: &Statements,
     batch: &CommitBatch,
-    cols: &Columns<'_>,
+    (cols, ranges): (&Columns<'_>, &RangeColumns<'_>),
     now: PgTime,
 ) -> Result<(), postgres::Error> {
     let job = batch.job.as_str();
@@ -203,6 +205,7 @@ fn write_batch(
         super::summaries::write_summary(tx, stmts, job, d, epoch, now)?;
     }
     super::hot_keys::write_hot_windows(tx, job, &batch.hot_keys)?;
+    super::ranges::write_ranges(tx, job, ranges)?;
     tx.execute(&stmts.upsert_commit, &[&job, &epoch, &cols.watermark, &now])?;
     Ok(())
 }

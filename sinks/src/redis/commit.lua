@@ -13,7 +13,12 @@
 -- followed by item_count (score, member) pairs and, for a trend list, item_count trend records
 -- (JSON, in rank order: field 1, 2, … of the trend hash). KEYS[4n+3] is the job's hot-key hash; after the lists' arguments come the
 -- batch's latest hot-key window: window_start, window_end, watermark, as_of, key_count, keys
--- (JSON), or a single '' when the batch has none. Returns 1 when committed, 0 when skipped. Damaged data is reported as an
+-- (JSON), or a single '' when the batch has none. KEYS[4n+4] is the job's set of windows with
+-- ranges, and KEYS[4n+3+2w], KEYS[4n+4+2w] are the ranges hash and starts sorted set of the
+-- w-th window with ranges; after the hot-key arguments come the number of such windows and,
+-- per window, its name, its number of instances e and e (start, value) pairs (value: the
+-- instance's ranges as JSON, see sinks/src/redis/ranges.rs).
+-- Returns 1 when committed, 0 when skipped. Damaged data is reported as an
 -- error reply with the code HOTLIST_CORRUPT; a generation that is no longer the job's as
 -- HOTLIST_TAKEN_OVER <the job's generation>; arguments that are not what the client sends as
 -- HOTLIST_INVALID (the client checked them before: a mismatched client and script).
@@ -134,6 +139,25 @@ if ARGV[p] ~= '' then
   if old and not is_int(old) then return corrupt(hkey .. ' field window_start is not an integer') end
   if not old or cmp(ARGV[p], old) >= 0 then hot = p end
 end
+-- the sealed instances' ranges: every instance's replaces what is stored for it
+local r = p + 1
+if ARGV[p] ~= '' then r = p + 6 end
+local skey = KEYS[4 * n + 4]
+err = bad_type(skey, 'set')
+if err then return corrupt(err) end
+local ranges = {}
+for w = 1, tonumber(ARGV[r]) do
+  local q = r + 1
+  err = bad_type(KEYS[4 * n + 3 + 2 * w], 'hash') or bad_type(KEYS[4 * n + 4 + 2 * w], 'zset')
+  if err then return corrupt(err) end
+  local e = tonumber(ARGV[q + 1])
+  for x = 0, e - 1 do
+    local start = ARGV[q + 2 + 2 * x]
+    if not is_int(start) then return invalid('ranges of ' .. ARGV[q] .. ': start ' .. start .. ' is not an integer') end
+  end
+  ranges[#ranges + 1] = {w, q}
+  r = q + 1 + 2 * e
+end
 
 -- Phase 2: writes.
 for _, w in ipairs(writes) do
@@ -212,6 +236,25 @@ if hot then
   redis.call('HSET', hkey, 'window_start', ARGV[hot], 'window_end', ARGV[hot + 1],
     'watermark', ARGV[hot + 2], 'as_of', ARGV[hot + 3], 'key_count', ARGV[hot + 4],
     'keys', ARGV[hot + 5], 'epoch', ARGV[1])
+end
+for _, x in ipairs(ranges) do
+  local w, q = x[1], x[2]
+  local rkey, zkey = KEYS[4 * n + 3 + 2 * w], KEYS[4 * n + 4 + 2 * w]
+  local e = tonumber(ARGV[q + 1])
+  local j = 0
+  while j < e do
+    local m = math.min(e - j, 1000)
+    local values, starts = {}, {}
+    for y = 0, m - 1 do
+      local start = ARGV[q + 2 + 2 * (j + y)]
+      values[2 * y + 1], values[2 * y + 2] = start, ARGV[q + 3 + 2 * (j + y)]
+      starts[2 * y + 1], starts[2 * y + 2] = start, start
+    end
+    redis.call('HSET', rkey, unpack(values))
+    redis.call('ZADD', zkey, unpack(starts))
+    j = j + m
+  end
+  redis.call('SADD', skey, ARGV[q])
 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'watermark', ARGV[2], 'committed_at', ARGV[3])
 return 1

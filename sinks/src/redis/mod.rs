@@ -32,7 +32,12 @@
 //!   window_start, window_end, watermark, as_of (ms), key_count, epoch and keys (JSON
 //!   `[[item_id, rate, state]…]`, highest rate first); see `redis/hot_keys.rs`;
 //! - `{prefix}:{job}:owner` — hash: generation, owner, claimed_at (ms): the job's owner (see
-//!   `crate::ownership`; Redis has no liveness lock, the generation alone fences a stale run).
+//!   `crate::ownership`; Redis has no liveness lock, the generation alone fences a stale run);
+//! - `{prefix}:{job}:{window}:ranges` — hash: field = a sealed instance's start (ms), value =
+//!   JSON `{"end":…,"ranges":[…]}` (where its events lie in the input, `crate::ranges`) or
+//!   `{"end":…,"unreadable":"…"}`, for every sealed instance (not only the latest);
+//!   `{prefix}:{job}:{window}:ranges:starts` — sorted set of those starts (member = score =
+//!   start); `{prefix}:{job}:ranges` — set of the windows with ranges; see `redis/ranges.rs`.
 //!
 //! `prefix` defaults to [`DEFAULT_PREFIX`] (`hotlist`). Times are decimal milliseconds since the
 //! Unix epoch. `epoch` in the meta hash is the commit that wrote the list. Job ids and window
@@ -60,7 +65,9 @@
 //!    the primary store keeps their history;
 //! 3. the batch's latest hot-key window replaces the `hot` hash if it starts at or after the
 //!    stored one;
-//! 4. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.
+//! 4. every sealed instance's ranges in the batch replace what the ranges hash holds for it
+//!    (its start added to the starts sorted set, its window to the job's set);
+//! 5. the `commit` hash gets the batch's epoch and watermark and the wall-clock time.
 //!
 //! The script checks every key's type and every stored number before its first write, and each
 //! list's accuracy arguments as a reader would (`exact` 0 or 1, an exact list's `error_bound`
@@ -91,12 +98,14 @@
 //! `error` (how failures become a `SinkError` with a retry class), `write` (prepare and
 //! commit), `ownership` (claiming the job, `reset`), `read` (the read API), `trend` (a trend
 //! list's records: written, parsed and checked), `hot_keys` (the
-//! hot-key hash: its commit arguments and its read), [`fanout`] (the job's thread that copies
+//! hot-key hash: its commit arguments and its read), `ranges` (sealed instances' ranges: the
+//! keys, their commit arguments and their reads), [`fanout`] (the job's thread that copies
 //! each committed batch's newest lists into Redis, riding out outages); tests in `tests` (the
 //! key layout, latest only, scores; the fixture; the conformance suite), `corrupt_tests` (the
 //! windows document, corrupt data), `accuracy_tests` (the meta hash's accuracy and certificate),
-//! `trend_tests` (trend lists: layout, round trip, damage, retention, the fan-out) and
-//! `connection_tests` (credentials, reconnecting, error classes).
+//! `trend_tests` (trend lists: layout, round trip, damage, retention, the fan-out),
+//! `ranges_tests` (instance ranges: layout, damage) and `connection_tests` (credentials,
+//! reconnecting, error classes).
 
 #[cfg(test)]
 mod accuracy_tests;
@@ -111,6 +120,9 @@ pub mod fanout;
 mod hot_keys;
 mod keys;
 mod ownership;
+mod ranges;
+#[cfg(test)]
+mod ranges_tests;
 mod read;
 #[cfg(test)]
 mod tests;

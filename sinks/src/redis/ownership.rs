@@ -1,7 +1,8 @@
 //! Claiming a job in Redis (see `crate::ownership`): the owner hash `{prefix}:{job}:owner`
 //! holds the job's generation, bumped by one script so two claims never get the same number;
 //! the commit script checks it. Redis has no liveness lock. `reset` deletes the job's lists
-//! (sorted sets, meta and trend hashes) and commit hash (Redis holds no dead letters).
+//! (sorted sets, meta and trend hashes), instance ranges and commit hash (Redis holds no dead
+//! letters).
 
 use super::keys::check_key_part;
 use super::RedisStore;
@@ -62,10 +63,21 @@ impl RedisStore {
         Ok(Claim { generation, previous })
     }
 
-    /// Deletes the job's commit hash and the lists of the windows its windows document names.
+    /// Deletes the job's commit hash, the lists of the windows its windows document names and
+    /// the ranges of every window its set of windows with ranges names.
     pub(super) fn reset_job(&mut self, job: &str) -> Result<(), SinkError> {
         check_key_part(job, "job id", job)?;
         let mut keys = vec![self.commit_key(job), self.hot_key(job)];
+        let ranged_key = self.ranged_windows_key(job);
+        let ranged: Vec<String> = self.run(
+            || format!("listing the windows with ranges of job {job:?}"),
+            |c| ::redis::cmd("SMEMBERS").arg(&ranged_key).query(c),
+        )?;
+        for w in &ranged {
+            keys.push(self.ranges_key(job, w));
+            keys.push(self.range_starts_key(job, w));
+        }
+        keys.push(ranged_key);
         for w in StoreReader::windows(self, job)? {
             keys.push(self.list_key(job, &w.name));
             keys.push(self.meta_key(job, &w.name));

@@ -149,6 +149,27 @@ impl StoreReader for RedisStore {
     fn hot_keys(&mut self, job: &str) -> Result<Option<hotlist_operators::hot_keys::HotWindow>, SinkError> {
         self.read_hot_keys(job)
     }
+
+    /// The instance's ranges from the window's ranges hash (`redis/ranges.rs`).
+    fn sealed_ranges(
+        &mut self,
+        job: &str,
+        window: &str,
+        start: Millis,
+    ) -> Result<Option<hotlist_operators::replay::SealedRanges>, SinkError> {
+        self.read_sealed_ranges(job, window, start)
+    }
+
+    /// The starts from the window's sorted set of starts (`redis/ranges.rs`).
+    fn sealed_instances(
+        &mut self,
+        job: &str,
+        window: &str,
+        since: Millis,
+        limit: usize,
+    ) -> Result<Vec<Millis>, SinkError> {
+        self.read_sealed_instances(job, window, since, limit)
+    }
 }
 
 /// `GETRANGE` of the windows document: at most one byte more than [`WINDOWS_DOC_LIMIT`], so a

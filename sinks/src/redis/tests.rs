@@ -172,6 +172,21 @@ fn damage(prefix: &str, what: Damage) {
             .exec(&mut c),
         Damage::RowAccuracy { .. } => unreachable!("Redis stores no rows (stored_rows is None)"),
         Damage::HotKeyCount(n) => ::redis::cmd("HSET").arg(key("hot")).arg("key_count").arg(n).exec(&mut c),
+        Damage::RangesText(text) => ::redis::cmd("HSET")
+            .arg(key("1m:ranges"))
+            .arg(0)
+            .arg(format!(r#"{{"end":60000,"ranges":{text}}}"#))
+            .exec(&mut c),
+        Damage::RangesEnd(ms) => {
+            let value: String = ::redis::cmd("HGET").arg(key("1m:ranges")).arg(0).query(&mut c).unwrap();
+            let mut doc: serde_json::Value = serde_json::from_str(&value).unwrap();
+            doc["end"] = ms.into();
+            ::redis::cmd("HSET")
+                .arg(key("1m:ranges"))
+                .arg(0)
+                .arg(doc.to_string())
+                .exec(&mut c)
+        }
     }
     .unwrap();
 }

@@ -48,6 +48,7 @@ impl SinkStore for RedisStore {
             check_list(job, l)?;
         }
         let chosen = latest_per_window(&batch.lists);
+        let ranges = RedisStore::ranges_args(job, &batch.ranges)?;
         let ours = self.claims.of(job);
         let mut call = COMMIT_SCRIPT.prepare_invoke();
         call.key(self.commit_key(job))
@@ -95,6 +96,7 @@ impl SinkStore for RedisStore {
         for a in RedisStore::hot_args(&batch.hot_keys) {
             call.arg(a);
         }
+        self.ranges_call(&mut call, job, &ranges);
         let op = || format!("commit of job {job:?} epoch {}", batch.epoch);
         // Ok(Err(generation)): the script found the job claimed by another run
         let done: Result<i64, u64> = self.run(op, |c| match call.invoke::<i64>(c) {

@@ -9,16 +9,19 @@
 //! 3 → 4 only adds the hot-key tables; 4 → 5 rebuilds the list tables and `hotlist_windows` for
 //! per-group lists (every old list global); 5 → 6 rebuilds `topk_instances` with the
 //! certificate's columns (no old list certified); 6 → 7 adds dead-letter counts; 7 → 8 adds
-//! the trend columns (no old list is a trend list). The tables a migration leaves are the tables
-//! a new database gets, and they refuse the same impossible rows.
+//! the trend columns (no old list is a trend list); 8 → 9 creates `instance_ranges` (no
+//! instance sealed before has ranges). The tables a migration leaves are the tables a new
+//! database gets, and they refuse the same impossible rows.
 
 use super::old_schemas::{
-    v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched, v6_database, v7_database,
+    downgrade_to_v8, v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched, v6_database,
+    v7_database, v8_database, V8_DDL,
 };
 use super::*;
 use crate::store::{SinkStore, StoreReader};
 use crate::test_fixtures::{
-    approximate, batch, certified, hot_window, letter, list, sketch_check, summary, trending, windows, JOB,
+    approximate, batch, certified, hot_window, letter, list, sealed, sketch_check, summary, trending, unreadable,
+    windows, JOB,
 };
 use hotlist_operators::hot_keys::HotState;
 use hotlist_operators::record::DeadReason;
@@ -51,7 +54,7 @@ struct Case {
     same_tables: bool,
 }
 
-const CASES: [Case; 9] = [
+const CASES: [Case; 10] = [
     Case {
         name: "a version-1 database is read as it is",
         from: 1,
@@ -210,13 +213,48 @@ const CASES: [Case; 9] = [
         },
         same_tables: true,
     },
+    Case {
+        name: "a version-8 database is read as it is, then migrated",
+        from: 8,
+        build: v8_database,
+        read: |_, r| {
+            assert_eq!(
+                r.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+                None,
+                "no ranges table: no ranges"
+            );
+            assert_eq!(
+                r.sealed_instances(JOB, "1m", Millis::MIN, 10).unwrap(),
+                Vec::<Millis>::new()
+            );
+            let got = r.latest(JOB, "1m").unwrap().expect("a list");
+            assert_eq!((got.start, got.revision, got.items.len()), (Millis(0), 3, 2));
+            Seen {
+                list: Some(got),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v8,
+        reopened: |_, w, _| {
+            assert_eq!(
+                w.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+                Some(sealed("1m", 0)),
+                "opening again changes nothing"
+            );
+            assert_eq!(
+                w.sealed_instances(JOB, "1m", Millis::MIN, 10).unwrap(),
+                [Millis(0), Millis(60_000)]
+            );
+        },
+        same_tables: true,
+    },
 ];
 
 /// Every case: build, read as it is (a reader never migrates), migrate by opening as the job,
 /// check, open again, check; and where asked, the migrated tables are the new tables.
 #[test]
 fn every_older_version_is_read_as_it_is_then_migrated() {
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let dir = tempfile::tempdir().unwrap();
@@ -588,6 +626,71 @@ fn migrated_v7(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen) -
     Seen::default()
 }
 
+/// The old list stays and has no ranges; ranges commit with a batch (an instance that can be
+/// read again and one that cannot) and read back, also through the reader opened before.
+fn migrated_v8(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen) -> Seen {
+    assert_eq!(w.latest(JOB, "1m").unwrap(), seen.list, "the old list stays");
+    assert_eq!(w.sealed_ranges(JOB, "1m", Millis(0)).unwrap(), None);
+    let mut b = batch(3, vec![]);
+    b.ranges = vec![sealed("1m", 0), unreadable("1m", 60_000, "too many future rejections")];
+    assert!(w.commit(&b).unwrap());
+    for store in [&*w, &*r] {
+        assert_eq!(
+            store.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+            Some(sealed("1m", 0))
+        );
+        assert_eq!(
+            store.sealed_ranges(JOB, "1m", Millis(60_000)).unwrap(),
+            Some(unreadable("1m", 60_000, "too many future rejections"))
+        );
+    }
+    assert_eq!(
+        r.sealed_instances(JOB, "1m", Millis(1), 10).unwrap(),
+        [Millis(60_000)],
+        "the reader opened before sees them"
+    );
+    Seen::default()
+}
+
+/// [`V8_DDL`] is what version 8 created: a database of this build taken back to version 8
+/// (the downgrade every older case starts with) has exactly its tables and indexes.
+#[test]
+fn the_version_8_ddl_is_what_version_8_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let verbatim = dir.path().join("verbatim.db");
+    Connection::open(&verbatim).unwrap().execute_batch(V8_DDL).unwrap();
+    let taken_back = dir.path().join("taken-back.db");
+    SqliteStore::open(&taken_back).unwrap();
+    downgrade_to_v8(&taken_back, 8);
+    assert_eq!(user_version(&verbatim), 8);
+    assert_eq!(schema_objects(&taken_back), schema_objects(&verbatim));
+}
+
+/// Rows `instance_ranges` refuses: both or neither of `ranges` and `unreadable`, an instance
+/// that does not end after it starts, a second row of one instance.
+#[test]
+fn the_checks_refuse_impossible_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ranges.db");
+    SqliteStore::open(&path).unwrap();
+    let insert = "INSERT INTO instance_ranges (job, window_name, window_start, window_end, ranges, unreadable) \
+                  VALUES ('j', 'w', ";
+    let cases = [
+        ("0, 60000, '[]', NULL)", false),
+        ("0, 60000, NULL, 'gone')", false),
+        ("0, 60000, NULL, NULL)", true),
+        ("0, 60000, '[]', 'gone')", true),
+        ("0, 0, '[]', NULL)", true),
+        ("0, -1, NULL, 'gone')", true),
+    ];
+    let statements: Vec<String> = cases.iter().map(|(v, _)| format!("{insert}{v}")).collect();
+    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+    let want: Vec<bool> = cases.iter().map(|c| c.1).collect();
+    assert_eq!(refused(&path, &statements), want);
+    let twice = format!("{}; {}", statements[0], statements[1]);
+    assert_eq!(refused(&path, &[&twice]), [true], "one row per instance");
+}
+
 /// (id, reason, position) of every dead letter, read with a plain connection.
 fn letters(path: &Path) -> Vec<(i64, String, i64)> {
     let conn = Connection::open(path).unwrap();
@@ -601,6 +704,16 @@ fn letters(path: &Path) -> Vec<(i64, String, i64)> {
 fn user_version(path: &Path) -> i64 {
     let conn = Connection::open(path).unwrap();
     conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap()
+}
+
+/// The `CREATE` statements of the database's tables and indexes, by type and name.
+fn schema_objects(path: &Path) -> Vec<(String, String, Option<String>)> {
+    let conn = Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
 }
 
 /// The `CREATE` statements of the database's tables, by name.

@@ -1,6 +1,7 @@
 //! `SqliteStore`: the SQLite sink. One database file holds the latest revision of every window
-//! instance's list (`topk` rows under a `topk_instances` header), the dead letters, the jobs'
-//! window definitions and their committed epochs.
+//! instance's list (`topk` rows under a `topk_instances` header), the dead letters, the
+//! sealed instances' input ranges (`instance_ranges`), the jobs' window definitions and their
+//! committed epochs.
 //!
 //! The file is in WAL mode: one writer (the job) commits one transaction per batch while any
 //! number of readers (`hotlist query`, the HTTP API) read consistent snapshots. Every list read
@@ -10,13 +11,14 @@
 //!
 //! Files: `open` (opening for writing or reading), `schema` (tables, version, the migrations
 //! from versions 1, 2 and 3), `write` (prepare and commit), `summaries` (dead-letter summaries: a block's row and
-//! its stored count), `hot_keys` (hot-key windows: write
-//! and read), `ownership` (the job's lock file and
-//! generation, `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one
+//! its stored count), `dead_letter_search` (dead letters found by their bytes, for `explain`), `hot_keys` (hot-key windows: write
+//! and read), `ranges` (sealed instances' input ranges: write and read), `ownership` (the job's
+//! lock file and generation, `reset`), `read` (the read API); tests in `tests` and `migration_tests` (one
 //! table of cases, a database of each older version read as it is, then migrated: what the
 //! version lacked commits and reads back, migrated tables equal new ones, the checks refuse
 //! impossible rows), starting from the databases `old_schemas` builds (their DDL verbatim).
 
+mod dead_letter_search;
 mod hot_keys;
 #[cfg(test)]
 mod migration_tests;
@@ -24,6 +26,7 @@ mod migration_tests;
 mod old_schemas;
 mod open;
 mod ownership;
+mod ranges;
 mod read;
 mod schema;
 mod summaries;
@@ -42,6 +45,7 @@ use crate::store::StoreReader;
 use crate::types::{StoredList, StoredWindow};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::HotWindow;
+use hotlist_operators::replay::SealedRanges;
 use hotlist_operators::time::Millis;
 use rusqlite::{Connection, ErrorCode};
 use std::collections::BTreeMap;
@@ -77,6 +81,16 @@ impl SqliteStore {
 }
 
 impl StoreReader for SqliteStore {
+    fn dead_letters_containing(
+        &mut self,
+        job: &str,
+        reasons: &[hotlist_operators::record::DeadReason],
+        needle: &[u8],
+        limit: usize,
+    ) -> Result<Option<Vec<crate::types::SourcedDeadLetter>>, SinkError> {
+        SqliteStore::search_dead_letters(self, job, reasons, needle, limit).map(Some)
+    }
+
     fn windows(&mut self, job: &str) -> Result<Vec<StoredWindow>, SinkError> {
         SqliteStore::windows(self, job)
     }
@@ -100,6 +114,18 @@ impl StoreReader for SqliteStore {
     }
     fn hot_keys(&mut self, job: &str) -> Result<Option<HotWindow>, SinkError> {
         SqliteStore::hot_keys(self, job)
+    }
+    fn sealed_ranges(&mut self, job: &str, window: &str, start: Millis) -> Result<Option<SealedRanges>, SinkError> {
+        SqliteStore::sealed_ranges(self, job, window, start)
+    }
+    fn sealed_instances(
+        &mut self,
+        job: &str,
+        window: &str,
+        since: Millis,
+        limit: usize,
+    ) -> Result<Vec<Millis>, SinkError> {
+        SqliteStore::sealed_instances(self, job, window, since, limit)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The databases of older schema versions the migration tests start from: the DDL of
-//! versions 1 and 2 and the tables versions 5 and 6 changed, verbatim (as those releases
+//! versions 1, 2 and 8 and the tables versions 5 and 6 changed, verbatim (as those releases
 //! created them), and the builders that make a database of each version (version 7 only added
-//! columns and an index, which a downgrade drops).
+//! columns and an index, version 8 columns and version 9 a table, which a downgrade drops).
 
 use super::*;
 use crate::store::SinkStore;
@@ -236,6 +236,133 @@ CREATE TABLE IF NOT EXISTS topk_instances (
 ) WITHOUT ROWID;
 ";
 
+/// The tables of schema version 8, verbatim: what a version-8 database's `sqlite_master` holds
+/// (the columns versions 7 and 8 added with `ALTER TABLE` where SQLite put them).
+pub(super) const V8_DDL: &str = "
+CREATE TABLE topk (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    group_key    TEXT    NOT NULL DEFAULT '',
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    rank         INTEGER NOT NULL CHECK (rank >= 1),
+    item_id      TEXT    NOT NULL,
+    count        INTEGER NOT NULL CHECK (count >= 0),
+    revision     INTEGER NOT NULL,
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    as_of        INTEGER NOT NULL,
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)), baseline INTEGER CHECK (baseline >= 0), score REAL, history TEXT
+    CHECK ((baseline IS NULL) = (history IS NULL) AND (baseline IS NULL) = (score IS NULL)),
+    PRIMARY KEY (job, window_name, group_key, window_start, rank)
+) WITHOUT ROWID;
+CREATE TABLE topk_instances (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    group_key    TEXT    NOT NULL DEFAULT '',
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    revision     INTEGER NOT NULL,
+    state        TEXT    NOT NULL CHECK (state IN ('open', 'closed', 'final')),
+    final        INTEGER NOT NULL CHECK (final IN (0, 1)),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    item_count   INTEGER NOT NULL CHECK (item_count >= 0),
+    exact        INTEGER NOT NULL DEFAULT 1 CHECK (exact IN (0, 1)),
+    error_bound  INTEGER NOT NULL DEFAULT 0
+                 CHECK (error_bound >= 0 AND (exact = 0 OR error_bound = 0)),
+    sketch_found           INTEGER CHECK (sketch_found >= 0),
+    sketch_of              INTEGER CHECK (sketch_of >= sketch_found),
+    sketch_max_overcount   INTEGER CHECK (sketch_max_overcount >= 0),
+    sketch_total_overcount INTEGER
+        CHECK (sketch_total_overcount >= 0 AND (sketch_found IS NULL) = (sketch_of IS NULL)
+               AND (sketch_found IS NULL) = (sketch_max_overcount IS NULL)
+               AND (sketch_found IS NULL) = (sketch_total_overcount IS NULL)),
+    certificate_threshold  INTEGER CHECK (certificate_threshold >= 1),
+    certificate_counted    INTEGER CHECK (certificate_counted >= 0),
+    certificate_passes     INTEGER
+        CHECK (certificate_passes >= 1
+               AND (certificate_threshold IS NULL) = (certificate_counted IS NULL)
+               AND (certificate_threshold IS NULL) = (certificate_passes IS NULL)
+               AND (certificate_threshold IS NULL OR (exact = 1 AND state = 'final'))),
+    PRIMARY KEY (job, window_name, group_key, window_start)
+) WITHOUT ROWID;
+CREATE TABLE hot_key_windows (
+    job          TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL CHECK (window_end > window_start),
+    watermark    INTEGER NOT NULL,
+    as_of        INTEGER NOT NULL,
+    key_count    INTEGER NOT NULL CHECK (key_count >= 0),
+    PRIMARY KEY (job, window_start)
+) WITHOUT ROWID;
+CREATE TABLE hot_keys (
+    job          TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    item_id      TEXT    NOT NULL,
+    rate         REAL    NOT NULL CHECK (rate >= 0),
+    state        TEXT    NOT NULL CHECK (state IN ('hot', 'cooling')),
+    as_of        INTEGER NOT NULL,
+    PRIMARY KEY (job, window_start, item_id)
+) WITHOUT ROWID;
+CREATE TABLE hotlist_windows (
+    job      TEXT    NOT NULL,
+    name     TEXT    NOT NULL,
+    size_ms  INTEGER NOT NULL,
+    slide_ms INTEGER NOT NULL,
+    k        INTEGER NOT NULL,
+    ord      INTEGER NOT NULL,
+    by_dims  TEXT    NOT NULL DEFAULT '',
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE hotlist_commits (
+    job          TEXT    NOT NULL PRIMARY KEY,
+    epoch        INTEGER NOT NULL,
+    watermark    INTEGER NOT NULL,
+    committed_at INTEGER NOT NULL
+);
+CREATE TABLE hotlist_jobs (
+    job        TEXT    NOT NULL PRIMARY KEY,
+    generation INTEGER NOT NULL CHECK (generation >= 1),
+    owner      TEXT    NOT NULL,
+    claimed_at INTEGER NOT NULL
+);
+CREATE TABLE dead_letters (
+    id          INTEGER PRIMARY KEY,
+    job         TEXT    NOT NULL,
+    source      TEXT    NOT NULL,
+    partition   INTEGER NOT NULL,
+    position    INTEGER NOT NULL,
+    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
+    detail      TEXT    NOT NULL,
+    raw         BLOB    NOT NULL,
+    epoch       INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL
+, count INTEGER NOT NULL DEFAULT 1 CHECK (count >= 1), last_position INTEGER
+    CHECK ((last_position IS NOT NULL OR count = 1) AND last_position >= position));
+CREATE INDEX dead_letters_job_reason ON dead_letters (job, reason);
+CREATE INDEX dead_letters_job_source_position ON dead_letters (job, source, position);
+PRAGMA user_version = 8;
+";
+
+/// What a version-8 job wrote: the fixtures' two windows, one final list of two items of the
+/// `1m` instance at 0, a commit.
+const V8_ROWS: &str = "
+INSERT INTO hotlist_windows VALUES ('hotlist', '5m', 300000, 300000, 10, 0, '');
+INSERT INTO hotlist_windows VALUES ('hotlist', '1m', 60000, 30000, 3, 1, '');
+INSERT INTO topk_instances (job, window_name, group_key, window_start, window_end, revision, state, final,
+                            watermark, as_of, item_count)
+    VALUES ('hotlist', '1m', '', 0, 60000, 3, 'final', 1, 60001, 1700000000000, 2);
+INSERT INTO topk (job, window_name, group_key, window_start, window_end, rank, item_id, count, revision, final,
+                  state, as_of)
+    VALUES ('hotlist', '1m', '', 0, 60000, 1, 'a', 3, 3, 1, 'final', 1700000000000),
+           ('hotlist', '1m', '', 0, 60000, 2, 'b', 1, 3, 1, 'final', 1700000000000);
+INSERT INTO hotlist_commits VALUES ('hotlist', 2, 60001, 1700000000000);
+";
+
 /// A version-1 database at `dir/v1.db` holding [`V1_ROWS`].
 pub(super) fn v1_database(dir: &Path) -> PathBuf {
     let path = dir.join("v1.db");
@@ -382,11 +509,32 @@ pub(super) fn v7_database(dir: &Path) -> PathBuf {
 /// Turns the database at `path` (this build's version) into a version-7 one stamped `version`:
 /// `topk` without the trend columns (the last first: its check names the others).
 pub(super) fn downgrade_to_v7(path: &Path, version: i64) {
+    downgrade_to_v8(path, 8);
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(&format!(
         "ALTER TABLE topk DROP COLUMN history;
          ALTER TABLE topk DROP COLUMN score;
          ALTER TABLE topk DROP COLUMN baseline;
+         PRAGMA user_version = {version};"
+    ))
+    .unwrap();
+}
+
+/// A version-8 database at `dir/v8.db`, built from [`V8_DDL`] and holding [`V8_ROWS`].
+pub(super) fn v8_database(dir: &Path) -> PathBuf {
+    let path = dir.join("v8.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(V8_DDL).unwrap();
+    conn.execute_batch(V8_ROWS).unwrap();
+    path
+}
+
+/// Turns the database at `path` (this build's version) into a version-8 one stamped `version`:
+/// without `instance_ranges`.
+pub(super) fn downgrade_to_v8(path: &Path, version: i64) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "DROP TABLE instance_ranges;
          PRAGMA user_version = {version};"
     ))
     .unwrap();

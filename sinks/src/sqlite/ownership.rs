@@ -22,8 +22,9 @@ ON CONFLICT (job) DO UPDATE SET
     generation = excluded.generation, owner = excluded.owner, claimed_at = excluded.claimed_at";
 
 /// Everything `reset` deletes: the job's results, not its windows or its owner.
-const RESET: [&str; 6] = [
+const RESET: [&str; 7] = [
     "DELETE FROM topk WHERE job = ?1",
+    "DELETE FROM instance_ranges WHERE job = ?1",
     "DELETE FROM hot_keys WHERE job = ?1",
     "DELETE FROM hot_key_windows WHERE job = ?1",
     "DELETE FROM topk_instances WHERE job = ?1",

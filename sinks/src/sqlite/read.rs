@@ -156,6 +156,35 @@ impl SqliteStore {
         tx.pragma_query_value(None, "user_version", |r| r.get(0))
     }
 
+    /// Every final list of the window as (instance start, group), earliest first (a database
+    /// older than per-group lists: every list is global). For the restore drill, which
+    /// compares a scratch store's lists with the live store's.
+    pub fn final_lists(&self, job: &str, window: &str) -> Result<Vec<(Millis, GroupKey)>, SinkError> {
+        let path = self.path.as_path();
+        let raw = (|| -> rusqlite::Result<Vec<(i64, String)>> {
+            let tx = self.conn.unchecked_transaction()?;
+            let group = if self.version(&tx)? >= GROUPS_VERSION {
+                "group_key"
+            } else {
+                "''"
+            };
+            let mut stmt = tx.prepare(&format!(
+                "SELECT window_start, {group} FROM topk_instances
+                 WHERE job = ?1 AND window_name = ?2 AND state = 'final' ORDER BY window_start, 2"
+            ))?;
+            let rows = stmt.query_map(params![job, window], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })()
+        .map_err(sql_err(
+            path,
+            format!("listing the final lists of job {job:?} window {window:?}"),
+        ))?;
+        Ok(raw
+            .into_iter()
+            .map(|(start, group)| (Millis(start), GroupKey::from_stored(group)))
+            .collect())
+    }
+
     /// Every stored instance of the window as (start, revision, state), earliest first.
     pub fn instances(&self, job: &str, window: &str) -> Result<Vec<(Millis, u32, ListState)>, SinkError> {
         let path = self.path.as_path();

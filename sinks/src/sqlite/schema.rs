@@ -24,14 +24,19 @@
 //! existing row is one whole letter. 8 trend lists: `topk` gains `baseline` (the item's
 //! baseline sum *S*), `score` (*z*) and `history` (its counts in the *W* instances before,
 //! oldest first, comma-separated), all NULL on a count-ranked list's rows. 7 → 8 (and a new
-//! `topk`) adds them with `ALTER TABLE`: no existing list is a trend list.
+//! `topk`) adds them with `ALTER TABLE`: no existing list is a trend list. 9 sealed instances'
+//! input ranges: the table `instance_ranges`, one row per sealed instance of every window
+//! (`window_end`, and its partition ranges as JSON in `ranges` or why it cannot be read again in
+//! `unreadable`, exactly one of the two; see `crate::ranges`). 8 → 9 only creates the table
+//! (`INSTANCE_RANGES`, as for a new database): no instance sealed before has ranges, and a
+//! reader of an older database reads none.
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -60,6 +65,25 @@ pub(super) const BOUNDED_DEAD_LETTERS_VERSION: i64 = 7;
 /// The first version with trend lists: a reader of an older database reads every list as a
 /// count-ranked one.
 pub(super) const TREND_VERSION: i64 = 8;
+
+/// The first version with sealed instances' ranges (`instance_ranges`): a reader of an older
+/// database reads none.
+pub(super) const RANGES_VERSION: i64 = 9;
+
+/// Version 8 → 9 (and a new database): the sealed instances' ranges, one row per instance,
+/// replaced when the instance's ranges are committed again. A plain rowid table: a row holds
+/// every partition's range, often more than the small rows `WITHOUT ROWID` suits.
+const INSTANCE_RANGES: &str = "
+CREATE TABLE IF NOT EXISTS instance_ranges (
+    job          TEXT    NOT NULL,
+    window_name  TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL CHECK (window_end > window_start),
+    ranges       TEXT,
+    unreadable   TEXT    CHECK ((ranges IS NULL) <> (unreadable IS NULL)),
+    PRIMARY KEY (job, window_name, window_start)
+);
+";
 
 /// Version 7 → 8: a trend list's columns, added to a new `topk` too (as `MIGRATE_6_TO_7` does
 /// to `dead_letters`), so that new and migrated tables are the same (a test compares them).
@@ -318,6 +342,9 @@ impl SqliteStore {
         let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
         tx.execute_batch(&format!("{SCHEMA}{dead_letters}"))
             .map_err(sql_err(path, "creating the tables"))?;
+        // 8 → 9, and a new database (idempotent, as `SCHEMA`)
+        tx.execute_batch(INSTANCE_RANGES)
+            .map_err(sql_err(path, "creating the instance ranges table (schema version 9)"))?;
         // a new table (version 0) and every older one gain the counts
         if version < BOUNDED_DEAD_LETTERS_VERSION {
             tx.execute_batch(MIGRATE_6_TO_7)

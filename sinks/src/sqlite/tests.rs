@@ -57,6 +57,11 @@ fn damage(path: &Path, what: Damage) {
             format!("UPDATE topk SET exact = {exact}, error_bound = {error_bound} {instance}")
         }
         Damage::HotKeyCount(n) => format!("UPDATE hot_key_windows SET key_count = {n}"),
+        Damage::RangesText(text) => format!(
+            "UPDATE instance_ranges SET ranges = '{}', unreadable = NULL {instance}",
+            text.replace('\'', "''")
+        ),
+        Damage::RangesEnd(ms) => format!("UPDATE instance_ranges SET window_end = {ms} {instance}"),
     };
     let conn = Connection::open(path).unwrap();
     conn.pragma_update(None, "ignore_check_constraints", true).unwrap();
@@ -234,5 +239,80 @@ fn trend_lists_round_trip_and_damaged_trend_columns_are_corrupt() {
             .unwrap_err();
         assert!(matches!(err, SinkError::Corrupt { .. }), "{sql}: {err}");
         assert!(err.to_string().contains(want), "{sql}: {err}");
+    }
+}
+
+/// Rows of `instance_ranges` a damaged file may hold (its checks ignored) read as corrupt,
+/// naming the instance and the field: both or neither of `ranges` and `unreadable`, a column
+/// that is not text, JSON that is not the stored shape; the database's ranges are written in
+/// the documented JSON.
+#[test]
+fn damaged_instance_ranges_rows_are_corrupt() {
+    use crate::test_fixtures::{sealed, unreadable};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut w = SqliteStore::open(&path).unwrap();
+    let mut b = batch(1, vec![]);
+    b.ranges = vec![sealed("1m", 0), unreadable("1m", 60_000, "gone")];
+    assert!(w.commit(&b).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    let stored: Vec<(i64, i64, Option<String>, Option<String>)> = conn
+        .prepare("SELECT window_start, window_end, ranges, unreadable FROM instance_ranges ORDER BY window_start")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let Ok(ranges) = &sealed("1m", 0).ranges else {
+        unreachable!()
+    };
+    assert_eq!(
+        stored,
+        [
+            (0, 60_000, Some(crate::ranges::ranges_json(ranges)), None),
+            (60_000, 120_000, None, Some("gone".into())),
+        ]
+    );
+    assert!(stored[0]
+        .2
+        .as_deref()
+        .is_some_and(|j| j.contains(r#""check":16045690984503111695"#)));
+    conn.pragma_update(None, "ignore_check_constraints", true).unwrap();
+    let at = "job \"hotlist\" window \"1m\" instance 1970-01-01T00:00:00.000Z";
+    let damages = [
+        ("SET unreadable = 'x'", "both ranges and unreadable are set"),
+        ("SET ranges = NULL", "neither ranges nor unreadable is set"),
+        // the column's text affinity stores a number as its text
+        (
+            "SET ranges = 42",
+            "ranges: not the stored JSON of partition ranges: invalid type: integer `42`",
+        ),
+        ("SET ranges = x'5b5d'", "ranges is a blob, not text"),
+        (
+            "SET ranges = NULL, unreadable = x'00'",
+            "unreadable is a blob, not text",
+        ),
+        (
+            "SET ranges = '[{\"partition\":0}]'",
+            "ranges: not the stored JSON of partition ranges: missing field",
+        ),
+    ];
+    for (set, want) in damages {
+        conn.execute_batch(&format!("UPDATE instance_ranges {set} WHERE window_start = 0"))
+            .unwrap();
+        let err = w.sealed_ranges(JOB, "1m", Millis(0)).unwrap_err();
+        assert!(matches!(err, SinkError::Corrupt { .. }), "{set}: {err}");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains(&format!("{at}: {want}")), "{set}: {err}");
+        assert_eq!(
+            w.sealed_instances(JOB, "1m", Millis::MIN, 10).unwrap(),
+            [Millis(0), Millis(60_000)]
+        );
+        conn.execute(
+            "UPDATE instance_ranges SET ranges = ?1, unreadable = NULL WHERE window_start = 0",
+            [&stored[0].2],
+        )
+        .unwrap();
+        assert_eq!(w.sealed_ranges(JOB, "1m", Millis(0)).unwrap(), Some(sealed("1m", 0)));
     }
 }

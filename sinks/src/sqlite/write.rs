@@ -105,6 +105,7 @@ fn write_batch(tx: &Connection, batch: &CommitBatch, now: Millis) -> rusqlite::R
     for w in &batch.hot_keys {
         super::hot_keys::write_hot_window(tx, job, w)?;
     }
+    super::ranges::write_ranges(tx, job, &batch.ranges)?;
     let mut dead = tx.prepare_cached(INSERT_DEAD_LETTER)?;
     for d in &batch.dead_letters {
         if d.is_summary() {

@@ -76,9 +76,30 @@ pub(super) fn setup(topic: &str, checkpoint: bool) -> Setup {
 /// into `topic` now when `produce_now`; writes the job's config (Kafka source, SQLite sink;
 /// checkpoints every 10 ms when `checkpoint`).
 pub(super) fn setup_with(topic: &str, checkpoint: bool, produce_now: bool, events: u64) -> Setup {
+    setup_generated(topic, checkpoint, produce_now, events, &[])
+}
+
+/// [`setup_with`] with the generator's settings changed by `sets` (`--set key=value`).
+pub(super) fn setup_generated(topic: &str, checkpoint: bool, produce_now: bool, events: u64, sets: &[&str]) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    std::fs::write(dir.path().join("gen.toml"), GENERATOR).expect("config");
+    let mut generator = GENERATOR.to_string();
+    for set in sets {
+        let (key, value) = set.split_once('=').expect("key=value");
+        let key = key.strip_prefix("source.").expect("a source setting");
+        generator = generator
+            .lines()
+            .map(|l| {
+                if l.starts_with(&format!("{key} =")) {
+                    format!("{key} = {value}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    std::fs::write(dir.path().join("gen.toml"), generator).expect("config");
     let events_set = format!("source.events={events}");
     let produce: Vec<String> = [
         "produce",

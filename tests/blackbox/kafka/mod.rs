@@ -21,6 +21,8 @@ mod replay;
 mod dead_letters;
 // a run after a bounded run reads on from its offsets
 mod resume;
+// `hotlist explain` reading instances' offsets again
+mod explain;
 // a re-created topic, messages deleted by retention: refused unless accepted, then counted
 mod data_loss;
 // partitions added while the job runs

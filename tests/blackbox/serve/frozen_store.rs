@@ -93,6 +93,7 @@ impl FrozenStore {
             lists,
             dead_letters: vec![],
             hot_keys: Vec::new(),
+            ranges: Vec::new(),
         };
         assert!(self.writer.commit(&batch).expect("commit"));
     }

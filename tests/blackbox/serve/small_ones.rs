@@ -84,6 +84,7 @@ fn store_with_groups(dir: &std::path::Path) {
         lists,
         dead_letters: vec![],
         hot_keys: Vec::new(),
+        ranges: Vec::new(),
     };
     assert!(writer.commit(&batch).expect("commit"));
 }

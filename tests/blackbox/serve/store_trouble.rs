@@ -44,6 +44,7 @@ impl PgStore {
             lists: vec![list("1m", 1, &[("a", 3)]), later],
             dead_letters: vec![],
             hot_keys: Vec::new(),
+            ranges: Vec::new(),
         };
         assert!(writer.commit(&batch).expect("commit"));
         PgStore { dir, schema }

@@ -104,7 +104,8 @@ impl Pending {
         self.lists.len()
     }
 
-    /// The batch that writes everything pending (no dead letters: Redis keeps none).
+    /// The batch that writes everything pending (no dead letters and no instance ranges: the
+    /// primary store keeps those; the fan-out copies only what a page reads).
     pub(super) fn to_batch(&self, job: &str) -> CommitBatch {
         CommitBatch {
             job: job.to_string(),
@@ -113,6 +114,7 @@ impl Pending {
             lists: self.lists.values().cloned().collect(),
             dead_letters: Vec::new(),
             hot_keys: self.hot.iter().cloned().collect(),
+            ranges: Vec::new(),
         }
     }
 }

@@ -41,6 +41,7 @@ fn batch(epoch: u64, lists: Vec<PublishedList>) -> CommitBatch {
         lists,
         dead_letters: Vec::new(),
         hot_keys: Vec::new(),
+        ranges: Vec::new(),
     }
 }
 
