@@ -84,7 +84,7 @@ struct UserCount {
 
 /// Runs `hotlist explain` and prints the report.
 pub fn explain(args: &ExplainArgs) -> Result<()> {
-    let plan = config::load(&args.config, &config::Overrides::default())?;
+    let plan = users_read(config::load(&args.config, &config::Overrides::default())?);
     let mut store = crate::serve::opener(&plan.sink)?()?;
     let job = plan.job_id.clone();
     let specs = plan.window_specs();
@@ -135,6 +135,19 @@ pub fn explain(args: &ExplainArgs) -> Result<()> {
         print!("{}", table(&report, ranges.len()));
     }
     Ok(())
+}
+
+/// The plan explain reads with: the job's, reading the users a mapped user field names even
+/// when no window counts them (as an extra that never makes a record bad, so every record
+/// gets the job's verdict): bots show up in `top_users` whatever the job counts.
+fn users_read(mut plan: JobPlan) -> JobPlan {
+    if plan.input.format.user.is_none() {
+        if let Some(user) = plan.input.user.clone() {
+            plan.input.format.user = Some(user);
+            plan.input.format.user_is_extra = true;
+        }
+    }
+    plan
 }
 
 /// The instance `--at`/`--date` name, or the latest sealed one with recorded ranges.
@@ -335,7 +348,9 @@ fn table(r: &Report, ranges: usize) -> String {
     let _ = writeln!(out, "late_dropped   {dropped}");
     let users = r
         .distinct_users
-        .map_or("- (the job reads no user field)".to_string(), |n| n.to_string());
+        .map_or("- (no user field mapped: source.format.user)".to_string(), |n| {
+            n.to_string()
+        });
     let _ = writeln!(out, "distinct_users {users}");
     let top: Vec<String> = r
         .top_users

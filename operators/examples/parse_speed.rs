@@ -47,6 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ts: p("/Bid/date_time")?,
             ts_unit: TsUnit::Millis,
             user: None,
+            user_is_extra: false,
             dims: Vec::new(),
             bounds: Default::default(),
         };

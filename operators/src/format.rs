@@ -89,6 +89,9 @@ pub struct Format {
     pub ts_unit: TsUnit,
     /// Where the user is, if the job needs one.
     pub user: Option<Pointer>,
+    /// The user is read where it parses and never makes a record bad: for `hotlist explain`,
+    /// which reads the users of a job that counts none (the job's verdicts stay the same).
+    pub user_is_extra: bool,
     /// The dims the job needs, by name, and where each one is.
     pub dims: Vec<(String, Pointer)>,
     /// How long their values and the windows' group keys may be.
@@ -103,6 +106,7 @@ impl Default for Format {
             ts: Pointer::parse("/ts").expect("valid"),
             ts_unit: TsUnit::Millis,
             user: None,
+            user_is_extra: false,
             dims: Vec::new(),
             bounds: DimBounds::default(),
         }
@@ -206,6 +210,7 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Resul
     check_item_id(&item_id)?;
     let ts = time(&format.ts, format.ts_unit, ts)?;
     let user = match &format.user {
+        Some(p) if format.user_is_extra => id("user", p, user).ok().flatten().filter(|u| check_item_id(u).is_ok()),
         Some(p) => {
             let user = id("user", p, user)?;
             if let Some(u) = &user {

@@ -116,7 +116,7 @@ pub(crate) struct Want {
     by_partition: BTreeMap<String, u64>,
     pub(crate) late_accepted: u64,
     pub(crate) late_dropped: u64,
-    distinct_users: u64,
+    pub(crate) distinct_users: u64,
     top_events: u64,
 }
 
@@ -535,4 +535,33 @@ fn the_restore_drill_passes_and_finds_a_damaged_checkpoint() {
         why.contains(&epoch.to_string()) || why.contains("counter-0000"),
         "{why}"
     );
+}
+
+/// With a user field mapped but no window counting distinct users (the job reads no users),
+/// explain still names the distinct and top users of an item — read as an extra that never
+/// changes a record's verdict, so the counts stay the job's.
+#[test]
+fn explain_reads_users_no_window_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("in")).expect("mkdir");
+    let parts = random_grouped_partitions(29, &shape());
+    write_partitions(&dir.path().join("in"), &parts).expect("write inputs");
+    let start_of = CONFIG
+        .find("[[window]]\nname = \"20s-users\"")
+        .expect("the users window");
+    let end_of = CONFIG[start_of..].find("[sink]").expect("the sink") + start_of;
+    let config = format!("{}{}", &CONFIG[..start_of], &CONFIG[end_of..]);
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("write config");
+    run_hotlist(
+        dir.path(),
+        &["run", "--config", "hotlist.toml", "--progress", "never"],
+        true,
+    );
+    let evs = events(&parts, OOO);
+    let start = busy_instances(&evs, 10_000, LATENESS)[0];
+    let w = want(&evs, &of(10_000, start, None, false), "i1");
+    let v = explain(dir.path(), "10s", "i1", start, None);
+    assert_eq!(got(&v), w, "{v}");
+    assert!(w.distinct_users > 1, "users to tell apart: {v}");
+    assert_eq!(v["agrees"], Value::Bool(true), "{v}");
 }

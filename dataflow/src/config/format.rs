@@ -133,6 +133,7 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
             ts: ts.clone(),
             ts_unit,
             user: None,
+            user_is_extra: false,
             dims: Vec::new(),
             bounds: DimBounds::default(),
         },
@@ -205,6 +206,7 @@ impl InputFormat {
             ts: self.ts.clone(),
             ts_unit: self.ts_unit,
             user,
+            user_is_extra: false,
             dims,
             bounds: DimBounds::default(),
         })

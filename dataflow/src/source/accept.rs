@@ -392,6 +392,7 @@ mod tests {
             ts: p("/Bid/date_time"),
             ts_unit: hotlist_operators::format::TsUnit::Millis,
             user: Some(p("/Bid/bidder")),
+            user_is_extra: false,
             dims: vec![("channel".into(), p("/Bid/channel"))],
             bounds: Default::default(),
         });

@@ -13,6 +13,7 @@ fn bids() -> Format {
         ts: ptr("/Bid/date_time"),
         ts_unit: TsUnit::Millis,
         user: Some(ptr("/Bid/bidder")),
+        user_is_extra: false,
         dims: vec![("channel".to_string(), ptr("/Bid/channel"))],
         bounds: Default::default(),
     }
@@ -152,6 +153,7 @@ fn units_escapes_and_indices() {
         ts: ptr("/t/1"),
         ts_unit: TsUnit::Millis,
         user: Some(ptr("/u/0/id")),
+        user_is_extra: false,
         dims: vec![("d".into(), ptr("/t/0")), ("e".into(), ptr("/a~1b/~0c"))],
         bounds: Default::default(),
     };
@@ -314,6 +316,7 @@ fn format() -> impl Strategy<Value = Format> {
             ts,
             ts_unit,
             user,
+            user_is_extra: false,
             dims: dims
                 .into_iter()
                 .enumerate()
@@ -577,4 +580,29 @@ fn the_scan_takes_the_usual_records() {
         "deep nesting: the walk's (and within serde_json's limit)"
     );
     assert!(both_readings(&deep, &f).1.is_ok());
+}
+
+/// A user read as an extra (`user_is_extra`, for `hotlist explain`) never makes a record bad:
+/// one that would (an object, a float, an empty id) reads as no user, the rest as before.
+#[test]
+fn an_extra_user_never_makes_a_record_bad() {
+    let strict = Format {
+        user: Some(ptr("/u")),
+        ..Format::default()
+    };
+    let extra = Format {
+        user_is_extra: true,
+        ..strict.clone()
+    };
+    for bad in [r#"{"u":{"x":1}}"#, r#"{"u":1.5}"#, r#"{"u":""}"#, r#"{"u":[1]}"#] {
+        let line = format!(r#"{{"item_id":"a","ts":5,{}}}"#, &bad[1..bad.len() - 1]);
+        assert!(
+            parse_with(line.as_bytes(), &strict).is_err(),
+            "{line}: bad when the job counts users"
+        );
+        let e = parse_with(line.as_bytes(), &extra).unwrap_or_else(|b| panic!("{line}: {b}"));
+        assert_eq!((e.item_id.as_ref(), e.ts.0, e.user), ("a", 5, None), "{line}");
+    }
+    let e = parse_with(br#"{"item_id":"a","ts":5,"u":"bot-1"}"#, &extra).expect("parsed");
+    assert_eq!(e.user.as_deref(), Some("bot-1"));
 }

@@ -145,6 +145,8 @@ if ARGV[p] ~= '' then r = p + 6 end
 local skey = KEYS[4 * n + 4]
 err = bad_type(skey, 'set')
 if err then return corrupt(err) end
+-- (the value is RANGES_KEPT of sinks/src/redis/ranges.rs, put here when the script loads)
+local RANGES_KEPT = 10000
 local ranges = {}
 for w = 1, tonumber(ARGV[r]) do
   local q = r + 1
@@ -253,6 +255,15 @@ for _, x in ipairs(ranges) do
     redis.call('HSET', rkey, unpack(values))
     redis.call('ZADD', zkey, unpack(starts))
     j = j + m
+  end
+  -- the newest RANGES_KEPT instances per window (sinks/src/redis/ranges.rs): memory stays
+  -- bounded, as Redis keeps no older lists either
+  local over = redis.call('ZCARD', zkey) - RANGES_KEPT
+  while over > 0 do
+    local old = redis.call('ZRANGE', zkey, 0, math.min(over, 1000) - 1)
+    redis.call('HDEL', rkey, unpack(old))
+    redis.call('ZREM', zkey, unpack(old))
+    over = over - #old
   end
   redis.call('SADD', skey, ARGV[q])
 end

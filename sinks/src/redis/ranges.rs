@@ -1,5 +1,6 @@
-//! Sealed instances' input ranges in Redis, kept for every sealed instance (Redis keeps no
-//! older lists, but `hotlist explain` and `verify` read any instance's ranges):
+//! Sealed instances' input ranges in Redis, kept for the newest [`RANGES_KEPT`] sealed
+//! instances of each window (Redis keeps no older lists; memory stays bounded), which
+//! `hotlist explain` and `verify` read:
 //!
 //! - `{prefix}:{job}:{window}:ranges` — hash: field = the instance's start (decimal ms), value =
 //!   JSON `{"end":…,"ranges":[…]}` (the partition ranges, `crate::ranges`) or
@@ -25,6 +26,10 @@ use crate::read_checks::ListAt;
 use ::redis::ScriptInvocation;
 use hotlist_operators::replay::SealedRanges;
 use hotlist_operators::time::Millis;
+
+/// How many sealed instances' ranges a window keeps, the newest (the commit script's
+/// `RANGES_KEPT`): a `1m` window's week.
+pub const RANGES_KEPT: usize = 10_000;
 
 /// The longest value of an instance a read takes: far beyond every partition's range of the
 /// largest job with [`hotlist_operators::replay::MAX_SKIPS`] skipped records.

@@ -3,6 +3,7 @@
 //! start that is not an integer), starts a score cannot hold. Like the other Redis tests they
 //! need a real Redis (see `tests`).
 
+use super::ranges::RANGES_KEPT;
 use super::tests::Fixture;
 use super::*;
 use crate::ranges::instance_json;
@@ -156,4 +157,31 @@ fn damaged_redis_ranges_are_reported() {
         Some(sealed("1m", (1 << 53) - 60_000))
     );
     assert_eq!(store.latest(JOB, "1m").unwrap(), Some(StoredList::from(list(0, 1, 1))));
+}
+
+/// A window keeps the ranges of its newest [`RANGES_KEPT`] instances: older ones leave the
+/// hash and the sorted set in the commit that goes past the bound (memory stays bounded).
+#[test]
+fn a_window_keeps_its_newest_instances_ranges() {
+    let mut fx = Fixture::new();
+    let mut store = fx.store();
+    store.prepare(JOB, &windows()).unwrap();
+    let mut b = batch(1, vec![]);
+    b.ranges = (0..RANGES_KEPT as i64 - 5).map(|i| sealed("1m", i * 60_000)).collect();
+    assert!(store.commit(&b).unwrap());
+    let mut b = batch(2, vec![]);
+    b.ranges = (RANGES_KEPT as i64 - 5..RANGES_KEPT as i64 + 7)
+        .map(|i| sealed("1m", i * 60_000))
+        .collect();
+    assert!(store.commit(&b).unwrap());
+    let starts = store.sealed_instances(JOB, "1m", Millis::MIN, 2 * RANGES_KEPT).unwrap();
+    assert_eq!(starts.len(), RANGES_KEPT);
+    assert_eq!(starts.first(), Some(&Millis(7 * 60_000)), "the 7 oldest left");
+    assert_eq!(store.sealed_ranges(JOB, "1m", Millis(6 * 60_000)).unwrap(), None);
+    assert!(store.sealed_ranges(JOB, "1m", Millis(7 * 60_000)).unwrap().is_some());
+    let fields: usize = ::redis::cmd("HLEN")
+        .arg(fx.key("1m:ranges"))
+        .query(&mut fx.raw)
+        .unwrap();
+    assert_eq!(fields, RANGES_KEPT);
 }

@@ -21,7 +21,13 @@ use std::sync::LazyLock;
 
 /// The commit script; see the module documentation for what it does and `commit.lua` for its
 /// keys and arguments.
-pub(super) static COMMIT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("commit.lua")));
+pub(super) static COMMIT_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    let script = include_str!("commit.lua").replace(
+        "local RANGES_KEPT = 10000",
+        &format!("local RANGES_KEPT = {}", super::ranges::RANGES_KEPT),
+    );
+    Script::new(&script)
+});
 
 impl SinkStore for RedisStore {
     /// Records the job's windows in `{prefix}:{job}:windows` (replacing a previous definition).
