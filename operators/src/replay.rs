@@ -332,9 +332,13 @@ impl ReplayRanges {
         Ok(out)
     }
 
-    /// Forgets the wall-clock rejections no live instance can contain: those before `before`
-    /// (the earliest start of any instance that is not sealed yet).
-    pub fn forget_skips_before(&mut self, before: Millis) {
+    /// Forgets what no live instance can use: the wall-clock rejections before `before` (the
+    /// earliest event time an instance that is not sealed yet can hold), and the notes of
+    /// instances starting before it — sealed, their ranges taken already; a note can still
+    /// come for one (a partition excluded as idle while it sealed, whose events for it are then
+    /// `sealed` drops), and must not stay for good.
+    pub fn forget_before(&mut self, before: Millis) {
+        self.starts.retain(|k, _| k.start >= before);
         for v in self.skips.values_mut() {
             v.retain(|(_, _, ts)| *ts >= before);
         }
@@ -399,7 +403,22 @@ mod tests {
             }]
         );
         assert_eq!(r.instances(), 0, "a sealed instance's starts are forgotten");
-        r.forget_skips_before(Millis(100));
+        // a note that comes after its instance sealed (a `sealed` drop's) is forgotten too
+        for start in [0, 100] {
+            r.note(ReplayNote::Start {
+                instance: key(start),
+                partition: PartitionId(1),
+                position: 3,
+                max_ts: Millis(90),
+                byte: None,
+            });
+        }
+        r.forget_before(Millis(100));
+        assert_eq!(
+            r.instances(),
+            1,
+            "only the instance at 100, which may be live, keeps its note"
+        );
         assert_eq!(
             r.skips.values().map(Vec::len).sum::<usize>(),
             1,

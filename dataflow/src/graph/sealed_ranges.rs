@@ -108,9 +108,10 @@ impl RangeBook {
         sealed
     }
 
-    /// Forgets the `future` rejections before `ts`: every instance that could hold them sealed.
+    /// Forgets the notes no live instance can use: `future` rejections before `ts`, notes of
+    /// instances starting before it (every instance that could hold them sealed).
     pub fn forget_before(&mut self, ts: Millis) {
-        self.notes.forget_skips_before(ts);
+        self.notes.forget_before(ts);
     }
 
     /// The notes of the instances not sealed yet, for a checkpoint.
