@@ -6,7 +6,8 @@
 //! - [`kills`]: the crash tests' loop of SIGKILLs and restarts;
 //! - [`serial`]: locks for a service the tests of one binary share (the local PostgreSQL);
 //! - [`pg_schema`]: a fresh PostgreSQL schema per test, dropped at its end;
-//! - [`proxy`]: a TCP proxy that can be frozen, for a server that stops answering.
+//! - [`proxy`]: a TCP proxy that can be frozen, for a server that stops answering;
+//! - [`markdown`]: the anchors of a page's headings, for the docs' link checks.
 //!
 //! The tests themselves are three binaries, each a folder whose `main.rs` lists its modules:
 //! `blackbox/` (the built binary against real services, under faults and hostile input),
@@ -15,6 +16,7 @@
 
 pub mod inputs;
 pub mod kills;
+pub mod markdown;
 pub mod model;
 pub mod pg_schema;
 pub mod proxy;

@@ -290,32 +290,6 @@ fn alert_names_in(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// GitHub's anchor for a heading (as tests/repo/layout.rs computes it).
-fn anchor_of(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
-/// The anchors of operations.md's headings (outside code blocks).
-fn operations_anchors(operations: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut in_code = false;
-    for line in operations.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-        }
-        if !in_code && line.starts_with('#') {
-            out.insert(anchor_of(line.trim_start_matches('#')));
-        }
-    }
-    out
-}
-
 /// Every expression of both files parses, and each selects at least one metric, by name.
 #[test]
 fn every_promql_expression_parses() {
@@ -359,7 +333,7 @@ fn alert_rules_match_the_runbook() {
     let operations = read(OPERATIONS);
     let section = metrics_section(&operations);
     let documented = alert_names_in(section);
-    let anchors = operations_anchors(&operations);
+    let anchors = hotlist_tests::markdown::anchors(&operations);
     let mut names = BTreeSet::new();
     let mut problems = Vec::new();
     for (group, rule) in alert_rules() {

@@ -5,6 +5,7 @@
 //! These are lints, run as tests so `cargo test` keeps them: a new module without a line in its
 //! crate's map, or a doc pointing at a file that was moved, fails here.
 
+use hotlist_tests::markdown::{anchor_of, anchors};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -180,33 +181,6 @@ fn relative_links(text: &str) -> Vec<(String, Option<String>)> {
                 None => (link.to_string(), None),
             };
             out.push((target, anchor));
-        }
-    }
-    out
-}
-
-/// GitHub's anchor for a heading: lower case, punctuation other than `-` and `_` dropped,
-/// spaces as `-`.
-fn anchor_of(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
-/// The anchors of a page's headings (outside code blocks).
-fn anchors(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut in_code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-        }
-        if !in_code && line.starts_with('#') {
-            out.insert(anchor_of(line.trim_start_matches('#')));
         }
     }
     out

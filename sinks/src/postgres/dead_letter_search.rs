@@ -2,6 +2,7 @@
 //! raw record holds a needle (`hotlist explain` looks for an item's late and sealed drops).
 
 use super::client::Queries;
+use super::read::columns;
 use super::schema::BOUNDED_DEAD_LETTERS_VERSION;
 use super::PostgresStore;
 use crate::error::SinkError;
@@ -46,20 +47,7 @@ impl PostgresStore {
                 );
                 let rows = tx.query(sql.as_str(), &[&job, &reasons.as_slice(), &needle, &limit])?;
                 tx.commit()?;
-                rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.try_get(0)?,
-                            r.try_get(1)?,
-                            r.try_get(2)?,
-                            r.try_get(3)?,
-                            r.try_get(4)?,
-                            r.try_get(5)?,
-                            r.try_get(6)?,
-                            r.try_get(7)?,
-                        ))
-                    })
-                    .collect()
+                rows.iter().map(columns).collect()
             },
         )?;
         raw.into_iter()

@@ -320,7 +320,7 @@ fn accuracy(r: &Row) -> Result<RawAccuracy, postgres::Error> {
 }
 
 /// A row's columns, in order, as a tuple (what rusqlite offers as `TryFrom<&Row>`).
-trait FromColumns: Sized {
+pub(super) trait FromColumns: Sized {
     /// The first columns of `r`, as many as the tuple has.
     fn from_columns(r: &Row) -> Result<Self, postgres::Error>;
 }
@@ -343,6 +343,6 @@ tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 tuple_from_columns!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 
 /// The row's columns as a tuple of the types asked for.
-fn columns<T: FromColumns>(r: &Row) -> Result<T, postgres::Error> {
+pub(super) fn columns<T: FromColumns>(r: &Row) -> Result<T, postgres::Error> {
     T::from_columns(r)
 }

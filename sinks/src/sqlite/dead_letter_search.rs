@@ -1,6 +1,7 @@
 //! Finding dead letters by their bytes in SQLite: the whole letters of some reasons whose raw
 //! record holds a needle (`hotlist explain` looks for an item's late and sealed drops).
 
+use super::read::dead_letter_row;
 use super::schema::BOUNDED_DEAD_LETTERS_VERSION;
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
@@ -39,18 +40,7 @@ impl SqliteStore {
                 listed.join(", ")
             ))?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(params![job, needle, limit], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            })?;
+            let rows = stmt.query_map(params![job, needle, limit], dead_letter_row)?;
             rows.collect()
         })()
         .map_err(sql_err(path, format!("searching the dead letters of job {job:?}")))?;

@@ -224,18 +224,7 @@ impl SqliteStore {
                  WHERE job = ?1 ORDER BY id DESC LIMIT ?2"
             ))?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(params![job, limit], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            })?;
+            let rows = stmt.query_map(params![job, limit], dead_letter_row)?;
             rows.collect()
         })()
         .map_err(sql_err(path, format!("reading the dead letters of job {job:?}")))?;
@@ -405,4 +394,19 @@ fn read_header(
             .query_row(params![job, window, group], header_of)
             .optional(),
     }
+}
+
+/// A `dead_letters` row selected as `source, partition, position, reason, detail, raw, count,
+/// last_position`.
+pub(super) fn dead_letter_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawDeadLetter> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+    ))
 }
