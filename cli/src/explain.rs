@@ -10,7 +10,7 @@
 //! window or instance), 2 the instance's input cannot be read again (a file changed or
 //! shrank, Kafka retention removed the offsets, or no ranges could be recorded for it).
 
-use crate::instance_input::read_instance;
+use crate::instance_input::{not_rereadable, read_instance};
 use crate::query::parse_group;
 use anyhow::{anyhow, bail, Context, Result};
 use hotlist_dataflow::config::{self, JobPlan};
@@ -85,6 +85,9 @@ struct UserCount {
 /// Runs `hotlist explain` and prints the report.
 pub fn explain(args: &ExplainArgs) -> Result<()> {
     let plan = users_read(config::load(&args.config, &config::Overrides::default())?);
+    if let Some(why) = not_rereadable(&args.config) {
+        return Err(Unreadable(why).into());
+    }
     let mut store = crate::serve::opener(&plan.sink)?()?;
     let job = plan.job_id.clone();
     let specs = plan.window_specs();

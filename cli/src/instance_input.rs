@@ -8,6 +8,7 @@ use hotlist_dataflow::source::replay::read_ranges;
 use hotlist_operators::counter::Shapes;
 use hotlist_operators::record::TimedEvent;
 use hotlist_operators::replay::PartitionRange;
+use std::path::Path;
 
 /// Reads `ranges` of window `wid`'s instance, handing `f` each event with its group key (`""`
 /// for a global window; `None` when it counts in no list: a distinct-user window's event
@@ -33,5 +34,20 @@ pub(crate) fn read_instance(
             !distinct || e.extra.as_ref().is_some_and(|x| x.user.is_some())
         };
         f(e, counts.then_some(key.as_str()))
+    })
+}
+
+/// Why the job's input cannot be generated again in another process, if so: a generator whose
+/// `source.start` is `"now"` (the default) starts at the wall clock of the run that loaded it,
+/// so another run generates other events.
+pub(crate) fn not_rereadable(config: &Path) -> Option<String> {
+    let t: toml::Table = std::fs::read_to_string(config).ok()?.parse().ok()?;
+    let source = t.get("source")?.as_table()?;
+    let start = source.get("start");
+    let now = start.is_none_or(|s| s.as_str() == Some("now"));
+    (source.get("kind")?.as_str() == Some("generator") && now).then(|| {
+        "the generator's source.start is \"now\" (the wall clock of the run that generated the \
+         events), so they cannot be generated again: set source.start to a time"
+            .to_string()
     })
 }
