@@ -7,7 +7,8 @@
 //! - [`serial`]: locks for a service the tests of one binary share (the local PostgreSQL);
 //! - [`pg_schema`]: a fresh PostgreSQL schema per test, dropped at its end;
 //! - [`proxy`]: a TCP proxy that can be frozen, for a server that stops answering;
-//! - [`markdown`]: the anchors of a page's headings, for the docs' link checks.
+//! - [`markdown`]: the anchors of a page's headings, for the docs' link checks;
+//! - [`udfs`]: the example UDFs of `examples/udfs`, built once per process (`scripts/build-udfs`).
 //!
 //! The tests themselves are three binaries, each a folder whose `main.rs` lists its modules:
 //! `blackbox/` (the built binary against real services, under faults and hostile input),
@@ -21,6 +22,7 @@ pub mod model;
 pub mod pg_schema;
 pub mod proxy;
 pub mod serial;
+pub mod udfs;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

@@ -14,6 +14,7 @@ use crate::instance_input::{not_rereadable, read_instance};
 use crate::query::parse_group;
 use anyhow::{anyhow, bail, Context, Result};
 use hotlist_dataflow::config::{self, JobPlan};
+use hotlist_dataflow::udf::Outcome;
 use hotlist_operators::counter::Shapes;
 use hotlist_operators::explain::{dropped_from, Explainer, Explanation};
 use hotlist_operators::format::Parser;
@@ -225,9 +226,12 @@ fn dropped(
     let shape = shapes.of_window(wid);
     let mut key = String::new();
     let mut events: BTreeSet<(u32, u64)> = BTreeSet::new();
-    for d in &letters {
+    // the letters' records as the job read them: through its UDFs too (ids, dims, filter)
+    let raws: Vec<&[u8]> = letters.iter().map(|d| d.letter.raw.as_slice()).collect();
+    let outcomes = plan.udf_runner.run(&parser, &raws)?;
+    for (d, outcome) in letters.iter().zip(outcomes) {
         let l = &d.letter;
-        let Ok(ev) = parser.parse(&l.raw) else { continue };
+        let Outcome::Event(ev) = outcome else { continue };
         if ev.item_id != item || ev.ts < start || ev.ts >= end {
             continue;
         }

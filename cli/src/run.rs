@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// For when a start is refused because the store and the checkpoints disagree.
     #[arg(long)]
     pub from_scratch: bool,
+    /// Restore a checkpoint although a [[udf]] library changed since it was written (its
+    /// SHA-256 differs): the state counted with the old library's results goes on with the
+    /// new one's. Without it such a restore is refused.
+    #[arg(long)]
+    pub accept_udf_change: bool,
     /// Serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9187).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
@@ -71,6 +76,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             hostfile: args.hostfile,
             from_checkpoint: args.from_checkpoint,
             from_scratch: args.from_scratch,
+            accept_udf_change: args.accept_udf_change,
         },
     )?;
     let plan = engine::resolve_source(&plan)?;

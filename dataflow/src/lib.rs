@@ -14,6 +14,8 @@
 //!   progress display, summary;
 //! - [`stats`]: the job's shared counters, one struct per subsystem, each naming its own
 //!   Prometheus series; [`metrics`]: the registry they render into;
+//! - [`udf`]: user-defined functions in Arroyo's plugin format: the libraries loaded once,
+//!   called per batch through the Arrow C Data Interface, a failing record isolated;
 //! - [`connect_watchdog`], [`peer_loss`]: a cluster that fails to connect or loses a peer
 //!   stops with one clear line.
 #![deny(missing_docs)]
@@ -31,3 +33,4 @@ pub mod run;
 pub mod run_ctx;
 pub mod source;
 pub mod stats;
+pub mod udf;

@@ -50,6 +50,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             user_is_extra: false,
             dims: Vec::new(),
             bounds: Default::default(),
+            args: Vec::new(),
+            computed: Default::default(),
         };
         let parser = Parser::new(f.clone());
         let plain = (0..5)

@@ -29,8 +29,8 @@ use crate::group::DimBounds;
 use crate::time::Millis;
 use smallvec::SmallVec;
 use std::borrow::Cow;
-pub use walk::MAX_TARGETS;
-use walk::{Cap, Caps};
+use walk::Caps;
+pub use walk::{Cap, MAX_TARGETS};
 
 /// A JSON Pointer (RFC 6901), split into its reference tokens (`~1` and `~0` decoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +96,20 @@ pub struct Format {
     pub dims: Vec<(String, Pointer)>,
     /// How long their values and the windows' group keys may be.
     pub bounds: DimBounds,
+    /// Where the UDFs' arguments are (`[[udf]]`): read as they are, any JSON value.
+    pub args: Vec<Pointer>,
+    /// What UDFs compute instead of a pointer: such a target is not read, and its rules (an id's,
+    /// a dim's bounds) are applied once the UDF gave its value.
+    pub computed: Computed,
+}
+
+/// The targets of a format that UDFs compute.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Computed {
+    /// The item id.
+    pub item_id: bool,
+    /// The dims, by their index in [`Format::dims`] (bit `i`: dim `i`).
+    pub dims: u64,
 }
 
 impl Default for Format {
@@ -109,6 +123,8 @@ impl Default for Format {
             user_is_extra: false,
             dims: Vec::new(),
             bounds: DimBounds::default(),
+            args: Vec::new(),
+            computed: Computed::default(),
         }
     }
 }
@@ -121,6 +137,8 @@ impl Format {
         self.ts_unit == TsUnit::Millis
             && self.user.is_none()
             && self.dims.is_empty()
+            && self.args.is_empty()
+            && !self.computed.item_id
             && is(&self.item_id, "item_id")
             && is(&self.ts, "ts")
     }
@@ -181,13 +199,29 @@ impl Parser {
     pub fn parse<'a>(&self, line: &'a [u8]) -> Result<ParsedEvent<'a>, BadRecord> {
         match &self.plan {
             None => parse_event(line),
-            Some(plan) => parse_mapped(line, &self.format, plan),
+            Some(plan) => parse_mapped(line, &self.format, plan, None),
+        }
+    }
+
+    /// Parses one line and what its UDFs' arguments point at (into `args`, in
+    /// [`Format::args`] order; cleared first). A computed item id is `""` and computed dims are
+    /// `""` until the UDFs give them: the caller applies [`check_item_id`] and the bounds then.
+    pub fn parse_with_args<'a>(&self, line: &'a [u8], args: &mut Vec<Cap<'a>>) -> Result<ParsedEvent<'a>, BadRecord> {
+        args.clear();
+        match &self.plan {
+            None => parse_event(line),
+            Some(plan) => parse_mapped(line, &self.format, plan, Some(args)),
         }
     }
 }
 
-/// The mapping rules (see the module doc).
-fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Result<ParsedEvent<'a>, BadRecord> {
+/// The mapping rules (see the module doc); the UDFs' arguments into `args` when asked.
+fn parse_mapped<'a>(
+    line: &'a [u8],
+    format: &Format,
+    plan: &scan::Plan,
+    args: Option<&mut Vec<Cap<'a>>>,
+) -> Result<ParsedEvent<'a>, BadRecord> {
     let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
     match text.bytes().find(|b| !b.is_ascii_whitespace()) {
         None => return Err(BadRecord::Empty),
@@ -196,7 +230,7 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Resul
     }
     let mut caps = Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
-        dims: smallvec::smallvec![Cap::Missing; format.dims.len()],
+        dims: smallvec::smallvec![Cap::Missing; format.dims.len() + format.args.len()],
     };
     if scan::scan(text, plan, &mut caps).is_none() {
         // not the fast path's kind of record: the walk decides (and words any error)
@@ -204,10 +238,18 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Resul
         walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;
     }
     let [item, ts, user] = caps.fixed;
-    let Some(item_id) = id("item_id", &format.item_id, item)? else {
-        return Err(nothing("item_id", &format.item_id));
+    if let Some(args) = args {
+        args.extend(caps.dims.drain(format.dims.len()..));
+    }
+    let item_id = if format.computed.item_id {
+        Cow::Borrowed("")
+    } else {
+        let Some(item_id) = id("item_id", &format.item_id, item)? else {
+            return Err(nothing("item_id", &format.item_id));
+        };
+        check_item_id(&item_id)?;
+        item_id
     };
-    check_item_id(&item_id)?;
     let ts = time(&format.ts, format.ts_unit, ts)?;
     let user = match &format.user {
         Some(p) if format.user_is_extra => id("user", p, user).ok().flatten().filter(|u| check_item_id(u).is_ok()),
@@ -233,7 +275,9 @@ fn parse_mapped<'a>(line: &'a [u8], format: &Format, plan: &scan::Plan) -> Resul
             .map(|(cap, (name, p))| dim(name, p, cap))
             .collect::<Result<_, _>>()?
     };
-    format.bounds.check(&dims)?;
+    if format.computed.dims == 0 {
+        format.bounds.check(&dims)?;
+    }
     Ok(ParsedEvent {
         item_id,
         ts,
@@ -262,6 +306,8 @@ fn wrong(what: &str, p: &Pointer, found: &str, want: &str) -> BadRecord {
 fn found(cap: &Cap<'_>) -> &'static str {
     match cap {
         Cap::Null => "null",
+        Cap::Bool(_) => "a boolean",
+        Cap::Float(_) => "a float",
         Cap::Other(what) => what,
         _ => "a value",
     }

@@ -50,6 +50,8 @@
 //!   (certificates);
 //! - [`dead_letter_cap`]: the bound on dead letters: per source and block of positions, the
 //!   first `cap` whole, the rest counted per reason into one summary;
+//! - [`udf`]: user-defined functions in Arroyo's plugin format: a UDF's signature read from its
+//!   `#[udf]` source, the uses it fits, a record's JSON values as its arguments;
 //! - [`record`]: the plain records that travel between operators and into sinks (a leaf: ids,
 //!   events, partition and list states, dead letters).
 //!
@@ -86,6 +88,7 @@ mod swar;
 pub mod time;
 pub mod topk;
 pub mod trend;
+pub mod udf;
 pub mod verify;
 pub mod watermark;
 pub mod window;

@@ -223,16 +223,20 @@ pub enum DeadReason {
     Future,
     /// A record longer than `source.max_record_bytes` (its raw bytes are cut to the first 4 KiB).
     TooLarge,
+    /// A user-defined function (`[[udf]]`) panicked or failed on this record; the detail names
+    /// the UDF.
+    Udf,
 }
 
 impl DeadReason {
     /// Every reason, in `as_str` order of the stores' `CHECK` constraint.
-    pub const ALL: [DeadReason; 5] = [
+    pub const ALL: [DeadReason; 6] = [
         DeadReason::Bad,
         DeadReason::Late,
         DeadReason::Sealed,
         DeadReason::Future,
         DeadReason::TooLarge,
+        DeadReason::Udf,
     ];
 
     /// Lower-case name, as stored in sinks.
@@ -243,6 +247,7 @@ impl DeadReason {
             DeadReason::Sealed => "sealed",
             DeadReason::Future => "future",
             DeadReason::TooLarge => "too_large",
+            DeadReason::Udf => "udf",
         }
     }
 

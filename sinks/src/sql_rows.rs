@@ -372,7 +372,7 @@ mod tests {
             assert_eq!(parse_reason(r.as_str()), Some(r));
         }
         let names: Vec<&str> = DeadReason::ALL.iter().map(|r| r.as_str()).collect();
-        assert_eq!(names, ["bad", "late", "sealed", "future", "too_large"]);
+        assert_eq!(names, ["bad", "late", "sealed", "future", "too_large", "udf"]);
         assert_eq!(parse_reason("other"), None);
     }
 }

@@ -117,7 +117,7 @@ fn run_windows(
     };
     let dims = hotlist_operators::counter::job_dims(&windows);
     let needs_user = hotlist_operators::counter::needs_user(&windows);
-    input.format = input
+    (input.format, input.sites) = input
         .compile(&dims, needs_user)
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
@@ -148,6 +148,9 @@ fn run_windows(
         cluster: None,
         hot_keys: None,
         exact_at_seal: Default::default(),
+        udfs: Vec::new(),
+        udf_runner: Default::default(),
+        accept_udf_change: false,
     };
     let summary = run(&plan, Progress::Never, Arc::new(AtomicBool::new(false)))
         .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;

@@ -183,6 +183,9 @@ fn plan(args: &BenchArgs, source: SourcePlan) -> JobPlan {
         cluster: None,
         hot_keys: None,
         exact_at_seal: Default::default(),
+        udfs: Vec::new(),
+        udf_runner: Default::default(),
+        accept_udf_change: false,
     }
 }
 

@@ -88,6 +88,12 @@ pub struct JobLayout {
     /// otherwise). A checkpoint's positions count lines from its ranges' starts, so it only
     /// restores onto the same cut.
     pub split: Vec<(String, u64)>,
+    /// The `[[udf]]` libraries: each UDF's name and its library's SHA-256. A checkpoint
+    /// restores only with the same libraries (its state came from their results) unless
+    /// `accept_udf_change`.
+    pub udfs: Vec<(String, String)>,
+    /// `--accept-udf-change`: restore although the libraries differ.
+    pub accept_udf_change: bool,
 }
 
 impl JobLayout {
@@ -101,6 +107,8 @@ impl JobLayout {
                 SourcePlan::Files(files) => files.split_sizes(),
                 _ => Vec::new(),
             },
+            udfs: plan.udfs.iter().map(|u| (u.name.clone(), u.sha256.clone())).collect(),
+            accept_udf_change: plan.accept_udf_change,
         }
     }
 

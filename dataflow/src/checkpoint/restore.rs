@@ -105,6 +105,31 @@ pub enum LoadError {
     /// Its positions are in byte ranges (`source.split`) cut otherwise than the job cuts them
     /// now (another split, or a file of another size): says how. No older checkpoint can help.
     SplitMoved(String),
+    /// It was counted with other UDF libraries (`[[udf]]`) than the job has now: says which.
+    /// No older checkpoint can help; `--accept-udf-change` restores it anyway.
+    UdfChanged(String),
+}
+
+/// How the UDF libraries a checkpoint was counted with differ from the job's.
+fn udf_change(then: &[(String, String)], now: &[(String, String)]) -> String {
+    let short = |h: &str| h.get(..12).unwrap_or(h).to_string();
+    let changed: Vec<String> = then
+        .iter()
+        .filter(|t| !now.contains(t))
+        .map(|(name, was)| match now.iter().find(|(n, _)| n == name) {
+            Some((_, is)) => format!("{name}'s library was {} and is {} now", short(was), short(is)),
+            None => format!("{name} is no longer configured"),
+        })
+        .chain(
+            now.iter()
+                .filter(|(n, _)| !then.iter().any(|(m, _)| m == n))
+                .map(|(name, _)| format!("{name} was not configured then")),
+        )
+        .collect();
+    format!(
+        "its state was counted with other UDF libraries ({}): UDFs are pure functions of a record, and results counted with two versions would mix; restore with the same libraries, accept the change (--accept-udf-change) or start over (--from-scratch)",
+        changed.join("; ")
+    )
 }
 
 /// How the ranges a checkpoint was read in differ from the job's (`source.split`).
@@ -130,7 +155,7 @@ impl fmt::Display for LoadError {
         match self {
             LoadError::Incompatible => write!(f, "{}", SnapshotError::Incompatible),
             LoadError::Unusable(e) => write!(f, "{e:#}"),
-            LoadError::SplitMoved(why) => write!(f, "{why}"),
+            LoadError::SplitMoved(why) | LoadError::UdfChanged(why) => write!(f, "{why}"),
         }
     }
 }
@@ -161,6 +186,9 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
     }
     if manifest.split != layout.split {
         return Err(LoadError::SplitMoved(split_change(&manifest.split, &layout.split)));
+    }
+    if manifest.udfs != layout.udfs && !layout.accept_udf_change {
+        return Err(LoadError::UdfChanged(udf_change(&manifest.udfs, &layout.udfs)));
     }
     manifest.check_files(dir, epoch)?;
     let merger: MergerSnapshot = decode_file(dir, "merger.snap")?;
@@ -268,7 +296,7 @@ pub fn restore(
                 r.stored_dead_letters = stored;
                 return Ok(Some(r));
             }
-            Err(e @ (LoadError::Incompatible | LoadError::SplitMoved(_))) => {
+            Err(e @ (LoadError::Incompatible | LoadError::SplitMoved(_) | LoadError::UdfChanged(_))) => {
                 bail!("cannot restore checkpoint {epoch}: {e}")
             }
             Err(e) => {

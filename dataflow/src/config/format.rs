@@ -4,8 +4,9 @@
 
 use anyhow::{anyhow, bail, Result};
 use hotlist_operators::counter::{job_dims, needs_user};
-use hotlist_operators::format::{Format, Pointer, TsUnit, MAX_TARGETS};
+use hotlist_operators::format::{Computed, Format, Pointer, TsUnit, MAX_TARGETS};
 use hotlist_operators::group::{DimBounds, DEFAULT_MAX_DIM_BYTES, DEFAULT_MAX_GROUP_KEY_BYTES, GROUP_KEY_LIMIT};
+use hotlist_operators::udf::Use;
 use hotlist_operators::window::WindowSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -14,8 +15,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFormat {
-    /// Pointer to the item id (default `/item_id`).
-    pub item_id: Option<String>,
+    /// Pointer to the item id (default `/item_id`), or a UDF use `{ udf = "f", args = [...] }`.
+    pub item_id: Option<toml::Value>,
     /// Pointer to the event time (default `/ts`).
     pub ts: Option<String>,
     /// Unit of integer times: `s`, `ms` (default), `us`, `ns`.
@@ -28,6 +29,60 @@ pub struct RawFormat {
     pub max_dim_bytes: Option<i64>,
     /// The longest group key in bytes, percent-encoded (default 1024).
     pub max_group_key_bytes: Option<i64>,
+    /// A UDF use that keeps a record when it gives `true` or a non-zero integer.
+    pub filter: Option<toml::Value>,
+}
+
+/// A UDF use as written: `{ udf = "normalize_url", args = ["/url"] }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUse {
+    udf: String,
+    args: Vec<String>,
+}
+
+/// A UDF use: which UDF computes what, from which arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UseSpec {
+    /// What it computes.
+    pub use_: Use,
+    /// The UDF's name.
+    pub udf: String,
+    /// Where its arguments are.
+    pub args: Vec<Pointer>,
+}
+
+/// A UDF use of the compiled format: its arguments are `args` of [`Format::args`], and a dim's
+/// index in [`Format::dims`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteSpec {
+    /// What it computes.
+    pub use_: Use,
+    /// The UDF's name.
+    pub udf: String,
+    /// Its arguments in the format's.
+    pub args: std::ops::Range<usize>,
+    /// For a dim, its index.
+    pub dim: usize,
+}
+
+/// `key = { udf = …, args = […] }` read as a use.
+fn use_of(key: &str, use_: Use, v: &toml::Value) -> Result<UseSpec> {
+    let raw: RawUse = v
+        .clone()
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("source.format.{key}: {}", e.message()))?;
+    let args = raw
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, p)| pointer(&format!("{key}.args[{i}]"), p))
+        .collect::<Result<_>>()?;
+    Ok(UseSpec {
+        use_,
+        udf: raw.udf,
+        args,
+    })
 }
 
 /// Where the dims are.
@@ -57,6 +112,10 @@ pub struct InputFormat {
     /// Every window needs a user: a record without one is a bad record (otherwise it goes on
     /// with no user).
     pub user_required: bool,
+    /// What UDFs compute (`{ udf = …, args = […] }` for the item id, a dim, the filter).
+    pub uses: Vec<UseSpec>,
+    /// The uses the compiled format runs (see [`InputFormat::compile`]).
+    pub sites: Vec<SiteSpec>,
     /// `max_dim_bytes`.
     pub max_dim_bytes: usize,
     /// `max_group_key_bytes`.
@@ -95,7 +154,21 @@ fn pointer(key: &str, text: &str) -> Result<Pointer> {
 /// Checks `[source.format]`; the compiled format needs no dims and no user until
 /// [`InputFormat::compile`] says otherwise.
 pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
-    let item_id = pointer("item_id", raw.item_id.as_deref().unwrap_or("/item_id"))?;
+    let mut uses = Vec::new();
+    let item_id = match &raw.item_id {
+        None => pointer("item_id", "/item_id")?,
+        Some(toml::Value::String(p)) => pointer("item_id", p)?,
+        Some(v @ toml::Value::Table(_)) => {
+            uses.push(use_of("item_id", Use::ItemId, v)?);
+            pointer("item_id", "/item_id")?
+        }
+        Some(other) => {
+            bail!("source.format.item_id: expected a JSON pointer or {{ udf = …, args = […] }}, got {other}")
+        }
+    };
+    if let Some(f) = &raw.filter {
+        uses.push(use_of("filter", Use::Filter, f)?);
+    }
     let ts = pointer("ts", raw.ts.as_deref().unwrap_or("/ts"))?;
     let ts_unit = match raw.ts_unit.as_deref() {
         None => TsUnit::Millis,
@@ -109,9 +182,6 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
         Some(toml::Value::Table(t)) => {
             let mut each = BTreeMap::new();
             for (name, p) in t {
-                let toml::Value::String(p) = p else {
-                    bail!("source.format.dims.{name}: expected a JSON pointer string, got {p}");
-                };
                 if name.is_empty() {
                     bail!("source.format.dims: a dim name must not be empty");
                 }
@@ -121,6 +191,13 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
                         hotlist_operators::group::RESERVED_DIM_NAMES.join(", ")
                     );
                 }
+                if let toml::Value::Table(_) = p {
+                    uses.push(use_of(&format!("dims.{name}"), Use::Dim(name.clone()), p)?);
+                    continue;
+                }
+                let toml::Value::String(p) = p else {
+                    bail!("source.format.dims.{name}: expected a JSON pointer string or {{ udf = …, args = […] }}, got {p}");
+                };
                 each.insert(name.clone(), pointer(&format!("dims.{name}"), p)?);
             }
             DimsAt::Each(each)
@@ -136,7 +213,11 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
             user_is_extra: false,
             dims: Vec::new(),
             bounds: DimBounds::default(),
+            args: Vec::new(),
+            computed: Computed::default(),
         },
+        uses,
+        sites: Vec::new(),
         item_id,
         ts,
         ts_unit,
@@ -150,7 +231,7 @@ pub fn validate_format(raw: &RawFormat) -> Result<InputFormat> {
             DEFAULT_MAX_GROUP_KEY_BYTES,
         )?,
     };
-    input.format = input.compile(&[], false)?;
+    (input.format, input.sites) = input.compile(&[], false)?;
     Ok(input)
 }
 
@@ -158,8 +239,8 @@ impl InputFormat {
     /// The parser's format for `windows`: the dims of their `by` and a user if one counts
     /// distinct users ([`InputFormat::compile`]), with the bounds of the dims' values and of
     /// each window's group key.
-    pub fn compile_for(&self, windows: &[WindowSpec]) -> Result<Format> {
-        let mut format = self.compile(&job_dims(windows), needs_user(windows))?;
+    pub fn compile_for(&self, windows: &[WindowSpec]) -> Result<(Format, Vec<SiteSpec>)> {
+        let (mut format, sites) = self.compile(&job_dims(windows), needs_user(windows))?;
         let names: Vec<String> = format.dims.iter().map(|(n, _)| n.clone()).collect();
         format.bounds = DimBounds::new(
             self.max_dim_bytes,
@@ -167,17 +248,42 @@ impl InputFormat {
             &names,
             windows.iter().map(|w| (w.name.as_str(), &w.key.by[..])),
         );
-        Ok(format)
+        Ok((format, sites))
     }
 
     /// The parser's format for the dims the job needs (the union of the windows' `by`) and
     /// whether it needs a user (a window counts `distinct_users`). A dim missing from a
-    /// `dims` table, or a user needed without `source.format.user`, is a config error.
-    pub fn compile(&self, dims: &[String], needs_user: bool) -> Result<Format> {
-        if dims.len() > MAX_TARGETS - 3 {
+    /// `dims` table, or a user needed without `source.format.user`, is a config error. The
+    /// UDF uses that run: the filter, a computed item id, and the computed dims needed.
+    pub fn compile(&self, dims: &[String], needs_user: bool) -> Result<(Format, Vec<SiteSpec>)> {
+        let udf_dim = |name: &str| self.uses.iter().find(|u| u.use_ == Use::Dim(name.to_string()));
+        let mut sites = Vec::new();
+        let mut args: Vec<Pointer> = Vec::new();
+        let mut computed = Computed::default();
+        let mut site = |u: &UseSpec, dim: usize, args: &mut Vec<Pointer>| {
+            sites.push(SiteSpec {
+                use_: u.use_.clone(),
+                udf: u.udf.clone(),
+                args: args.len()..args.len() + u.args.len(),
+                dim,
+            });
+            args.extend(u.args.iter().cloned());
+        };
+        for u in self.uses.iter().filter(|u| !matches!(u.use_, Use::Dim(_))) {
+            computed.item_id |= u.use_ == Use::ItemId;
+            site(u, 0, &mut args);
+        }
+        for (i, name) in dims.iter().enumerate() {
+            if let Some(u) = udf_dim(name) {
+                computed.dims |= 1 << i;
+                site(u, i, &mut args);
+            }
+        }
+        if dims.len() + args.len() > MAX_TARGETS - 3 {
             bail!(
-                "the windows' by name {} dims, at most {} are supported",
+                "the windows' by name {} dims and the UDFs take {} arguments, at most {} together are supported",
                 dims.len(),
+                args.len(),
                 MAX_TARGETS - 3
             );
         }
@@ -190,6 +296,7 @@ impl InputFormat {
             .iter()
             .map(|name| {
                 let p = match &self.dims {
+                    _ if udf_dim(name).is_some() => Pointer::parse("").map_err(|e| anyhow!("{e}"))?,
                     DimsAt::Object(base) => {
                         let escaped = name.replace('~', "~0").replace('/', "~1");
                         Pointer::parse(&format!("{}/{escaped}", base.text)).map_err(|e| anyhow!("{e}"))?
@@ -201,7 +308,7 @@ impl InputFormat {
                 Ok((name.clone(), p))
             })
             .collect::<Result<_>>()?;
-        Ok(Format {
+        let format = Format {
             item_id: self.item_id.clone(),
             ts: self.ts.clone(),
             ts_unit: self.ts_unit,
@@ -209,6 +316,9 @@ impl InputFormat {
             user_is_extra: false,
             dims,
             bounds: DimBounds::default(),
-        })
+            args,
+            computed,
+        };
+        Ok((format, sites))
     }
 }

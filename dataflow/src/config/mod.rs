@@ -7,7 +7,7 @@
 //! Files: `raw` the file as written (serde structs, one per `[source]` kind); `validate` raw →
 //! plan, a function per section (a window's counting mode and sketch: `counting`; its `by`,
 //! `max_groups` and `count`: `keys`; its `rank_by`: `rank`; `[source.format]`: `format`; `job.id` and window names,
-//! which become paths and keys: `names`); `plan` the validated [`JobPlan`] the rest of the job
+//! which become paths and keys: `names`; `[[udf]]` and the UDF uses: `udf`); `plan` the validated [`JobPlan`] the rest of the job
 //! uses.
 
 mod counting;
@@ -19,6 +19,7 @@ mod rank;
 mod raw;
 #[cfg(test)]
 mod tests;
+mod udf;
 mod validate;
 
 pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
@@ -52,6 +53,8 @@ pub struct Overrides {
     pub from_checkpoint: Option<u64>,
     /// `--from-scratch`.
     pub from_scratch: bool,
+    /// `--accept-udf-change`: restore a checkpoint although a UDF library changed since.
+    pub accept_udf_change: bool,
 }
 
 impl Overrides {

@@ -70,6 +70,12 @@ pub struct JobPlan {
     pub hot_keys: Option<HotKeySpec>,
     /// `[exact_at_seal]`: how much a replay may count exactly at once.
     pub exact_at_seal: ReplayBudget,
+    /// `[[udf]]`: the job's UDFs, loaded.
+    pub udfs: crate::udf::Udfs,
+    /// The UDF uses the source runs on each batch (empty: none).
+    pub udf_runner: std::sync::Arc<crate::udf::UdfRunner>,
+    /// `--accept-udf-change`: a checkpoint written with other UDF libraries may be restored.
+    pub accept_udf_change: bool,
 }
 
 /// A cluster of processes.

@@ -36,6 +36,9 @@ pub struct RawConfig {
     pub hot_keys: Option<RawHotKeys>,
     /// `[exact_at_seal]`: the replays' memory budget (none: the defaults).
     pub exact_at_seal: Option<RawExactAtSeal>,
+    /// `[[udf]]`: user-defined functions (none: no UDF).
+    #[serde(default)]
+    pub udf: Vec<super::udf::RawUdf>,
 }
 
 /// `[job]`.

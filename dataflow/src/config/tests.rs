@@ -497,7 +497,7 @@ fn source_format() {
     let p = plan(&nexmark, &[]).expect("nexmark");
     assert_eq!(p.input.format.item_id.text, "/Bid/auction");
     assert_eq!(p.input.format.user, None, "no window needs a user yet");
-    let f = p.input.compile(&["channel".into()], true).expect("compiles");
+    let (f, _) = p.input.compile(&["channel".into()], true).expect("compiles");
     assert_eq!(f.user.map(|u| u.text), Some("/Bid/bidder".into()));
     assert_eq!(f.dims[0].1.text, "/Bid/channel");
     let e = p.input.compile(&["country".into()], false).unwrap_err();
@@ -508,7 +508,7 @@ fn source_format() {
     );
     // a dims object: dim `d` is at <object>/d, escaped
     let p = plan(&format!("{file}[source.format]\ndims = \"/meta\"\n"), &[]).expect("dims object");
-    let f = p.input.compile(&["a/b".into()], false).expect("compiles");
+    let (f, _) = p.input.compile(&["a/b".into()], false).expect("compiles");
     assert_eq!(f.dims[0].1.tokens, vec!["meta", "a/b"]);
     let user = plan(file, &[]).expect("default").input.compile(&[], true).unwrap_err();
     assert!(user.to_string().starts_with("source.format.user:"), "{user}");

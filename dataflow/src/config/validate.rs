@@ -41,18 +41,12 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     let time = validate_time(&raw.time)?;
     let windows = validate_windows(&raw.window)?;
     // what the windows need of each record: their `by` dims and, for distinct users, a user
-    input.format = input.compile_for(&windows)?;
+    (input.format, input.sites) = input.compile_for(&windows)?;
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
+    let (udfs, udf_runner) = super::udf::validate(&raw.udf, &input, &source)?;
     let counting = super::counting::validate_counting(&raw.window, &windows)?;
     let exact_at_seal = super::counting::validate_replay_budget(raw.exact_at_seal.as_ref())?;
-    if let Some(w) = counting.iter().position(|c| c.exact_at_seal()) {
-        if matches!(source, SourcePlan::Stdin) {
-            bail!(
-                "window {:?}: exact_at_seal replays each sealed instance's input, and standard input cannot be replayed (read a file, the generator or Kafka)",
-                windows[w].name
-            );
-        }
-    }
+    check_replayable(&counting, &windows, &source)?;
     let (sink, fanout) = validate_sink(&raw.sink)?;
     let workers = overrides.workers.or(raw.run.workers).unwrap_or(1);
     if workers == 0 || workers > 256 {
@@ -114,7 +108,27 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
         cluster,
         hot_keys,
         exact_at_seal,
+        udfs,
+        udf_runner,
+        accept_udf_change: overrides.accept_udf_change,
     })
+}
+
+/// `exact_at_seal` replays each sealed instance's input: not from standard input.
+fn check_replayable(
+    counting: &[hotlist_operators::counting::Counting],
+    windows: &[WindowSpec],
+    source: &SourcePlan,
+) -> Result<()> {
+    if let Some(w) = counting.iter().position(|c| c.exact_at_seal()) {
+        if matches!(source, SourcePlan::Stdin) {
+            bail!(
+                "window {:?}: exact_at_seal replays each sealed instance's input, and standard input cannot be replayed (read a file, the generator or Kafka)",
+                windows[w].name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `run.max_dead_letters_per_block`, or its default: at most a block's positions.

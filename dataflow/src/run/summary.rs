@@ -16,6 +16,8 @@ pub struct RunSummary {
     pub bad: u64,
     /// Blank lines (skipped, not dead-lettered).
     pub blank: u64,
+    /// Records the UDF filter dropped (counted, not dead-lettered).
+    pub filtered: u64,
     /// Events late for some window.
     pub late: u64,
     /// Events late for all their windows.
@@ -46,6 +48,7 @@ impl RunSummary {
             events_in: stats.source.events_in.load(Relaxed),
             bad: stats.source.bad.load(Relaxed),
             blank: stats.source.blank.load(Relaxed),
+            filtered: stats.source.filtered.load(Relaxed),
             late: stats.source.late.load(Relaxed),
             late_dropped: stats.source.late_dropped.load(Relaxed),
             sealed_dropped: stats.counting.sealed_dropped.load(Relaxed),
@@ -63,9 +66,10 @@ impl RunSummary {
 /// The end-of-run summary printed by `hotlist run`.
 pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
     let secs = s.elapsed.as_secs_f64().max(1e-9);
-    let mut out = format!(
+    let mut out =
+        format!(
         "{} after {:.1}s: {} records, {} events ({:.0}/s), {} bad, {} late ({} counted nowhere), {} sealed-dropped, \
-         {} blank lines; {} revisions, {} windows sealed, {} commits; watermark {}\n",
+         {} blank lines{}; {} revisions, {} windows sealed, {} commits; watermark {}\n",
         if s.stopped { "stopped" } else { "finished" },
         secs,
         s.records_in,
@@ -76,6 +80,7 @@ pub fn summary_text(plan: &JobPlan, s: &RunSummary) -> String {
         s.late_dropped,
         s.sealed_dropped,
         s.blank,
+        if s.filtered > 0 { format!(", {} filtered", s.filtered) } else { String::new() },
         s.revisions,
         s.windows_sealed,
         s.commits,

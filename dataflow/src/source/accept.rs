@@ -16,6 +16,7 @@
 //! activation.
 
 use super::{InMessage, Record};
+use crate::udf::{Outcome, UdfRunner};
 use hotlist_operators::event::{check_event_time, BadRecord};
 use hotlist_operators::format::Parser;
 use hotlist_operators::hash::item_hash;
@@ -23,6 +24,7 @@ use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{DeadLetter, DeadReason, EventExtra, ItemId, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
+use std::sync::Arc;
 
 /// What one activation read, waiting to be handed to the outputs.
 pub struct Batch {
@@ -47,6 +49,8 @@ pub struct Tally {
     pub late: u64,
     /// Events late for every window (counted nowhere).
     pub late_dropped: u64,
+    /// Records the UDF filter dropped (counted, not dead-lettered).
+    pub filtered: u64,
 }
 
 /// The rules a record is judged by.
@@ -64,6 +68,8 @@ pub struct Rules {
     pub format: Parser,
     /// Every window needs a user: a record without one is bad (else it goes on without).
     pub user_required: bool,
+    /// The UDF uses run on each batch of lines (empty: none; see `source::pending`).
+    pub udfs: Arc<UdfRunner>,
 }
 
 /// Where one record goes: its partition and position, and the batch and tallies it lands in.
@@ -79,7 +85,7 @@ pub struct Place<'a> {
 }
 
 impl Place<'_> {
-    /// Dead-letters the record as a bad one (`bad`, `future` or `too_large`).
+    /// Dead-letters the record as a bad one (`bad`, `future`, `too_large` or `udf`).
     fn reject(&mut self, raw: Vec<u8>, reason: DeadReason, detail: String) {
         self.tally.bad += 1;
         self.out.dead.push(DeadLetter {
@@ -104,10 +110,17 @@ fn extra_of(ev: &hotlist_operators::event::ParsedEvent<'_>) -> Option<Box<EventE
     }))
 }
 
-/// Checks (parsing if needed), stamps, judges and routes one record. Returns the event time of
-/// an event rejected as `future` against the wall clock (a verdict a replay cannot re-derive).
+/// Checks (parsing if needed: `resolved` is a line's parse and UDFs when already done),
+/// stamps, judges and routes one record. Returns the event time of an event rejected as
+/// `future` against the wall clock (a verdict a replay cannot re-derive).
 #[inline]
-pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, rules: &Rules) -> Option<Millis> {
+pub fn accept_with(
+    rec: Record<'_>,
+    resolved: Option<Outcome<'_>>,
+    mut at: Place<'_>,
+    clock: &mut PartitionClock,
+    rules: &Rules,
+) -> Option<Millis> {
     let message = rec.message();
     let (item, ts, raw, extra): (ItemId, Millis, Option<&[u8]>, _) = match rec {
         Record::TooLarge { head, len, at: m } => {
@@ -121,7 +134,17 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
             return None;
         }
         Record::Line(line) | Record::LineAt(line, _) => {
-            let (item, ts, extra) = parse_line(line, message, &mut at, rules)?;
+            let routed = match resolved {
+                Some(outcome) => route_line(outcome, line, message, &mut at, rules),
+                None => {
+                    let outcome = match rules.format.parse(line) {
+                        Ok(ev) => Outcome::Event(ev),
+                        Err(bad) => Outcome::Bad(bad),
+                    };
+                    route_line(outcome, line, message, &mut at, rules)
+                }
+            };
+            let (item, ts, extra) = routed?;
             (item, ts, Some(line), extra)
         }
         Record::Event(item, ts) => match check_event_time(ts) {
@@ -179,29 +202,38 @@ pub fn accept(rec: Record<'_>, mut at: Place<'_>, clock: &mut PartitionClock, ru
     None
 }
 
-/// A parsed line's item, time and extras; `None` when it was blank (counted as such) or bad
-/// (dead-lettered).
+/// A parsed line's item, time and extras; `None` when it was blank (counted as such), bad
+/// (dead-lettered), filtered (counted) or a UDF failed on it (dead-lettered, `udf`).
 #[inline]
-fn parse_line(
+fn route_line(
+    outcome: Outcome<'_>,
     line: &[u8],
     message: Option<InMessage>,
     at: &mut Place<'_>,
     rules: &Rules,
 ) -> Option<(ItemId, Millis, Option<Box<EventExtra>>)> {
-    match rules.format.parse(line) {
-        Ok(ev) if ev.user.is_none() && rules.user_required => {
+    match outcome {
+        Outcome::Event(ev) if ev.user.is_none() && rules.user_required => {
             let pointer = rules.format.format().user.as_ref().map_or("", |p| p.text.as_str());
             let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
             at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
             None
         }
-        Ok(ev) => Some((ItemId::from(ev.item_id.as_ref()), ev.ts, extra_of(&ev))),
-        Err(BadRecord::Empty) => {
+        Outcome::Event(ev) => Some((ItemId::from(ev.item_id.as_ref()), ev.ts, extra_of(&ev))),
+        Outcome::Bad(BadRecord::Empty) => {
             at.tally.blank += 1;
             None
         }
-        Err(bad) => {
+        Outcome::Bad(bad) => {
             at.reject(line.to_vec(), DeadReason::Bad, in_message(bad.to_string(), message));
+            None
+        }
+        Outcome::Filtered => {
+            at.tally.filtered += 1;
+            None
+        }
+        Outcome::Failed(detail) => {
+            at.reject(line.to_vec(), DeadReason::Udf, in_message(detail, message));
             None
         }
     }
@@ -247,6 +279,7 @@ mod tests {
             wall: Millis(wall),
             format: Parser::new(Format::default()),
             user_required: false,
+            udfs: Default::default(),
         }
     }
 
@@ -270,7 +303,7 @@ mod tests {
                 out: &mut out,
                 tally: &mut tally,
             };
-            accept(rec, at, &mut clock, rules);
+            accept_with(rec, None, at, &mut clock, rules);
         }
         let dead = out.dead.into_iter().map(|d| (d.reason, d.detail)).collect();
         let events = out.events.into_iter().map(|e| (e.item.to_string(), e.ts.0)).collect();
@@ -395,6 +428,8 @@ mod tests {
             user_is_extra: false,
             dims: vec![("channel".into(), p("/Bid/channel"))],
             bounds: Default::default(),
+            args: Vec::new(),
+            computed: Default::default(),
         });
         let with = br#"{"Bid":{"auction":7,"bidder":9,"date_time":5,"channel":"A"}}"#;
         let without = br#"{"Bid":{"auction":7,"date_time":5}}"#;
@@ -411,7 +446,7 @@ mod tests {
                 out: &mut out,
                 tally: &mut tally,
             };
-            accept(Record::Line(line), at, &mut clock, &r);
+            accept_with(Record::Line(line), None, at, &mut clock, &r);
         }
         let extras: Vec<_> = out.events.iter().map(|e| e.extra.as_deref().cloned()).collect();
         let user = |u: Option<&str>, d: &str| {

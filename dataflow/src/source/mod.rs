@@ -13,6 +13,7 @@
 //! Files: `operator` the timely operator; `state` its partitions and epoch clock (restore
 //! included); `accept` the per-record path (parsing, the event time rules,
 //! lateness); `replay_notes` what `exact_at_seal` replays need to know of the partitions;
+//! `held` a read's records held for one batch through the UDFs;
 //! `reader` the [`PartitionReader`] trait every reader implements and the [`Reader`] that
 //! dispatches to them; `file`, `generator` the readers of files, stdin and the generator;
 //! `kafka/` everything Kafka (the reader, data loss, partitions added while the job runs, how
@@ -22,6 +23,7 @@
 mod accept;
 pub mod file;
 pub mod generator;
+mod held;
 pub mod kafka;
 pub mod lines;
 mod operator;

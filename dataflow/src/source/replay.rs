@@ -15,11 +15,13 @@
 //! that shrank or whose bytes before the range changed, Kafka retention that removed the
 //! offsets) is an error naming the reason: the list then stays approximate.
 
-use super::accept::{accept, Batch, Place, Rules, Tally};
+use super::accept::{accept_with, Batch, Place, Rules, Tally};
 use super::file::Scanned;
-use super::{kafka, PartitionReader, ReadStatus, Reader};
+use super::held::{read_held, Held};
+use super::{kafka, PartitionReader, ReadStatus, Reader, Record};
 use crate::config::JobPlan;
 use crate::graph::replay_peers::PeerLink;
+use crate::udf::Outcome;
 use hotlist_operators::counter::Shapes;
 use hotlist_operators::format::Parser;
 use hotlist_operators::group::OTHER_GROUP;
@@ -251,6 +253,7 @@ fn replay_rules(plan: &JobPlan) -> Rules {
         wall: Millis::MAX_EVENT,
         format: Parser::new(plan.input.format.clone()),
         user_required: plan.input.user_required,
+        udfs: plan.udf_runner.clone(),
     }
 }
 
@@ -303,18 +306,10 @@ fn read_range(
     result
 }
 
-/// [`read_range`] with the partition's reader open.
-fn read_open_range(
-    plan: &JobPlan,
-    r: &PartitionRange,
-    stop: &AtomicBool,
-    halt: &AtomicBool,
-    reader: &mut Reader,
-    f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
-) -> Result<(), String> {
-    let kafka = reader.positions_are_offsets();
+/// Puts `reader` where range `r` starts (a file seeks to the byte, and checks the bytes before
+/// it), or says why it cannot.
+fn go_to_start(reader: &mut Reader, r: &PartitionRange) -> Result<(), String> {
     let at = match (&mut *reader, r.byte) {
-        // a file seeks to the byte where the range starts (and checks the bytes before it)
         (Reader::File(file), Some(mark)) => file.seek_to(r.from, mark).map(|()| r.from),
         _ => reader.resume_at(r.from),
     }
@@ -325,8 +320,23 @@ fn read_open_range(
             r.from
         ));
     }
+    Ok(())
+}
+
+/// [`read_range`] with the partition's reader open.
+fn read_open_range(
+    plan: &JobPlan,
+    r: &PartitionRange,
+    stop: &AtomicBool,
+    halt: &AtomicBool,
+    reader: &mut Reader,
+    f: &mut impl FnMut(&hotlist_operators::record::TimedEvent) -> bool,
+) -> Result<(), String> {
+    let kafka = reader.positions_are_offsets();
+    go_to_start(reader, r)?;
     let mut clock = PartitionClock::with_max(plan.time.max_out_of_orderness, r.max_ts);
     let rules = replay_rules(plan);
+    let mut held = Held::default();
     let (mut position, mut done) = (r.from, r.from >= r.to);
     let mut batch = Batch {
         events: Vec::with_capacity(BUDGET),
@@ -341,7 +351,16 @@ fn read_open_range(
         if halt.load(Relaxed) {
             return Ok(());
         }
-        let status = reader.read(BUDGET, &mut |rec| {
+        let mut take = |rec: Record<'_>, at: u64, resolved: Option<Outcome<'_>>| {
+            let place = Place {
+                partition: r.partition,
+                position: at,
+                out: &mut batch,
+                tally: &mut tally,
+            };
+            accept_with(rec, resolved, place, &mut clock, &rules);
+        };
+        let mut admit = |rec: &Record<'_>| {
             let (at, line) = match rec.message() {
                 Some(m) => (m.offset, m.line),
                 None => {
@@ -352,19 +371,14 @@ fn read_open_range(
             // files and the generator: records (from, to]; Kafka: offsets [from, to)
             if done || (kafka && at >= r.to) || (!kafka && at > r.to) {
                 done = true;
-                return;
+                return None;
             }
-            if r.skips.binary_search(&(at, line)).is_ok() {
-                return;
-            }
-            let place = Place {
-                partition: r.partition,
-                position: at,
-                out: &mut batch,
-                tally: &mut tally,
-            };
-            accept(rec, place, &mut clock, &rules);
-        });
+            (r.skips.binary_search(&(at, line)).is_err()).then_some(at)
+        };
+        let status = read_held(reader, BUDGET, &rules, &mut held, &mut admit, &mut take);
+        if let ReadStatus::Failed(e) = &status {
+            return Err(e.clone());
+        }
         if !batch.events.iter().all(&mut *f) {
             return Ok(());
         }

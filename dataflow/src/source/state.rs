@@ -4,13 +4,15 @@
 //! later join through [`SourceState::discover_partitions`]. The operator's closure
 //! (`source::operator`) only moves what the methods produce to the outputs.
 
-use super::accept::{accept, Batch, Place, Rules, Tally};
+use super::accept::{accept_with, Batch, Place, Rules, Tally};
+use super::held::{read_held, Held};
 use super::kafka::discovery::Growth;
 use super::replay_notes::{PartitionMarks, ReplayNoter};
-use super::{PartitionReader, ReadStatus, Reader};
+use super::{PartitionReader, ReadStatus, Reader, Record};
 use crate::config::{JobPlan, SourcePlan};
 use crate::run_ctx::RunCtx;
 use crate::stats::{JobStats, PartitionStats};
+use crate::udf::Outcome;
 use hotlist_operators::format::Parser;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::message::Control;
@@ -140,6 +142,8 @@ pub(super) struct SourceState {
     /// Where each window instance's events lie (`replay_notes`): what the merger records so an
     /// instance can be read again (`exact_at_seal`, `explain`, `verify`).
     replay: Option<ReplayNoter>,
+    /// With UDFs: the records of a read, held for one UDF batch (see `held`).
+    held: Held,
 }
 
 impl SourceState {
@@ -173,6 +177,7 @@ impl SourceState {
                 wall: Millis::now(),
                 format: Parser::new(plan.input.format.clone()),
                 user_required: plan.input.user_required,
+                udfs: plan.udf_runner.clone(),
             },
             out_of_orderness: plan.time.max_out_of_orderness,
             stats,
@@ -189,6 +194,7 @@ impl SourceState {
             ctx: ctx.clone(),
             growth,
             replay: ReplayNoter::new(replay_windows(plan), plan.time.allowed_lateness),
+            held: Held::default(),
         };
         state.add_partitions(readers);
         state
@@ -272,6 +278,7 @@ impl SourceState {
             ctx,
             replay,
             epoch_records,
+            held,
             ..
         } = self;
         rules.wall = Millis::now();
@@ -290,15 +297,7 @@ impl SourceState {
                 ..
             } = part;
             let first_new = out.events.len();
-            let status = reader.read(share, &mut |rec| {
-                // files and generators count records; Kafka records carry their offset
-                let at = match rec.message() {
-                    Some(m) => m.offset,
-                    None => {
-                        *position += 1;
-                        *position
-                    }
-                };
+            let mut take = |rec: Record<'_>, at: u64, resolved: Option<Outcome<'_>>| {
                 tally.records += 1;
                 *epoch_records += 1;
                 let line = rec.message().map_or(0, |m| m.line);
@@ -308,10 +307,21 @@ impl SourceState {
                     out: &mut *out,
                     tally: &mut *tally,
                 };
-                if let (Some(ts), Some(n)) = (accept(rec, place, clock, rules), replay.as_mut()) {
+                if let (Some(ts), Some(n)) = (accept_with(rec, resolved, place, clock, rules), replay.as_mut()) {
                     n.skip(*id, at, line, ts);
                 }
-            });
+            };
+            // files and generators count records; Kafka records carry their offset
+            let mut admit = |rec: &Record<'_>| {
+                Some(match rec.message() {
+                    Some(m) => m.offset,
+                    None => {
+                        *position += 1;
+                        *position
+                    }
+                })
+            };
+            let status = read_held(reader, share, rules, held, &mut admit, &mut take);
             if let Some(n) = replay.as_mut() {
                 n.events(*id, marks, &out.events[first_new..]);
             }
@@ -335,12 +345,14 @@ impl SourceState {
             stats.source.blank.fetch_add(t.blank, Relaxed);
             stats.source.late.fetch_add(t.late, Relaxed);
             stats.source.late_dropped.fetch_add(t.late_dropped, Relaxed);
+            stats.source.filtered.fetch_add(t.filtered, Relaxed);
             let ps = &part.stats;
             ps.records.fetch_add(t.records, Relaxed);
             ps.events.fetch_add(t.events, Relaxed);
             ps.bad.fetch_add(t.bad, Relaxed);
             ps.blank.fetch_add(t.blank, Relaxed);
             ps.late.fetch_add(t.late, Relaxed);
+            ps.filtered.fetch_add(t.filtered, Relaxed);
         }
     }
 

@@ -17,6 +17,8 @@ pub struct SourceStats {
     pub bad: AtomicU64,
     /// Blank lines (empty or whitespace only): skipped, not dead-lettered.
     pub blank: AtomicU64,
+    /// Records the UDF filter dropped: counted, not dead-lettered.
+    pub filtered: AtomicU64,
     /// Events late for at least one window (dead-lettered with reason `late`).
     pub late: AtomicU64,
     /// Events late for every window they belong to (counted nowhere).
@@ -33,6 +35,7 @@ impl SourceStats {
             events_in: AtomicU64::new(0),
             bad: AtomicU64::new(0),
             blank: AtomicU64::new(0),
+            filtered: AtomicU64::new(0),
             late: AtomicU64::new(0),
             late_dropped: AtomicU64::new(0),
             partitions: PartitionTable::new(partitions),
@@ -53,7 +56,7 @@ impl SourceStats {
     /// Records, events, bad and late counts per partition, labelled with the partition's source.
     fn register_partition_counters(&self, m: &Metrics, names: &[String]) {
         type Field = fn(&PartitionStats) -> &AtomicU64;
-        let per_part: [(&str, &str, Field); 7] = [
+        let per_part: [(&str, &str, Field); 8] = [
             ("hotlist_records_total", "records read per partition", |ps| &ps.records),
             ("hotlist_events_total", "valid events per partition", |ps| &ps.events),
             (
@@ -65,6 +68,11 @@ impl SourceStats {
                 "hotlist_blank_lines_total",
                 "blank lines (empty or whitespace only) per partition: skipped, not dead-lettered",
                 |ps| &ps.blank,
+            ),
+            (
+                "hotlist_filtered_total",
+                "records the UDF filter (source.format.filter) dropped, per partition: counted, not dead-lettered",
+                |ps| &ps.filtered,
             ),
             (
                 "hotlist_late_events_total",
@@ -146,6 +154,8 @@ pub struct PartitionStats {
     pub bad: AtomicU64,
     /// Blank lines.
     pub blank: AtomicU64,
+    /// Records the UDF filter dropped.
+    pub filtered: AtomicU64,
     /// Events late for some window.
     pub late: AtomicU64,
     /// Partition watermark (ms; `i64::MIN` before any event), as the merger last saw it.

@@ -209,8 +209,7 @@ impl<'a> Scanner<'a, '_> {
         Some((fraction, exponent))
     }
 
-    /// A captured number: an integer of at most 18 digits, or a decimal without an exponent
-    /// whose integer part has at most 18 digits; anything else is the walk's.
+    /// A captured number: an integer of at most 18 digits; anything else is the walk's.
     fn captured_number(&mut self) -> Option<Cap<'a>> {
         let start = self.pos;
         let (fraction, exponent) = self.number()?;
@@ -225,7 +224,8 @@ impl<'a> Scanner<'a, '_> {
             return None;
         }
         if fraction {
-            return Some(Cap::Other("a float"));
+            // the walk reads its value (serde_json's, whichever path reads the record)
+            return None;
         }
         let magnitude = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
         Some(Cap::Int(if negative { -magnitude } else { magnitude }))
@@ -318,9 +318,11 @@ impl<'a> Scanner<'a, '_> {
                 return self.array(node, depth, caps);
             }
             b'"' => Cap::Str(Cow::Borrowed(self.plain_string()?)),
-            b't' => self.literal(b"true").map(|()| Cap::Other("a boolean"))?,
-            b'f' => self.literal(b"false").map(|()| Cap::Other("a boolean"))?,
+            b't' => self.literal(b"true").map(|()| Cap::Bool(true))?,
+            b'f' => self.literal(b"false").map(|()| Cap::Bool(false))?,
             b'n' => self.literal(b"null").map(|()| Cap::Null)?,
+            // a number no pointer ends at is skipped (a float at a target is the walk's)
+            b'-' | b'0'..=b'9' if here == 0 => return self.number().map(|_| ()),
             b'-' | b'0'..=b'9' => self.captured_number()?,
             _ => return None,
         };

@@ -10,11 +10,11 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use std::borrow::Cow;
 use std::fmt;
 
-/// Most targets a format may have (item id, time, user and 61 dims).
+/// Most targets a format may have (item id, time, user and 61 dims and UDF arguments).
 pub const MAX_TARGETS: usize = 64;
 
 /// What a pointer found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Cap<'a> {
     /// Nothing (the pointer's path is not in the record).
     Missing,
@@ -24,6 +24,11 @@ pub enum Cap<'a> {
     Int(i64),
     /// A non-negative integer beyond `i64`.
     BigInt(u64),
+    /// A number with a fraction or an exponent (read by the walk only: the scan leaves a
+    /// captured float to it, so both give serde_json's value).
+    Float(f64),
+    /// `true` or `false`.
+    Bool(bool),
     /// `null`.
     Null,
     /// A value of another type (its name: "a boolean", "an object", ...).
@@ -34,7 +39,7 @@ pub enum Cap<'a> {
 pub struct Caps<'a> {
     /// Item id, time, user.
     pub fixed: [Cap<'a>; 3],
-    /// The dims, in format order.
+    /// The dims, in format order, then the UDFs' arguments.
     pub dims: smallvec::SmallVec<[Cap<'a>; 2]>,
 }
 
@@ -60,15 +65,18 @@ pub(super) fn tokens(format: &Format, i: usize) -> &[String] {
         0 => &format.item_id.tokens,
         1 => &format.ts.tokens,
         2 => format.user.as_ref().map_or(&[], |p| &p.tokens),
-        _ => &format.dims[i - 3].1.tokens,
+        _ if i - 3 < format.dims.len() => &format.dims[i - 3].1.tokens,
+        _ => &format.args[i - 3 - format.dims.len()].tokens,
     }
 }
 
-/// The mask of every target of `format`.
+/// The mask of every target of `format` (a target a UDF computes is not read).
 pub fn all_targets(format: &Format) -> u64 {
+    let item = if format.computed.item_id { 0 } else { 1 };
     let user = if format.user.is_some() { 0b100 } else { 0 };
-    let dims = (1u64 << format.dims.len()).wrapping_sub(1) << 3;
-    0b11 | user | dims
+    let read = format.dims.len() + format.args.len();
+    let dims = ((1u64 << read).wrapping_sub(1) << 3) & !(format.computed.dims << 3);
+    item | 0b10 | user | dims
 }
 
 /// Iterates over the set bits of a mask.
@@ -161,8 +169,8 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E: de::Error>(mut self, _: bool) -> Result<(), E> {
-        self.capture(&Cap::Other("a boolean"));
+    fn visit_bool<E: de::Error>(mut self, v: bool) -> Result<(), E> {
+        self.capture(&Cap::Bool(v));
         Ok(())
     }
     fn visit_i64<E: de::Error>(mut self, v: i64) -> Result<(), E> {
@@ -174,8 +182,8 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         self.capture(&cap);
         Ok(())
     }
-    fn visit_f64<E: de::Error>(mut self, _: f64) -> Result<(), E> {
-        self.capture(&Cap::Other("a float"));
+    fn visit_f64<E: de::Error>(mut self, v: f64) -> Result<(), E> {
+        self.capture(&Cap::Float(v));
         Ok(())
     }
     fn visit_borrowed_str<E: de::Error>(mut self, v: &'de str) -> Result<(), E> {

@@ -74,8 +74,8 @@ pub(crate) fn epochs_at_or_below_the_committed_one_are_skipped(s: Subject) {
 
 /// Dead letters are appended in order and read back newest first, per job, with their raw
 /// bytes exact (not UTF-8, empty, long) and positions up to `i64::MAX`, and counted per reason
-/// (every reason, `future` and `too_large` included). A store that keeps none (Redis) only has
-/// to accept them.
+/// (every reason, `future`, `too_large` and `udf` included). A store that keeps none (Redis)
+/// only has to accept them.
 pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
     let letters = [
         letter(1, DeadReason::Bad, &[0xff, 0x00, 0xc3, 0x28, b'{']),
@@ -85,7 +85,14 @@ pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
         letter(i64::MAX as u64, DeadReason::Bad, b"\0"),
         letter(9, DeadReason::Future, b"{\"item_id\":\"a\",\"ts\":253402300799999}"),
         letter(10, DeadReason::TooLarge, &[b'x'; 4096]),
+        letter(11, DeadReason::Udf, b"{\"item_id\":\"a\",\"ts\":1}"),
     ];
+    assert!(
+        DeadReason::ALL
+            .iter()
+            .all(|r| letters.iter().any(|l| l.letter.reason == *r)),
+        "every reason is written"
+    );
     let mut w = (s.writer)();
     let mut b = batch(1, vec![]);
     b.dead_letters = letters[..2].to_vec();
@@ -110,7 +117,8 @@ pub(crate) fn dead_letters_round_trip_raw_bytes(s: Subject) {
             ("future".to_string(), 1),
             ("late".to_string(), 1),
             ("sealed".to_string(), 1),
-            ("too_large".to_string(), 1)
+            ("too_large".to_string(), 1),
+            ("udf".to_string(), 1)
         ]
     );
 }

@@ -19,6 +19,7 @@ pub(crate) fn dead_letter_summaries_add_up_per_block(s: Subject) {
         summary(5, 9, 3, DeadReason::Bad),
         summary(6, 6, 1, DeadReason::Late),
         summary(BLOCK + 2, BLOCK + 4, 2, DeadReason::Bad),
+        summary(10, 12, 2, DeadReason::Udf),
     ];
     assert!(w.commit(&b).unwrap());
     let mut b = batch(2, vec![]);
@@ -45,7 +46,7 @@ pub(crate) fn dead_letter_summaries_add_up_per_block(s: Subject) {
     let mut blocks = w.dead_letter_blocks(JOB).unwrap();
     blocks.sort();
     let source = letter(0, DeadReason::Bad, b"").source;
-    assert_eq!(blocks, vec![((source.clone(), 0), 1 + 8 + 1 + 1), ((source, 1), 2)]);
+    assert_eq!(blocks, vec![((source.clone(), 0), 1 + 8 + 1 + 1 + 2), ((source, 1), 2)]);
     drop(w);
     let mut h = history();
     let mut got = h.dead_letters(JOB, 100).unwrap();
@@ -57,12 +58,13 @@ pub(crate) fn dead_letter_summaries_add_up_per_block(s: Subject) {
             letter(2, DeadReason::Bad, b"b"),
             summary(3, 40, 8, DeadReason::Bad),
             summary(6, 6, 1, DeadReason::Late),
+            summary(10, 12, 2, DeadReason::Udf),
             summary(BLOCK + 2, BLOCK + 4, 2, DeadReason::Bad),
         ]
     );
     assert_eq!(
         h.dead_letter_counts(JOB).unwrap(),
-        vec![("bad".to_string(), 12), ("late".to_string(), 1)]
+        vec![("bad".to_string(), 12), ("late".to_string(), 1), ("udf".to_string(), 2)]
     );
 }
 

@@ -12,13 +12,16 @@
 //! trend columns and their checks (no old list is a trend list; a reader opened on the old
 //! schema reads it as it is, and the trend lists the job writes once it migrated); 8 → 9
 //! creates `instance_ranges` (no old instance has ranges; a reader opened on the old schema
-//! reads none, and the ranges the job commits once it migrated). A reader opened on a
-//! version-6 schema reads its dead letters, each a whole letter, and the summaries the job
+//! reads none, and the ranges the job commits once it migrated); 9 → 10 replaces the reason
+//! constraint with one that also takes `udf` (every row kept; a reader opened on the old schema
+//! reads it as it is, and the `udf` letters the job commits once it migrated). A reader opened
+//! on a version-6 schema reads its dead letters, each a whole letter, and the summaries the job
 //! writes once it migrated. The tables a migration leaves are the tables a new schema gets,
 //! and they refuse the same impossible rows.
 
 use super::old_schemas::{
-    downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, downgrade_to_v7, downgrade_to_v8, v1_schema, v2_schema,
+    downgrade_to_v4, downgrade_to_v5, downgrade_to_v6, downgrade_to_v7, downgrade_to_v8, downgrade_to_v9, v1_schema,
+    v2_schema, v9_schema,
 };
 use super::tests::TestDb;
 use super::*;
@@ -27,7 +30,7 @@ use crate::test_fixtures::{
     approximate, batch, certified, hot_window, letter, list, sealed, sketch_check, summary, trending, unreadable,
     windows, JOB,
 };
-use crate::types::StoredList;
+use crate::types::{SourcedDeadLetter, StoredList};
 use hotlist_operators::group::GroupKey;
 use hotlist_operators::hot_keys::{HotState, HotWindow};
 use hotlist_operators::message::PublishedList;
@@ -66,7 +69,7 @@ struct Case {
     again: fn(&TestDb, &mut PostgresStore, Seen),
 }
 
-const CASES: [Case; 8] = [
+const CASES: [Case; 9] = [
     Case {
         name: "a version-1 schema is migrated on connect",
         from: 1,
@@ -305,12 +308,49 @@ const CASES: [Case; 8] = [
             );
         },
     },
+    Case {
+        name: "a version-9 schema is read as it is, then migrated on connect",
+        from: 9,
+        build: |db| {
+            let new = {
+                let fresh = TestDb::new();
+                drop(fresh.store());
+                table_shape(&fresh, "dead_letters")
+            };
+            v9_schema(db);
+            assert_ne!(table_shape(db, "dead_letters"), new);
+            // a reader (no DDL) reads the version-9 schema as it is
+            let mut reader = PostgresStore::open_reader(&db.url, &db.schema, PgTimeouts::default())
+                .unwrap_or_else(|e| panic!("a reader opens a version-9 schema: {e}"));
+            assert_eq!(reader.dead_letters(JOB, 10).unwrap(), v9_letters());
+            assert_eq!(reader.dead_letter_counts(JOB).unwrap(), v9_counts(0));
+            assert_eq!(
+                reader.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+                Some(unreadable("1m", 0, "gone"))
+            );
+            let old = reader.latest(JOB, "1m").unwrap().expect("the list");
+            assert_eq!((old.start, old.revision, old.items.len()), (Millis(0), 3, 2));
+            assert_eq!(version(db), 9, "a reader never migrates");
+            Seen {
+                letters: letters(db),
+                list: Some(old),
+                instances: Some(new),
+                reader: Some(reader),
+                ..Seen::default()
+            }
+        },
+        migrated: migrated_v9,
+        again: |db, again, seen| {
+            assert_eq!(letters(db), seen.letters, "connecting again changes nothing");
+            assert_eq!(again.dead_letter_counts(JOB).unwrap(), v9_counts(1 + 3));
+        },
+    },
 ];
 
 /// Every case: build, connect (which migrates), check, connect again, check.
 #[test]
 fn every_older_version_is_migrated_on_connect() {
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let db = TestDb::new();
@@ -587,6 +627,115 @@ fn migrated_v7(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
     Seen::default()
 }
 
+/// The dead letters [`v9_schema`] holds, as a reader returns them (newest first).
+fn v9_letters() -> Vec<SourcedDeadLetter> {
+    vec![
+        summary(4, 9, 4, DeadReason::Late),
+        letter(3, DeadReason::TooLarge, b"x"),
+        letter(2, DeadReason::Future, b"{}"),
+        letter(1, DeadReason::Bad, b"[]"),
+    ]
+}
+
+/// The letters per reason of [`v9_schema`], with `udf` ones when there are any.
+fn v9_counts(udf: u64) -> Vec<(String, u64)> {
+    let mut counts = vec![
+        ("bad".to_string(), 1),
+        ("future".to_string(), 1),
+        ("late".to_string(), 4),
+        ("too_large".to_string(), 1),
+    ];
+    if udf > 0 {
+        counts.push(("udf".to_string(), udf));
+    }
+    counts
+}
+
+/// The migrated table has the new table's columns and constraints (one reason check, which
+/// takes `udf`); the old letters stay, with their ids, counts and last positions, and so do the
+/// list and its ranges; `udf` letters, whole and summarised, commit and read back, also through
+/// the reader opened on the version-9 schema; a reason no version knows is still refused.
+fn migrated_v9(db: &TestDb, w: &mut PostgresStore, seen: Seen) -> Seen {
+    assert_eq!(
+        Some(table_shape(db, "dead_letters")),
+        seen.instances,
+        "the migrated table has the new table's columns, in order, and checks"
+    );
+    assert_eq!(letters(db), seen.letters, "every dead letter kept, with its id");
+    assert_eq!(w.dead_letters(JOB, 10).unwrap(), v9_letters());
+    assert_eq!(w.latest(JOB, "1m").unwrap(), seen.list, "the old list stays");
+    assert_eq!(
+        w.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+        Some(unreadable("1m", 0, "gone"))
+    );
+    let udf = letter(10, DeadReason::Udf, br#"{"item_id":"a"}"#);
+    let mut b = batch(3, vec![]);
+    b.dead_letters = vec![udf.clone(), summary(11, 20, 3, DeadReason::Udf)];
+    assert!(w.commit(&b).unwrap());
+    let want = vec![summary(11, 20, 3, DeadReason::Udf), udf];
+    let mut reader = seen.reader.expect("the reader opened before");
+    for r in [&mut *w, &mut reader] {
+        assert_eq!(r.dead_letters(JOB, 2).unwrap(), want);
+        assert_eq!(r.dead_letter_counts(JOB).unwrap(), v9_counts(1 + 3));
+    }
+    let after = letters(db);
+    assert_eq!(after[..4], seen.letters[..]);
+    assert_eq!(
+        after[4..].iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
+        ["udf", "udf"]
+    );
+    let other = "INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, \
+                 recorded_at) VALUES ('hotlist', 's', 0, 30, 'other', 'd', '\\x', 4, now())";
+    assert!(
+        db.client().batch_execute(other).is_err(),
+        "an unknown reason is refused"
+    );
+    Seen {
+        letters: after,
+        ..Seen::default()
+    }
+}
+
+/// [`v9_schema`]'s DDL is what version 9 created: a schema of this build taken back to version
+/// 9 has the same tables (columns, constraints) and indexes.
+#[test]
+fn the_version_9_ddl_is_what_version_9_created() {
+    let verbatim = TestDb::new();
+    v9_schema(&verbatim);
+    let taken_back = TestDb::new();
+    drop(taken_back.store());
+    downgrade_to_v9(&taken_back, 9);
+    assert_eq!(version(&verbatim), 9);
+    assert_eq!(version(&taken_back), 9);
+    assert_eq!(schema_shape(&taken_back), schema_shape(&verbatim));
+}
+
+/// Every table of the test schema with its [`table_shape`], and every index's definition
+/// (without the schema's name), by name.
+fn schema_shape(db: &TestDb) -> SchemaShape {
+    let mut c = db.client();
+    let tables: Vec<String> = c
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+            &[&db.schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let indexes = c
+        .query(
+            "SELECT indexname::text, indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY 1",
+            &[&db.schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get::<_, String>(1).replace(&format!("{}.", db.schema), "")))
+        .collect();
+    let tables = tables.into_iter().map(|t| (t.clone(), table_shape(db, &t))).collect();
+    (tables, indexes)
+}
+
 /// Processes connecting at once to a version-1 schema: one migrates, every connect succeeds.
 #[test]
 fn simultaneous_connects_migrate_once() {
@@ -755,6 +904,9 @@ type Column = (String, String, String, Option<String>);
 
 /// Columns and constraints (name, definition), in a stable order.
 type Shape = (Vec<Column>, Vec<(String, String)>);
+
+/// Every table's [`Shape`] and every index's definition, by name.
+type SchemaShape = (Vec<(String, Shape)>, Vec<(String, String)>);
 
 /// A table's columns (name, type, default) and primary-key definition.
 type KeyShape = (Vec<(String, String, Option<String>)>, String);

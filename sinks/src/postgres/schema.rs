@@ -28,7 +28,10 @@
 //! again in `unreadable`: exactly one of the two, `instance_ranges_one_check`; the end after the
 //! start, `instance_ranges_end_check`; see `crate::ranges`); 8 → 9 only creates the table (as
 //! 3 → 4 did, by `SCHEMA`): no instance sealed before has ranges, and a reader of a version-6
-//! to 8 schema reads none.
+//! to 8 schema reads none. 10 `dead_letters.reason` also takes `udf` (a `[[udf]]` function
+//! panicked or failed on the record); 9 → 10 replaces the reason constraint as 1 → 2 did (every
+//! row kept); a reader of a version-6 to 9 schema reads it as it is (no letter has the reason
+//! `udf`).
 
 use super::client::{Client, Queries};
 use super::error::pg_err;
@@ -39,7 +42,7 @@ use postgres::{IsolationLevel, NoTls};
 use std::path::PathBuf;
 
 /// The schema version this build writes (the `hotlist_schema` table).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The oldest schema version readers (`serve`, `query`) read: version 6's certificate columns
 /// are in every list read (a version-6 or 7 schema's lists are read without trend columns,
@@ -125,7 +128,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     partition   BIGINT      NOT NULL,
     position    BIGINT      NOT NULL,
     reason      TEXT        NOT NULL CONSTRAINT dead_letters_reason_check
-                            CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
+                            CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large', 'udf')),
     detail      TEXT        NOT NULL,
     raw         BYTEA       NOT NULL,
     epoch       BIGINT      NOT NULL,
@@ -207,6 +210,25 @@ BEGIN
 END $$;
 ALTER TABLE dead_letters ADD CONSTRAINT dead_letters_reason_check
     CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large'));
+";
+
+/// Version 9 → 10: the `CHECK` on `dead_letters.reason` takes `udf` too, replaced as 1 → 2
+/// replaced it (any check constraint of the table on `reason`), with the definition and name a
+/// new table's has (a test compares them). Run under the migration lock, for every version
+/// from 1 (1 → 2 installs version 2's reasons).
+const MIGRATE_9_TO_10: &str = "
+DO $$
+DECLARE c name;
+BEGIN
+    FOR c IN SELECT conname FROM pg_constraint
+             WHERE conrelid = 'dead_letters'::regclass AND contype = 'c'
+               AND pg_get_constraintdef(oid) LIKE '%reason%'
+    LOOP
+        EXECUTE format('ALTER TABLE dead_letters DROP CONSTRAINT %I', c);
+    END LOOP;
+END $$;
+ALTER TABLE dead_letters ADD CONSTRAINT dead_letters_reason_check
+    CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large', 'udf'));
 ";
 
 /// Version 2 → 3: the accuracy columns and their checks, added with the same definitions (and
@@ -355,6 +377,10 @@ pub(super) fn ensure_schema(client: &mut Client, schema: &str, location: &str) -
         tx.batch_execute(MIGRATE_7_TO_8)
             .map_err(pg_err(location, "migrating the schema from version 7 to 8"))?;
     }
+    if matches!(version, Some(1..=9)) {
+        tx.batch_execute(MIGRATE_9_TO_10)
+            .map_err(pg_err(location, "migrating the schema from version 9 to 10"))?;
+    }
     tx.batch_execute(SCHEMA).map_err(err)?;
     if version != Some(SCHEMA_VERSION) {
         tx.execute(
@@ -404,7 +430,7 @@ pub(super) fn check_readable(client: &mut Client, location: &str) -> Result<i64,
 
 #[cfg(test)]
 mod tests {
-    use super::{MIGRATE_1_TO_2, SCHEMA};
+    use super::{MIGRATE_9_TO_10, SCHEMA};
     use hotlist_operators::record::DeadReason;
 
     /// The `CHECK` on `dead_letters.reason`, new and migrated, lists exactly the reasons the
@@ -414,6 +440,6 @@ mod tests {
         let quoted: Vec<String> = DeadReason::ALL.iter().map(|r| format!("'{}'", r.as_str())).collect();
         let check = format!("CHECK (reason IN ({}))", quoted.join(", "));
         assert!(SCHEMA.contains(&check), "{SCHEMA}");
-        assert!(MIGRATE_1_TO_2.contains(&check), "{MIGRATE_1_TO_2}");
+        assert!(MIGRATE_9_TO_10.contains(&check), "{MIGRATE_9_TO_10}");
     }
 }

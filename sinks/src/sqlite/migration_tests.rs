@@ -10,12 +10,14 @@
 //! per-group lists (every old list global); 5 → 6 rebuilds `topk_instances` with the
 //! certificate's columns (no old list certified); 6 → 7 adds dead-letter counts; 7 → 8 adds
 //! the trend columns (no old list is a trend list); 8 → 9 creates `instance_ranges` (no
-//! instance sealed before has ranges). The tables a migration leaves are the tables a new
-//! database gets, and they refuse the same impossible rows.
+//! instance sealed before has ranges); 9 → 10 rebuilds `dead_letters` with the reason `udf`
+//! (every row and id kept, whole letters and summaries, the indexes back). The tables a
+//! migration leaves are the tables a new database gets, and they refuse the same impossible
+//! rows.
 
 use super::old_schemas::{
-    downgrade_to_v8, v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched, v6_database,
-    v7_database, v8_database, V8_DDL,
+    downgrade_to_v8, downgrade_to_v9, v1_database, v2_database, v3_database, v4_database, v5_database, v5_sketched,
+    v6_database, v7_database, v8_database, v9_database, V8_DDL, V9_DDL,
 };
 use super::*;
 use crate::store::{SinkStore, StoreReader};
@@ -23,6 +25,7 @@ use crate::test_fixtures::{
     approximate, batch, certified, hot_window, letter, list, sealed, sketch_check, summary, trending, unreadable,
     windows, JOB,
 };
+use crate::types::SourcedDeadLetter;
 use hotlist_operators::hot_keys::HotState;
 use hotlist_operators::record::DeadReason;
 
@@ -54,7 +57,7 @@ struct Case {
     same_tables: bool,
 }
 
-const CASES: [Case; 10] = [
+const CASES: [Case; 11] = [
     Case {
         name: "a version-1 database is read as it is",
         from: 1,
@@ -248,13 +251,38 @@ const CASES: [Case; 10] = [
         },
         same_tables: true,
     },
+    Case {
+        name: "a version-9 database is read as it is, then migrated",
+        from: 9,
+        build: v9_database,
+        read: |path, r| {
+            assert_eq!(r.dead_letters(JOB, 10).unwrap(), v9_letters());
+            assert_eq!(r.dead_letter_counts(JOB).unwrap(), v9_counts(0));
+            assert_eq!(
+                r.sealed_ranges(JOB, "1m", Millis(0)).unwrap(),
+                Some(unreadable("1m", 0, "gone"))
+            );
+            let got = r.latest(JOB, "1m").unwrap().expect("a list");
+            assert_eq!((got.start, got.revision, got.items.len()), (Millis(0), 3, 2));
+            Seen {
+                letters: letters(path),
+                list: Some(got),
+            }
+        },
+        migrated: migrated_v9,
+        reopened: |path, w, seen| {
+            assert_eq!(letters(path), seen.letters, "opening again changes nothing");
+            assert_eq!(w.dead_letter_counts(JOB).unwrap(), v9_counts(1 + 3));
+        },
+        same_tables: true,
+    },
 ];
 
 /// Every case: build, read as it is (a reader never migrates), migrate by opening as the job,
 /// check, open again, check; and where asked, the migrated tables are the new tables.
 #[test]
 fn every_older_version_is_read_as_it_is_then_migrated() {
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     for case in CASES {
         eprintln!("case: {}", case.name);
         let dir = tempfile::tempdir().unwrap();
@@ -650,6 +678,85 @@ fn migrated_v8(_: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen) -
         "the reader opened before sees them"
     );
     Seen::default()
+}
+
+/// The dead letters [`v9_database`] holds, as a reader returns them (newest first).
+fn v9_letters() -> Vec<SourcedDeadLetter> {
+    vec![
+        summary(4, 9, 4, DeadReason::Late),
+        letter(3, DeadReason::TooLarge, b"x"),
+        letter(2, DeadReason::Future, b"{}"),
+        letter(1, DeadReason::Bad, b"[]"),
+    ]
+}
+
+/// The letters per reason of [`v9_database`], with `udf` ones when there are any.
+fn v9_counts(udf: u64) -> Vec<(String, u64)> {
+    let mut counts = vec![
+        ("bad".to_string(), 1),
+        ("future".to_string(), 1),
+        ("late".to_string(), 4),
+        ("too_large".to_string(), 1),
+    ];
+    if udf > 0 {
+        counts.push(("udf".to_string(), udf));
+    }
+    counts
+}
+
+/// The old letters stay, with their ids, counts and last positions; nothing of the old table
+/// is left (its indexes are the new table's); `udf` letters, whole and summarised, commit and
+/// read back, also through the reader opened before; a reason no version knows is still
+/// refused.
+fn migrated_v9(path: &Path, w: &mut SqliteStore, r: &mut SqliteStore, seen: Seen) -> Seen {
+    assert_eq!(letters(path), seen.letters, "every dead letter kept, with its id");
+    assert_eq!(w.dead_letters(JOB, 10).unwrap(), v9_letters());
+    assert_eq!(w.latest(JOB, "1m").unwrap(), seen.list, "the old list stays");
+    let new = path.with_file_name("new-v10.db");
+    SqliteStore::open(&new).unwrap();
+    assert_eq!(
+        schema_objects(path),
+        schema_objects(&new),
+        "the migrated tables and indexes are the new ones, and nothing is left aside"
+    );
+    let mut b = batch(3, vec![]);
+    b.dead_letters = vec![
+        letter(10, DeadReason::Udf, b"{\"item_id\":\"a\"}"),
+        summary(11, 20, 3, DeadReason::Udf),
+    ];
+    assert!(w.commit(&b).unwrap());
+    let want = vec![
+        summary(11, 20, 3, DeadReason::Udf),
+        letter(10, DeadReason::Udf, b"{\"item_id\":\"a\"}"),
+    ];
+    for store in [&*w, &*r] {
+        assert_eq!(store.dead_letters(JOB, 2).unwrap(), want);
+        assert_eq!(store.dead_letter_counts(JOB).unwrap(), v9_counts(1 + 3));
+    }
+    let after = letters(path);
+    assert_eq!(after[..4], seen.letters[..]);
+    assert!(after[4].0 > 8, "new ids follow the old ones");
+    let other = "INSERT INTO dead_letters (job, source, partition, position, reason, detail, raw, epoch, recorded_at) \
+                 VALUES ('hotlist', 's', 0, 30, 'other', 'd', x'', 4, 4)";
+    assert_eq!(refused(path, &[other]), [true]);
+    Seen {
+        letters: after,
+        list: seen.list,
+    }
+}
+
+/// [`V9_DDL`] is what version 9 created: a database of this build taken back to version 9 has
+/// exactly its tables and indexes.
+#[test]
+fn the_version_9_ddl_is_what_version_9_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let verbatim = dir.path().join("verbatim.db");
+    Connection::open(&verbatim).unwrap().execute_batch(V9_DDL).unwrap();
+    let taken_back = dir.path().join("taken-back.db");
+    SqliteStore::open(&taken_back).unwrap();
+    downgrade_to_v9(&taken_back, 9);
+    assert_eq!(user_version(&verbatim), 9);
+    assert_eq!(schema_objects(&taken_back), schema_objects(&verbatim));
 }
 
 /// [`V8_DDL`] is what version 8 created: a database of this build taken back to version 8

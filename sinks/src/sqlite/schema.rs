@@ -29,14 +29,19 @@
 //! (`window_end`, and its partition ranges as JSON in `ranges` or why it cannot be read again in
 //! `unreadable`, exactly one of the two; see `crate::ranges`). 8 → 9 only creates the table
 //! (`INSTANCE_RANGES`, as for a new database): no instance sealed before has ranges, and a
-//! reader of an older database reads none.
+//! reader of an older database reads none. 10 `dead_letters.reason` also takes `udf` (a
+//! `[[udf]]` function panicked or failed on the record). 9 → 10 (and every version from 2, whose
+//! table has version 2's reasons) rebuilds `dead_letters`, as 1 → 2 did, but moving the old
+//! table aside (as 4 → 5 does), so the new one is created as a new database's is: every row and
+//! id kept, the indexes created again; a reader of an older database reads it as it is (no
+//! letter of an older database has the reason `udf`).
 
 use super::{sql_err, SqliteStore};
 use crate::error::SinkError;
 use rusqlite::TransactionBehavior;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The oldest schema version this build reads (`open_read_only`) and migrates (`open`): the
 /// tables of versions 1 and 2 have the same columns (only the `CHECK` on `dead_letters.reason`
@@ -69,6 +74,10 @@ pub(super) const TREND_VERSION: i64 = 8;
 /// The first version with sealed instances' ranges (`instance_ranges`): a reader of an older
 /// database reads none.
 pub(super) const RANGES_VERSION: i64 = 9;
+
+/// The first version whose `dead_letters` takes the reason `udf`: an older database's table
+/// (from version 2 on; 1 → 2's rebuild creates the new one) is rebuilt by 9 → 10.
+pub(super) const UDF_VERSION: i64 = 10;
 
 /// Version 8 → 9 (and a new database): the sealed instances' ranges, one row per instance,
 /// replaced when the instance's ranges are committed again. A plain rowid table: a row holds
@@ -153,10 +162,10 @@ DROP TABLE topk_instances_v4;
 DROP TABLE hotlist_windows_v4;
 ";
 
-/// `dead_letters` as of version 2, under the name `{table}` (the migration builds it aside);
-/// version 7's columns are added by `MIGRATE_6_TO_7`, to a new table too, so that new and
-/// migrated tables are the same. The reasons are `DeadReason::as_str`'s (a test keeps them
-/// equal).
+/// `dead_letters` as of version 2 with version 10's reasons, under the name `{table}` (1 → 2
+/// builds it aside); version 7's columns are added by `MIGRATE_6_TO_7`, to a new table too (and
+/// to the one 9 → 10 rebuilds), so that new and migrated tables are the same. The reasons are
+/// `DeadReason::as_str`'s (a test keeps them equal).
 const DEAD_LETTERS: &str = "
 CREATE TABLE IF NOT EXISTS {table} (
     id          INTEGER PRIMARY KEY,
@@ -164,12 +173,32 @@ CREATE TABLE IF NOT EXISTS {table} (
     source      TEXT    NOT NULL,
     partition   INTEGER NOT NULL,
     position    INTEGER NOT NULL,
-    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large')),
+    reason      TEXT    NOT NULL CHECK (reason IN ('bad', 'late', 'sealed', 'future', 'too_large', 'udf')),
     detail      TEXT    NOT NULL,
     raw         BLOB    NOT NULL,
     epoch       INTEGER NOT NULL,
     recorded_at INTEGER NOT NULL
 );
+";
+
+/// Version 9 → 10 (from any version 2 to 9): SQLite cannot change a `CHECK` constraint in
+/// place, so `dead_letters` is moved aside (its indexes go with it), created again by
+/// `DEAD_LETTERS` (with the reason `udf`) and `MIGRATE_6_TO_7`, exactly as a new database's
+/// (renaming the new table instead, as 1 → 2 does, would leave SQLite's `CREATE TABLE
+/// "dead_letters"`), refilled and dropped with the old indexes (`FINISH_9_TO_10`); the indexes
+/// are then created again.
+const MIGRATE_9_TO_10: &str = "
+ALTER TABLE dead_letters RENAME TO dead_letters_v9;
+";
+
+/// The second half of 9 → 10, after the new `dead_letters` was created with its counts: every
+/// row copied, ids kept, before the indexes are created. `{counts}` is `, count,
+/// last_position` for a version-7 to 9 table, empty for an older one (every row one whole
+/// letter: the defaults).
+const FINISH_9_TO_10: &str = "
+INSERT INTO dead_letters (id, job, source, partition, position, reason, detail, raw, epoch, recorded_at{counts})
+    SELECT id, job, source, partition, position, reason, detail, raw, epoch, recorded_at{counts} FROM dead_letters_v9;
+DROP TABLE dead_letters_v9;
 ";
 
 /// The index of `dead_letters` (dropped with the table by the migration, so created after it).
@@ -339,14 +368,20 @@ impl SqliteStore {
             tx.execute_batch(MIGRATE_5_TO_6)
                 .map_err(sql_err(path, "migrating the schema from version 5 to 6"))?;
         }
+        // 2 to 9: the old `dead_letters` aside (1 → 2 built it with this version's reasons)
+        let relabel = (2..UDF_VERSION).contains(&version);
+        if relabel {
+            tx.execute_batch(MIGRATE_9_TO_10)
+                .map_err(sql_err(path, "migrating the schema from version 9 to 10"))?;
+        }
         let dead_letters = DEAD_LETTERS.replace("{table}", "dead_letters");
         tx.execute_batch(&format!("{SCHEMA}{dead_letters}"))
             .map_err(sql_err(path, "creating the tables"))?;
         // 8 → 9, and a new database (idempotent, as `SCHEMA`)
         tx.execute_batch(INSTANCE_RANGES)
             .map_err(sql_err(path, "creating the instance ranges table (schema version 9)"))?;
-        // a new table (version 0) and every older one gain the counts
-        if version < BOUNDED_DEAD_LETTERS_VERSION {
+        // a new table (version 0), every older one and a rebuilt one gain the counts
+        if version < BOUNDED_DEAD_LETTERS_VERSION || relabel {
             tx.execute_batch(MIGRATE_6_TO_7)
                 .map_err(sql_err(path, "migrating the schema to version 7"))?;
         }
@@ -354,6 +389,15 @@ impl SqliteStore {
         if version < TREND_VERSION {
             tx.execute_batch(MIGRATE_7_TO_8)
                 .map_err(sql_err(path, "migrating the schema to version 8"))?;
+        }
+        if relabel {
+            let counts = if version >= BOUNDED_DEAD_LETTERS_VERSION {
+                ", count, last_position"
+            } else {
+                ""
+            };
+            tx.execute_batch(&FINISH_9_TO_10.replace("{counts}", counts))
+                .map_err(sql_err(path, "migrating the dead letters to version 10"))?;
         }
         tx.execute_batch(DEAD_LETTERS_INDEX)
             .map_err(sql_err(path, "creating the dead letters' indexes"))?;

@@ -1,0 +1,211 @@
+//! A batch of records through the job's UDFs: each record parsed (with its UDFs' arguments),
+//! then per UDF use — the filter first, then the item id, then the dims — one call for the
+//! whole batch, and finally each record's verdict.
+//!
+//! A call that fails (the UDF panicked on some record) is retried one record at a time, so
+//! only the records it fails on are dead-lettered (`udf`, the detail naming the UDF); the
+//! others go on. A result column of another type or length than declared is a broken
+//! deployment (a library built from another source), not a bad record: the run fails.
+
+use super::columns::{column, Out, Results};
+use super::LoadedUdf;
+use anyhow::{anyhow, Result};
+use hotlist_operators::event::{check_item_id, BadRecord, ParsedEvent};
+use hotlist_operators::format::{Cap, Parser};
+use hotlist_operators::udf::{arg_of, Arg, Use};
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// One use of a UDF: what it computes, and where its arguments are.
+#[derive(Debug)]
+pub struct Site {
+    /// What it computes.
+    pub use_: Use,
+    /// The UDF.
+    pub udf: Arc<LoadedUdf>,
+    /// Its arguments: these entries of [`Format::args`](hotlist_operators::format::Format).
+    pub args: Range<usize>,
+    /// For a dim, its index in the format's dims.
+    pub dim: usize,
+}
+
+/// The job's UDF uses, in the order they run (filter, item id, dims).
+#[derive(Debug, Default)]
+pub struct UdfRunner {
+    sites: Vec<Site>,
+}
+
+/// What a record became.
+#[derive(Debug)]
+pub enum Outcome<'a> {
+    /// An event (its item id and dims as the UDFs gave them; not yet checked against the
+    /// job's user rule, see `source::accept`).
+    Event(ParsedEvent<'a>),
+    /// Not a valid event (blank lines included: [`BadRecord::Empty`]).
+    Bad(BadRecord),
+    /// Dropped by the filter: counted, not dead-lettered.
+    Filtered,
+    /// A UDF failed on it (the detail).
+    Failed(String),
+}
+
+/// A record on its way through the UDFs.
+struct Row<'a> {
+    state: Outcome<'a>,
+    args: Vec<Cap<'a>>,
+}
+
+impl UdfRunner {
+    /// The runner of `sites` (run filter first, then item id, then dims).
+    pub fn new(mut sites: Vec<Site>) -> UdfRunner {
+        sites.sort_by_key(|s| match s.use_ {
+            Use::Filter => 0,
+            Use::ItemId => 1,
+            Use::Dim(_) => 2,
+        });
+        UdfRunner { sites }
+    }
+
+    /// Whether there is any UDF use.
+    pub fn is_empty(&self) -> bool {
+        self.sites.is_empty()
+    }
+
+    /// The outcome of each of `lines`, in order. `Err`: a UDF gave a result that is not what
+    /// its source declares (the run fails).
+    pub fn run<'a>(&self, parser: &Parser, lines: &[&'a [u8]]) -> Result<Vec<Outcome<'a>>> {
+        let mut rows: Vec<Row<'a>> = lines
+            .iter()
+            .map(|line| {
+                let mut args = Vec::new();
+                let state = match parser.parse_with_args(line, &mut args) {
+                    Ok(ev) => Outcome::Event(ev),
+                    Err(bad) => Outcome::Bad(bad),
+                };
+                Row { state, args }
+            })
+            .collect();
+        for site in &self.sites {
+            self.run_site(site, parser, &mut rows)?;
+        }
+        let bounds = &parser.format().bounds;
+        Ok(rows
+            .into_iter()
+            .map(|row| match row.state {
+                Outcome::Event(ev) if parser.format().computed.dims != 0 => match bounds.check(&ev.dims) {
+                    Ok(()) => Outcome::Event(ev),
+                    Err(bad) => Outcome::Bad(bad),
+                },
+                other => other,
+            })
+            .collect())
+    }
+
+    /// One use over the live rows: their arguments, one call, the results into the rows.
+    fn run_site<'a>(&self, site: &Site, parser: &Parser, rows: &mut [Row<'a>]) -> Result<()> {
+        let sig = &site.udf.signature;
+        let mut live = Vec::new();
+        let mut cols: Vec<Vec<Arg<'a>>> = vec![Vec::new(); sig.args.len()];
+        for (i, row) in rows.iter_mut().enumerate() {
+            if !matches!(row.state, Outcome::Event(_)) {
+                continue;
+            }
+            match args_of(site, parser, &row.args) {
+                Ok(values) => {
+                    for (c, v) in cols.iter_mut().zip(values) {
+                        c.push(v);
+                    }
+                    live.push(i);
+                }
+                Err(detail) => row.state = Outcome::Bad(BadRecord::Invalid(detail)),
+            }
+        }
+        if live.is_empty() {
+            return Ok(());
+        }
+        let call = |cols: &[Vec<Arg<'a>>]| -> Result<Option<Results>> {
+            let data: Vec<_> = sig.args.iter().zip(cols).map(|(t, c)| column(t.scalar, c)).collect();
+            let rows = cols[0].len();
+            match site.udf.lib.call(&data)? {
+                Ok(out) => Results::check(out, sig.ret.scalar, rows)
+                    .map(Some)
+                    .map_err(|e| anyhow!("udf {} ({}): {e}", sig.name, site.udf.path.display())),
+                Err(_) => Ok(None),
+            }
+        };
+        if let Some(results) = call(&cols)? {
+            for (k, &i) in live.iter().enumerate() {
+                apply(site, &mut rows[i].state, results.get(k));
+            }
+            return Ok(());
+        }
+        // the batch failed: one record at a time finds the ones it fails on
+        for (k, &i) in live.iter().enumerate() {
+            let one: Vec<Vec<Arg<'a>>> = cols.iter().map(|c| vec![c[k].clone()]).collect();
+            match call(&one)? {
+                Some(results) => apply(site, &mut rows[i].state, results.get(0)),
+                None => {
+                    rows[i].state = Outcome::Failed(format!(
+                        "udf {} panicked or failed on this record (in {})",
+                        sig.name, site.use_
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A row's arguments for `site`, converted to the UDF's types, or the detail of a bad record.
+fn args_of<'a>(site: &Site, parser: &Parser, caps: &[Cap<'a>]) -> Result<Vec<Arg<'a>>, String> {
+    let sig = &site.udf.signature;
+    let pointers = &parser.format().args[site.args.clone()];
+    site.args
+        .clone()
+        .zip(&sig.args)
+        .enumerate()
+        .map(|(n, (a, t))| {
+            arg_of(&caps[a], t.scalar).map_err(|found| {
+                format!(
+                    "{}: udf {} argument {n}: {} is {found}, not {t}",
+                    site.use_, sig.name, pointers[n].text
+                )
+            })
+        })
+        .collect()
+}
+
+/// A UDF's result for one record, into its event (or its verdict).
+fn apply<'a>(site: &Site, state: &mut Outcome<'a>, out: Out<'_>) {
+    let Outcome::Event(ev) = state else { return };
+    let name = &site.udf.signature.name;
+    let text = |out: Out<'_>| -> Option<String> {
+        match out {
+            Out::Str(s) => Some(s.to_string()),
+            Out::Int(i) => Some(i.to_string()),
+            Out::Bool(b) => Some(b.to_string()),
+            Out::Null => None,
+        }
+    };
+    match &site.use_ {
+        Use::Filter => {
+            let keep = match out {
+                Out::Bool(b) => b,
+                Out::Int(i) => i != 0,
+                Out::Str(_) | Out::Null => false,
+            };
+            if !keep {
+                *state = Outcome::Filtered;
+            }
+        }
+        Use::ItemId => match text(out) {
+            None => *state = Outcome::Bad(BadRecord::Invalid(format!("item_id: udf {name} gave null"))),
+            Some(id) => match check_item_id(&id) {
+                Ok(()) => ev.item_id = Cow::Owned(id),
+                Err(bad) => *state = Outcome::Bad(BadRecord::Invalid(format!("udf {name}: {bad}"))),
+            },
+        },
+        Use::Dim(_) => ev.dims[site.dim] = Cow::Owned(text(out).unwrap_or_default()),
+    }
+}
