@@ -208,9 +208,16 @@ fn model(line: &str, f: &Format) -> Result<(String, i64, Option<String>, Vec<Str
         Value::Number(n) if !n.is_f64() => Some(n.to_string()),
         _ => None,
     };
-    let item = v.pointer(&f.item_id.text).ok_or("item_id finds nothing")?;
-    let item = text(item).ok_or("item_id wrong type")?;
-    check_item_id(&item).map_err(|e| e.to_string())?;
+    // a computed item id is not read: `""` until its UDF gives it
+    let item = match f.computed.item_id {
+        true => String::new(),
+        false => {
+            let item = v.pointer(&f.item_id.text).ok_or("item_id finds nothing")?;
+            let item = text(item).ok_or("item_id wrong type")?;
+            check_item_id(&item).map_err(|e| e.to_string())?;
+            item
+        }
+    };
     let ts = v.pointer(&f.ts.text).ok_or("ts finds nothing")?;
     let ts = match ts {
         Value::Number(n) => match n.as_i64() {
@@ -230,7 +237,11 @@ fn model(line: &str, f: &Format) -> Result<(String, i64, Option<String>, Vec<Str
         check_item_id(u).map_err(|e| e.to_string())?;
     }
     let mut dims = Vec::new();
-    for (_, p) in &f.dims {
+    for (i, (_, p)) in f.dims.iter().enumerate() {
+        if f.computed.dims & (1 << i) != 0 {
+            dims.push(String::new());
+            continue;
+        }
         dims.push(match v.pointer(&p.text) {
             None | Some(Value::Null) => String::new(),
             Some(d) => text(d).ok_or("dim wrong type")?,
@@ -314,21 +325,27 @@ fn format() -> impl Strategy<Value = Format> {
         ],
         prop::option::of(pointer()),
         prop::collection::vec(pointer(), 0..3),
+        // UDF arguments, and which targets UDFs compute (then not read)
+        prop::collection::vec(pointer(), 0..3),
+        (any::<bool>(), 0u64..8),
     )
-        .prop_map(|(item_id, ts, ts_unit, user, dims)| Format {
+        .prop_map(|(item_id, ts, ts_unit, user, dims, args, (item, dim_mask))| Format {
             item_id,
             ts,
             ts_unit,
             user,
             user_is_extra: false,
+            bounds: Default::default(),
+            computed: Computed {
+                item_id: item,
+                dims: dim_mask & ((1 << dims.len()) - 1),
+            },
             dims: dims
                 .into_iter()
                 .enumerate()
                 .map(|(i, p)| (format!("d{i}"), p))
                 .collect(),
-            bounds: Default::default(),
-            args: Vec::new(),
-            computed: Default::default(),
+            args,
         })
 }
 
@@ -343,7 +360,7 @@ fn planted() -> impl Strategy<Value = Vec<Option<Value>>> {
                 1 => leaf(),
             ],
         ),
-        6,
+        9,
     )
 }
 
@@ -409,7 +426,7 @@ proptest! {
 fn fresh_caps<'a>(f: &Format) -> walk::Caps<'a> {
     walk::Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
-        dims: smallvec::smallvec![Cap::Missing; f.dims.len()],
+        dims: smallvec::smallvec![Cap::Missing; f.dims.len() + f.args.len()],
     }
 }
 
@@ -461,7 +478,8 @@ fn record_for(mut record: Value, f: &Format, planted: Vec<Option<Value>>) -> Str
     let targets = [Some(&f.item_id), Some(&f.ts), f.user.as_ref()]
         .into_iter()
         .flatten()
-        .chain(f.dims.iter().map(|(_, p)| p));
+        .chain(f.dims.iter().map(|(_, p)| p))
+        .chain(&f.args);
     for (p, value) in targets.zip(planted) {
         if let Some(value) = value {
             plant(&mut record, &p.tokens, value);
@@ -535,7 +553,7 @@ proptest! {
     fn the_scan_covers_records_without_escapes(
         record in tame_json(),
         f in format(),
-        planted in prop::collection::vec(prop::option::weighted(0.85, tame_capture()), 6),
+        planted in prop::collection::vec(prop::option::weighted(0.85, tame_capture()), 9),
         spaced in any::<bool>(),
     ) {
         let mut line = record_for(record, &f, planted);
