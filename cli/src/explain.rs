@@ -231,8 +231,11 @@ fn dropped(
     let outcomes = plan.udf_runner.run(&parser, &raws)?;
     for (d, outcome) in letters.iter().zip(outcomes) {
         let l = &d.letter;
-        let Outcome::Event(ev) = outcome else { continue };
-        if ev.item_id != item || ev.ts < start || ev.ts >= end {
+        let Outcome::Event(ev, computed) = outcome else {
+            continue;
+        };
+        let id = computed.as_deref().unwrap_or(&ev.item_id);
+        if id != item || ev.ts < start || ev.ts >= end {
             continue;
         }
         if spec.key.by.is_empty() {

@@ -58,3 +58,5 @@ mod store_limits;
 mod file_split;
 // the dashboard's and alert rules' metrics, each exported by a run of the job or `serve`
 mod dashboard;
+// Rust UDFs (`[[udf]]`) computing ids, dims and a filter, against a model of them; panics, restores
+mod udf;

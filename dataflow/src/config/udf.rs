@@ -83,18 +83,11 @@ pub fn bind(sites: &[SiteSpec], udfs: &Udfs) -> Result<UdfRunner> {
     Ok(UdfRunner::new(bound))
 }
 
-/// The job's UDFs and the runner of the uses its windows need (every use checked), for
-/// `source`: UDFs read fields of JSON records, which the generator does not write.
-pub fn validate(
-    raw: &[RawUdf],
-    input: &super::InputFormat,
-    source: &super::SourcePlan,
-) -> Result<(Udfs, Arc<UdfRunner>)> {
+/// The job's UDFs and the runner of the uses its windows need (every use checked). (The
+/// generator has no `[source.format]`, so no UDF use: its records have no fields to read.)
+pub fn validate(raw: &[RawUdf], input: &super::InputFormat) -> Result<(Udfs, Arc<UdfRunner>)> {
     let udfs = validate_udfs(raw)?;
     check_uses(&input.uses, &udfs)?;
     let runner = bind(&input.sites, &udfs)?;
-    if !runner.is_empty() && matches!(source, super::SourcePlan::Generator { .. }) {
-        bail!("source.format: UDFs read fields of JSON records, and the generator writes none (read files, stdin or Kafka)");
-    }
     Ok((udfs, Arc::new(runner)))
 }

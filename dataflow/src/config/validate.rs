@@ -43,7 +43,7 @@ pub fn validate(raw: RawConfig, overrides: &Overrides) -> Result<JobPlan> {
     // what the windows need of each record: their `by` dims and, for distinct users, a user
     (input.format, input.sites) = input.compile_for(&windows)?;
     input.user_required = windows.iter().all(|w| w.key.distinct_users);
-    let (udfs, udf_runner) = super::udf::validate(&raw.udf, &input, &source)?;
+    let (udfs, udf_runner) = super::udf::validate(&raw.udf, &input)?;
     let counting = super::counting::validate_counting(&raw.window, &windows)?;
     let exact_at_seal = super::counting::validate_replay_budget(raw.exact_at_seal.as_ref())?;
     check_replayable(&counting, &windows, &source)?;

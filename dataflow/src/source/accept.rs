@@ -138,7 +138,7 @@ pub fn accept_with(
                 Some(outcome) => route_line(outcome, line, message, &mut at, rules),
                 None => {
                     let outcome = match rules.format.parse(line) {
-                        Ok(ev) => Outcome::Event(ev),
+                        Ok(ev) => Outcome::Event(ev, None),
                         Err(bad) => Outcome::Bad(bad),
                     };
                     route_line(outcome, line, message, &mut at, rules)
@@ -213,13 +213,16 @@ fn route_line(
     rules: &Rules,
 ) -> Option<(ItemId, Millis, Option<Box<EventExtra>>)> {
     match outcome {
-        Outcome::Event(ev) if ev.user.is_none() && rules.user_required => {
+        Outcome::Event(ev, _) if ev.user.is_none() && rules.user_required => {
             let pointer = rules.format.format().user.as_ref().map_or("", |p| p.text.as_str());
             let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
             at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
             None
         }
-        Outcome::Event(ev) => Some((ItemId::from(ev.item_id.as_ref()), ev.ts, extra_of(&ev))),
+        Outcome::Event(ev, item) => {
+            let item = item.unwrap_or_else(|| ItemId::from(ev.item_id.as_ref()));
+            Some((item, ev.ts, extra_of(&ev)))
+        }
         Outcome::Bad(BadRecord::Empty) => {
             at.tally.blank += 1;
             None

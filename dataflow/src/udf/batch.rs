@@ -10,9 +10,12 @@
 use super::columns::{column, Out, Results};
 use super::LoadedUdf;
 use anyhow::{anyhow, Result};
+use compact_str::ToCompactString;
 use hotlist_operators::event::{check_item_id, BadRecord, ParsedEvent};
 use hotlist_operators::format::{Cap, Parser};
+use hotlist_operators::record::ItemId;
 use hotlist_operators::udf::{arg_of, Arg, Use};
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
@@ -39,21 +42,16 @@ pub struct UdfRunner {
 /// What a record became.
 #[derive(Debug)]
 pub enum Outcome<'a> {
-    /// An event (its item id and dims as the UDFs gave them; not yet checked against the
-    /// job's user rule, see `source::accept`).
-    Event(ParsedEvent<'a>),
+    /// An event (its dims as the UDFs gave them, and the item id a UDF computed, if one did:
+    /// then the parsed `item_id` is unused); not yet checked against the job's user rule (see
+    /// `source::accept`).
+    Event(ParsedEvent<'a>, Option<ItemId>),
     /// Not a valid event (blank lines included: [`BadRecord::Empty`]).
     Bad(BadRecord),
     /// Dropped by the filter: counted, not dead-lettered.
     Filtered,
     /// A UDF failed on it (the detail).
     Failed(String),
-}
-
-/// A record on its way through the UDFs.
-struct Row<'a> {
-    state: Outcome<'a>,
-    args: Vec<Cap<'a>>,
 }
 
 impl UdfRunner {
@@ -75,50 +73,63 @@ impl UdfRunner {
     /// The outcome of each of `lines`, in order. `Err`: a UDF gave a result that is not what
     /// its source declares (the run fails).
     pub fn run<'a>(&self, parser: &Parser, lines: &[&'a [u8]]) -> Result<Vec<Outcome<'a>>> {
-        let mut rows: Vec<Row<'a>> = lines
+        // every record's arguments in one buffer, `n` per record (no allocation per record)
+        let n = parser.format().args.len();
+        let mut caps: Vec<Cap<'a>> = Vec::with_capacity(lines.len() * n);
+        let mut one = Vec::with_capacity(n);
+        let mut rows: Vec<Outcome<'a>> = lines
             .iter()
             .map(|line| {
-                let mut args = Vec::new();
-                let state = match parser.parse_with_args(line, &mut args) {
-                    Ok(ev) => Outcome::Event(ev),
+                let state = match parser.parse_with_args(line, &mut one) {
+                    Ok(ev) => Outcome::Event(ev, None),
                     Err(bad) => Outcome::Bad(bad),
                 };
-                Row { state, args }
+                one.resize(n, Cap::Missing);
+                caps.append(&mut one);
+                state
             })
             .collect();
         for site in &self.sites {
-            self.run_site(site, parser, &mut rows)?;
+            self.run_site(site, parser, &mut rows, &caps[..], n)?;
         }
-        let bounds = &parser.format().bounds;
-        Ok(rows
-            .into_iter()
-            .map(|row| match row.state {
-                Outcome::Event(ev) if parser.format().computed.dims != 0 => match bounds.check(&ev.dims) {
-                    Ok(()) => Outcome::Event(ev),
-                    Err(bad) => Outcome::Bad(bad),
-                },
-                other => other,
-            })
-            .collect())
+        if parser.format().computed.dims != 0 {
+            let bounds = &parser.format().bounds;
+            for row in &mut rows {
+                if let Outcome::Event(ev, _) = row {
+                    if let Err(bad) = bounds.check(&ev.dims) {
+                        *row = Outcome::Bad(bad);
+                    }
+                }
+            }
+        }
+        Ok(rows)
     }
 
-    /// One use over the live rows: their arguments, one call, the results into the rows.
-    fn run_site<'a>(&self, site: &Site, parser: &Parser, rows: &mut [Row<'a>]) -> Result<()> {
+    /// One use over the live rows: their arguments (`n` per row in `caps`), one call, the
+    /// results into the rows.
+    fn run_site<'a>(
+        &self,
+        site: &Site,
+        parser: &Parser,
+        rows: &mut [Outcome<'a>],
+        caps: &[Cap<'a>],
+        n: usize,
+    ) -> Result<()> {
         let sig = &site.udf.signature;
         let mut live = Vec::new();
-        let mut cols: Vec<Vec<Arg<'a>>> = vec![Vec::new(); sig.args.len()];
+        let mut cols: Vec<Vec<Arg<'a>>> = vec![Vec::with_capacity(rows.len()); sig.args.len()];
         for (i, row) in rows.iter_mut().enumerate() {
-            if !matches!(row.state, Outcome::Event(_)) {
+            if !matches!(row, Outcome::Event(..)) {
                 continue;
             }
-            match args_of(site, parser, &row.args) {
+            match args_of(site, parser, &caps[i * n..(i + 1) * n]) {
                 Ok(values) => {
                     for (c, v) in cols.iter_mut().zip(values) {
                         c.push(v);
                     }
                     live.push(i);
                 }
-                Err(detail) => row.state = Outcome::Bad(BadRecord::Invalid(detail)),
+                Err(detail) => *row = Outcome::Bad(BadRecord::Invalid(detail)),
             }
         }
         if live.is_empty() {
@@ -136,7 +147,7 @@ impl UdfRunner {
         };
         if let Some(results) = call(&cols)? {
             for (k, &i) in live.iter().enumerate() {
-                apply(site, &mut rows[i].state, results.get(k));
+                apply(site, &mut rows[i], results.get(k));
             }
             return Ok(());
         }
@@ -144,9 +155,9 @@ impl UdfRunner {
         for (k, &i) in live.iter().enumerate() {
             let one: Vec<Vec<Arg<'a>>> = cols.iter().map(|c| vec![c[k].clone()]).collect();
             match call(&one)? {
-                Some(results) => apply(site, &mut rows[i].state, results.get(0)),
+                Some(results) => apply(site, &mut rows[i], results.get(0)),
                 None => {
-                    rows[i].state = Outcome::Failed(format!(
+                    rows[i] = Outcome::Failed(format!(
                         "udf {} panicked or failed on this record (in {})",
                         sig.name, site.use_
                     ))
@@ -158,7 +169,7 @@ impl UdfRunner {
 }
 
 /// A row's arguments for `site`, converted to the UDF's types, or the detail of a bad record.
-fn args_of<'a>(site: &Site, parser: &Parser, caps: &[Cap<'a>]) -> Result<Vec<Arg<'a>>, String> {
+fn args_of<'a>(site: &Site, parser: &Parser, caps: &[Cap<'a>]) -> Result<SmallVec<[Arg<'a>; 4]>, String> {
     let sig = &site.udf.signature;
     let pointers = &parser.format().args[site.args.clone()];
     site.args
@@ -177,17 +188,9 @@ fn args_of<'a>(site: &Site, parser: &Parser, caps: &[Cap<'a>]) -> Result<Vec<Arg
 }
 
 /// A UDF's result for one record, into its event (or its verdict).
-fn apply<'a>(site: &Site, state: &mut Outcome<'a>, out: Out<'_>) {
-    let Outcome::Event(ev) = state else { return };
+fn apply(site: &Site, state: &mut Outcome<'_>, out: Out<'_>) {
+    let Outcome::Event(ev, item) = state else { return };
     let name = &site.udf.signature.name;
-    let text = |out: Out<'_>| -> Option<String> {
-        match out {
-            Out::Str(s) => Some(s.to_string()),
-            Out::Int(i) => Some(i.to_string()),
-            Out::Bool(b) => Some(b.to_string()),
-            Out::Null => None,
-        }
-    };
     match &site.use_ {
         Use::Filter => {
             let keep = match out {
@@ -199,13 +202,29 @@ fn apply<'a>(site: &Site, state: &mut Outcome<'a>, out: Out<'_>) {
                 *state = Outcome::Filtered;
             }
         }
-        Use::ItemId => match text(out) {
-            None => *state = Outcome::Bad(BadRecord::Invalid(format!("item_id: udf {name} gave null"))),
-            Some(id) => match check_item_id(&id) {
-                Ok(()) => ev.item_id = Cow::Owned(id),
+        Use::ItemId => {
+            // inline up to 24 bytes: no allocation for the usual id
+            let id: ItemId = match out {
+                Out::Str(s) => s.into(),
+                Out::Int(i) => i.to_compact_string(),
+                Out::Bool(b) => b.to_compact_string(),
+                Out::Null => {
+                    *state = Outcome::Bad(BadRecord::Invalid(format!("item_id: udf {name} gave null")));
+                    return;
+                }
+            };
+            match check_item_id(&id) {
+                Ok(()) => *item = Some(id),
                 Err(bad) => *state = Outcome::Bad(BadRecord::Invalid(format!("udf {name}: {bad}"))),
-            },
-        },
-        Use::Dim(_) => ev.dims[site.dim] = Cow::Owned(text(out).unwrap_or_default()),
+            }
+        }
+        Use::Dim(_) => {
+            ev.dims[site.dim] = match out {
+                Out::Str(s) => Cow::Owned(s.to_string()),
+                Out::Int(i) => Cow::Owned(i.to_string()),
+                Out::Bool(b) => Cow::Owned(b.to_string()),
+                Out::Null => Cow::Borrowed(""),
+            }
+        }
     }
 }

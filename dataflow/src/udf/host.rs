@@ -57,7 +57,7 @@ impl Library {
         // SAFETY: loading runs the library's initialisers; a UDF library is trusted code the
         // operator configured, like any plugin.
         let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| anyhow!("{e}"))
+            .map_err(anyhow::Error::new)
             .with_context(|| format!("cannot load {}", path.display()))?;
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         // SAFETY: `__run` has this signature in every arroyo-udf-plugin 0.2 library (the

@@ -56,8 +56,9 @@ impl LoadedUdf {
     pub fn load(path: &Path, source: &Path) -> Result<LoadedUdf> {
         let text = std::fs::read_to_string(source).with_context(|| format!("cannot read {}", source.display()))?;
         let signature = Signature::from_source(&text).map_err(|e| anyhow::anyhow!("{}: {e}", source.display()))?;
-        let sha256 = file_sha256(path)?;
-        let lib = Library::load(path)?;
+        let named = |e: anyhow::Error| e.context(format!("udf {}", signature.name));
+        let sha256 = file_sha256(path).map_err(named)?;
+        let lib = Library::load(path).map_err(named)?;
         let udf = LoadedUdf {
             name: signature.name.clone(),
             signature,

@@ -27,3 +27,5 @@ mod explain;
 mod data_loss;
 // partitions added while the job runs
 mod discovery;
+// Rust UDFs computing ids, dims and a filter on messages, against the model of `../udf.rs`
+mod udf;
