@@ -203,11 +203,11 @@ impl Parser {
         }
     }
 
-    /// Parses one line and what its UDFs' arguments point at (into `args`, in
-    /// [`Format::args`] order; cleared first). A computed item id is `""` and computed dims are
-    /// `""` until the UDFs give them: the caller applies [`check_item_id`] and the bounds then.
+    /// Parses one line and what its UDFs' arguments point at: appended to `args`, one per
+    /// [`Format::args`] entry, in order (none when the line is bad). A computed item id is `""`
+    /// and computed dims are `""` until the UDFs give them: the caller applies
+    /// [`check_item_id`] and the bounds then.
     pub fn parse_with_args<'a>(&self, line: &'a [u8], args: &mut Vec<Cap<'a>>) -> Result<ParsedEvent<'a>, BadRecord> {
-        args.clear();
         match &self.plan {
             None => parse_event(line),
             Some(plan) => parse_mapped(line, &self.format, plan, Some(args)),

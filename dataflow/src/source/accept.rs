@@ -116,7 +116,7 @@ fn extra_of(ev: &hotlist_operators::event::ParsedEvent<'_>) -> Option<Box<EventE
 #[inline]
 pub fn accept_with(
     rec: Record<'_>,
-    resolved: Option<Outcome<'_>>,
+    resolved: Option<&Outcome<'_>>,
     mut at: Place<'_>,
     clock: &mut PartitionClock,
     rules: &Rules,
@@ -141,7 +141,7 @@ pub fn accept_with(
                         Ok(ev) => Outcome::Event(ev, None),
                         Err(bad) => Outcome::Bad(bad),
                     };
-                    route_line(outcome, line, message, &mut at, rules)
+                    route_line(&outcome, line, message, &mut at, rules)
                 }
             };
             let (item, ts, extra) = routed?;
@@ -206,7 +206,7 @@ pub fn accept_with(
 /// (dead-lettered), filtered (counted) or a UDF failed on it (dead-lettered, `udf`).
 #[inline]
 fn route_line(
-    outcome: Outcome<'_>,
+    outcome: &Outcome<'_>,
     line: &[u8],
     message: Option<InMessage>,
     at: &mut Place<'_>,
@@ -220,8 +220,11 @@ fn route_line(
             None
         }
         Outcome::Event(ev, item) => {
-            let item = item.unwrap_or_else(|| ItemId::from(ev.item_id.as_ref()));
-            Some((item, ev.ts, extra_of(&ev)))
+            let item = match item {
+                Some(id) => id.clone(),
+                None => ItemId::from(ev.item_id.as_ref()),
+            };
+            Some((item, ev.ts, extra_of(ev)))
         }
         Outcome::Bad(BadRecord::Empty) => {
             at.tally.blank += 1;
@@ -236,7 +239,7 @@ fn route_line(
             None
         }
         Outcome::Failed(detail) => {
-            at.reject(line.to_vec(), DeadReason::Udf, in_message(detail, message));
+            at.reject(line.to_vec(), DeadReason::Udf, in_message(detail.clone(), message));
             None
         }
     }

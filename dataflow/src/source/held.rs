@@ -64,7 +64,7 @@ impl Held {
         &mut self,
         parser: &Parser,
         udfs: &crate::udf::UdfRunner,
-        mut take: impl FnMut(Record<'_>, u64, Option<Outcome<'_>>),
+        mut take: impl FnMut(Record<'_>, u64, Option<&Outcome<'_>>),
     ) -> Result<(), String> {
         if self.records.is_empty() {
             return Ok(());
@@ -80,7 +80,7 @@ impl Held {
             .collect();
         let outcomes = udfs.run(parser, &lines).map_err(|e| format!("{e:#}"));
         let result = outcomes.map(|outcomes| {
-            let mut outcomes = outcomes.into_iter();
+            let mut outcomes = outcomes.iter();
             for r in &self.records {
                 let (rec, outcome) = match &r.kind {
                     Kind::Line(range) => {
@@ -119,7 +119,7 @@ pub fn read_held<R: PartitionReader>(
     rules: &Rules,
     held: &mut Held,
     admit: &mut impl FnMut(&Record<'_>) -> Option<u64>,
-    take: &mut impl FnMut(Record<'_>, u64, Option<Outcome<'_>>),
+    take: &mut impl FnMut(Record<'_>, u64, Option<&Outcome<'_>>),
 ) -> ReadStatus {
     let udfs = !rules.udfs.is_empty();
     let mut failure = None;

@@ -15,7 +15,6 @@ use hotlist_operators::event::{check_item_id, BadRecord, ParsedEvent};
 use hotlist_operators::format::{Cap, Parser};
 use hotlist_operators::record::ItemId;
 use hotlist_operators::udf::{arg_of, Arg, Use};
-use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
@@ -76,17 +75,14 @@ impl UdfRunner {
         // every record's arguments in one buffer, `n` per record (no allocation per record)
         let n = parser.format().args.len();
         let mut caps: Vec<Cap<'a>> = Vec::with_capacity(lines.len() * n);
-        let mut one = Vec::with_capacity(n);
         let mut rows: Vec<Outcome<'a>> = lines
             .iter()
-            .map(|line| {
-                let state = match parser.parse_with_args(line, &mut one) {
-                    Ok(ev) => Outcome::Event(ev, None),
-                    Err(bad) => Outcome::Bad(bad),
-                };
-                one.resize(n, Cap::Missing);
-                caps.append(&mut one);
-                state
+            .map(|line| match parser.parse_with_args(line, &mut caps) {
+                Ok(ev) => Outcome::Event(ev, None),
+                Err(bad) => {
+                    caps.resize(caps.len() + n, Cap::Missing); // a bad line appends none
+                    Outcome::Bad(bad)
+                }
             })
             .collect();
         for site in &self.sites {
@@ -122,13 +118,8 @@ impl UdfRunner {
             if !matches!(row, Outcome::Event(..)) {
                 continue;
             }
-            match args_of(site, parser, &caps[i * n..(i + 1) * n]) {
-                Ok(values) => {
-                    for (c, v) in cols.iter_mut().zip(values) {
-                        c.push(v);
-                    }
-                    live.push(i);
-                }
+            match push_args(site, parser, &caps[i * n..(i + 1) * n], &mut cols) {
+                Ok(()) => live.push(i),
                 Err(detail) => *row = Outcome::Bad(BadRecord::Invalid(detail)),
             }
         }
@@ -168,23 +159,26 @@ impl UdfRunner {
     }
 }
 
-/// A row's arguments for `site`, converted to the UDF's types, or the detail of a bad record.
-fn args_of<'a>(site: &Site, parser: &Parser, caps: &[Cap<'a>]) -> Result<SmallVec<[Arg<'a>; 4]>, String> {
+/// A row's arguments for `site`, converted to the UDF's types and pushed onto `cols` (one per
+/// argument), or the detail of a bad record (and nothing pushed).
+fn push_args<'a>(site: &Site, parser: &Parser, caps: &[Cap<'a>], cols: &mut [Vec<Arg<'a>>]) -> Result<(), String> {
     let sig = &site.udf.signature;
-    let pointers = &parser.format().args[site.args.clone()];
-    site.args
-        .clone()
-        .zip(&sig.args)
-        .enumerate()
-        .map(|(n, (a, t))| {
-            arg_of(&caps[a], t.scalar).map_err(|found| {
-                format!(
-                    "{}: udf {} argument {n}: {} is {found}, not {t}",
-                    site.use_, sig.name, pointers[n].text
-                )
-            })
-        })
-        .collect()
+    for (n, (a, t)) in site.args.clone().zip(&sig.args).enumerate() {
+        match arg_of(&caps[a], t.scalar) {
+            Ok(v) => cols[n].push(v),
+            Err(found) => {
+                for c in &mut cols[..n] {
+                    c.pop();
+                }
+                let pointer = &parser.format().args[a].text;
+                return Err(format!(
+                    "{}: udf {} argument {n}: {pointer} is {found}, not {t}",
+                    site.use_, sig.name
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A UDF's result for one record, into its event (or its verdict).

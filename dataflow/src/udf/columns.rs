@@ -7,7 +7,7 @@ use arrow_array::types::{
     ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
     UInt64Type, UInt8Type,
 };
-use arrow_array::{Array, ArrayRef, BinaryArray, BooleanArray, PrimitiveArray, StringArray};
+use arrow_array::{Array, ArrayRef, BooleanArray, PrimitiveArray, StringArray};
 use arrow_data::ArrayData;
 use arrow_schema::DataType;
 use hotlist_operators::udf::{Arg, Scalar};
@@ -117,7 +117,16 @@ pub enum Out<'a> {
 
 /// A UDF's result column, checked: its type is the declared one and it has `rows` values.
 pub struct Results {
-    array: ArrayRef,
+    column: Column,
+}
+
+/// The result column by kind (downcast once per batch, not per row).
+enum Column {
+    Str(StringArray),
+    Bool(BooleanArray),
+    Int(ArrayRef),
+    /// Bytes: no use takes them (refused at start).
+    Other,
 }
 
 impl Results {
@@ -135,35 +144,36 @@ impl Results {
         }
         data.validate_full()
             .map_err(|e| anyhow::anyhow!("returned an invalid column: {e}"))?;
-        Ok(Results {
-            array: arrow_array::make_array(data),
-        })
+        let column = match ret {
+            Scalar::Utf8 => Column::Str(StringArray::from(data)),
+            Scalar::Bool => Column::Bool(BooleanArray::from(data)),
+            s if s.is_integer() => Column::Int(arrow_array::make_array(data)),
+            _ => Column::Other,
+        };
+        Ok(Results { column })
     }
 
     /// Row `i`'s value.
     pub fn get(&self, i: usize) -> Out<'_> {
-        let a = &self.array;
-        if a.is_null(i) {
-            return Out::Null;
+        match &self.column {
+            Column::Str(s) if s.is_valid(i) => Out::Str(s.value(i)),
+            Column::Bool(b) if b.is_valid(i) => Out::Bool(b.value(i)),
+            Column::Int(a) if a.is_valid(i) => int_at(a.as_ref(), i),
+            _ => Out::Null,
         }
-        let any = a.as_any();
-        if let Some(s) = any.downcast_ref::<StringArray>() {
-            return Out::Str(s.value(i));
-        }
-        if let Some(b) = any.downcast_ref::<BooleanArray>() {
-            return Out::Bool(b.value(i));
-        }
-        if any.downcast_ref::<BinaryArray>().is_some() {
-            return Out::Null; // no use takes bytes (refused at start)
-        }
-        macro_rules! int {
-            ($($t:ty),*) => {$(
-                if let Some(p) = any.downcast_ref::<PrimitiveArray<$t>>() {
-                    return Out::Int(i128::from(p.value(i)));
-                }
-            )*};
-        }
-        int!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type);
-        Out::Null
     }
+}
+
+/// The integer at row `i` of an integer column.
+fn int_at(a: &dyn Array, i: usize) -> Out<'static> {
+    let any = a.as_any();
+    macro_rules! int {
+        ($($t:ty),*) => {$(
+            if let Some(p) = any.downcast_ref::<PrimitiveArray<$t>>() {
+                return Out::Int(i128::from(p.value(i)));
+            }
+        )*};
+    }
+    int!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type);
+    Out::Null
 }

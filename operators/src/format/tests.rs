@@ -676,8 +676,9 @@ fn udf_arguments_are_captured_and_computed_targets_not_read() {
             Cap::Null
         ]
     );
-    // the fast scan's reading: no float at a target
+    // the fast scan's reading: no float at a target (appended after the first line's)
     let line = br#"{"Bid":{"url":"u","price":7,"ok":false,"date_time":5}}"#;
+    args.clear();
     parser.parse_with_args(line, &mut args).expect("parses");
     assert_eq!(
         args,
