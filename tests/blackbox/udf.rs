@@ -582,6 +582,16 @@ fn runs_match_the_model(parts: &Parts, id: IdUdf, job: &str) -> Expect {
         );
         assert_details(&sqlite_details(&db, job), &want.details, |p, pos| (p, pos), &what);
     }
+    // `verify` reads every sealed instance again through the UDFs and counts it again: the
+    // same verdicts, so every stored list matches (exit 0; 1 on a mismatch, 2 if none checked)
+    let out = run_hotlist(dir.path(), &["verify", "--config", "hotlist.toml"], false);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{job}: verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     want
 }
 
