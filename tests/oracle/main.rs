@@ -18,3 +18,5 @@ mod hot_keys;
 mod sketch_windows;
 // `exact_at_seal` killed and restored: exact, certified, the model's lists
 mod exact_at_seal;
+// the UDF batch path: every record the model's outcome, whatever the batches
+mod udf_batches;
