@@ -792,6 +792,14 @@ fn udf_config_mistakes_are_one_line() {
     let missing = dir.path().join("libnothere.so").display().to_string();
     let missing_source = dir.path().join("nothere/src/lib.rs").display().to_string();
     let normalize_source = udf_source("normalize_url").display().to_string();
+    // a source that declares another result than the library returns (built from elsewhere)
+    let lying_source = dir.path().join("lying.rs");
+    std::fs::write(
+        &lying_source,
+        "use arroyo_udf_plugin::udf;\n#[udf]\nfn normalize_url(url: &str) -> i64 { 0 }\n",
+    )
+    .expect("write");
+    let lying_source = lying_source.display().to_string();
     let cases: Vec<(&str, String, Vec<String>)> = vec![
         (
             "an unknown name",
@@ -830,6 +838,15 @@ fn udf_config_mistakes_are_one_line() {
             "a missing source",
             good.replace(&normalize_source, &missing_source),
             vec!["udf[0]".into(), missing_source.clone()],
+        ),
+        (
+            "a library that returns another type than its source declares",
+            good.replace(&normalize_source, &lying_source),
+            vec![
+                "udf[0]".into(),
+                "normalize_url".into(),
+                "returned a column of Utf8, but its source declares Int64".into(),
+            ],
         ),
         (
             "a UDF use with the generator",
