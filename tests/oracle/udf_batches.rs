@@ -45,15 +45,16 @@ fn plan() -> &'static JobPlan {
 
 /// One record, from a small alphabet of what matters.
 fn record() -> impl Strategy<Value = String> {
+    // few panics: each prints its message and backtrace (the plugin's own panic hook)
     let url = prop_oneof![
-        Just(Some("\"a\"")),
-        Just(Some("\"b/x\"")),
-        Just(Some("\"boom\"")),
-        Just(Some("\"a-boom-b\"")),
-        Just(Some("true")),
-        Just(Some("7")),
-        Just(Some("null")),
-        Just(None),
+        6 => Just(Some("\"a\"")),
+        6 => Just(Some("\"b/x\"")),
+        1 => Just(Some("\"boom\"")),
+        1 => Just(Some("\"a-boom-b\"")),
+        1 => Just(Some("true")),
+        1 => Just(Some("7")),
+        1 => Just(Some("null")),
+        1 => Just(None),
     ];
     let ua = prop_oneof![
         Just(Some("\"Mozilla/5.0\"")),
@@ -108,13 +109,13 @@ fn seen(o: &Outcome<'_>) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(100))]
 
     /// Any cut of the records into batches gives every record the model's outcome.
     #[test]
     fn every_record_gets_the_models_outcome_whatever_the_batches(
-        records in prop::collection::vec(record(), 1..60),
-        cuts in prop::collection::vec(0usize..60, 0..4),
+        records in prop::collection::vec(record(), 1..40),
+        cuts in prop::collection::vec(0usize..40, 0..4),
     ) {
         let plan = plan();
         let parser = Parser::new(plan.input.format.clone());
