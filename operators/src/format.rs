@@ -222,7 +222,7 @@ fn parse_mapped<'a>(
     plan: &scan::Plan,
     args: Option<&mut Vec<Cap<'a>>>,
 ) -> Result<ParsedEvent<'a>, BadRecord> {
-    let text = std::str::from_utf8(line).map_err(|e| BadRecord::NotUtf8(e.valid_up_to()))?;
+    let text = crate::event::utf8(line)?;
     match text.bytes().find(|b| !b.is_ascii_whitespace()) {
         None => return Err(BadRecord::Empty),
         Some(b'{') => {}
@@ -231,6 +231,7 @@ fn parse_mapped<'a>(
     let mut caps = Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
         dims: smallvec::smallvec![Cap::Missing; format.dims.len() + format.args.len()],
+        written: [None; 3],
     };
     if scan::scan(text, plan, &mut caps).is_none() {
         // not the fast path's kind of record: the walk decides (and words any error)
@@ -244,7 +245,7 @@ fn parse_mapped<'a>(
     let item_id = if format.computed.item_id {
         Cow::Borrowed("")
     } else {
-        let Some(item_id) = id("item_id", &format.item_id, item)? else {
+        let Some(item_id) = id("item_id", &format.item_id, item, caps.written[0])? else {
             return Err(nothing("item_id", &format.item_id));
         };
         check_item_id(&item_id)?;
@@ -252,9 +253,12 @@ fn parse_mapped<'a>(
     };
     let ts = time(&format.ts, format.ts_unit, ts)?;
     let user = match &format.user {
-        Some(p) if format.user_is_extra => id("user", p, user).ok().flatten().filter(|u| check_item_id(u).is_ok()),
+        Some(p) if format.user_is_extra => id("user", p, user, caps.written[2])
+            .ok()
+            .flatten()
+            .filter(|u| check_item_id(u).is_ok()),
         Some(p) => {
-            let user = id("user", p, user)?;
+            let user = id("user", p, user, caps.written[2])?;
             if let Some(u) = &user {
                 check_item_id(u).map_err(|bad| {
                     let why = bad.to_string();
@@ -313,12 +317,19 @@ fn found(cap: &Cap<'_>) -> &'static str {
     }
 }
 
-/// An item id or user: a string or an integer in decimal; `None` when missing.
-fn id<'a>(what: &str, p: &Pointer, cap: Cap<'a>) -> Result<Option<Cow<'a, str>>, BadRecord> {
+/// An item id or user: a string or an integer in decimal (`written`: its text as the scan found
+/// it, borrowed); `None` when missing.
+fn id<'a>(what: &str, p: &Pointer, cap: Cap<'a>, written: Option<&'a str>) -> Result<Option<Cow<'a, str>>, BadRecord> {
     match cap {
         Cap::Missing => Ok(None),
         Cap::Str(s) => Ok(Some(s)),
-        Cap::Int(v) => Ok(Some(Cow::Owned(v.to_string()))),
+        Cap::Int(v) => Ok(Some(match written {
+            Some(text) => {
+                debug_assert_eq!(text, v.to_string());
+                Cow::Borrowed(text)
+            }
+            None => Cow::Owned(v.to_string()),
+        })),
         Cap::BigInt(v) => Ok(Some(Cow::Owned(v.to_string()))),
         other => Err(wrong(what, p, found(&other), "a string or an integer")),
     }

@@ -40,6 +40,9 @@ pub struct LineReader<R> {
     offset: u64,
     /// The first line has not been read yet (it may start with a byte order mark).
     first: bool,
+    /// Bytes of the underlying buffer handed out as the last line, consumed at the next call
+    /// (a line whole in the buffer is lent from it, not copied).
+    lent: usize,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -51,6 +54,7 @@ impl<R: BufRead> LineReader<R> {
             buf: Vec::with_capacity(256),
             offset: 0,
             first: true,
+            lent: 0,
         }
     }
 
@@ -66,6 +70,33 @@ impl<R: BufRead> LineReader<R> {
 
     /// The next line, or `None` at the end of the input.
     pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
+        self.inner.consume(std::mem::take(&mut self.lent));
+        if !self.first {
+            // the usual line: whole in the buffer, lent from it (found first, then taken: a
+            // second `fill_buf` of a non-empty buffer only returns it)
+            let found = loop {
+                match self.inner.fill_buf() {
+                    Ok(chunk) => break memchr::memchr(b'\n', chunk).map(|n| (n, chunk[..n].ends_with(b"\r"))),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            if let Some((newline, cr)) = found {
+                let len = newline - usize::from(cr);
+                if len <= self.limit {
+                    let chunk = self.inner.fill_buf()?;
+                    self.lent = newline + 1;
+                    self.offset += self.lent as u64;
+                    return Ok(Some(Line::Whole(&chunk[..len])));
+                }
+            }
+        }
+        self.next_line_copied()
+    }
+
+    /// The next line gathered into the line buffer: the first line, one crossing the end of the
+    /// buffer, a too-large one.
+    fn next_line_copied(&mut self) -> io::Result<Option<Line<'_>>> {
         self.buf.clear();
         // the first line keeps room for a byte order mark, so one does not make it too large
         let bom_room = if self.first { BOM.len() } else { 0 };
@@ -120,6 +151,7 @@ impl<R: BufRead + Seek> LineReader<R> {
     /// Goes on reading from byte `offset`, which must be where a line starts (a byte order mark
     /// is only dropped at offset 0).
     pub fn seek_to(&mut self, offset: u64) -> io::Result<()> {
+        self.lent = 0; // (the seek discards the buffer the line was lent from)
         self.inner.seek(SeekFrom::Start(offset))?;
         self.offset = offset;
         self.first = offset == 0;

@@ -231,10 +231,21 @@ impl<'a> Scanner<'a, '_> {
         Some(Cap::Int(if negative { -magnitude } else { magnitude }))
     }
 
-    /// Skips any value, `depth` levels deep.
+    /// Skips any value, `depth` levels deep (a scalar here, a container out of line: most
+    /// skipped values are strings and numbers).
+    #[inline]
     fn skip(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => self.skip_string(),
+            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
+            _ => self.skip_other(depth),
+        }
+    }
+
+    /// Skips a container or a literal, `depth` levels deep.
+    #[inline(never)]
+    fn skip_other(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
             b'{' => {
                 self.enter(depth)?;
                 if self.peek() == Some(b'}') {
@@ -272,7 +283,6 @@ impl<'a> Scanner<'a, '_> {
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
             _ => None,
         }
     }
@@ -310,11 +320,11 @@ impl<'a> Scanner<'a, '_> {
         let here = plan.nodes[node].here;
         let cap = match self.peek()? {
             b'{' => {
-                capture(caps, here, &Cap::Other("an object"));
+                capture(caps, here, Cap::Other("an object"));
                 return self.object(node, depth, caps);
             }
             b'[' => {
-                capture(caps, here, &Cap::Other("an array"));
+                capture(caps, here, Cap::Other("an array"));
                 return self.array(node, depth, caps);
             }
             b'"' => Cap::Str(Cow::Borrowed(self.plain_string()?)),
@@ -323,10 +333,18 @@ impl<'a> Scanner<'a, '_> {
             b'n' => self.literal(b"null").map(|()| Cap::Null)?,
             // a number no pointer ends at is skipped (a float at a target is the walk's)
             b'-' | b'0'..=b'9' if here == 0 => return self.number().map(|_| ()),
-            b'-' | b'0'..=b'9' => self.captured_number()?,
+            b'-' | b'0'..=b'9' => {
+                let start = self.pos;
+                let cap = self.captured_number()?;
+                // (only an integer comes back: the scan leaves other numbers to the walk)
+                for i in bits(here & 0b111) {
+                    caps.written[i] = self.text.get(start..self.pos);
+                }
+                cap
+            }
             _ => return None,
         };
-        capture(caps, here, &cap);
+        capture(caps, here, cap);
         Some(())
     }
 
@@ -388,10 +406,16 @@ impl<'a> Scanner<'a, '_> {
     }
 }
 
-/// Stores what the targets in `here` found.
+/// Stores what the targets in `here` found (moved into the last, cloned for the others: most
+/// values are one target's).
 #[inline]
-fn capture<'a>(caps: &mut Caps<'a>, here: u64, cap: &Cap<'a>) {
-    for i in bits(here) {
+fn capture<'a>(caps: &mut Caps<'a>, here: u64, cap: Cap<'a>) {
+    if here == 0 {
+        return;
+    }
+    let last = 63 - here.leading_zeros() as usize;
+    for i in bits(here & !(1 << last)) {
         *caps.slot(i) = cap.clone();
     }
+    *caps.slot(last) = cap;
 }

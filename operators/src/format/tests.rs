@@ -427,6 +427,7 @@ fn fresh_caps<'a>(f: &Format) -> walk::Caps<'a> {
     walk::Caps {
         fixed: [Cap::Missing, Cap::Missing, Cap::Missing],
         dims: smallvec::smallvec![Cap::Missing; f.dims.len() + f.args.len()],
+        written: [None; 3],
     }
 }
 

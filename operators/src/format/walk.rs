@@ -41,6 +41,11 @@ pub struct Caps<'a> {
     pub fixed: [Cap<'a>; 3],
     /// The dims, in format order, then the UDFs' arguments.
     pub dims: smallvec::SmallVec<[Cap<'a>; 2]>,
+    /// Item id, time, user: an integer as the scan found it written, so that an integer id
+    /// borrows its text instead of formatting a `String` (JSON writes an integer as its
+    /// decimal form: no `+`, no leading zeros; the scan leaves `-0` to the walk). The walk
+    /// sets none.
+    pub written: [Option<&'a str>; 3],
 }
 
 impl<'a> Caps<'a> {
@@ -49,6 +54,7 @@ impl<'a> Caps<'a> {
         for cap in self.fixed.iter_mut().chain(&mut self.dims) {
             *cap = Cap::Missing;
         }
+        self.written = [None; 3];
     }
 
     pub(super) fn slot(&mut self, target: usize) -> &mut Cap<'a> {
