@@ -72,6 +72,30 @@ fn string_stop_swar(bytes: &[u8], from: usize) -> Option<usize> {
         .map(|i| at + i)
 }
 
+/// The position of the first byte at or after `from` that is not an ASCII digit (or the end),
+/// eight bytes a step.
+#[inline]
+pub fn digits_end(bytes: &[u8], from: usize) -> usize {
+    const HIGH_NIBBLES: u64 = ONES * 0xf0;
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // a digit is 0x30..=0x39: high nibble 3, and still 3 after adding 6. Adding 6 carries
+        // into the next byte only from a byte that is no digit, so the first one is exact.
+        let not_digit =
+            ((x & HIGH_NIBBLES) ^ (ONES * 0x30)) | ((x.wrapping_add(ONES * 6) & HIGH_NIBBLES) ^ (ONES * 0x30));
+        if not_digit != 0 {
+            return at + (not_digit.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + bytes
+        .get(at..)
+        .map_or(0, |rest| rest.iter().take_while(|b| b.is_ascii_digit()).count())
+}
+
 /// The same search sixteen bytes a step (three compares and a mask), finishing the last
 /// bytes with the `u64` search.
 #[cfg(target_arch = "x86_64")]
@@ -123,6 +147,16 @@ mod tests {
                 .map(|i| from + i);
             prop_assert_eq!(string_stop(&bytes, from), naive);
             prop_assert_eq!(string_stop_swar(&bytes, from), naive);
+        }
+
+        /// The same end of a run of digits as a byte-by-byte search, from every start.
+        #[test]
+        fn digits_end_finds_the_first_non_digit(
+            bytes in prop::collection::vec(prop_oneof![30 => b'0'..=b'9', 1 => any::<u8>(), 1 => 0xf6u8..], 0..40),
+            from in 0usize..42,
+        ) {
+            let naive = from + bytes.get(from..).map_or(0, |r| r.iter().take_while(|b| b.is_ascii_digit()).count());
+            prop_assert_eq!(digits_end(&bytes, from), naive);
         }
     }
 }

@@ -171,9 +171,7 @@ impl<'a> Scanner<'a, '_> {
     #[inline]
     fn digits(&mut self) -> usize {
         let start = self.pos;
-        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-            self.pos += 1;
-        }
+        self.pos = crate::swar::digits_end(self.bytes, self.pos);
         self.pos - start
     }
 
