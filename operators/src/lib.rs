@@ -43,8 +43,8 @@
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
 //!   validation against the job before a restore;
 //! - [`pane_sharing`]: how long an incremental checkpoint may keep sharing a pane file;
-//! - `swar` (private): JSON strings searched eight bytes at a time, for the plain line's id and
-//!   the field mapping's scan;
+//! - `swar` (private): JSON strings searched sixteen bytes a step (SSE2; eight with a `u64`
+//!   elsewhere) and digits eight at a time, for the plain line's id and the field mapping's scan;
 //! - [`message`]: the records that carry the features' payloads: control records (group
 //!   announcements, replay notes), per-worker lists (sketch shares), published lists
 //!   (certificates);

@@ -4,8 +4,9 @@
 //! newline still counts. A UTF-8 byte order mark (`EF BB BF`) at the very start of the stream
 //! is dropped (editors on Windows write one), so the first line is not a bad record. A line longer than the limit (`source.max_record_bytes`) is never
 //! buffered whole: the reader streams past its rest, keeping its first [`RAW_HEAD_BYTES`] and
-//! counting its true length. Memory: the underlying reader's buffer plus at most `limit + 1`
-//! bytes, whatever the input.
+//! counting its true length. A line whole in the reader's buffer (the usual one) is lent from
+//! it, not copied. Memory: the underlying reader's buffer plus at most `limit + 1` bytes,
+//! whatever the input.
 
 use std::io::{self, BufRead, Seek, SeekFrom};
 
