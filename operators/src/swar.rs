@@ -40,9 +40,8 @@ pub fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
     }
 }
 
-/// [`string_stop`] eight bytes at a time in a `u64`.
+/// [`string_stop`] eight bytes at a time in a `u64` (also the SSE2 search's last bytes).
 #[inline]
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))] // (the fallback; tested everywhere)
 fn string_stop_swar(bytes: &[u8], from: usize) -> Option<usize> {
     let mut at = from;
     // 16 bytes a round while they last, then 8, then one at a time
