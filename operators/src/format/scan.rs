@@ -137,14 +137,30 @@ impl<'a> Scanner<'a, '_> {
     #[inline]
     fn plain_string(&mut self) -> Option<&'a str> {
         let start = self.pos + 1;
-        self.pos = start;
+        let end = self.plain_end()?;
+        // both ends are ASCII quotes: char boundaries of the UTF-8 text
+        self.text.get(start..end)
+    }
+
+    /// The bytes of a string without escapes (`self.pos` at its opening quote): an object's
+    /// key, compared as bytes (no char boundaries to check).
+    #[inline]
+    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos + 1;
+        let end = self.plain_end()?;
+        self.bytes.get(start..end)
+    }
+
+    /// Steps past a string without escapes (`self.pos` at its opening quote); where it ends.
+    #[inline]
+    fn plain_end(&mut self) -> Option<usize> {
+        self.pos += 1;
         let end = self.string_stop()?;
         if self.bytes[end] != b'"' {
             return None;
         }
         self.pos = end + 1;
-        // both ends are ASCII quotes: char boundaries of the UTF-8 text
-        self.text.get(start..end)
+        Some(end)
     }
 
     /// Skips a string (`self.pos` at its opening quote); `\u` escapes are left to the walk.
@@ -363,7 +379,7 @@ impl<'a> Scanner<'a, '_> {
             if self.peek()? != b'"' {
                 return None;
             }
-            let key = self.plain_string()?.as_bytes();
+            let key = self.plain_bytes()?;
             let child = children.iter().find(|c| *c.token == *key);
             if let Some(c) = child {
                 if seen & c.targets != 0 {
