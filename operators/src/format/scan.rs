@@ -389,7 +389,11 @@ impl<'a> Scanner<'a, '_> {
             }
             self.expect(b':')?;
             self.ws();
-            self.value(child.map(|c| c.node), depth + 1, caps)?;
+            match child {
+                Some(c) => self.value(Some(c.node), depth + 1, caps)?,
+                // (most members: skipped in line, without a call of the recursive `value`)
+                None => self.skip(depth + 1)?,
+            }
             if self.next_member(b'}')? {
                 return Some(());
             }
@@ -411,7 +415,10 @@ impl<'a> Scanner<'a, '_> {
         loop {
             self.ws();
             let child = children.iter().find(|c| c.index == Some(index));
-            self.value(child.map(|c| c.node), depth + 1, caps)?;
+            match child {
+                Some(c) => self.value(Some(c.node), depth + 1, caps)?,
+                None => self.skip(depth + 1)?,
+            }
             if self.next_member(b']')? {
                 return Some(());
             }
