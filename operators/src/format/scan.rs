@@ -84,7 +84,7 @@ pub fn scan<'a>(text: &'a str, plan: &Plan, caps: &mut Caps<'a>) -> Option<()> {
         plan,
     };
     s.ws();
-    s.value(Some(0), 0, caps)?;
+    s.value(0, 0, caps)?;
     s.ws();
     (s.pos == s.bytes.len()).then_some(())
 }
@@ -325,11 +325,9 @@ impl<'a> Scanner<'a, '_> {
         }
     }
 
-    /// A value at plan node `node` (none: no target below, skipped), `depth` levels deep.
-    fn value(&mut self, node: Option<usize>, depth: usize, caps: &mut Caps<'a>) -> Option<()> {
-        let Some(node) = node else {
-            return self.skip(depth);
-        };
+    /// A value at plan node `node` (a value no pointer leads into is `skip`ped instead),
+    /// `depth` levels deep.
+    fn value(&mut self, node: usize, depth: usize, caps: &mut Caps<'a>) -> Option<()> {
         let plan = self.plan;
         let here = plan.nodes[node].here;
         let cap = match self.peek()? {
@@ -390,7 +388,7 @@ impl<'a> Scanner<'a, '_> {
             self.expect(b':')?;
             self.ws();
             match child {
-                Some(c) => self.value(Some(c.node), depth + 1, caps)?,
+                Some(c) => self.value(c.node, depth + 1, caps)?,
                 // (most members: skipped in line, without a call of the recursive `value`)
                 None => self.skip(depth + 1)?,
             }
@@ -416,7 +414,7 @@ impl<'a> Scanner<'a, '_> {
             self.ws();
             let child = children.iter().find(|c| c.index == Some(index));
             match child {
-                Some(c) => self.value(Some(c.node), depth + 1, caps)?,
+                Some(c) => self.value(c.node, depth + 1, caps)?,
                 None => self.skip(depth + 1)?,
             }
             if self.next_member(b']')? {
