@@ -29,7 +29,7 @@
 //! - `checkpoint`: snapshot and restore;
 //! - `trend`: trend windows' lists and the baselines they read;
 //! - `shapes`: the key shapes of per-group and distinct-user windows; `users`: the per-instance
-//!   user counts that let distinct-user windows emit incrementally; `dense`: per-item sums;
+//!   user counts that let distinct-user windows emit incrementally; `dense`: per-item sums and sets;
 //!   `dead_letters`: the events the counters cannot count.
 
 mod advance;
@@ -163,6 +163,8 @@ pub struct WindowedCounter {
     seq: u64,
     /// Per-item sums for building lists.
     sums: dense::DenseSums,
+    /// An incremental list's candidates (one bit per item index).
+    candidates: dense::ItemSet,
     /// Set by `restore`: the next `advance` emits every instance (the merger's per-worker lists
     /// are not in snapshots, so it needs all of them once).
     force_emit: bool,
@@ -271,6 +273,7 @@ impl WindowedCounter {
             global_wm: Millis::MIN,
             seq: 1,
             sums: dense::DenseSums::default(),
+            candidates: dense::ItemSet::default(),
             force_emit: false,
             sealed_until: Vec::new(),
             shapes,
@@ -352,7 +355,7 @@ impl WindowedCounter {
             emits: self.emits,
             ..Default::default()
         };
-        let mut heap = self.interner.heap_bytes() + self.sums.heap_bytes();
+        let mut heap = self.interner.heap_bytes() + self.sums.heap_bytes() + self.candidates.heap_bytes();
         for g in &self.groups {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {

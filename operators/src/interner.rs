@@ -2,14 +2,17 @@
 //!
 //! Counters are keyed by a dense `u32` index instead of the id string: 4 bytes per counter
 //! instead of 24, and one string hash per event instead of one per window. Each record keeps
-//! the id, a reference count (live counters using it) and, for the first of the job's pane
+//! the id (up to 14 bytes in the record, longer ones in the table's arena: see `key`), a
+//! reference count (live counters using it) and, for the first of the job's pane
 //! groups (1, 2 or [`INLINE_GROUPS`]), an **inline counter** for the item's newest pane: the common
 //! event (same item, current pane) then touches one record instead of one hash map per window,
 //! which is where the time went (cache misses). When the count drops to zero the record is
 //! forgotten and its index reused, so memory follows the live state, not history.
 
-use crate::record::ItemId;
+mod key;
+
 use hashbrown::HashTable;
+use key::Key;
 
 /// An interned item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,11 +81,11 @@ impl Inline {
 
 /// An item record with `N` inline counters. No hash: the table's probe hash is recomputed
 /// from the id when the table grows (8 bytes per record saved, an xxh3 of a short id per move).
+/// 28 bytes with one inline counter: the id (up to 14 bytes inline, see [`Key`]) and its shape,
+/// the reference count, the counters.
 struct Record<const N: usize> {
-    id: ItemId,
+    key: Key,
     refs: u32,
-    /// Which key shape the id is (0: a bare item id; else a counter key, see `group`).
-    shape: u8,
     inline: [Inline; N],
 }
 
@@ -94,16 +97,29 @@ fn probe_hash(id: &str) -> u64 {
     crate::hash::item_hash(id)
 }
 
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
+/// An arena's dead bytes are reclaimed once they are more than half of it and at least this.
+/// Small in unit tests, so that the counters' property tests compact too.
+const COMPACT_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
+
 /// The records of one inline width. The width is fixed per job (its pane groups, up to
-/// [`INLINE_GROUPS`]): a one-window job's record is 40 bytes, not the 72 of four counters and
-/// a stored hash, and the hot path still touches one record per event.
+/// [`INLINE_GROUPS`]): a one-window job's record is 28 bytes, not the 72 of four counters, a
+/// stored hash and a `CompactString`, and the hot path still touches one record per event.
 struct Records<const N: usize> {
     table: HashTable<u32>,
     records: Vec<Record<N>>,
-    free: Vec<u32>,
-    /// Heap bytes of the live ids longer than the inline 24 (kept as they come and go: the
-    /// state gauge reads it every epoch, and summing it there walked every record).
-    heap_ids: usize,
+    /// The first free slot ([`NO_SLOT`]: none). Free slots are linked through their `refs`
+    /// field (a free slot has no references to count): a `Vec` of free indices cost 4 bytes per
+    /// item at the moment a large window sealed and freed all its items at once.
+    free_head: u32,
+    /// The free slots.
+    free_len: usize,
+    /// The bytes of the ids longer than [`key::SHORT`], live and dead, in the order they came.
+    arena: Vec<u8>,
+    /// The arena's bytes of forgotten ids (reclaimed by [`Records::compact`]).
+    dead: usize,
 }
 
 impl<const N: usize> Default for Records<N> {
@@ -111,8 +127,10 @@ impl<const N: usize> Default for Records<N> {
         Records {
             table: HashTable::new(),
             records: Vec::new(),
-            free: Vec::new(),
-            heap_ids: 0,
+            free_head: NO_SLOT,
+            free_len: 0,
+            arena: Vec::new(),
+            dead: 0,
         }
     }
 }
@@ -120,35 +138,43 @@ impl<const N: usize> Default for Records<N> {
 impl<const N: usize> Records<N> {
     #[inline]
     fn intern(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
-        let records = &self.records;
-        if let Some(&i) = self.table.find(probe, |&i| records[i as usize].id == id) {
+        let (records, arena) = (&self.records, &self.arena);
+        if let Some(&i) = self.table.find(probe, |&i| records[i as usize].key.is(id, arena)) {
             return ItemIdx(i);
         }
-        let id = ItemId::from(id);
-        if id.is_heap_allocated() {
-            self.heap_ids += id.capacity();
+        if id.len() > key::SHORT && self.arena.len() + id.len() > self.arena.capacity() {
+            self.make_room(id.len());
         }
         let record = Record {
-            id,
+            key: Key::new(id, shape, &mut self.arena),
             refs: 0,
-            shape,
             inline: [Inline::EMPTY; N],
         };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.records[i as usize] = record;
-                i
-            }
-            None => {
-                let i = u32::try_from(self.records.len()).expect("more than 4 billion live items on one worker");
+        let i = match self.free_head {
+            NO_SLOT => {
+                let i = u32::try_from(self.records.len())
+                    .ok()
+                    .filter(|&i| i != NO_SLOT)
+                    .expect("more than 4 billion live items on one worker");
                 self.records.push(record);
                 i
             }
+            i => {
+                self.free_head = self.records[i as usize].refs;
+                self.free_len -= 1;
+                self.records[i as usize] = record;
+                i
+            }
         };
-        let records = &self.records;
+        let (records, arena) = (&self.records, &self.arena);
         self.table
-            .insert_unique(probe, i, |&j| probe_hash(&records[j as usize].id));
+            .insert_unique(probe, i, |&j| probe_hash(records[j as usize].key.as_str(arena)));
         ItemIdx(i)
+    }
+
+    #[inline]
+    fn id(&self, idx: ItemIdx) -> &str {
+        self.records[idx.0 as usize].key.as_str(&self.arena)
     }
 
     fn release(&mut self, idx: ItemIdx) {
@@ -156,33 +182,51 @@ impl<const N: usize> Records<N> {
         debug_assert!(*r > 0, "release without retain");
         *r = r.saturating_sub(1);
         if *r == 0 {
-            let probe = probe_hash(&self.records[idx.0 as usize].id);
+            let probe = probe_hash(self.id(idx));
             if let Ok(entry) = self.table.find_entry(probe, |&i| i == idx.0) {
                 entry.remove();
             }
             let rec = &mut self.records[idx.0 as usize];
-            if rec.id.is_heap_allocated() {
-                self.heap_ids -= rec.id.capacity();
-            }
-            rec.id = ItemId::default();
+            self.dead += rec.key.arena_len();
+            rec.key = Key::EMPTY;
             rec.inline = [Inline::EMPTY; N];
-            self.free.push(idx.0);
+            rec.refs = self.free_head;
+            self.free_head = idx.0;
+            self.free_len += 1;
+            if self.free_len == self.records.len() {
+                // nothing live (a large window sealed): every arena byte is dead
+                self.arena.clear();
+                self.dead = 0;
+            }
         }
+    }
+
+    /// Before the arena grows for an id of `n` bytes: when at least half of it is dead, the
+    /// live ids are copied into a new arena instead (free slots hold short keys, so every long
+    /// key is a live one): O(live bytes), after at least as many bytes were forgotten. Not
+    /// when ids are forgotten: a window that seals frees its ids all at once, and compacting
+    /// halfway through would copy what is about to die.
+    #[cold]
+    fn make_room(&mut self, n: usize) {
+        if self.dead < COMPACT_AT || self.dead * 2 <= self.arena.len() {
+            return;
+        }
+        let mut arena = Vec::with_capacity(self.arena.len() - self.dead + n);
+        for rec in &mut self.records {
+            rec.key = rec.key.moved(&self.arena, &mut arena);
+        }
+        self.arena = arena;
+        self.dead = 0;
     }
 
     fn heap_bytes(&self) -> usize {
         debug_assert_eq!(
-            self.heap_ids,
-            self.records
-                .iter()
-                .filter(|r| r.id.is_heap_allocated())
-                .map(|r| r.id.capacity())
-                .sum::<usize>()
+            self.arena.len() - self.dead,
+            self.records.iter().map(|r| r.key.arena_len()).sum::<usize>()
         );
         self.table.capacity() * (4 + 1)
             + self.records.capacity() * std::mem::size_of::<Record<N>>()
-            + self.free.capacity() * 4
-            + self.heap_ids
+            + self.arena.capacity()
     }
 }
 
@@ -275,8 +319,8 @@ impl Interner {
 
     /// The id of an index.
     #[inline]
-    pub fn id(&self, idx: ItemIdx) -> &ItemId {
-        each!(&self.0, r => &r.records[idx.0 as usize].id)
+    pub fn id(&self, idx: ItemIdx) -> &str {
+        each!(&self.0, r => r.id(idx))
     }
 
     /// The pinned hash of an index (its item's: for a counter key, the hash of its item part).
@@ -292,7 +336,7 @@ impl Interner {
     /// The key shape of an index (0: a bare item id).
     #[inline]
     pub fn shape(&self, idx: ItemIdx) -> u8 {
-        each!(&self.0, r => r.records[idx.0 as usize].shape)
+        each!(&self.0, r => r.records[idx.0 as usize].key.shape())
     }
 
     /// The inline counter of group `g` (< [`Interner::inline_groups`]).
@@ -353,7 +397,7 @@ impl Interner {
 
     /// Live items.
     pub fn len(&self) -> usize {
-        each!(&self.0, r => r.records.len() - r.free.len())
+        each!(&self.0, r => r.records.len() - r.free_len)
     }
 
     /// No live items.
@@ -405,10 +449,11 @@ mod tests {
         assert_eq!(i.id(a2), "a");
     }
 
-    /// The running count of long ids' heap bytes equals a walk over the records (the
-    /// `debug_assert` in `heap_bytes`) after every intern and release, slots reused included.
+    /// Long ids live in the arena; after many are forgotten it is compacted (the
+    /// `debug_assert` in `heap_bytes` checks its live bytes), and every live id, long or short,
+    /// is still found and read back, slots reused included.
     #[test]
-    fn heap_bytes_follow_long_ids() {
+    fn long_ids_survive_compaction() {
         let mut i = Interner::with_inline_groups(1);
         let id = |n: usize| {
             if n.is_multiple_of(3) {
@@ -418,31 +463,52 @@ mod tests {
             }
         };
         let mut live = Vec::new();
-        for n in 0..200 {
+        for n in 0..20_000 {
             let key = id(n);
             let idx = i.intern(&key, item_hash(&key));
             i.retain(idx);
-            live.push(idx);
-            if n % 4 == 3 {
-                i.release(live.swap_remove(n % live.len()));
+            live.push((n, idx));
+            if n % 4 != 0 {
+                let at = (n * 7919) % live.len();
+                i.release(live.swap_remove(at).1);
             }
-            i.heap_bytes();
+            if n % 997 == 0 {
+                i.heap_bytes();
+            }
         }
-        let long: usize = live
-            .iter()
-            .map(|&x| i.id(x))
-            .filter(|s| s.len() > 24)
-            .map(|s| s.len())
-            .sum();
-        assert!(long > 0 && i.heap_bytes() >= long);
+        for &(n, idx) in &live {
+            let key = id(n);
+            assert_eq!(i.id(idx), key);
+            assert_eq!(i.intern(&key, item_hash(&key)), idx);
+        }
+        assert_eq!(i.len(), live.len());
+        let long_bytes = |n: usize| Some(id(n).len()).filter(|&n| n > key::SHORT).unwrap_or(0);
+        let long: usize = live.iter().map(|&(n, _)| long_bytes(n)).sum();
+        let ever: usize = (0..20_000).map(long_bytes).sum();
+        let Width::One(r) = &i.0 else { unreachable!() };
+        // ~6,700 long ids were interned (~250 kB), ~5,000 forgotten: the arena holds the live
+        // ones and was compacted (it holds less than every long id ever interned)
+        assert!(
+            long > 0 && r.arena.len() - r.dead == long,
+            "{} {} {long}",
+            r.arena.len(),
+            r.dead
+        );
+        assert!(r.arena.len() < ever, "{} vs {ever}", r.arena.len());
+        // when nothing is live, the arena is empty
+        for &(_, idx) in &live {
+            i.release(idx);
+        }
+        let Width::One(r) = &i.0 else { unreachable!() };
+        assert_eq!((i.len(), r.arena.len(), r.dead), (0, 0, 0));
     }
 
     #[test]
     fn records_are_as_wide_as_the_job_needs() {
-        // an id of up to 24 bytes inline, refs, shape, and 8 bytes per inline counter
-        assert_eq!(std::mem::size_of::<Record<1>>(), 40);
-        assert_eq!(std::mem::size_of::<Record<2>>(), 48);
-        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS>>(), 64);
+        // the 16-byte key (id of up to 14 bytes inline, shape), refs, 8 bytes per inline counter
+        assert_eq!(std::mem::size_of::<Record<1>>(), 28);
+        assert_eq!(std::mem::size_of::<Record<2>>(), 36);
+        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS>>(), 52);
         for (groups, width) in [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (9, 4)] {
             let mut i = Interner::with_inline_groups(groups);
             assert_eq!(i.inline_groups(), width);

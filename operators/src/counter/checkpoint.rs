@@ -42,7 +42,7 @@ impl WindowedCounter {
                 per_kg
                     .entry(key_group(self.interner.hash(*i)))
                     .or_default()
-                    .push((self.interner.id(*i).clone(), *c));
+                    .push((ItemId::from(self.interner.id(*i)), *c));
             }
             for (kg, mut items) in per_kg {
                 items.sort();
@@ -102,7 +102,7 @@ impl WindowedCounter {
                         key_groups.push((kg, Vec::new()));
                     }
                     if let Some((_, items)) = key_groups.last_mut() {
-                        items.push((self.interner.id(i).clone(), c));
+                        items.push((ItemId::from(self.interner.id(i)), c));
                     }
                 }
                 panes.push((key, Some(PaneSegment { key, key_groups })));

@@ -1,5 +1,6 @@
-//! Per-item sums for building lists, indexed by the interned item index: summing an item's
-//! panes is an array add instead of a hash-map probe (that probe was most of an emission).
+//! Per-item scratch for building lists, indexed by the interned item index: summing an item's
+//! panes is an array add instead of a hash-map probe (that probe was most of an emission), and
+//! an incremental list's candidates are told apart by one bit per item.
 
 use crate::interner::ItemIdx;
 
@@ -56,5 +57,76 @@ impl DenseSums {
     /// Approximate heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
         self.sums.capacity() * 8 + self.touched.capacity() * 4
+    }
+}
+
+/// A set of items, one bit per item index, empty outside a use; `items` lists its members in
+/// the order first inserted. An incremental list's candidates (the last list and the changed
+/// items) are deduplicated here: as `DenseSums` it cost 8 bytes per item index at every
+/// emission (most of a page per 512 items, so all of them once the changes spread), here 1 bit.
+#[derive(Default)]
+pub(super) struct ItemSet {
+    bits: Vec<u64>,
+    items: Vec<ItemIdx>,
+}
+
+impl ItemSet {
+    /// Adds item `i`.
+    #[inline]
+    pub(super) fn insert(&mut self, i: ItemIdx) {
+        let (word, bit) = (i.0 as usize / 64, 1u64 << (i.0 % 64));
+        if word >= self.bits.len() {
+            self.bits.resize((word + 1).next_power_of_two(), 0);
+        }
+        if self.bits[word] & bit == 0 {
+            self.bits[word] |= bit;
+            self.items.push(i);
+        }
+    }
+
+    /// The members, each once, in the order first inserted.
+    pub(super) fn items(&self) -> &[ItemIdx] {
+        &self.items
+    }
+
+    /// Empties the set (its bits are cleared member by member, not word by word).
+    pub(super) fn clear(&mut self) {
+        for i in &self.items {
+            self.bits[i.0 as usize / 64] = 0;
+        }
+        self.items.clear();
+    }
+
+    /// Approximate heap bytes.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.bits.capacity() * 8 + self.items.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The set holds exactly what was inserted since the last clear, each once, in the
+        /// order first inserted (a `Vec` with `contains` as the model).
+        #[test]
+        fn item_set_is_a_set(rounds in proptest::collection::vec(proptest::collection::vec(0u32..5_000, 0..60), 1..6)) {
+            let mut set = ItemSet::default();
+            for round in rounds {
+                let mut model: Vec<ItemIdx> = Vec::new();
+                for i in round {
+                    set.insert(ItemIdx(i));
+                    if !model.contains(&ItemIdx(i)) {
+                        model.push(ItemIdx(i));
+                    }
+                }
+                prop_assert_eq!(set.items(), &model[..]);
+                set.clear();
+                prop_assert!(set.items().is_empty());
+                prop_assert!(set.bits.iter().all(|w| *w == 0));
+            }
+        }
     }
 }

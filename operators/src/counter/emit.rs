@@ -39,13 +39,13 @@
 //! cheaper then), and a per-group instance with a group in `(other)` (a fold moves counts from a
 //! group's list to `(other)`'s; such a distinct-user instance drops its user counts).
 
-use super::dense::DenseSums;
+use super::dense::ItemSet;
 use super::shapes::group_lists;
 use super::users::UserCounts;
 use super::{ItemIdx, Pane, WindowedCounter};
 use crate::group::{compose_key, split_key, GroupKey};
 use crate::hash::item_hash;
-use crate::record::RankedItem;
+use crate::record::{ItemId, RankedItem};
 use crate::topk::{rank_cmp, select_top_by, select_top_counted};
 use crate::window::InstanceKey;
 use rustc_hash::FxHashSet;
@@ -116,7 +116,7 @@ impl WindowedCounter {
             return self.group_top_k(key, shape, g_of, candidates, checking, distinct && incremental_used);
         }
         let interner = &self.interner;
-        select_top_counted(&mut candidates, k, |i| interner.id(i).as_str());
+        select_top_counted(&mut candidates, k, |i| interner.id(i));
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
@@ -130,7 +130,7 @@ impl WindowedCounter {
         let list = candidates
             .iter()
             .map(|(count, i)| RankedItem {
-                item_id: interner.id(*i).clone(),
+                item_id: ItemId::from(interner.id(*i)),
                 count: *count,
                 trend: None,
             })
@@ -205,7 +205,7 @@ impl WindowedCounter {
                 .iter()
                 .filter(|(c, _)| *c >= least)
                 .filter(|(_, i)| {
-                    let (group, item, _) = split_key(interner.id(*i).as_str());
+                    let (group, item, _) = split_key(interner.id(*i));
                     listed.contains(&(group, item))
                 })
                 .map(|(_, i)| *i)
@@ -242,7 +242,7 @@ impl WindowedCounter {
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
         let interner = &self.interner;
-        let keys = candidates.iter().map(|(c, i)| (interner.id(*i).as_str(), *c));
+        let keys = candidates.iter().map(|(c, i)| (interner.id(*i), *c));
         let admission = self.admission.get(&key);
         group_lists(keys, distinct_users, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
@@ -260,7 +260,7 @@ impl WindowedCounter {
             return None;
         }
         let interner = &self.interner;
-        let id = |i: ItemIdx| interner.id(i).as_str();
+        let id = |i: ItemIdx| interner.id(i);
         // keep at most `cap` pairs; when full, cut to the top k and raise the floor to the
         // k-th count: a pair below it can no longer rank (ranking is a total order, so the top
         // k of the whole is the top k of (the top k so far ∪ the rest))
@@ -350,15 +350,15 @@ impl WindowedCounter {
     /// among: its last list and the items changed since, at their current counts. `None` when
     /// it must (no last list, a cut log) or had better (many changes) be recounted in full.
     pub(super) fn incremental_candidates(&mut self, key: InstanceKey, g: usize) -> Option<Vec<(u64, ItemIdx)>> {
-        let mut sums = std::mem::take(&mut self.sums);
-        let candidates = self.changed_candidates(key, g, &mut sums);
-        sums.clear();
-        self.sums = sums;
+        let mut set = std::mem::take(&mut self.candidates);
+        let candidates = self.changed_candidates(key, g, &mut set);
+        set.clear();
+        self.candidates = set;
         candidates
     }
 
     /// `incremental_candidates` with `set` as scratch.
-    fn changed_candidates(&self, key: InstanceKey, g: usize, set: &mut DenseSums) -> Option<Vec<(u64, ItemIdx)>> {
+    fn changed_candidates(&self, key: InstanceKey, g: usize, set: &mut ItemSet) -> Option<Vec<(u64, ItemIdx)>> {
         let inst = self.instances.get(&key)?;
         let last = inst.last.as_ref()?;
         let (_, panes) = self.panes_of(key);
@@ -378,15 +378,14 @@ impl WindowedCounter {
         if !self.checked && (changes + last.items.len()) * (live + 1) >= counters {
             return None;
         }
-        // (a sum of 1 marks a candidate: the set dedups them)
         for i in &last.items {
-            set.add(*i, 1);
+            set.insert(*i);
         }
         for (p, cursor) in panes.iter().zip(&last.cursors) {
             if let Some(p) = p {
                 let from = (cursor - p.log_start) as usize;
                 for i in &p.log[from..] {
-                    set.add(*i, 1);
+                    set.insert(*i);
                 }
             }
         }

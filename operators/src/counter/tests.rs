@@ -177,7 +177,8 @@ proptest::proptest! {
             t += step;
             let ts = t - back - if *late { 60 } else { 0 };
             let wm_before = max_ts.map_or(i64::MIN, |m| m - ooo);
-            let item = format!("i{item}");
+            // every fourth item's id is too long for a record: it lives in the interner's arena
+            let item = if item.is_multiple_of(4) { format!("i{item}-long-enough-for-the-arena") } else { format!("i{item}") };
             prop_assert!(c.apply(&ev(&item, ts, wm_before)).is_none(), "one partition: never sealed-dropped");
             for (wi, w) in windows.iter().enumerate() {
                 for start in w.starts_covering(Millis(ts)) {

@@ -55,7 +55,7 @@ impl WindowedCounter {
         let keys = candidates
             .iter()
             .filter(|(c, _)| folds || *c >= rule.min_count)
-            .map(|&(c, i)| (interner.id(i).as_str(), c, self.history(g, &before, i)));
+            .map(|&(c, i)| (interner.id(i), c, self.history(g, &before, i)));
         let mut lists = trend_lists(keys, shape == 0, rule, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
         });

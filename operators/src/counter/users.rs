@@ -73,8 +73,8 @@ impl UserCounts {
 
     /// Adds a user to the (group, item) of `key`; `log`: mark it changed.
     pub(super) fn add(&mut self, interner: &Interner, key: ItemIdx, log: bool) {
-        let part = item_part(interner.id(key).as_str());
-        let rep_part = |e: &(ItemIdx, u32)| item_part(interner.id(e.0).as_str());
+        let part = item_part(interner.id(key));
+        let rep_part = |e: &(ItemIdx, u32)| item_part(interner.id(e.0));
         let entry = self
             .table
             .entry(hash_of(part), |e| rep_part(e) == part, |e| hash_of(rep_part(e)));
@@ -97,13 +97,12 @@ impl UserCounts {
     }
 
     fn find(&self, interner: &Interner, part: &str) -> Option<&(ItemIdx, u32)> {
-        self.table
-            .find(hash_of(part), |e| item_part(interner.id(e.0).as_str()) == part)
+        self.table.find(hash_of(part), |e| item_part(interner.id(e.0)) == part)
     }
 
     /// The user count of the (group, item) whose representative is `rep`.
     pub(super) fn count(&self, interner: &Interner, rep: ItemIdx) -> u64 {
-        let part = item_part(interner.id(rep).as_str());
+        let part = item_part(interner.id(rep));
         self.find(interner, part).map_or(0, |e| u64::from(e.1 & !CHANGED))
     }
 
@@ -116,10 +115,10 @@ impl UserCounts {
     pub(super) fn take_changed(&mut self, interner: &Interner) -> Vec<ItemIdx> {
         let changed = std::mem::take(&mut self.changed);
         for rep in &changed {
-            let part = item_part(interner.id(*rep).as_str());
+            let part = item_part(interner.id(*rep));
             if let Some(e) = self
                 .table
-                .find_mut(hash_of(part), |e| item_part(interner.id(e.0).as_str()) == part)
+                .find_mut(hash_of(part), |e| item_part(interner.id(e.0)) == part)
             {
                 e.1 &= !CHANGED;
             }
@@ -132,7 +131,7 @@ impl UserCounts {
         let mut v: Vec<(String, u32)> = self
             .table
             .iter()
-            .map(|e| (item_part(interner.id(e.0).as_str()).to_string(), e.1 & !CHANGED))
+            .map(|e| (item_part(interner.id(e.0)).to_string(), e.1 & !CHANGED))
             .collect();
         v.sort();
         v

@@ -1,0 +1,160 @@
+//! A record's id in 16 bytes: up to [`SHORT`] bytes inline, longer ones in the table's arena.
+//!
+//! The record used to hold a `CompactString` (24 bytes inline, a heap allocation beyond): 24
+//! bytes per item for ids that are mostly shorter than 15, and an allocation with its
+//! allocator slack for longer ones. Here the common id costs 16 bytes, a long one 16 plus its
+//! bytes in one arena shared by the table, and the key shape rides in the same 16 bytes.
+
+/// The longest id stored inline.
+pub const SHORT: usize = 14;
+
+/// Marks a long key in byte 0 (a short key's length is at most [`SHORT`]).
+const LONG: u8 = 0xFF;
+
+/// An id and its key shape. Byte 0: the length of a short id, or [`LONG`]; byte 1: the key
+/// shape; a short id's bytes from byte 2; a long id's length at bytes 4..8 and its arena offset
+/// at 8..16 (both little-endian). Plain bytes (alignment 1), so a record packs around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key([u8; 16]);
+
+/// Where a key's bytes are: inline, or a range of the arena.
+enum Place<'a> {
+    Inline(&'a [u8]),
+    Arena(usize, usize),
+}
+
+impl Key {
+    /// The key of a free slot: the empty id, shape 0, nothing in the arena.
+    pub const EMPTY: Key = Key([0; 16]);
+
+    /// The key of `id` with `shape`; a long id's bytes are appended to `arena`.
+    #[inline]
+    pub fn new(id: &str, shape: u8, arena: &mut Vec<u8>) -> Key {
+        let mut b = [0u8; 16];
+        b[1] = shape;
+        if id.len() <= SHORT {
+            b[0] = id.len() as u8;
+            b[2..2 + id.len()].copy_from_slice(id.as_bytes());
+        } else {
+            let len = u32::try_from(id.len()).expect("an id of 4 GiB or more");
+            b[0] = LONG;
+            b[4..8].copy_from_slice(&len.to_le_bytes());
+            b[8..16].copy_from_slice(&(arena.len() as u64).to_le_bytes());
+            arena.extend_from_slice(id.as_bytes());
+        }
+        Key(b)
+    }
+
+    /// The key shape (0: a bare item id).
+    #[inline]
+    pub fn shape(&self) -> u8 {
+        self.0[1]
+    }
+
+    /// A long id's length in the arena (0 for a short one).
+    #[inline]
+    pub fn arena_len(&self) -> usize {
+        match self.place() {
+            Place::Inline(_) => 0,
+            Place::Arena(_, len) => len,
+        }
+    }
+
+    #[inline]
+    fn place(&self) -> Place<'_> {
+        if self.0[0] == LONG {
+            let mut len = [0u8; 4];
+            len.copy_from_slice(&self.0[4..8]);
+            let mut off = [0u8; 8];
+            off.copy_from_slice(&self.0[8..16]);
+            Place::Arena(u64::from_le_bytes(off) as usize, u32::from_le_bytes(len) as usize)
+        } else {
+            Place::Inline(&self.0[2..2 + self.0[0] as usize])
+        }
+    }
+
+    /// The id's bytes.
+    #[inline]
+    pub fn bytes<'a>(&'a self, arena: &'a [u8]) -> &'a [u8] {
+        match self.place() {
+            Place::Inline(b) => b,
+            Place::Arena(off, len) => &arena[off..off + len],
+        }
+    }
+
+    /// The id.
+    #[inline]
+    pub fn as_str<'a>(&'a self, arena: &'a [u8]) -> &'a str {
+        let b = self.bytes(arena);
+        debug_assert!(std::str::from_utf8(b).is_ok());
+        // SAFETY: every key is made by `Key::new` from a `&str` (or moved by `Key::moved` with
+        // the same bytes), so its bytes, inline or in the arena, are that string's UTF-8.
+        unsafe { std::str::from_utf8_unchecked(b) }
+    }
+
+    /// Whether the id is `id` (lengths first: most probes that reach a record are hits).
+    #[inline]
+    pub fn is(&self, id: &str, arena: &[u8]) -> bool {
+        match self.place() {
+            Place::Inline(b) => b == id.as_bytes(),
+            Place::Arena(off, len) => len == id.len() && &arena[off..off + len] == id.as_bytes(),
+        }
+    }
+
+    /// A long key's bytes copied from `old` to the end of `new` (an arena's compaction); a short
+    /// key is returned as it is.
+    #[inline]
+    pub fn moved(&self, old: &[u8], new: &mut Vec<u8>) -> Key {
+        match self.place() {
+            Place::Inline(_) => *self,
+            Place::Arena(off, len) => {
+                let mut b = self.0;
+                b[8..16].copy_from_slice(&(new.len() as u64).to_le_bytes());
+                new.extend_from_slice(&old[off..off + len]);
+                Key(b)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Keys give back their id and shape, short or long, after a compaction too, and match
+        /// exactly their own id.
+        #[test]
+        fn keys_round_trip(ids in proptest::collection::vec(("\\PC{0,30}", any::<u8>()), 1..40), other in "\\PC{0,30}") {
+            let mut arena = Vec::new();
+            let keys: Vec<Key> = ids.iter().map(|(id, s)| Key::new(id, *s, &mut arena)).collect();
+            let long: usize = ids.iter().map(|(id, _)| id.len()).filter(|&n| n > SHORT).sum();
+            prop_assert_eq!(arena.len(), long);
+            let mut moved_arena = Vec::new();
+            // every other key is dropped before the compaction
+            let moved: Vec<(usize, Key)> = keys.iter().enumerate().step_by(2)
+                .map(|(i, k)| (i, k.moved(&arena, &mut moved_arena))).collect();
+            for (i, (id, shape)) in ids.iter().enumerate() {
+                let k = &keys[i];
+                prop_assert_eq!(k.as_str(&arena), id.as_str());
+                prop_assert_eq!(k.shape(), *shape);
+                prop_assert_eq!(k.arena_len(), if id.len() > SHORT { id.len() } else { 0 });
+                prop_assert!(k.is(id, &arena));
+                prop_assert_eq!(k.is(&other, &arena), *id == other);
+            }
+            for (i, k) in moved {
+                prop_assert_eq!(k.as_str(&moved_arena), ids[i].0.as_str());
+                prop_assert_eq!(k.shape(), ids[i].1);
+            }
+        }
+    }
+
+    #[test]
+    fn empty_is_the_empty_short_id() {
+        assert_eq!(Key::EMPTY.as_str(&[]), "");
+        assert!(Key::EMPTY.arena_len() == 0 && Key::EMPTY.shape() == 0);
+        assert_eq!(std::mem::size_of::<Key>(), 16);
+        assert_eq!(std::mem::align_of::<Key>(), 1);
+    }
+}
