@@ -139,7 +139,11 @@ impl<const N: usize> Records<N> {
     #[inline]
     fn intern(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
         let (records, arena) = (&self.records, &self.arena);
-        if let Some(&i) = self.table.find(probe, |&i| records[i as usize].key.is(id, arena)) {
+        let found = match Key::short_bits(id) {
+            Some(bits) => self.table.find(probe, |&i| records[i as usize].key.is_short(bits)),
+            None => self.table.find(probe, |&i| records[i as usize].key.is(id, arena)),
+        };
+        if let Some(&i) = found {
             return ItemIdx(i);
         }
         if id.len() > key::SHORT && self.arena.len() + id.len() > self.arena.capacity() {

@@ -92,6 +92,27 @@ impl Key {
         unsafe { std::str::from_utf8_unchecked(b) }
     }
 
+    /// The bytes a short id's key has in every byte but the shape's (shape 0), as one
+    /// number, to find its record with one 16-byte compare ([`Key::is_short`]); `None` for an
+    /// id too long to be inline.
+    #[inline]
+    pub fn short_bits(id: &str) -> Option<u128> {
+        if id.len() > SHORT {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        b[0] = id.len() as u8;
+        b[2..2 + id.len()].copy_from_slice(id.as_bytes());
+        Some(u128::from_le_bytes(b))
+    }
+
+    /// Whether this is the key of the short id whose [`Key::short_bits`] are `bits` (a long
+    /// key's byte 0 is never a short id's length; a short key's unused bytes are zero).
+    #[inline]
+    pub fn is_short(&self, bits: u128) -> bool {
+        u128::from_le_bytes(self.0) & !(0xFF << 8) == bits
+    }
+
     /// Whether the id is `id` (lengths first: most probes that reach a record are hits).
     #[inline]
     pub fn is(&self, id: &str, arena: &[u8]) -> bool {
@@ -142,6 +163,12 @@ mod tests {
                 prop_assert_eq!(k.arena_len(), if id.len() > SHORT { id.len() } else { 0 });
                 prop_assert!(k.is(id, &arena));
                 prop_assert_eq!(k.is(&other, &arena), *id == other);
+                if let Some(bits) = Key::short_bits(&other) {
+                    prop_assert_eq!(k.is_short(bits), *id == other);
+                }
+                if let Some(bits) = Key::short_bits(id) {
+                    prop_assert!(k.is_short(bits));
+                }
             }
             for (i, k) in moved {
                 prop_assert_eq!(k.as_str(&moved_arena), ids[i].0.as_str());
