@@ -262,7 +262,7 @@ impl WindowedCounter {
         let shape_counted = (0..shapes.len() as u8)
             .map(|s| groups.iter().any(|g| g.shapes.contains(&s)))
             .collect();
-        let interner = Interner::with_inline_groups(groups.len());
+        let interner = Interner::with_layout(groups.len(), !shapes.all_plain());
         WindowedCounter {
             windows,
             allowed_lateness,

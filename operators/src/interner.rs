@@ -12,7 +12,7 @@
 mod key;
 
 use hashbrown::HashTable;
-use key::Key;
+use key::{Key, NARROW, WIDE};
 
 /// An interned item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,12 +79,12 @@ impl Inline {
     }
 }
 
-/// An item record with `N` inline counters. No hash: the table's probe hash is recomputed
-/// from the id when the table grows (8 bytes per record saved, an xxh3 of a short id per move).
-/// 28 bytes with one inline counter: the id (up to 14 bytes inline, see [`Key`]) and its shape,
-/// the reference count, the counters.
-struct Record<const N: usize> {
-    key: Key,
+/// An item record with `N` inline counters and a `W`-byte key. No hash: the table's probe hash
+/// is recomputed from the id when the table grows (8 bytes per record saved, an xxh3 of a short
+/// id per move). 28 bytes with one inline counter and a narrow key: the id (up to 14 bytes
+/// inline, see [`Key`]) and its shape, the reference count, the counters.
+struct Record<const N: usize, const W: usize> {
+    key: Key<W>,
     refs: u32,
     inline: [Inline; N],
 }
@@ -107,22 +107,22 @@ const COMPACT_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
 /// The records of one inline width. The width is fixed per job (its pane groups, up to
 /// [`INLINE_GROUPS`]): a one-window job's record is 28 bytes, not the 72 of four counters, a
 /// stored hash and a `CompactString`, and the hot path still touches one record per event.
-struct Records<const N: usize> {
+struct Records<const N: usize, const W: usize> {
     table: HashTable<u32>,
-    records: Vec<Record<N>>,
+    records: Vec<Record<N, W>>,
     /// The first free slot ([`NO_SLOT`]: none). Free slots are linked through their `refs`
     /// field (a free slot has no references to count): a `Vec` of free indices cost 4 bytes per
     /// item at the moment a large window sealed and freed all its items at once.
     free_head: u32,
     /// The free slots.
     free_len: usize,
-    /// The bytes of the ids longer than [`key::SHORT`], live and dead, in the order they came.
+    /// The bytes of the ids too long for a key (see [`Key`]), live and dead, in the order they came.
     arena: Vec<u8>,
     /// The arena's bytes of forgotten ids (reclaimed by [`Records::compact`]).
     dead: usize,
 }
 
-impl<const N: usize> Default for Records<N> {
+impl<const N: usize, const W: usize> Default for Records<N, W> {
     fn default() -> Self {
         Records {
             table: HashTable::new(),
@@ -135,18 +135,18 @@ impl<const N: usize> Default for Records<N> {
     }
 }
 
-impl<const N: usize> Records<N> {
+impl<const N: usize, const W: usize> Records<N, W> {
     #[inline]
     fn intern(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
         let (records, arena) = (&self.records, &self.arena);
-        let found = match Key::short_bits(id) {
-            Some(bits) => self.table.find(probe, |&i| records[i as usize].key.is_short(bits)),
+        let found = match Key::<W>::short(id) {
+            Some(k) => self.table.find(probe, |&i| records[i as usize].key.is_short(&k)),
             None => self.table.find(probe, |&i| records[i as usize].key.is(id, arena)),
         };
         if let Some(&i) = found {
             return ItemIdx(i);
         }
-        if id.len() > key::SHORT && self.arena.len() + id.len() > self.arena.capacity() {
+        if id.len() > Key::<W>::SHORT && self.arena.len() + id.len() > self.arena.capacity() {
             self.make_room(id.len());
         }
         let record = Record {
@@ -229,7 +229,7 @@ impl<const N: usize> Records<N> {
             self.records.iter().map(|r| r.key.arena_len()).sum::<usize>()
         );
         self.table.capacity() * (4 + 1)
-            + self.records.capacity() * std::mem::size_of::<Record<N>>()
+            + self.records.capacity() * std::mem::size_of::<Record<N, W>>()
             + self.arena.capacity()
     }
 }
@@ -254,9 +254,12 @@ impl RecordMut<'_> {
 pub struct Interner(Width);
 
 enum Width {
-    One(Records<1>),
-    Two(Records<2>),
-    Four(Records<INLINE_GROUPS>),
+    One(Records<1, NARROW>),
+    Two(Records<2, NARROW>),
+    Four(Records<INLINE_GROUPS, NARROW>),
+    OneWide(Records<1, WIDE>),
+    TwoWide(Records<2, WIDE>),
+    FourWide(Records<INLINE_GROUPS, WIDE>),
 }
 
 /// `$body` with `$r` bound to the records, whatever their width.
@@ -266,6 +269,9 @@ macro_rules! each {
             Width::One($r) => $body,
             Width::Two($r) => $body,
             Width::Four($r) => $body,
+            Width::OneWide($r) => $body,
+            Width::TwoWide($r) => $body,
+            Width::FourWide($r) => $body,
         }
     };
 }
@@ -276,35 +282,42 @@ impl Default for Interner {
     }
 }
 
+// The hot accessors are `#[inline(always)]`: with six widths the dispatch is too large for the
+// compiler to inline on its own, and a call per access cost 6 % of a four-window job.
 impl Interner {
-    /// An empty table with [`INLINE_GROUPS`] inline counters per record.
+    /// An empty table with [`INLINE_GROUPS`] inline counters per record, for bare item ids.
     pub fn new() -> Interner {
-        Interner::with_inline_groups(INLINE_GROUPS)
+        Interner::with_layout(INLINE_GROUPS, false)
     }
 
     /// An empty table for a counter of `groups` pane groups: inline counters for the first
-    /// min(`groups`, [`INLINE_GROUPS`]) of them (1, 2 or 4 per record).
-    pub fn with_inline_groups(groups: usize) -> Interner {
-        Interner(match groups {
-            0 | 1 => Width::One(Records::default()),
-            2 => Width::Two(Records::default()),
-            _ => Width::Four(Records::default()),
+    /// min(`groups`, [`INLINE_GROUPS`]) of them (1, 2 or 4 per record); 28-byte keys when it
+    /// counts `counter_keys` (per-group or distinct-user windows: `country=US NUL item` keys,
+    /// longer than most bare ids), else 16-byte ones (see [`Key`]).
+    pub fn with_layout(groups: usize, counter_keys: bool) -> Interner {
+        Interner(match (groups, counter_keys) {
+            (0 | 1, false) => Width::One(Records::default()),
+            (2, false) => Width::Two(Records::default()),
+            (_, false) => Width::Four(Records::default()),
+            (0 | 1, true) => Width::OneWide(Records::default()),
+            (2, true) => Width::TwoWide(Records::default()),
+            (_, true) => Width::FourWide(Records::default()),
         })
     }
 
     /// How many pane groups have an inline counter in each record (1, 2 or 4).
-    #[inline]
+    #[inline(always)]
     pub fn inline_groups(&self) -> usize {
         match &self.0 {
-            Width::One(_) => 1,
-            Width::Two(_) => 2,
-            Width::Four(_) => INLINE_GROUPS,
+            Width::One(_) | Width::OneWide(_) => 1,
+            Width::Two(_) | Width::TwoWide(_) => 2,
+            Width::Four(_) | Width::FourWide(_) => INLINE_GROUPS,
         }
     }
 
     /// The index of bare item id `id` (with its pinned `hash`, `item_hash(id)`), interning it
     /// if new. Does not add a reference.
-    #[inline]
+    #[inline(always)]
     pub fn intern(&mut self, id: &str, hash: u64) -> ItemIdx {
         debug_assert_eq!(hash, probe_hash(id), "the pinned hash of {id:?}");
         each!(&mut self.0, r => r.intern(id, hash, 0))
@@ -312,7 +325,7 @@ impl Interner {
 
     /// The index of key `id` of key shape `shape` (0: a bare item id) whose item's pinned hash
     /// is `hash`, interning it if new. Does not add a reference.
-    #[inline]
+    #[inline(always)]
     pub fn intern_shaped(&mut self, id: &str, hash: u64, shape: u8) -> ItemIdx {
         if shape == 0 {
             return self.intern(id, hash);
@@ -322,7 +335,7 @@ impl Interner {
     }
 
     /// The id of an index.
-    #[inline]
+    #[inline(always)]
     pub fn id(&self, idx: ItemIdx) -> &str {
         each!(&self.0, r => r.id(idx))
     }
@@ -338,25 +351,25 @@ impl Interner {
     }
 
     /// The key shape of an index (0: a bare item id).
-    #[inline]
+    #[inline(always)]
     pub fn shape(&self, idx: ItemIdx) -> u8 {
         each!(&self.0, r => r.records[idx.0 as usize].key.shape())
     }
 
     /// The inline counter of group `g` (< [`Interner::inline_groups`]).
-    #[inline]
+    #[inline(always)]
     pub fn inline(&self, idx: ItemIdx, g: usize) -> Inline {
         each!(&self.0, r => r.records[idx.0 as usize].inline[g])
     }
 
     /// The inline counter of group `g` (< [`Interner::inline_groups`]), to change.
-    #[inline]
+    #[inline(always)]
     pub fn inline_mut(&mut self, idx: ItemIdx, g: usize) -> &mut Inline {
         each!(&mut self.0, r => &mut r.records[idx.0 as usize].inline[g])
     }
 
     /// The record of `idx`, to change its inline counters and add references.
-    #[inline]
+    #[inline(always)]
     pub fn record_mut(&mut self, idx: ItemIdx) -> RecordMut<'_> {
         each!(&mut self.0, r => {
             let rec = &mut r.records[idx.0 as usize];
@@ -379,7 +392,7 @@ impl Interner {
     }
 
     /// Adds a reference (a new live counter uses this item).
-    #[inline]
+    #[inline(always)]
     pub fn retain(&mut self, idx: ItemIdx) {
         each!(&mut self.0, r => r.records[idx.0 as usize].refs += 1)
     }
@@ -422,7 +435,7 @@ mod tests {
 
     #[test]
     fn intern_release_reuse() {
-        let mut i = Interner::with_inline_groups(3);
+        let mut i = Interner::with_layout(3, false);
         assert_eq!(i.inline_groups(), 4);
         let a = i.intern("a", item_hash("a"));
         let b = i.intern("b", item_hash("b"));
@@ -458,7 +471,7 @@ mod tests {
     /// is still found and read back, slots reused included.
     #[test]
     fn long_ids_survive_compaction() {
-        let mut i = Interner::with_inline_groups(1);
+        let mut i = Interner::with_layout(1, false);
         let id = |n: usize| {
             if n.is_multiple_of(3) {
                 format!("{n}-{}", "x".repeat(30 + n % 7))
@@ -486,7 +499,7 @@ mod tests {
             assert_eq!(i.intern(&key, item_hash(&key)), idx);
         }
         assert_eq!(i.len(), live.len());
-        let long_bytes = |n: usize| Some(id(n).len()).filter(|&n| n > key::SHORT).unwrap_or(0);
+        let long_bytes = |n: usize| Some(id(n).len()).filter(|&n| n > Key::<NARROW>::SHORT).unwrap_or(0);
         let long: usize = live.iter().map(|&(n, _)| long_bytes(n)).sum();
         let ever: usize = (0..20_000).map(long_bytes).sum();
         let Width::One(r) = &i.0 else { unreachable!() };
@@ -510,11 +523,16 @@ mod tests {
     #[test]
     fn records_are_as_wide_as_the_job_needs() {
         // the 16-byte key (id of up to 14 bytes inline, shape), refs, 8 bytes per inline counter
-        assert_eq!(std::mem::size_of::<Record<1>>(), 28);
-        assert_eq!(std::mem::size_of::<Record<2>>(), 36);
-        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS>>(), 52);
-        for (groups, width) in [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (9, 4)] {
-            let mut i = Interner::with_inline_groups(groups);
+        assert_eq!(std::mem::size_of::<Record<1, NARROW>>(), 28);
+        assert_eq!(std::mem::size_of::<Record<2, NARROW>>(), 36);
+        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS, NARROW>>(), 52);
+        // with counter keys (26 bytes inline), as large as with a `CompactString` before
+        assert_eq!(std::mem::size_of::<Record<1, WIDE>>(), 40);
+        assert_eq!(std::mem::size_of::<Record<2, WIDE>>(), 48);
+        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS, WIDE>>(), 64);
+        let layouts = [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (9, 4)];
+        for ((groups, width), counter_keys) in layouts.into_iter().flat_map(|l| [(l, false), (l, true)]) {
+            let mut i = Interner::with_layout(groups, counter_keys);
             assert_eq!(i.inline_groups(), width);
             let k = i.intern_shaped("country=C1\0item-7", item_hash("item-7"), 1);
             i.retain(k);

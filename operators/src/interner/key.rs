@@ -1,21 +1,29 @@
-//! A record's id in 16 bytes: up to [`SHORT`] bytes inline, longer ones in the table's arena.
+//! A record's id in `W` bytes (16 or 28): up to `W - 2` bytes inline, longer ones in the
+//! table's arena.
 //!
 //! The record used to hold a `CompactString` (24 bytes inline, a heap allocation beyond): 24
 //! bytes per item for ids that are mostly shorter than 15, and an allocation with its
-//! allocator slack for longer ones. Here the common id costs 16 bytes, a long one 16 plus its
-//! bytes in one arena shared by the table, and the key shape rides in the same 16 bytes.
+//! allocator slack for longer ones. A job that counts bare item ids has 16-byte keys: the
+//! common id costs 16 bytes, a long one 16 plus its bytes in one arena shared by the table. A
+//! job with per-group or distinct-user windows counts longer keys (`country=US NUL item`):
+//! its keys are 28 bytes, so a record is as large as it was with a `CompactString` and keys of
+//! up to 26 bytes stay inline. The key shape rides in the same bytes.
 
-/// The longest id stored inline.
-pub const SHORT: usize = 14;
+/// The key width of a job that counts bare item ids only (14 bytes inline).
+pub const NARROW: usize = 16;
 
-/// Marks a long key in byte 0 (a short key's length is at most [`SHORT`]).
+/// The key width of a job with counter keys (26 bytes inline).
+pub const WIDE: usize = 28;
+
+/// Marks a long key in byte 0 (a short key's length is at most `W - 2`).
 const LONG: u8 = 0xFF;
 
 /// An id and its key shape. Byte 0: the length of a short id, or [`LONG`]; byte 1: the key
-/// shape; a short id's bytes from byte 2; a long id's length at bytes 4..8 and its arena offset
-/// at 8..16 (both little-endian). Plain bytes (alignment 1), so a record packs around it.
+/// shape; a short id's bytes from byte 2, the rest zero; a long id's length at bytes 4..8 and
+/// its arena offset at 8..16 (both little-endian). Plain bytes (alignment 1), so a record packs
+/// around it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Key([u8; 16]);
+pub struct Key<const W: usize>([u8; W]);
 
 /// Where a key's bytes are: inline, or a range of the arena.
 enum Place<'a> {
@@ -23,16 +31,22 @@ enum Place<'a> {
     Arena(usize, usize),
 }
 
-impl Key {
+impl<const W: usize> Key<W> {
+    /// The longest id stored inline.
+    pub const SHORT: usize = {
+        assert!(W >= 16 && W - 2 < LONG as usize);
+        W - 2
+    };
+
     /// The key of a free slot: the empty id, shape 0, nothing in the arena.
-    pub const EMPTY: Key = Key([0; 16]);
+    pub const EMPTY: Key<W> = Key([0; W]);
 
     /// The key of `id` with `shape`; a long id's bytes are appended to `arena`.
     #[inline]
-    pub fn new(id: &str, shape: u8, arena: &mut Vec<u8>) -> Key {
-        let mut b = [0u8; 16];
+    pub fn new(id: &str, shape: u8, arena: &mut Vec<u8>) -> Key<W> {
+        let mut b = [0u8; W];
         b[1] = shape;
-        if id.len() <= SHORT {
+        if id.len() <= Self::SHORT {
             b[0] = id.len() as u8;
             b[2..2 + id.len()].copy_from_slice(id.as_bytes());
         } else {
@@ -44,7 +58,6 @@ impl Key {
         }
         Key(b)
     }
-
     /// The key shape (0: a bare item id).
     #[inline]
     pub fn shape(&self) -> u8 {
@@ -92,25 +105,27 @@ impl Key {
         unsafe { std::str::from_utf8_unchecked(b) }
     }
 
-    /// The bytes a short id's key has in every byte but the shape's (shape 0), as one
-    /// number, to find its record with one 16-byte compare ([`Key::is_short`]); `None` for an
-    /// id too long to be inline.
+    /// The key a short id has with shape 0, to find its record by one compare of the whole
+    /// key ([`Key::is_short`]); `None` for an id too long to be inline.
     #[inline]
-    pub fn short_bits(id: &str) -> Option<u128> {
-        if id.len() > SHORT {
+    pub fn short(id: &str) -> Option<Key<W>> {
+        if id.len() > Self::SHORT {
             return None;
         }
-        let mut b = [0u8; 16];
+        let mut b = [0u8; W];
         b[0] = id.len() as u8;
         b[2..2 + id.len()].copy_from_slice(id.as_bytes());
-        Some(u128::from_le_bytes(b))
+        Some(Key(b))
     }
 
-    /// Whether this is the key of the short id whose [`Key::short_bits`] are `bits` (a long
-    /// key's byte 0 is never a short id's length; a short key's unused bytes are zero).
+    /// Whether this is the key of the short id whose [`Key::short`] is `probe`, whatever its
+    /// shape (a long key's byte 0 is never a short id's length; a short key's unused bytes are
+    /// zero).
     #[inline]
-    pub fn is_short(&self, bits: u128) -> bool {
-        u128::from_le_bytes(self.0) & !(0xFF << 8) == bits
+    pub fn is_short(&self, probe: &Key<W>) -> bool {
+        let mut b = self.0;
+        b[1] = 0;
+        b == probe.0
     }
 
     /// Whether the id is `id` (lengths first: most probes that reach a record are hits).
@@ -125,7 +140,7 @@ impl Key {
     /// A long key's bytes copied from `old` to the end of `new` (an arena's compaction); a short
     /// key is returned as it is.
     #[inline]
-    pub fn moved(&self, old: &[u8], new: &mut Vec<u8>) -> Key {
+    pub fn moved(&self, old: &[u8], new: &mut Vec<u8>) -> Key<W> {
         match self.place() {
             Place::Inline(_) => *self,
             Place::Arena(off, len) => {
@@ -148,40 +163,53 @@ mod tests {
         /// exactly their own id.
         #[test]
         fn keys_round_trip(ids in proptest::collection::vec(("\\PC{0,30}", any::<u8>()), 1..40), other in "\\PC{0,30}") {
-            let mut arena = Vec::new();
-            let keys: Vec<Key> = ids.iter().map(|(id, s)| Key::new(id, *s, &mut arena)).collect();
-            let long: usize = ids.iter().map(|(id, _)| id.len()).filter(|&n| n > SHORT).sum();
-            prop_assert_eq!(arena.len(), long);
-            let mut moved_arena = Vec::new();
-            // every other key is dropped before the compaction
-            let moved: Vec<(usize, Key)> = keys.iter().enumerate().step_by(2)
-                .map(|(i, k)| (i, k.moved(&arena, &mut moved_arena))).collect();
-            for (i, (id, shape)) in ids.iter().enumerate() {
-                let k = &keys[i];
-                prop_assert_eq!(k.as_str(&arena), id.as_str());
-                prop_assert_eq!(k.shape(), *shape);
-                prop_assert_eq!(k.arena_len(), if id.len() > SHORT { id.len() } else { 0 });
-                prop_assert!(k.is(id, &arena));
-                prop_assert_eq!(k.is(&other, &arena), *id == other);
-                if let Some(bits) = Key::short_bits(&other) {
-                    prop_assert_eq!(k.is_short(bits), *id == other);
-                }
-                if let Some(bits) = Key::short_bits(id) {
-                    prop_assert!(k.is_short(bits));
-                }
+            round_trip::<NARROW>(&ids, &other)?;
+            round_trip::<WIDE>(&ids, &other)?;
+        }
+    }
+
+    fn round_trip<const W: usize>(ids: &[(String, u8)], other: &str) -> Result<(), TestCaseError> {
+        let short = Key::<W>::SHORT;
+        let mut arena = Vec::new();
+        let keys: Vec<Key<W>> = ids.iter().map(|(id, s)| Key::new(id, *s, &mut arena)).collect();
+        let long: usize = ids.iter().map(|(id, _)| id.len()).filter(|&n| n > short).sum();
+        prop_assert_eq!(arena.len(), long);
+        let mut moved_arena = Vec::new();
+        // every other key is dropped before the compaction
+        let moved: Vec<(usize, Key<W>)> = keys
+            .iter()
+            .enumerate()
+            .step_by(2)
+            .map(|(i, k)| (i, k.moved(&arena, &mut moved_arena)))
+            .collect();
+        for (i, (id, shape)) in ids.iter().enumerate() {
+            let k = &keys[i];
+            prop_assert_eq!(k.as_str(&arena), id.as_str());
+            prop_assert_eq!(k.shape(), *shape);
+            prop_assert_eq!(k.arena_len(), if id.len() > short { id.len() } else { 0 });
+            prop_assert!(k.is(id, &arena));
+            prop_assert_eq!(k.is(other, &arena), id == other);
+            if let Some(probe) = Key::<W>::short(other) {
+                prop_assert_eq!(k.is_short(&probe), id == other);
             }
-            for (i, k) in moved {
-                prop_assert_eq!(k.as_str(&moved_arena), ids[i].0.as_str());
-                prop_assert_eq!(k.shape(), ids[i].1);
+            if let Some(probe) = Key::<W>::short(id) {
+                prop_assert!(k.is_short(&probe));
             }
         }
+        for (i, k) in moved {
+            prop_assert_eq!(k.as_str(&moved_arena), ids[i].0.as_str());
+            prop_assert_eq!(k.shape(), ids[i].1);
+        }
+        Ok(())
     }
 
     #[test]
     fn empty_is_the_empty_short_id() {
-        assert_eq!(Key::EMPTY.as_str(&[]), "");
-        assert!(Key::EMPTY.arena_len() == 0 && Key::EMPTY.shape() == 0);
-        assert_eq!(std::mem::size_of::<Key>(), 16);
-        assert_eq!(std::mem::align_of::<Key>(), 1);
+        assert_eq!(Key::<NARROW>::EMPTY.as_str(&[]), "");
+        assert!(Key::<WIDE>::EMPTY.arena_len() == 0 && Key::<WIDE>::EMPTY.shape() == 0);
+        assert_eq!((Key::<NARROW>::SHORT, Key::<WIDE>::SHORT), (14, 26));
+        assert_eq!(std::mem::size_of::<Key<NARROW>>(), 16);
+        assert_eq!(std::mem::size_of::<Key<WIDE>>(), 28);
+        assert_eq!(std::mem::align_of::<Key<WIDE>>(), 1);
     }
 }
