@@ -100,7 +100,7 @@ fn probe_hash(id: &str) -> u64 {
 /// The end of the free list.
 const NO_SLOT: u32 = u32::MAX;
 
-/// An arena's dead bytes are reclaimed once they are more than half of it and at least this.
+/// An arena's dead bytes are reclaimed (when it would grow) once they are more than half of it and at least this.
 /// Small in unit tests, so that the counters' property tests compact too.
 const COMPACT_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
 
@@ -118,7 +118,7 @@ struct Records<const N: usize, const W: usize> {
     free_len: usize,
     /// The bytes of the ids too long for a key (see [`Key`]), live and dead, in the order they came.
     arena: Vec<u8>,
-    /// The arena's bytes of forgotten ids (reclaimed by [`Records::compact`]).
+    /// The arena's bytes of forgotten ids (reclaimed by [`Records::make_room`]).
     dead: usize,
 }
 
