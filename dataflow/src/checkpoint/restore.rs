@@ -8,7 +8,7 @@
 //! source's position relates to its dead letters' positions depends on the reader
 //! ([`PositionKind`]).
 
-use super::manifest::{counter_file, Manifest};
+use super::manifest::{counter_file, Manifest, MANIFEST};
 use super::{checkpoint_dir, list, JobLayout};
 use anyhow::{anyhow, bail, Context, Result};
 use hotlist_operators::hot_keys::HotKeysSnapshot;
@@ -263,7 +263,8 @@ fn load_counters(dir: &Path, manifest: &Manifest, layout: &JobLayout) -> Result<
 }
 
 /// Restores checkpoint `target` (an on-call replay), or with `None` the newest usable one at or
-/// below `committed`; an unusable one is skipped with a clear log line. `None` when no
+/// below `committed`; an unusable one is skipped with a clear log line (one without a manifest
+/// below `committed`, coalesced into a later commit, with an info line). `None` when no
 /// checkpoint is usable. A checkpoint of other windows fails at once (a config change).
 pub fn restore(
     base: &Path,
@@ -288,6 +289,13 @@ pub fn restore(
     }
     for epoch in list(base, job).into_iter().filter(|e| *e <= committed) {
         let dir = checkpoint_dir(base, job, epoch);
+        if epoch < committed && !dir.join(MANIFEST).exists() {
+            // coalesced into a later commit (a crash came before retention removed it): never
+            // restorable, and not damage either, so no "unusable" line for on-call to chase
+            tracing::info!("passing over checkpoint {epoch}: it was coalesced into a later commit (no MANIFEST)");
+            note_positions(&dir, &mut stored, kind);
+            continue;
+        }
         match load(&dir, epoch, layout) {
             Ok(mut r) => {
                 if epoch != committed {

@@ -5,7 +5,7 @@
 use super::harness::{committed, committed_checkpoints, job_config, results, setup, shape, spawn};
 use hotlist_tests::inputs::{random_partitions, write_partitions};
 use hotlist_tests::model;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,14 @@ use std::time::{Duration, Instant};
 /// worker) logs the checkpoint unusable in one clear line, restores the previous one, and
 /// ends with the model's sealed lists and every dead letter exactly once.
 fn a_damaged_latest_checkpoint_falls_back(seed: u64, damage: &dyn Fn(&Path) -> String) {
+    falls_back_after(seed, 2, &|checkpoints| {
+        damage(checkpoints.last().expect("a committed checkpoint"))
+    });
+}
+
+/// As [`a_damaged_latest_checkpoint_falls_back`], waiting for `needed` committed checkpoints
+/// and giving `damage` all of them, oldest first.
+fn falls_back_after(seed: u64, needed: usize, damage: &dyn Fn(&[PathBuf]) -> String) {
     let mut sh = shape();
     sh.lines = 6000;
     let parts = random_partitions(seed, &sh);
@@ -22,18 +30,19 @@ fn a_damaged_latest_checkpoint_falls_back(seed: u64, damage: &dyn Fn(&Path) -> S
     let dir = setup(&parts);
     let mut child = spawn(dir.path(), 2);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while committed_checkpoints(dir.path()).len() < 2 {
-        assert!(Instant::now() < deadline, "no two checkpoints committed");
+    while committed_checkpoints(dir.path()).len() < needed {
+        assert!(Instant::now() < deadline, "no {needed} checkpoints committed");
         assert!(
             child.try_wait().expect("try_wait").is_none(),
-            "the run ended before two checkpoints"
+            "the run ended before {needed} checkpoints"
         );
         std::thread::sleep(Duration::from_millis(2));
     }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    let latest = committed_checkpoints(dir.path()).pop().expect("a committed checkpoint");
-    let named = damage(&latest);
+    let checkpoints = committed_checkpoints(dir.path());
+    let latest = checkpoints.last().expect("a committed checkpoint").clone();
+    let named = damage(&checkpoints);
     let verify = hotlist_tests::run_hotlist(
         dir.path(),
         &["checkpoints", "verify", "--config", "hotlist.toml"],
@@ -72,6 +81,25 @@ fn a_damaged_latest_checkpoint_falls_back(seed: u64, damage: &dyn Fn(&Path) -> S
 #[test]
 fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
     a_damaged_latest_checkpoint_falls_back(8, &|latest| {
+        let file = latest.join("counter-0000.snap");
+        let mut bytes = std::fs::read(&file).expect("read snapshot");
+        let at = bytes.len() - 1;
+        bytes[at] ^= 0xff;
+        std::fs::write(&file, bytes).expect("corrupt it");
+        "counter-0000.snap: snapshot checksum mismatch".into()
+    });
+}
+
+/// A checkpoint below the committed one without a manifest was coalesced into a later commit
+/// (a crash came before retention removed it): the fallback passes over it without calling it
+/// unusable — on-call chases the one damaged checkpoint — and restores the one below.
+#[test]
+fn a_coalesced_checkpoint_is_passed_over_quietly() {
+    falls_back_after(15, 3, &|checkpoints| {
+        let [.., older, latest] = checkpoints else {
+            panic!("3 committed checkpoints: {checkpoints:?}")
+        };
+        std::fs::remove_file(older.join("MANIFEST")).expect("make it a coalesced checkpoint");
         let file = latest.join("counter-0000.snap");
         let mut bytes = std::fs::read(&file).expect("read snapshot");
         let at = bytes.len() - 1;
