@@ -77,17 +77,21 @@ fn falls_back_after(seed: u64, needed: usize, damage: &dyn Fn(&[PathBuf]) -> Str
     assert_eq!(got.1, want.1, "dead letters exactly once after the fallback");
 }
 
+/// Flips the last byte of the checkpoint's `counter-0000.snap` (its checksum no longer
+/// matches); returns what the unusable line names.
+fn flip_a_counter_byte(checkpoint: &Path) -> String {
+    let file = checkpoint.join("counter-0000.snap");
+    let mut bytes = std::fs::read(&file).expect("read snapshot");
+    let at = bytes.len() - 1;
+    bytes[at] ^= 0xff;
+    std::fs::write(&file, bytes).expect("corrupt it");
+    "counter-0000.snap: snapshot checksum mismatch".into()
+}
+
 /// A corrupt counter file (a flipped byte: its checksum no longer matches) is detected.
 #[test]
 fn corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
-    a_damaged_latest_checkpoint_falls_back(8, &|latest| {
-        let file = latest.join("counter-0000.snap");
-        let mut bytes = std::fs::read(&file).expect("read snapshot");
-        let at = bytes.len() - 1;
-        bytes[at] ^= 0xff;
-        std::fs::write(&file, bytes).expect("corrupt it");
-        "counter-0000.snap: snapshot checksum mismatch".into()
-    });
+    a_damaged_latest_checkpoint_falls_back(8, &flip_a_counter_byte);
 }
 
 /// A checkpoint below the committed one without a manifest was coalesced into a later commit
@@ -100,12 +104,7 @@ fn a_coalesced_checkpoint_is_passed_over_quietly() {
             panic!("3 committed checkpoints: {checkpoints:?}")
         };
         std::fs::remove_file(older.join("MANIFEST")).expect("make it a coalesced checkpoint");
-        let file = latest.join("counter-0000.snap");
-        let mut bytes = std::fs::read(&file).expect("read snapshot");
-        let at = bytes.len() - 1;
-        bytes[at] ^= 0xff;
-        std::fs::write(&file, bytes).expect("corrupt it");
-        "counter-0000.snap: snapshot checksum mismatch".into()
+        flip_a_counter_byte(latest)
     });
 }
 
