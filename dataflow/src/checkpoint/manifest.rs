@@ -62,6 +62,10 @@ pub struct Manifest {
     /// With `source.split`: each file and the size its ranges were cut from (absent: no split).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub split: Vec<(String, u64)>,
+    /// With `source.split` of a file larger than its ranges' stripes: per file, the stripes
+    /// each range reads in turns (absent: one each, contiguous ranges).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split_turns: Vec<u64>,
     /// With `[[udf]]`: each UDF's name and its library's SHA-256 (absent: no UDF).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub udfs: Vec<(String, String)>,
@@ -174,6 +178,7 @@ pub fn write(dir: &Path, facts: &RunFacts, epoch: u64, watermark: Millis) -> Res
         written_at: Millis::now(),
         files,
         split: facts.layout.split.clone(),
+        split_turns: facts.layout.split_turns.clone(),
         udfs: facts.layout.udfs.clone(),
     };
     let mut text = serde_json::to_vec(&manifest).context("manifest")?;

@@ -88,6 +88,9 @@ pub struct JobLayout {
     /// otherwise). A checkpoint's positions count lines from its ranges' starts, so it only
     /// restores onto the same cut.
     pub split: Vec<(String, u64)>,
+    /// With `source.split`: per file, how many stripes each range reads in turns (empty when
+    /// every file is read in one turn, as contiguous ranges: see `FileRange`).
+    pub split_turns: Vec<u64>,
     /// The `[[udf]]` libraries: each UDF's name and its library's SHA-256. A checkpoint
     /// restores only with the same libraries (its state came from their results) unless
     /// `accept_udf_change`.
@@ -105,6 +108,10 @@ impl JobLayout {
             allowed_lateness: plan.time.allowed_lateness,
             split: match &plan.source {
                 SourcePlan::Files(files) => files.split_sizes(),
+                _ => Vec::new(),
+            },
+            split_turns: match &plan.source {
+                SourcePlan::Files(files) => files.split_turns(),
                 _ => Vec::new(),
             },
             udfs: plan.udfs.iter().map(|u| (u.name.clone(), u.sha256.clone())).collect(),

@@ -150,6 +150,20 @@ fn split_change(then: &[(String, u64)], now: &[(String, u64)]) -> String {
     )
 }
 
+/// How the stripes a checkpoint's ranges were read in differ from the job's (the same files
+/// and sizes, another `source.split_stripe_bytes` or an older hotlist's contiguous ranges).
+fn turns_change(then: &[u64], now: &[u64]) -> String {
+    let shown = |t: &[u64]| match t.is_empty() {
+        true => "one contiguous range per partition".to_string(),
+        false => format!("{t:?} stripes per range"),
+    };
+    format!(
+        "its positions are lines in byte ranges of the input files (source.split), and the ranges would move: they were read as {}, the job now reads {} (source.split_stripe_bytes changed, or the checkpoint is an older hotlist's); restore with the same stripe, or start over (--from-scratch)",
+        shown(then),
+        shown(now)
+    )
+}
+
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -186,6 +200,12 @@ pub fn load(dir: &Path, epoch: u64, layout: &JobLayout) -> Result<Restored, Load
     }
     if manifest.split != layout.split {
         return Err(LoadError::SplitMoved(split_change(&manifest.split, &layout.split)));
+    }
+    if manifest.split_turns != layout.split_turns {
+        return Err(LoadError::SplitMoved(turns_change(
+            &manifest.split_turns,
+            &layout.split_turns,
+        )));
     }
     if manifest.udfs != layout.udfs && !layout.accept_udf_change {
         return Err(LoadError::UdfChanged(udf_change(&manifest.udfs, &layout.udfs)));

@@ -29,6 +29,7 @@ fn layout() -> JobLayout {
         counting: vec!["exact".into()],
         allowed_lateness: Span::from_millis(100),
         split: Vec::new(),
+        split_turns: Vec::new(),
         udfs: Vec::new(),
         accept_udf_change: false,
     }

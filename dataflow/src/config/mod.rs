@@ -26,9 +26,9 @@ pub use counting::{DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_MAX_ITEMS};
 pub use format::{DimsAt, InputFormat};
 pub use names::{check_name, MAX_NAME_LEN};
 pub use plan::{
-    CheckpointPlan, ClusterPlan, FileRange, FileSplit, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan,
-    SourcePlan, TimePlan, WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_EPOCH_RECORDS,
-    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+    split_turns, CheckpointPlan, ClusterPlan, FileRange, FileSplit, JobPlan, KafkaSpec, OnDataLoss, RedisTarget,
+    S3Target, SinkPlan, SourcePlan, TimePlan, WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK,
+    DEFAULT_MAX_EPOCH_RECORDS, DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT, SPLIT_STRIPE_BYTES,
 };
 pub use validate::check_against_clock;
 

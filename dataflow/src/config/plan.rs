@@ -195,6 +195,20 @@ pub struct FileSplit {
     /// (checkpoints record them, so a restore onto a file of another size is refused rather
     /// than reading ranges that moved).
     pub sizes: Vec<u64>,
+    /// With `split` > 1, the stripe the ranges take turns in (`source.split_stripe_bytes`): a
+    /// file larger than `split` stripes is read as interleaved stripes, not `split` halves.
+    pub stripe: u64,
+}
+
+/// The default `source.split_stripe_bytes`: 4 MiB, about 16 k lines of 250 bytes (a few
+/// seconds of event time at a few thousand events per second), read in one go.
+pub const SPLIT_STRIPE_BYTES: u64 = 4 << 20;
+
+/// How many stripes each of `count` ranges of a `size`-byte file reads, in turns (see
+/// [`FileRange`]): enough that no stripe is longer than `stripe` bytes, at least 1.
+pub fn split_turns(size: u64, count: u32, stripe: u64) -> u64 {
+    size.div_ceil(u64::from(count.max(1)).saturating_mul(stripe.max(1)))
+        .max(1)
 }
 
 impl FileSplit {
@@ -204,6 +218,7 @@ impl FileSplit {
             paths,
             split: 1,
             sizes: Vec::new(),
+            stripe: SPLIT_STRIPE_BYTES,
         }
     }
 
@@ -216,10 +231,14 @@ impl FileSplit {
     /// `None` when the job has no such partition.
     pub fn part(&self, p: u32) -> Option<(&Path, Option<FileRange>)> {
         let path = self.paths.get((p / self.split) as usize)?;
-        let range = (self.split > 1).then(|| FileRange {
-            index: p % self.split,
-            count: self.split,
-            size: self.sizes.get((p / self.split) as usize).copied().unwrap_or(0),
+        let range = (self.split > 1).then(|| {
+            let size = self.sizes.get((p / self.split) as usize).copied().unwrap_or(0);
+            FileRange {
+                index: p % self.split,
+                count: self.split,
+                size,
+                turns: split_turns(size, self.split, self.stripe),
+            }
         });
         Some((path, range))
     }
@@ -245,11 +264,27 @@ impl FileSplit {
             .map(|(p, s)| (p.display().to_string(), *s))
             .collect()
     }
+
+    /// Per split file, its [`split_turns`], as checkpoints record them; empty when every file
+    /// is read in one turn (contiguous ranges, as before stripes: such a checkpoint's manifest
+    /// is the same as an older hotlist's).
+    pub fn split_turns(&self) -> Vec<u64> {
+        let turns: Vec<u64> = match self.split {
+            0 | 1 => Vec::new(),
+            n => self.sizes.iter().map(|s| split_turns(*s, n, self.stripe)).collect(),
+        };
+        if turns.iter().all(|t| *t == 1) {
+            return Vec::new();
+        }
+        turns
+    }
 }
 
-/// One byte range of a split file: the lines that start in
-/// `[line_start(size·index/count), line_start(size·(index+1)/count))`, the last range reading on
-/// to the end (see `source/file.rs`).
+/// One range of a split file. The file is cut into `M = count · turns` stripes: stripe `j`
+/// holds the lines that start in `[line_start(size·j/M), line_start(size·(j+1)/M))`, the last
+/// stripe reading on to the end, and the ranges take them in turns: range `index` reads stripes
+/// `index`, `index + count`, `index + 2·count`, … (see `source/file.rs`). With one turn, range
+/// `i` is the `i`-th of `count` contiguous byte ranges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileRange {
     /// Which range (from 0).
@@ -258,6 +293,20 @@ pub struct FileRange {
     pub count: u32,
     /// The file's size the ranges are cut from.
     pub size: u64,
+    /// How many stripes each range reads (at least 1; see [`split_turns`]).
+    pub turns: u64,
+}
+
+impl FileRange {
+    /// How many stripes the file is cut into.
+    pub fn stripes(&self) -> u64 {
+        u64::from(self.count.max(1)).saturating_mul(self.turns.max(1))
+    }
+
+    /// Where stripe `j` is cut: `size·j/M`, before moving on to a line start.
+    pub fn hint(&self, j: u64) -> u64 {
+        (u128::from(self.size) * u128::from(j) / u128::from(self.stripes())) as u64
+    }
 }
 
 /// Connection settings of the Kafka source.

@@ -72,6 +72,8 @@ pub struct RawFileSource {
     pub max_record_bytes: Option<i64>,
     /// Read each file as this many byte ranges, each a partition (default 1).
     pub split: Option<i64>,
+    /// With `split`: the stripe, in bytes, the ranges take turns in (default 4 MiB).
+    pub split_stripe_bytes: Option<i64>,
     /// `[source.format]`: where the fields are (JSON Pointers).
     pub format: Option<super::format::RawFormat>,
 }

@@ -193,6 +193,11 @@ fn errors_name_the_key() {
             &[],
             "source.split: 0 is not between 1 and 1024",
         ),
+        (
+            "[source]\nkind = \"file\"\npath = \"-\"\nsplit_stripe_bytes = 1000\n",
+            &[],
+            "source.split_stripe_bytes: 1000 is not between 1024 (1 KiB) and 1073741824 (1 GiB)",
+        ),
         ("", &[], "[source]"),
         (
             &format!("{GEN}[[window]]\nname = \"w\"\nsize = \"1m\"\nslide = \"2m\"\n"),
@@ -626,6 +631,12 @@ fn file_sources_split_into_ranges() {
         crate::checkpoint::JobLayout::of(&p).split,
         vec![(a.clone(), 10), (b, 25)]
     );
+    // small files: one contiguous range each, as before stripes (nothing more in the layout)
+    assert!(crate::checkpoint::JobLayout::of(&p).split_turns.is_empty());
+    // larger than 3 stripes: the ranges read stripes in turns, and the layout says how many
+    std::fs::write(dir.path().join("b.jsonl"), "x".repeat(7000)).expect("write");
+    let striped = plan(&format!("{text}split_stripe_bytes = 1024\n"), &[]).expect("plan");
+    assert_eq!(crate::checkpoint::JobLayout::of(&striped).split_turns, vec![1, 3]);
     let whole = plan(&text.replace("split = 3", "split = 1"), &[]).expect("plan");
     assert_eq!(whole.source.partitions(), 2);
     assert_eq!(whole.source.partition_name(0), format!("file:{a}"));

@@ -7,7 +7,7 @@
 use super::plan::{
     CheckpointPlan, ClusterPlan, FileSplit, JobPlan, KafkaSpec, OnDataLoss, RedisTarget, S3Target, SinkPlan,
     SourcePlan, TimePlan, WindowPlan, DEFAULT_MAX_DEAD_LETTERS_PER_BLOCK, DEFAULT_MAX_EPOCH_RECORDS,
-    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT,
+    DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_BYTES_LIMIT, SPLIT_STRIPE_BYTES,
 };
 use super::raw::{
     RawCheckpoint, RawConfig, RawFileSource, RawGeneratorSource, RawHotKeys, RawKafkaSource, RawRun, RawS3, RawSink,
@@ -198,6 +198,10 @@ fn validate_source(source: RawSource) -> Result<SourcePlan> {
 /// The most byte ranges `source.split` cuts a file into.
 pub const MAX_SPLIT: u32 = 1024;
 
+/// The bounds of `source.split_stripe_bytes`.
+const MIN_SPLIT_STRIPE: i64 = 1 << 10;
+const MAX_SPLIT_STRIPE: i64 = 1 << 30;
+
 /// `kind = "file"`: the glob's files, sorted (each a partition, or `source.split` of them), or
 /// stdin for "-".
 fn validate_file_source(s: RawFileSource) -> Result<SourcePlan> {
@@ -209,6 +213,13 @@ fn validate_file_source(s: RawFileSource) -> Result<SourcePlan> {
         None => 1,
         Some(n) if (1..=i64::from(MAX_SPLIT)).contains(&n) => n as u32,
         Some(n) => bail!("source.split: {n} is not between 1 and {MAX_SPLIT} (byte ranges per file)"),
+    };
+    let stripe = match s.split_stripe_bytes {
+        None => SPLIT_STRIPE_BYTES,
+        Some(n) if (MIN_SPLIT_STRIPE..=MAX_SPLIT_STRIPE).contains(&n) => n as u64,
+        Some(n) => bail!(
+            "source.split_stripe_bytes: {n} is not between {MIN_SPLIT_STRIPE} (1 KiB) and {MAX_SPLIT_STRIPE} (1 GiB)"
+        ),
     };
     if path == "-" {
         if split > 1 {
@@ -236,7 +247,12 @@ fn validate_file_source(s: RawFileSource) -> Result<SourcePlan> {
             })
             .collect::<Result<_>>()?,
     };
-    Ok(SourcePlan::Files(FileSplit { paths, split, sizes }))
+    Ok(SourcePlan::Files(FileSplit {
+        paths,
+        split,
+        sizes,
+        stripe,
+    }))
 }
 
 /// `kind = "generator"`: a [`GeneratorSpec`], defaults filled in and checked.

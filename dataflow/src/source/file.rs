@@ -23,18 +23,24 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
-/// Reads a JSON-lines file, or one byte range of it (`source.split`).
+/// Reads a JSON-lines file, or one range of it (`source.split`): its stripes, in turn.
 pub struct FileReader {
     path: PathBuf,
     lines: LineReader<BufReader<File>>,
-    /// Where the range ends: the next range's first line starts here (`None`: at the end of
+    /// The range read (`None`: the whole file).
+    range: Option<FileRange>,
+    /// The stripe being read (see [`FileRange`]; `range.stripes()` once none is left).
+    stripe: u64,
+    /// Where the stripe ends: the next stripe's first line starts here (`None`: at the end of
     /// the file, also as it grows).
     end: Option<u64>,
     /// Lines read so far (of the range: positions count from its start).
     line: u64,
-    /// Lines read to reach a resume position, and the byte reading (re)started at.
+    /// Lines read to reach a resume position, and the byte reading of this stripe (re)started
+    /// at, and the bytes read in the stripes before it.
     skipped: u64,
     start: u64,
+    read_before: u64,
 }
 
 /// What a file reader went through: the lines it read only to reach its resume position, and
@@ -62,52 +68,73 @@ impl FileReader {
         Ok(FileReader {
             path: path.to_path_buf(),
             lines: LineReader::new(BufReader::with_capacity(1 << 20, file), max_record_bytes),
+            range: None,
+            stripe: 0,
             end: None,
             line: 0,
             skipped: 0,
             start: 0,
+            read_before: 0,
         })
     }
 
-    /// Opens `path`, or with `range` only the lines that start in that byte range of it: range
-    /// `i` of `n` reads the lines starting in `[line_start(size·i/n), line_start(size·(i+1)/n))`,
-    /// where `line_start(b)` is the first line start at or after byte `b` (0, or just after a
-    /// `\n`), and the last range reads on to the end. So the ranges hold every line exactly
-    /// once, whatever the line lengths, and a file read in ranges reads as many records as read
-    /// whole.
+    /// Opens `path`, or with `range` only the lines of that range's stripes (see
+    /// [`FileRange`]): stripe `j` of `M` holds the lines that start in `[line_start(size·j/M),
+    /// line_start(size·(j+1)/M))`, where `line_start(b)` is the first line start at or after
+    /// byte `b` (0, or just after a `\n`), the last stripe reading on to the end, and range `i`
+    /// reads stripes `i`, `i + count`, … So the ranges hold every line exactly once, whatever
+    /// the line lengths, and a file read in ranges reads as many records as read whole.
     pub fn open_range(path: &Path, range: Option<FileRange>, max_record_bytes: usize) -> Result<FileReader> {
         let mut reader = FileReader::open(path, max_record_bytes)?;
         let Some(r) = range else { return Ok(reader) };
-        let file = reader.lines.get_ref().get_ref();
-        let hint = |i: u32| (u128::from(r.size) * u128::from(i) / u128::from(r.count.max(1))) as u64;
-        let start = line_start(file, hint(r.index))
-            .with_context(|| format!("cannot read {} to cut range {}", path.display(), r.index + 1))?;
-        let end = match r.index + 1 < r.count {
-            true => Some(
-                line_start(file, hint(r.index + 1))
-                    .with_context(|| format!("cannot read {} to cut range {}", path.display(), r.index + 2))?,
-            ),
-            false => None,
-        };
-        let Some(start) = start else {
-            // no line starts at or after the hint: the range is empty (the one before reads on
-            // to the end, as its own end is not found either)
-            reader.end = Some(0);
-            return Ok(reader);
-        };
-        reader.end = end.map(|e| e.unwrap_or(u64::MAX));
+        reader.range = Some(r);
         reader
-            .lines
-            .seek_to(start)
-            .with_context(|| format!("cannot seek {} to byte {start}", path.display()))?;
-        reader.start = start;
+            .enter_stripe(u64::from(r.index))
+            .with_context(|| format!("cannot read {} to cut range {}", path.display(), r.index + 1))?;
         Ok(reader)
     }
 
-    /// Whether the range's lines are all read (the next line starts at or after its end).
+    /// Moves to the start of stripe `j` of the range, or past its last stripe when no line
+    /// starts at or after stripe `j`'s cut (nor, then, at any later one).
+    fn enter_stripe(&mut self, j: u64) -> std::io::Result<()> {
+        let Some(r) = self.range else { return Ok(()) };
+        let file = self.lines.get_ref().get_ref();
+        let Some(start) = line_start(file, r.hint(j))? else {
+            self.stripe = r.stripes();
+            self.end = Some(0);
+            return Ok(());
+        };
+        let end = stripe_end(file, r, j)?;
+        self.read_before += self.lines.offset().saturating_sub(self.start);
+        self.lines.seek_to(start)?;
+        (self.stripe, self.start, self.end) = (j, start, end);
+        Ok(())
+    }
+
+    /// Whether the range's lines are all read: the next line starts at or after the end of the
+    /// stripe, and the range has no later stripe with a line (it moves to the next one that
+    /// has).
     #[inline]
-    fn at_end(&self) -> bool {
-        self.end.is_some_and(|end| self.lines.offset() >= end)
+    fn at_end(&mut self) -> std::io::Result<bool> {
+        match self.end {
+            Some(end) if self.lines.offset() >= end => self.next_stripe(),
+            _ => Ok(false),
+        }
+    }
+
+    /// [`at_end`](Self::at_end) past the end of a stripe.
+    #[cold]
+    fn next_stripe(&mut self) -> std::io::Result<bool> {
+        let Some(r) = self.range else { return Ok(true) };
+        while self.end.is_some_and(|end| self.lines.offset() >= end) {
+            let next = self.stripe + u64::from(r.count);
+            if next >= r.stripes() {
+                self.stripe = r.stripes();
+                return Ok(true);
+            }
+            self.enter_stripe(next)?;
+        }
+        Ok(self.stripe >= r.stripes())
     }
 
     /// Where the next line starts, with a check of the bytes before it (for a replay to
@@ -139,10 +166,37 @@ impl FileReader {
                 mark.offset
             );
         }
+        if let Some(r) = self.range {
+            // the range's stripe the mark is in: the last of them starting at or before it
+            let file = self.lines.get_ref().get_ref();
+            let starts_by = |t: u64| -> Result<bool> {
+                let j = t * u64::from(r.count) + u64::from(r.index);
+                let start = line_start(file, r.hint(j))
+                    .with_context(|| format!("cannot read {} to cut its ranges", self.path.display()))?;
+                Ok(start.is_some_and(|s| s <= mark.offset))
+            };
+            let (mut lo, mut hi) = (0, r.turns.max(1)); // the stripe is in turn lo..hi
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                match starts_by(mid)? {
+                    true => lo = mid,
+                    false => hi = mid,
+                }
+            }
+            let j = lo * u64::from(r.count) + u64::from(r.index);
+            if !starts_by(lo)? {
+                // no stripe of the range starts by the mark: an empty range's (at byte 0)
+                (self.line, self.stripe, self.end) = (line, r.stripes(), Some(0));
+                return Ok(());
+            }
+            self.end = stripe_end(file, r, j)
+                .with_context(|| format!("cannot read {} to cut its ranges", self.path.display()))?;
+            self.stripe = j;
+        }
         self.lines
             .seek_to(mark.offset)
             .with_context(|| format!("cannot seek {} to byte {}", self.path.display(), mark.offset))?;
-        (self.line, self.start) = (line, mark.offset);
+        (self.line, self.start, self.read_before) = (line, mark.offset, 0);
         Ok(())
     }
 
@@ -163,7 +217,7 @@ impl FileReader {
     pub fn scanned(&self) -> Scanned {
         Scanned {
             skipped_lines: self.skipped,
-            bytes: self.lines.offset().saturating_sub(self.start),
+            bytes: self.read_before + self.lines.offset().saturating_sub(self.start),
         }
     }
 
@@ -171,7 +225,10 @@ impl FileReader {
     /// has shrunk since: it is an error, so the job does not silently miss data.
     pub fn skip_to(&mut self, lines: u64) -> Result<()> {
         while self.line < lines {
-            let ended = self.at_end()
+            let at_end = self
+                .at_end()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", self.failure_place()))?;
+            let ended = at_end
                 || match self.lines.next_line() {
                     Ok(line) => line.is_none(),
                     Err(e) => return Err(anyhow::anyhow!("{}: {e}", self.failure_place())),
@@ -192,8 +249,10 @@ impl FileReader {
     /// Reads up to `budget` lines.
     pub fn read(&mut self, budget: usize, f: &mut impl FnMut(Record<'_>)) -> ReadStatus {
         for n in 0..budget {
-            if self.at_end() {
-                return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) };
+            match self.at_end() {
+                Ok(false) => {}
+                Ok(true) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
+                Err(e) => return ReadStatus::Failed(format!("{}: {e}", self.failure_place())),
             }
             match self.lines.next_line() {
                 Ok(None) => return if n == 0 { ReadStatus::Ended } else { ReadStatus::Read(n) },
@@ -222,8 +281,9 @@ fn line_start(file: &File, at: u64) -> std::io::Result<Option<u64>> {
     if at == 0 {
         return Ok(Some(0));
     }
-    // the line starting at `at` is the one after the first `\n` from `at - 1` on
-    let mut buf = vec![0u8; 64 << 10];
+    // the line starting at `at` is the one after the first `\n` from `at - 1` on; most lines
+    // are short (a split file is cut at every stripe), so the first read is small
+    let mut buf = vec![0u8; 4 << 10];
     let mut pos = at - 1;
     loop {
         let n = file.read_at(&mut buf, pos)?;
@@ -235,6 +295,18 @@ fn line_start(file: &File, at: u64) -> std::io::Result<Option<u64>> {
             return Ok(Some(start));
         }
         pos += n as u64;
+        if buf.len() < 64 << 10 {
+            buf.resize(64 << 10, 0);
+        }
+    }
+}
+
+/// Where stripe `j` of range `r` ends: the next stripe's first line start (`u64::MAX` when no
+/// line starts after the cut), or `None` for the file's last stripe (it reads on to the end).
+fn stripe_end(file: &File, r: FileRange, j: u64) -> std::io::Result<Option<u64>> {
+    match j + 1 < r.stripes() {
+        true => Ok(Some(line_start(file, r.hint(j + 1))?.unwrap_or(u64::MAX))),
+        false => Ok(None),
     }
 }
 
@@ -400,28 +472,44 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Every line of `path` as read: `(range, line)`s, range by range.
-    fn read_ranges(path: &Path, count: u32, size: u64) -> Vec<(u32, Vec<u8>)> {
+    /// Range `index` of `count` of a `size`-byte file read in stripes of `stripe` bytes
+    /// (`None`: one contiguous range each).
+    fn range_of(index: u32, count: u32, size: u64, stripe: Option<u64>) -> Option<FileRange> {
+        (count > 1).then(|| FileRange {
+            index,
+            count,
+            size,
+            turns: stripe.map_or(1, |s| crate::config::split_turns(size, count, s)),
+        })
+    }
+
+    /// The lines `r` reads on: `(stripe, line)`s.
+    fn read_rest(r: &mut FileReader) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        loop {
+            let mut got = Vec::new();
+            let status = r.read(1, &mut |rec| {
+                got.push(match rec {
+                    Record::Line(l) => l.to_vec(),
+                    Record::TooLarge { head, .. } => [b"TOO:", head].concat(),
+                    _ => panic!("not a file record"),
+                })
+            });
+            out.extend(got.into_iter().map(|l| (r.stripe, l)));
+            match status {
+                ReadStatus::Read(_) => {}
+                ReadStatus::Ended => return out,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// Every line of `path` as read: `(range, stripe, line)`s, range by range.
+    fn read_ranges(path: &Path, count: u32, size: u64, stripe: Option<u64>) -> Vec<(u32, u64, Vec<u8>)> {
         let mut out = Vec::new();
         for index in 0..count {
-            let range = (count > 1).then_some(FileRange { index, count, size });
-            let mut r = FileReader::open_range(path, range, 64).expect("opens");
-            loop {
-                let mut got = Vec::new();
-                let status = r.read(3, &mut |rec| {
-                    got.push(match rec {
-                        Record::Line(l) => l.to_vec(),
-                        Record::TooLarge { head, .. } => [b"TOO:", head].concat(),
-                        _ => panic!("not a file record"),
-                    })
-                });
-                out.extend(got.into_iter().map(|l| (index, l)));
-                match status {
-                    ReadStatus::Read(_) => {}
-                    ReadStatus::Ended => break,
-                    other => panic!("{other:?}"),
-                }
-            }
+            let mut r = FileReader::open_range(path, range_of(index, count, size, stripe), 64).expect("opens");
+            out.extend(read_rest(&mut r).into_iter().map(|(j, l)| (index, j, l)));
         }
         out
     }
@@ -429,10 +517,12 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
-        /// A file read as `count` byte ranges gives every line exactly once, in order: the
-        /// ranges' lines put together are the whole file's (line lengths around and beyond
-        /// the range size, empty lines, CRLF, a last line without a newline, long lines); and
-        /// a range resumed at any position reads on as it would have.
+        /// A file read as `count` ranges, contiguous or in stripes, gives every line exactly
+        /// once, in order: the stripes' lines put together in stripe order are the whole
+        /// file's, and range `i` reads stripes `i`, `i + count`, … (line lengths around and
+        /// beyond the stripe size, empty lines, CRLF, a last line without a newline, long
+        /// lines); a range resumed at any position, or sought to a mark taken there, reads on
+        /// as it would have.
         #[test]
         fn ranges_hold_every_line_once(
             lines in prop::collection::vec(prop_oneof![
@@ -443,6 +533,7 @@ mod tests {
             ], 0..40),
             newline_at_end in any::<bool>(),
             count in 1u32..7,
+            stripe in prop::option::of(1u64..64),
             resume in any::<prop::sample::Index>(),
         ) {
             let mut text = lines.join("\n");
@@ -453,27 +544,30 @@ mod tests {
             let path = dir.path().join("in.jsonl");
             std::fs::write(&path, &text).expect("written");
             let size = text.len() as u64;
-            let whole: Vec<Vec<u8>> = read_ranges(&path, 1, size).into_iter().map(|(_, l)| l).collect();
-            let split = read_ranges(&path, count, size);
-            let together: Vec<Vec<u8>> = split.iter().map(|(_, l)| l.clone()).collect();
+            let whole: Vec<Vec<u8>> = read_ranges(&path, 1, size, None).into_iter().map(|(_, _, l)| l).collect();
+            let mut split = read_ranges(&path, count, size, stripe);
+            for (i, j, _) in &split {
+                prop_assert_eq!(*j % u64::from(count), u64::from(*i), "range {} read stripe {}", i, j);
+            }
+            split.sort_by_key(|(_, j, _)| *j); // stable: each stripe's lines stay in order
+            let together: Vec<Vec<u8>> = split.iter().map(|(_, _, l)| l.clone()).collect();
             prop_assert_eq!(&together, &whole);
             // resuming range i at position k reads its lines k.. (positions count in the range)
             let index = resume.index(count as usize) as u32;
-            let of_range: Vec<&Vec<u8>> = split.iter().filter(|(i, _)| *i == index).map(|(_, l)| l).collect();
+            let range = range_of(index, count, size, stripe);
+            let mut r = FileReader::open_range(&path, range, 64).expect("opens");
+            let of_range = read_rest(&mut r);
             let k = resume.index(of_range.len() + 1) as u64;
-            let range = (count > 1).then_some(FileRange { index, count, size });
             let mut r = FileReader::open_range(&path, range, 64).expect("opens");
             r.resume_at(k).expect("resumes");
-            let mut rest = Vec::new();
-            while let ReadStatus::Read(_) = r.read(5, &mut |rec| {
-                if let Record::Line(l) = rec {
-                    rest.push(l.to_vec());
-                } else if let Record::TooLarge { head, .. } = rec {
-                    rest.push([b"TOO:", head].concat());
-                }
-            }) {}
-            let expected: Vec<Vec<u8>> = of_range[k as usize..].iter().map(|l| (*l).clone()).collect();
-            prop_assert_eq!(rest, expected);
+            prop_assert_eq!(&read_rest(&mut r), &of_range[k as usize..].to_vec());
+            // a mark taken there and sought to by another reader: the same
+            let mut marked = FileReader::open_range(&path, range, 64).expect("opens");
+            marked.resume_at(k).expect("resumes");
+            let mark = marked.byte_mark().expect("mark");
+            let mut sought = FileReader::open_range(&path, range, 64).expect("opens");
+            sought.seek_to(k, mark).expect("seeks");
+            prop_assert_eq!(&read_rest(&mut sought), &of_range[k as usize..].to_vec());
             // resuming past the range's lines is an error (the file changed), not an empty read
             let mut again = FileReader::open_range(&path, range, 64).expect("opens");
             prop_assert!(again.resume_at(of_range.len() as u64 + 1).is_err());
