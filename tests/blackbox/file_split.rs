@@ -173,6 +173,24 @@ fn a_file_read_in_ranges_seals_the_models_lists() {
         "lateness is judged per partition: the ranges' late events are not the whole file's"
     );
     runs_seal_the_models_lists(dir.path(), &ranges, "split", "");
+    // the same file in stripes would be other ranges: the contiguous ranges' checkpoint (as an
+    // older hotlist wrote it: no stripes in its manifest) is refused, not misread
+    std::fs::write(
+        dir.path().join("split-2w.toml"),
+        config("split-2w", "split_stripe_bytes = 2048\n"),
+    )
+    .expect("write config");
+    let out = hotlist_tests::run_hotlist(
+        dir.path(),
+        &["run", "--config", "split-2w.toml", "--progress", "never"],
+        false,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "refused: {stderr}");
+    assert!(
+        stderr.contains("ranges would move") && stderr.contains("one contiguous range per partition"),
+        "one line saying why: {stderr}"
+    );
     // the file grows: the ranges would be cut elsewhere, so the checkpoints cannot be resumed
     let mut grown = text.clone();
     grown.extend_from_slice(b"{\"item_id\":\"late-comer\",\"ts\":30000}\n");
