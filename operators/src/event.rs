@@ -117,10 +117,11 @@ pub(crate) fn utf8(line: &[u8]) -> Result<&str, BadRecord> {
     }
 }
 
-/// The producers' usual line, `{"item_id":"ID","ts":MILLIS}` byte for byte (no spaces, no other
-/// field; an id without escapes, quotes or control characters; an integer without leading
-/// zeros, not `-0`, at most 18 digits), parsed without a JSON parser: its result, or `None` for any other
-/// line (then [`parse_json`] decides). The result is [`parse_json`]'s (property-tested).
+/// The producers' usual line, `{"item_id":"ID","ts":MILLIS}` byte for byte (no spaces; an id
+/// without escapes, quotes or control characters; an integer without leading zeros, not `-0`,
+/// at most 18 digits), optionally with `dims` and `user` members after `ts` (see
+/// [`plain_members`]), parsed without a JSON parser: its result, or `None` for any other line
+/// (then [`parse_json`] decides). The result is [`parse_json`]'s (property-tested).
 ///
 /// Each byte is looked at once: the id is found eight bytes at a time and is the only part
 /// checked as UTF-8 (the rest must be the ASCII of the shape; a line whose id is not UTF-8 is
@@ -134,11 +135,15 @@ fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
     if bytes[end] != b'"' {
         return None;
     }
-    let digits = bytes[end..].strip_prefix(MID)?.strip_suffix(b"}")?;
-    let (negative, digits) = match digits.strip_prefix(b"-") {
+    let number = bytes[end..].strip_prefix(MID)?;
+    let (negative, number) = match number.strip_prefix(b"-") {
         Some(d) => (true, d),
-        None => (false, digits),
+        None => (false, number),
     };
+    let (digits, tail) = number.split_at(number.iter().position(|b| !b.is_ascii_digit()).unwrap_or(number.len()));
+    if tail != b"}" && !plain_members(tail) {
+        return None;
+    }
     // (JSON has no leading zeros; `-0` is a float to the JSON parser)
     let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
     if digits.is_empty() || digits.len() > 18 || leading_zero {
@@ -173,6 +178,63 @@ fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
             TsField::OutOfRange(written) => Err(BadRecord::TsOutOfRange(written)),
         }),
     )
+}
+
+/// Whether `tail`, what follows an event's `ts` number, is `,"dims":{"K":"V",…}` and/or
+/// `,"user":"U"` (each at most once, either order) and then the object's end, byte for byte:
+/// no spaces, every key and value a string of printable ASCII without escapes. The JSON
+/// parser reads such members the same way (`dims` checked as an object of strings, `user`
+/// ignored by the contract), so a line with them keeps the fast path; anything else is left to
+/// the parser.
+fn plain_members(mut tail: &[u8]) -> bool {
+    let (mut dims, mut user) = (false, false);
+    loop {
+        if tail == b"}" {
+            return true;
+        }
+        if let Some(rest) = tail.strip_prefix(b",\"dims\":{").filter(|_| !dims) {
+            dims = true;
+            match plain_object(rest) {
+                Some(rest) => tail = rest,
+                None => return false,
+            }
+        } else if let Some(rest) = tail.strip_prefix(b",\"user\":\"").filter(|_| !user) {
+            user = true;
+            match plain_string(rest) {
+                Some(rest) => tail = rest,
+                None => return false,
+            }
+        } else {
+            return false;
+        }
+    }
+}
+
+/// After an object's `{`: `"K":"V"` pairs of [`plain_string`]s, comma-separated, and the `}`;
+/// what follows it, or `None`.
+fn plain_object(mut rest: &[u8]) -> Option<&[u8]> {
+    if let Some(after) = rest.strip_prefix(b"}") {
+        return Some(after);
+    }
+    loop {
+        rest = plain_string(rest.strip_prefix(b"\"")?)?;
+        rest = plain_string(rest.strip_prefix(b":\"")?)?;
+        match rest.split_first()? {
+            (b',', after) => rest = after,
+            (b'}', after) => return Some(after),
+            _ => return None,
+        }
+    }
+}
+
+/// After a string's opening quote: printable ASCII up to the closing quote (no escapes); what
+/// follows the quote, or `None`.
+#[inline]
+fn plain_string(rest: &[u8]) -> Option<&[u8]> {
+    let end = rest
+        .iter()
+        .position(|&b| !(b' '..=b'~').contains(&b) || b == b'"' || b == b'\\')?;
+    (rest[end] == b'"').then(|| &rest[end + 1..])
 }
 
 /// Parses a UTF-8 line with the JSON parser.
@@ -368,23 +430,41 @@ mod tests {
             Just("1.5".to_string()),
             Just("\"1970-01-01T00:00:00Z\"".to_string()),
         ];
-        (id, ts, 0usize..6, any::<prop::sample::Index>(), any::<u8>()).prop_map(|(id, ts, how, at, byte)| {
-            let line = format!("{{\"item_id\":\"{id}\",\"ts\":{ts}}}");
-            let i = at.index(line.len().max(1));
-            match how {
-                0 | 1 => line,
-                2 => line[..line.floor_char_boundary(i)].to_string(),
-                3 => format!("{line} "),
-                4 => line.replacen(':', ": ", 1),
-                _ => {
-                    let mut b = line.into_bytes();
-                    if let Some(x) = b.get_mut(i) {
-                        *x = byte;
+        // members after `ts`: the fast path's (dims, user) and what it must leave to the parser
+        let extra = prop_oneof![
+            3 => Just(String::new()),
+            2 => Just(",\"dims\":{\"country\":\"C1\"},\"user\":\"u17\"".to_string()),
+            1 => Just(",\"user\":\"u\",\"dims\":{}".to_string()),
+            1 => Just(",\"dims\":{\"a\":\"b\",\"c\":\"\"}".to_string()),
+            1 => "[ -~]{0,8}".prop_map(|v| format!(",\"dims\":{{\"k\":\"{v}\"}}")),
+            1 => "\\PC{0,4}".prop_map(|v| format!(",\"user\":\"{v}\"")),
+            1 => Just(",\"dims\":{\"a\":1}".to_string()),
+            1 => Just(",\"dims\":\"x\"".to_string()),
+            1 => Just(",\"dims\":{},\"dims\":{}".to_string()),
+            1 => Just(",\"user\":\"a\",\"user\":\"b\"".to_string()),
+            1 => Just(",\"user\":null".to_string()),
+            1 => Just(",\"other\":1".to_string()),
+            1 => Just(",\"dims\":{\"a\":\"b\",}".to_string()),
+        ];
+        (id, ts, extra, 0usize..6, any::<prop::sample::Index>(), any::<u8>()).prop_map(
+            |(id, ts, extra, how, at, byte)| {
+                let line = format!("{{\"item_id\":\"{id}\",\"ts\":{ts}{extra}}}");
+                let i = at.index(line.len().max(1));
+                match how {
+                    0 | 1 => line,
+                    2 => line[..line.floor_char_boundary(i)].to_string(),
+                    3 => format!("{line} "),
+                    4 => line.replacen(':', ": ", 1),
+                    _ => {
+                        let mut b = line.into_bytes();
+                        if let Some(x) = b.get_mut(i) {
+                            *x = byte;
+                        }
+                        String::from_utf8_lossy(&b).into_owned()
                     }
-                    String::from_utf8_lossy(&b).into_owned()
                 }
-            }
-        })
+            },
+        )
     }
 
     proptest! {
@@ -426,13 +506,19 @@ mod tests {
     fn the_plain_path_takes_the_usual_line_only() {
         assert!(parse_plain(br#"{"item_id":"item-7","ts":1767225600001}"#).is_some());
         assert!(parse_plain(br#"{"item_id":"a","ts":-5}"#).is_some());
+        // with the contract's dims and a user (which it does not read): still taken
+        assert!(parse_plain(br#"{"item_id":"a","ts":1,"dims":{}}"#).is_some());
+        assert!(parse_plain(br#"{"item_id":"a","ts":1,"dims":{"country":"C1"},"user":"u9"}"#).is_some());
         for other in [
             r#"{"item_id": "a","ts":1}"#,
             r#"{"ts":1,"item_id":"a"}"#,
             r#"{"item_id":"a\"b","ts":1}"#,
             r#"{"item_id":"a","ts":01}"#,
             r#"{"item_id":"a","ts":1} "#,
-            r#"{"item_id":"a","ts":1,"dims":{}}"#,
+            r#"{"item_id":"a","ts":1,"dims":{"a":1}}"#,
+            r#"{"item_id":"a","ts":1,"user":null}"#,
+            r#"{"item_id":"a","ts":1,"dims":{"a":"\u00e9"}}"#,
+            r#"{"item_id":"a","ts":1,"session":"s"}"#,
             r#"{"item_id":"a","ts":1234567890123456789}"#,
             r#"{"item_id":"a","ts":-0}"#,
         ] {
