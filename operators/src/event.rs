@@ -120,57 +120,16 @@ pub(crate) fn utf8(line: &[u8]) -> Result<&str, BadRecord> {
 /// The producers' usual line, `{"item_id":"ID","ts":MILLIS}` byte for byte (no spaces; an id
 /// without escapes, quotes or control characters; an integer without leading zeros, not `-0`,
 /// at most 18 digits), optionally with `dims` and `user` members after `ts` (see
-/// [`plain_members`]), parsed without a JSON parser: its result, or `None` for any other line
+/// [`PlainLine`]), parsed without a JSON parser: its result, or `None` for any other line
 /// (then [`parse_json`] decides). The result is [`parse_json`]'s (property-tested).
-///
-/// Each byte is looked at once: the id is found eight bytes at a time and is the only part
-/// checked as UTF-8 (the rest must be the ASCII of the shape; a line whose id is not UTF-8 is
-/// left to the slow path, which reports where), the digits are checked as they are summed.
 #[inline]
 fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
-    const HEAD: &[u8] = b"{\"item_id\":\"";
-    const MID: &[u8] = b"\",\"ts\":";
-    bytes.strip_prefix(HEAD)?;
-    let end = crate::swar::string_stop(bytes, HEAD.len())?;
-    if bytes[end] != b'"' {
-        return None;
-    }
-    let number = bytes[end..].strip_prefix(MID)?;
-    let (negative, number) = match number.strip_prefix(b"-") {
-        Some(d) => (true, d),
-        None => (false, number),
-    };
-    let (digits, tail) = number.split_at(number.iter().position(|b| !b.is_ascii_digit()).unwrap_or(number.len()));
-    if tail != b"}" && !plain_members(tail) {
-        return None;
-    }
-    // (JSON has no leading zeros; `-0` is a float to the JSON parser)
-    let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
-    if digits.is_empty() || digits.len() > 18 || leading_zero {
-        return None;
-    }
-    let mut magnitude = 0i64;
-    for &d in digits {
-        let digit = d.wrapping_sub(b'0');
-        if digit > 9 {
-            return None;
-        }
-        magnitude = magnitude * 10 + i64::from(digit);
-    }
-    let ts = if negative { -magnitude } else { magnitude };
-    let id = &bytes[HEAD.len()..end];
-    let item_id = if id.is_ascii() {
-        // SAFETY: ASCII is UTF-8. (Most ids are ASCII; checking that a word at a time costs
-        // a fraction of the general UTF-8 check on a short id.)
-        unsafe { std::str::from_utf8_unchecked(id) }
-    } else {
-        std::str::from_utf8(id).ok()?
-    };
+    let line = PlainLine::split(bytes)?;
     // (no byte of the id is below 0x20, so it holds no NUL: only the size rules are left)
     Some(
-        check_item_id_size(item_id).and_then(|()| match TsField::of(Millis(ts), || ts.to_string()) {
+        check_item_id_size(line.item_id).and_then(|()| match TsField::of(Millis(line.ts), || line.ts.to_string()) {
             TsField::Event(ts) => Ok(ParsedEvent {
-                item_id: Cow::Borrowed(item_id),
+                item_id: Cow::Borrowed(line.item_id),
                 ts,
                 user: None,
                 dims: SmallVec::new(),
@@ -180,32 +139,133 @@ fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
     )
 }
 
-/// Whether `tail`, what follows an event's `ts` number, is `,"dims":{"K":"V",…}` and/or
-/// `,"user":"U"` (each at most once, either order) and then the object's end, byte for byte:
-/// no spaces, every key and value a string of printable ASCII without escapes. The JSON
-/// parser reads such members the same way (`dims` checked as an object of strings, `user`
-/// ignored by the contract), so a line with them keeps the fast path; anything else is left to
-/// the parser.
-fn plain_members(mut tail: &[u8]) -> bool {
-    let (mut dims, mut user) = (false, false);
+/// A line of the producers' usual shape, split without a JSON parser:
+/// `{"item_id":"ID","ts":INT}` byte for byte, optionally followed by `,"dims":{"K":"V",…}`
+/// and/or `,"user":"U"` (each at most once, either order) before the closing brace. No spaces;
+/// the id without escapes, quotes or control characters; the integer without leading zeros,
+/// not `-0`, at most 18 digits; every dims key and value and the user printable ASCII without
+/// escapes. Such a line is valid JSON, and every JSON reader reads these members as written:
+/// the contract's parse and the field mapping's use it as their fast path (anything else is
+/// left to their general parsers).
+///
+/// Each byte is looked at once: the id is found eight bytes at a time and is the only part
+/// checked as UTF-8 (the rest must be the ASCII of the shape; a line whose id is not UTF-8 is
+/// left to the general parser, which reports where), the digits are checked as they are summed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlainLine<'a> {
+    /// The id, UTF-8 (not yet checked for size).
+    pub item_id: &'a str,
+    /// The integer after `ts`, as written (not yet checked for range or converted).
+    pub ts: i64,
+    /// The dims object's members, `"K":"V",…` without the braces (empty when the object is
+    /// empty or absent).
+    pub dims: &'a [u8],
+    /// The user, when the line has one.
+    pub user: Option<&'a str>,
+}
+
+impl<'a> PlainLine<'a> {
+    /// `bytes` split, or `None` when it is not of the shape.
+    #[inline]
+    pub(crate) fn split(bytes: &'a [u8]) -> Option<PlainLine<'a>> {
+        const HEAD: &[u8] = b"{\"item_id\":\"";
+        const MID: &[u8] = b"\",\"ts\":";
+        bytes.strip_prefix(HEAD)?;
+        let end = crate::swar::string_stop(bytes, HEAD.len())?;
+        if bytes[end] != b'"' {
+            return None;
+        }
+        let number = bytes[end..].strip_prefix(MID)?;
+        let (negative, number) = match number.strip_prefix(b"-") {
+            Some(d) => (true, d),
+            None => (false, number),
+        };
+        let (digits, tail) = number.split_at(number.iter().position(|b| !b.is_ascii_digit()).unwrap_or(number.len()));
+        let (dims, user) = if tail == b"}" {
+            (&[][..], None)
+        } else {
+            plain_members(tail)?
+        };
+        // (JSON has no leading zeros; `-0` is a float to the JSON parser)
+        let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
+        if digits.is_empty() || digits.len() > 18 || leading_zero {
+            return None;
+        }
+        let mut magnitude = 0i64;
+        for &d in digits {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            magnitude = magnitude * 10 + i64::from(digit);
+        }
+        let id = &bytes[HEAD.len()..end];
+        let item_id = if id.is_ascii() {
+            // SAFETY: ASCII is UTF-8. (Most ids are ASCII; checking that a word at a time costs
+            // a fraction of the general UTF-8 check on a short id.)
+            unsafe { std::str::from_utf8_unchecked(id) }
+        } else {
+            std::str::from_utf8(id).ok()?
+        };
+        Some(PlainLine {
+            item_id,
+            ts: if negative { -magnitude } else { magnitude },
+            dims,
+            user,
+        })
+    }
+
+    /// The dims' members in line order, as (key, value).
+    pub(crate) fn dims(&self) -> PlainPairs<'a> {
+        PlainPairs { rest: self.dims }
+    }
+}
+
+/// The `"K":"V"` members of a [`PlainLine`]'s dims (checked by [`PlainLine::split`]).
+pub(crate) struct PlainPairs<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for PlainPairs<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<(&'a str, &'a str)> {
+        let rest = self.rest.strip_prefix(b"\"")?;
+        let k = rest.iter().position(|&b| b == b'"')?;
+        let after = rest[k..].strip_prefix(b"\":\"")?;
+        let v = after.iter().position(|&b| b == b'"')?;
+        self.rest = after[v + 1..].strip_prefix(b",").unwrap_or(&[]);
+        // SAFETY: `split` checked both as printable ASCII.
+        unsafe {
+            Some((
+                std::str::from_utf8_unchecked(&rest[..k]),
+                std::str::from_utf8_unchecked(&after[..v]),
+            ))
+        }
+    }
+}
+
+/// What follows an event's `ts` number: `,"dims":{"K":"V",…}` and/or `,"user":"U"` (each at
+/// most once, either order) and then the object's end, byte for byte (see [`PlainLine`]); the
+/// dims' members and the user, or `None`.
+fn plain_members(mut tail: &[u8]) -> Option<(&[u8], Option<&str>)> {
+    let (mut dims, mut user) = (None, None);
     loop {
         if tail == b"}" {
-            return true;
+            return Some((dims.unwrap_or(&[][..]), user));
         }
-        if let Some(rest) = tail.strip_prefix(b",\"dims\":{").filter(|_| !dims) {
-            dims = true;
-            match plain_object(rest) {
-                Some(rest) => tail = rest,
-                None => return false,
-            }
-        } else if let Some(rest) = tail.strip_prefix(b",\"user\":\"").filter(|_| !user) {
-            user = true;
-            match plain_string(rest) {
-                Some(rest) => tail = rest,
-                None => return false,
-            }
+        if let Some(rest) = tail.strip_prefix(b",\"dims\":{").filter(|_| dims.is_none()) {
+            let after = plain_object(rest)?;
+            // the members, without the closing brace
+            dims = Some(&rest[..rest.len() - after.len() - 1]);
+            tail = after;
+        } else if let Some(rest) = tail.strip_prefix(b",\"user\":\"").filter(|_| user.is_none()) {
+            let after = plain_string(rest)?;
+            // SAFETY: `plain_string` checked it as printable ASCII.
+            user = Some(unsafe { std::str::from_utf8_unchecked(&rest[..rest.len() - after.len() - 1]) });
+            tail = after;
         } else {
-            return false;
+            return None;
         }
     }
 }
@@ -270,7 +330,7 @@ pub fn check_item_id(item_id: &str) -> Result<(), BadRecord> {
 /// The size rules of `check_item_id` (not empty, at most `MAX_ITEM_ID_BYTES`), for an id
 /// known to hold no NUL.
 #[inline]
-fn check_item_id_size(item_id: &str) -> Result<(), BadRecord> {
+pub(crate) fn check_item_id_size(item_id: &str) -> Result<(), BadRecord> {
     if item_id.is_empty() {
         return Err(BadRecord::EmptyItemId);
     }

@@ -4,7 +4,8 @@
 //! Under the default format (`/item_id`, `/ts` in ms, no user, no dims) a line is parsed by the
 //! event contract itself ([`parse_event`], its fast path and its exact rules and details).
 //! Any other format is parsed by a streaming walk (`walk.rs`; `scan.rs` is its fast path for
-//! the usual records) with the mapping rules:
+//! the usual records, and a format that reads the contract's members where they are takes the
+//! contract's usual line from a byte split first, [`Parser::plain`]) with the mapping rules:
 //!
 //! - item id and user: a string or an integer (written in decimal: `1000` and `"1000"` are the
 //!   same item), with the item-id rules ([`check_item_id`]); a missing user is `None`;
@@ -24,7 +25,7 @@ mod scan;
 mod tests;
 mod walk;
 
-use crate::event::{check_item_id, parse_event, BadRecord, ParsedEvent};
+use crate::event::{check_item_id, check_item_id_size, parse_event, BadRecord, ParsedEvent, PlainLine};
 use crate::group::DimBounds;
 use crate::time::Millis;
 use smallvec::SmallVec;
@@ -180,13 +181,23 @@ pub struct Parser {
     format: Format,
     /// `None` for the event contract (parsed by [`parse_event`]).
     plan: Option<scan::Plan>,
+    /// Whether the format reads the usual line's members where they are (see [`Parser::plain`]).
+    plain: bool,
 }
 
 impl Parser {
     /// The parser of `format`.
     pub fn new(format: Format) -> Parser {
         let plan = (!format.is_contract()).then(|| scan::Plan::new(&format));
-        Parser { format, plan }
+        let plain = plan.is_some() && reads_the_usual_line(&format);
+        Parser { format, plan, plain }
+    }
+
+    /// The same parser without the usual line's fast path (for tests that compare the two).
+    #[cfg(test)]
+    pub(crate) fn without_plain(mut self) -> Parser {
+        self.plain = false;
+        self
     }
 
     /// Its format.
@@ -199,8 +210,58 @@ impl Parser {
     pub fn parse<'a>(&self, line: &'a [u8]) -> Result<ParsedEvent<'a>, BadRecord> {
         match &self.plan {
             None => parse_event(line),
-            Some(plan) => parse_mapped(line, &self.format, plan, None),
+            Some(plan) => {
+                if self.plain {
+                    if let Some(event) = self.plain(line) {
+                        return Ok(event);
+                    }
+                }
+                parse_mapped(line, &self.format, plan, None)
+            }
         }
+    }
+
+    /// A valid line of the producers' usual shape ([`PlainLine`]: the contract's
+    /// `{"item_id":…,"ts":…}` with `dims` and `user`) read without the scan, for a format that
+    /// reads the item id, the time, the user and the dims where that shape has them
+    /// ([`reads_the_usual_line`]); `None` for any other line and for any bad one (the scan or
+    /// the walk then decides and words it). The scan's result (property-tested).
+    #[inline]
+    fn plain<'a>(&self, line: &'a [u8]) -> Option<ParsedEvent<'a>> {
+        let plain = PlainLine::split(line)?;
+        check_item_id_size(plain.item_id).ok()?;
+        let ts = Millis(self.format.ts_unit.to_millis(plain.ts)?);
+        if !ts.is_event_time() {
+            return None;
+        }
+        let user = match (&self.format.user, plain.user) {
+            (None, _) | (Some(_), None) => None,
+            (Some(_), Some(user)) => {
+                check_item_id_size(user).ok()?;
+                Some(Cow::Borrowed(user))
+            }
+        };
+        let mut dims: SmallVec<[Cow<'a, str>; 2]> = smallvec::smallvec![Cow::Borrowed(""); self.format.dims.len()];
+        let mut seen = 0u64;
+        for (key, value) in plain.dims() {
+            for (i, (_, p)) in self.format.dims.iter().enumerate() {
+                if p.tokens[1] == key {
+                    // a key twice on a pointer's path is bad: the walk words it
+                    if seen & (1 << i) != 0 {
+                        return None;
+                    }
+                    seen |= 1 << i;
+                    dims[i] = Cow::Borrowed(value);
+                }
+            }
+        }
+        self.format.bounds.check(&dims).ok()?;
+        Some(ParsedEvent {
+            item_id: Cow::Borrowed(plain.item_id),
+            ts,
+            user,
+            dims,
+        })
     }
 
     /// Parses one line and what its UDFs' arguments point at: appended to `args`, one per
@@ -213,6 +274,24 @@ impl Parser {
             Some(plan) => parse_mapped(line, &self.format, plan, Some(args)),
         }
     }
+}
+
+/// Whether `format` reads what a [`PlainLine`] holds where it holds it: the item id at
+/// `/item_id`, the time at `/ts`, the user (if any) at `/user`, every dim at `/dims/NAME`, no
+/// UDF arguments and nothing computed. Then such a line's members are all the format reads.
+fn reads_the_usual_line(format: &Format) -> bool {
+    let at =
+        |p: &Pointer, path: &[&str]| p.tokens.len() == path.len() && p.tokens.iter().zip(path).all(|(t, w)| t == w);
+    at(&format.item_id, &["item_id"])
+        && at(&format.ts, &["ts"])
+        && format.user.as_ref().is_none_or(|p| at(p, &["user"]))
+        && format.dims.len() <= 64
+        && format
+            .dims
+            .iter()
+            .all(|(_, p)| p.tokens.len() == 2 && p.tokens[0] == "dims")
+        && format.args.is_empty()
+        && format.computed == Computed::default()
 }
 
 /// The mapping rules (see the module doc); the UDFs' arguments into `args` when asked.

@@ -694,3 +694,128 @@ fn udf_arguments_are_captured_and_computed_targets_not_read() {
     // a computed dim is held to the bounds by the caller, not here: an empty one passes
     assert!(parser.parse(br#"{"Bid":{"date_time":5}}"#).is_ok());
 }
+
+/// A format reading the usual line's members where they are (`reads_the_usual_line`): some of
+/// `country`, `device` and an alias of `country`, a user or none, any unit, tight bounds.
+fn usual_format() -> impl Strategy<Value = Format> {
+    let dims = prop::sample::subsequence(
+        vec![
+            ("country", "/dims/country"),
+            ("device", "/dims/device"),
+            ("c2", "/dims/country"),
+        ],
+        0..=3,
+    );
+    (
+        dims,
+        any::<bool>(),
+        any::<bool>(),
+        0usize..4,
+        prop_oneof![Just(256usize), 1usize..6],
+    )
+        .prop_map(|(dims, user, extra, unit, max_dim)| {
+            let names: Vec<String> = dims.iter().map(|(n, _)| n.to_string()).collect();
+            let by = [names.clone()];
+            Format {
+                item_id: ptr("/item_id"),
+                ts: ptr("/ts"),
+                ts_unit: [TsUnit::Millis, TsUnit::Seconds, TsUnit::Micros, TsUnit::Nanos][unit],
+                user: (user || dims.is_empty()).then(|| ptr("/user")),
+                user_is_extra: extra,
+                dims: dims.iter().map(|(n, p)| (n.to_string(), ptr(p))).collect(),
+                bounds: crate::group::DimBounds::new(max_dim, 12, &names, [("w", &by[0][..])]),
+                args: Vec::new(),
+                computed: Default::default(),
+            }
+        })
+}
+
+/// Lines near the usual shape: ids, times, dims and users of every kind, members doubled,
+/// and such lines cut, spaced or with a byte changed.
+fn near_usual() -> impl Strategy<Value = String> {
+    let id = prop_oneof![4 => "[a-z0-9-]{1,12}", 1 => "[ -~]{0,8}", 1 => "\\PC{0,6}", 1 => Just("x".repeat(257))];
+    let ts = prop_oneof![
+        4 => (-3_000_000_000_000i64..300_000_000_000_000).prop_map(|t| t.to_string()),
+        1 => any::<i64>().prop_map(|t| t.to_string()),
+        1 => Just("01".to_string()),
+        1 => Just("\"1970-01-01T00:00:00Z\"".to_string()),
+    ];
+    let value = prop_oneof![4 => "[A-Z0-9]{0,4}", 1 => "[ -~]{0,10}", 1 => "\\PC{0,3}", 1 => Just("1".to_string())];
+    let key = prop_oneof![Just("country"), Just("device"), Just("c2"), Just("x")];
+    let pair = (key, value.clone(), any::<bool>()).prop_map(|(k, v, quoted)| {
+        if quoted {
+            format!("\"{k}\":\"{v}\"")
+        } else {
+            format!("\"{k}\":{v}")
+        }
+    });
+    let dims = prop::collection::vec(pair, 0..4).prop_map(|pairs| format!(",\"dims\":{{{}}}", pairs.join(",")));
+    let user = prop_oneof![4 => "u[0-9]{1,6}", 1 => "[ -~]{0,6}", 1 => Just("x".repeat(257))]
+        .prop_map(|u| format!(",\"user\":\"{u}\""));
+    let members = prop::collection::vec(prop_oneof![dims, user, Just(",\"user\":null".to_string())], 0..3);
+    (id, ts, members, 0usize..6, any::<prop::sample::Index>(), any::<u8>()).prop_map(
+        |(id, ts, members, how, at, byte)| {
+            let line = format!("{{\"item_id\":\"{id}\",\"ts\":{ts}{}}}", members.concat());
+            let i = at.index(line.len().max(1));
+            match how {
+                0..=2 => line,
+                3 => line[..line.floor_char_boundary(i)].to_string(),
+                4 => line.replacen(':', ": ", 1),
+                _ => {
+                    let mut b = line.into_bytes();
+                    if let Some(x) = b.get_mut(i) {
+                        *x = byte;
+                    }
+                    String::from_utf8_lossy(&b).into_owned()
+                }
+            }
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// The usual line's fast path reads every line as the scan and the walk do: the same event
+    /// or the same bad record.
+    #[test]
+    fn the_usual_line_path_reads_as_the_scan_does(line in near_usual(), f in usual_format()) {
+        let with = Parser::new(f.clone());
+        prop_assert!(with.plain, "{:?}", f);
+        prop_assert_eq!(with.parse(line.as_bytes()), Parser::new(f).without_plain().parse(line.as_bytes()), "{}", line);
+    }
+}
+
+/// Which formats and lines take the usual line's fast path.
+#[test]
+fn the_usual_line_path_takes_the_contracts_line_with_dims_and_user() {
+    let mut f = Format {
+        user: Some(ptr("/user")),
+        dims: vec![("country".to_string(), ptr("/dims/country"))],
+        ..Format::default()
+    };
+    let p = Parser::new(f.clone());
+    assert!(p.plain);
+    let line = br#"{"item_id":"a","ts":7,"dims":{"device":"d","country":"C1"},"user":"u9"}"#;
+    let e = p.plain(line).expect("taken");
+    assert_eq!(
+        (e.item_id.as_ref(), e.ts, e.user.as_deref()),
+        ("a", Millis(7), Some("u9"))
+    );
+    assert_eq!(e.dims.as_slice(), [Cow::Borrowed("C1")]);
+    let e = p.plain(br#"{"item_id":"a","ts":7}"#).expect("taken");
+    assert_eq!((e.user, e.dims.as_slice()), (None, &[Cow::Borrowed("")][..]));
+    for other in [
+        &br#"{"item_id":"a","ts":7,"dims":{"country":"C1","country":"C2"}}"#[..],
+        br#"{"item_id":"a","ts":7,"user":""}"#,
+        br#"{"item_id":"a","ts":7,"dims":{"country":1}}"#,
+        br#"{"item_id":"a", "ts":7}"#,
+    ] {
+        assert!(p.plain(other).is_none(), "{}", String::from_utf8_lossy(other));
+    }
+    for not_usual in [ptr("/dims"), ptr("/d/country"), ptr("/dims/country/x")] {
+        f.dims[0].1 = not_usual;
+        assert!(!Parser::new(f.clone()).plain);
+    }
+    assert!(!Parser::new(bids()).plain);
+}
