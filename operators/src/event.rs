@@ -466,6 +466,27 @@ impl<'de> Deserialize<'de> for StrOnly {
     }
 }
 
+/// `line` as it is (`how` 0 or 1), cut at `at` (2), with a space after it (3) or after its
+/// first colon (4), or with the byte at `at` changed to `byte` (5): lines near a valid one, for
+/// the property tests of the fast paths.
+#[cfg(test)]
+pub(crate) fn spoil(line: String, how: usize, at: proptest::sample::Index, byte: u8) -> String {
+    let i = at.index(line.len().max(1));
+    match how {
+        0 | 1 => line,
+        2 => line[..line.floor_char_boundary(i)].to_string(),
+        3 => format!("{line} "),
+        4 => line.replacen(':', ": ", 1),
+        _ => {
+            let mut b = line.into_bytes();
+            if let Some(x) = b.get_mut(i) {
+                *x = byte;
+            }
+            String::from_utf8_lossy(&b).into_owned()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,21 +529,7 @@ mod tests {
         ];
         (id, ts, extra, 0usize..6, any::<prop::sample::Index>(), any::<u8>()).prop_map(
             |(id, ts, extra, how, at, byte)| {
-                let line = format!("{{\"item_id\":\"{id}\",\"ts\":{ts}{extra}}}");
-                let i = at.index(line.len().max(1));
-                match how {
-                    0 | 1 => line,
-                    2 => line[..line.floor_char_boundary(i)].to_string(),
-                    3 => format!("{line} "),
-                    4 => line.replacen(':', ": ", 1),
-                    _ => {
-                        let mut b = line.into_bytes();
-                        if let Some(x) = b.get_mut(i) {
-                            *x = byte;
-                        }
-                        String::from_utf8_lossy(&b).into_owned()
-                    }
-                }
+                spoil(format!("{{\"item_id\":\"{id}\",\"ts\":{ts}{extra}}}"), how, at, byte)
             },
         )
     }

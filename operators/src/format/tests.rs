@@ -731,7 +731,7 @@ fn usual_format() -> impl Strategy<Value = Format> {
 }
 
 /// Lines near the usual shape: ids, times, dims and users of every kind, members doubled,
-/// and such lines cut, spaced or with a byte changed.
+/// and such lines spoilt (`event::spoil`).
 fn near_usual() -> impl Strategy<Value = String> {
     let id = prop_oneof![4 => "[a-z0-9-]{1,12}", 1 => "[ -~]{0,8}", 1 => "\\PC{0,6}", 1 => Just("x".repeat(257))];
     let ts = prop_oneof![
@@ -756,19 +756,7 @@ fn near_usual() -> impl Strategy<Value = String> {
     (id, ts, members, 0usize..6, any::<prop::sample::Index>(), any::<u8>()).prop_map(
         |(id, ts, members, how, at, byte)| {
             let line = format!("{{\"item_id\":\"{id}\",\"ts\":{ts}{}}}", members.concat());
-            let i = at.index(line.len().max(1));
-            match how {
-                0..=2 => line,
-                3 => line[..line.floor_char_boundary(i)].to_string(),
-                4 => line.replacen(':', ": ", 1),
-                _ => {
-                    let mut b = line.into_bytes();
-                    if let Some(x) = b.get_mut(i) {
-                        *x = byte;
-                    }
-                    String::from_utf8_lossy(&b).into_owned()
-                }
-            }
+            crate::event::spoil(line, how, at, byte)
         },
     )
 }
