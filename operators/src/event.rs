@@ -150,7 +150,7 @@ fn parse_plain(bytes: &[u8]) -> Option<Result<ParsedEvent<'_>, BadRecord>> {
 ///
 /// Each byte is looked at once: the id is found eight bytes at a time and is the only part
 /// checked as UTF-8 (the rest must be the ASCII of the shape; a line whose id is not UTF-8 is
-/// left to the general parser, which reports where), the digits are checked as they are summed.
+/// left to the general parser, which reports where), the digits are found eight at a time and summed eight at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PlainLine<'a> {
     /// The id, UTF-8 (not yet checked for size).
