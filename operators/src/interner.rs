@@ -100,6 +100,10 @@ fn probe_hash(id: &str) -> u64 {
 /// The end of the free list.
 const NO_SLOT: u32 = u32::MAX;
 
+/// `release_all` sweeps the table when at least one in this many of its items die (else it
+/// probes for each).
+const SWEEP_AT: usize = 8;
+
 /// An arena's dead bytes are reclaimed (when it would grow) once they are more than half of it and at least this.
 /// Small in unit tests, so that the counters' property tests compact too.
 const COMPACT_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
@@ -186,22 +190,65 @@ impl<const N: usize, const W: usize> Records<N, W> {
         debug_assert!(*r > 0, "release without retain");
         *r = r.saturating_sub(1);
         if *r == 0 {
-            let probe = probe_hash(self.id(idx));
-            if let Ok(entry) = self.table.find_entry(probe, |&i| i == idx.0) {
-                entry.remove();
+            self.unlink(idx);
+            self.forget(idx);
+        }
+    }
+
+    /// Drops one reference per entry of `idxs` (an index appears once per reference dropped)
+    /// and forgets the items left without any. For a pane that dies with its window: the
+    /// records are visited in memory order, and when many die at once the table is swept for
+    /// them (one pass over its slots, no hashing) instead of probed once per item (a record
+    /// read, a hash and a probe, each a cache miss).
+    fn release_all(&mut self, mut idxs: Vec<ItemIdx>) {
+        in_record_order(&mut idxs);
+        let mut dying = Vec::new();
+        for idx in idxs {
+            let r = &mut self.records[idx.0 as usize].refs;
+            debug_assert!(*r > 0, "release without retain");
+            if *r == 1 {
+                dying.push(idx);
             }
-            let rec = &mut self.records[idx.0 as usize];
-            self.dead += rec.key.arena_len();
-            rec.key = Key::EMPTY;
-            rec.inline = [Inline::EMPTY; N];
-            rec.refs = self.free_head;
-            self.free_head = idx.0;
-            self.free_len += 1;
-            if self.free_len == self.records.len() {
-                // nothing live (a large window sealed): every arena byte is dead
-                self.arena.clear();
-                self.dead = 0;
+            *r = r.saturating_sub(1);
+        }
+        if dying.len() * SWEEP_AT >= self.table.len() {
+            let mut doomed = vec![0u64; self.records.len().div_ceil(64)];
+            for idx in &dying {
+                doomed[idx.0 as usize / 64] |= 1 << (idx.0 % 64);
             }
+            self.table
+                .retain(|&mut i| doomed[i as usize / 64] & (1 << (i % 64)) == 0);
+        } else {
+            for &idx in &dying {
+                self.unlink(idx);
+            }
+        }
+        for idx in dying {
+            self.forget(idx);
+        }
+    }
+
+    /// Removes a live record's index from the table.
+    fn unlink(&mut self, idx: ItemIdx) {
+        let probe = probe_hash(self.id(idx));
+        if let Ok(entry) = self.table.find_entry(probe, |&i| i == idx.0) {
+            entry.remove();
+        }
+    }
+
+    /// Frees the record of an item no longer in the table.
+    fn forget(&mut self, idx: ItemIdx) {
+        let rec = &mut self.records[idx.0 as usize];
+        self.dead += rec.key.arena_len();
+        rec.key = Key::EMPTY;
+        rec.inline = [Inline::EMPTY; N];
+        rec.refs = self.free_head;
+        self.free_head = idx.0;
+        self.free_len += 1;
+        if self.free_len == self.records.len() {
+            // nothing live (a large window sealed): every arena byte is dead
+            self.arena.clear();
+            self.dead = 0;
         }
     }
 
@@ -225,12 +272,51 @@ impl<const N: usize, const W: usize> Records<N, W> {
 
     fn heap_bytes(&self) -> usize {
         debug_assert_eq!(
+            self.table.len(),
+            self.records.len() - self.free_len,
+            "one entry per live record"
+        );
+        debug_assert_eq!(
             self.arena.len() - self.dead,
             self.records.iter().map(|r| r.key.arena_len()).sum::<usize>()
         );
         self.table.capacity() * (4 + 1)
             + self.records.capacity() * std::mem::size_of::<Record<N, W>>()
             + self.arena.capacity()
+    }
+}
+
+/// Puts `idxs` in index order, which is their records' order in memory, so that visiting
+/// them reads the records front to back. By a bitset when they are dense (a dying pane's
+/// items: a pass over them and over the bitset, where a sort's comparisons cost more than the
+/// cache misses it saves), else by a sort.
+pub fn in_record_order(idxs: &mut Vec<ItemIdx>) {
+    let Some(max) = idxs.iter().max() else { return };
+    let words = max.0 as usize / 64 + 1;
+    if idxs.len() * 8 < words {
+        idxs.sort_unstable();
+        return;
+    }
+    let mut bits = vec![0u64; words];
+    let mut repeated = Vec::new();
+    for &idx in idxs.iter() {
+        let (word, bit) = (idx.0 as usize / 64, 1u64 << (idx.0 % 64));
+        if bits[word] & bit != 0 {
+            repeated.push(idx);
+        }
+        bits[word] |= bit;
+    }
+    idxs.clear();
+    for (w, mut word) in bits.into_iter().enumerate() {
+        while word != 0 {
+            idxs.push(ItemIdx((w * 64) as u32 + word.trailing_zeros()));
+            word &= word - 1;
+        }
+    }
+    if !repeated.is_empty() {
+        // (an index once per reference: rare, so merged by a sort)
+        idxs.extend(repeated);
+        idxs.sort_unstable();
     }
 }
 
@@ -402,6 +488,12 @@ impl Interner {
         each!(&mut self.0, r => r.release(idx))
     }
 
+    /// [`release`](Self::release) of each of `idxs` (an index once per reference dropped), in
+    /// one pass: for the items of a pane that dies.
+    pub fn release_all(&mut self, idxs: Vec<ItemIdx>) {
+        each!(&mut self.0, r => r.release_all(idxs))
+    }
+
     /// Forgets an item that was interned but never counted.
     pub fn release_unreferenced(&mut self, idx: ItemIdx) {
         each!(&mut self.0, r => {
@@ -518,6 +610,73 @@ mod tests {
         }
         let Width::One(r) = &i.0 else { unreachable!() };
         assert_eq!((i.len(), r.arena.len(), r.dead), (0, 0, 0));
+    }
+
+    proptest::proptest! {
+        /// Releasing a batch of references at once (`release_all`, swept or probed) leaves the
+        /// table as releasing them one by one does: the same items live, each found at its
+        /// index, the others forgotten and their slots reused.
+        #[test]
+        fn a_batch_release_is_releases_one_by_one(
+            rounds in proptest::collection::vec(
+                (proptest::collection::vec((0u32..300, 1u32..3), 0..200), 0usize..16), 1..6)
+        ) {
+            let id = |n: u32| if n.is_multiple_of(5) { format!("a-long-item-id-{n:08}") } else { format!("{n}") };
+            let mut batch = Interner::with_layout(1, false);
+            let mut single = Interner::with_layout(1, false);
+            // per item number: its index in each table and its live references
+            let mut live: std::collections::BTreeMap<u32, (ItemIdx, ItemIdx, u32)> = Default::default();
+            for (adds, drop_every) in rounds {
+                for (n, refs) in adds {
+                    let key = id(n);
+                    let (a, b) = (batch.intern(&key, item_hash(&key)), single.intern(&key, item_hash(&key)));
+                    for _ in 0..refs {
+                        batch.retain(a);
+                        single.retain(b);
+                    }
+                    let entry = live.entry(n).or_insert((a, b, 0));
+                    proptest::prop_assert_eq!((entry.0, entry.1), (a, b));
+                    entry.2 += refs;
+                }
+                // drop every reference of some items, and one of others
+                let mut dropped = Vec::new();
+                for (k, (n, (a, b, refs))) in live.iter_mut().enumerate() {
+                    let drop = if k.is_multiple_of(drop_every + 1) { *refs } else { u32::from(n.is_multiple_of(13)) };
+                    for _ in 0..drop {
+                        dropped.push(*a);
+                        single.release(*b);
+                    }
+                    *refs -= drop;
+                }
+                batch.release_all(dropped);
+                live.retain(|_, (_, _, refs)| *refs > 0);
+                proptest::prop_assert_eq!(batch.len(), live.len());
+                proptest::prop_assert_eq!(single.len(), live.len());
+                for (n, (a, b, _)) in &live {
+                    proptest::prop_assert_eq!(batch.id(*a), id(*n));
+                    proptest::prop_assert_eq!(batch.intern(&id(*n), item_hash(&id(*n))), *a);
+                    proptest::prop_assert_eq!(single.intern(&id(*n), item_hash(&id(*n))), *b);
+                }
+                batch.heap_bytes(); // checks the arena's live bytes
+            }
+            // a forgotten item is new again
+            let fresh = "never-seen-before";
+            let before = batch.len();
+            let f = batch.intern(fresh, item_hash(fresh));
+            batch.retain(f);
+            proptest::prop_assert_eq!(batch.len(), before + 1);
+        }
+    }
+
+    proptest::proptest! {
+        /// `in_record_order` is a sort, sparse or dense, with or without repeats.
+        #[test]
+        fn record_order_is_index_order(mut idxs in proptest::collection::vec(0u32..5000, 0..3000)) {
+            let mut ours: Vec<ItemIdx> = idxs.iter().map(|&i| ItemIdx(i)).collect();
+            in_record_order(&mut ours);
+            idxs.sort_unstable();
+            proptest::prop_assert_eq!(ours.into_iter().map(|i| i.0).collect::<Vec<_>>(), idxs);
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::dense::DenseSums;
 use super::{horizon, WindowedCounter};
-use crate::interner::Inline;
+use crate::interner::{in_record_order, Inline, ItemIdx};
 use crate::message::LocalList;
 use crate::record::ListSource;
 use crate::time::Millis;
@@ -81,19 +81,20 @@ impl WindowedCounter {
             for slot in 0..group.slots.len() {
                 let dead = matches!(&group.slots[slot], Some(p) if p.last_end <= sealed_h);
                 if dead {
-                    let pane = group.slots[slot].take().expect("checked live");
-                    for idx in pane.counts.keys() {
-                        self.interner.release(*idx);
-                    }
+                    let mut pane = group.slots[slot].take().expect("checked live");
+                    let mut released: Vec<ItemIdx> = pane.counts.keys().copied().collect();
                     if let Some(rel) = pane.rel {
+                        // (in memory order: a pane's members are as many as its window's items)
+                        in_record_order(&mut pane.members);
                         for &idx in &pane.members {
                             let g = groups_index;
                             if self.interner.inline(idx, g).pane == rel {
                                 *self.interner.inline_mut(idx, g) = Inline::EMPTY;
-                                self.interner.release(idx);
+                                released.push(idx);
                             }
                         }
                     }
+                    self.interner.release_all(released);
                     group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
                     freed = true;
