@@ -202,15 +202,15 @@ impl<const N: usize, const W: usize> Records<N, W> {
     /// read, a hash and a probe, each a cache miss).
     fn release_all(&mut self, mut idxs: Vec<ItemIdx>) {
         in_record_order(&mut idxs);
-        let mut dying = Vec::new();
-        for idx in idxs {
-            let r = &mut self.records[idx.0 as usize].refs;
+        // (in place: a dying pane's items are most of the table, and its peak is the job's)
+        let records = &mut self.records;
+        idxs.retain(|idx| {
+            let r = &mut records[idx.0 as usize].refs;
             debug_assert!(*r > 0, "release without retain");
-            if *r == 1 {
-                dying.push(idx);
-            }
             *r = r.saturating_sub(1);
-        }
+            *r == 0
+        });
+        let dying = idxs;
         if dying.len() * SWEEP_AT >= self.table.len() {
             let mut doomed = vec![0u64; self.records.len().div_ceil(64)];
             for idx in &dying {

@@ -4,7 +4,7 @@
 
 use super::dense::DenseSums;
 use super::{horizon, WindowedCounter};
-use crate::interner::{in_record_order, Inline, ItemIdx};
+use crate::interner::{in_record_order, Inline};
 use crate::message::LocalList;
 use crate::record::ListSource;
 use crate::time::Millis;
@@ -47,7 +47,7 @@ impl WindowedCounter {
             let sealed = end <= horizon(sealed_h, &self.sealed_until, key.window);
             if force || ((tick || !open) && self.is_dirty(key)) {
                 emitted = true;
-                for (group, items) in self.instance_top_k(key, force) {
+                for (group, items) in self.instance_top_k(key, force, sealed) {
                     out.push(LocalList {
                         instance: key,
                         group,
@@ -76,24 +76,45 @@ impl WindowedCounter {
         self.admission.retain(|key, _| {
             windows[key.window.0 as usize].end_of(key.start) > horizon(sealed_h, sealed_until, key.window)
         });
+        self.free_sealed_panes(sealed_h);
+        self.trim_logs(emitted);
+        if emitted {
+            self.next_gen();
+            // (8 bytes per item index: given back between emissions, a fresh one is cheap)
+            self.sums = DenseSums::default();
+        }
+        self.seq += 1;
+        out
+    }
+
+    /// Frees the panes that only sealed instances read (`last_end` at or before `sealed_h`)
+    /// and releases the items whose counts die with them.
+    fn free_sealed_panes(&mut self, sealed_h: Millis) {
         for (groups_index, group) in self.groups.iter_mut().enumerate() {
             let mut freed = false;
             for slot in 0..group.slots.len() {
                 let dead = matches!(&group.slots[slot], Some(p) if p.last_end <= sealed_h);
                 if dead {
-                    let mut pane = group.slots[slot].take().expect("checked live");
-                    let mut released: Vec<ItemIdx> = pane.counts.keys().copied().collect();
-                    if let Some(rel) = pane.rel {
-                        // (in memory order: a pane's members are as many as its window's items)
-                        in_record_order(&mut pane.members);
-                        for &idx in &pane.members {
+                    let pane = group.slots[slot].take().expect("checked live");
+                    // the items whose counts die with it: its members still inline, and its map's
+                    let mut released = pane.members;
+                    match pane.rel {
+                        Some(rel) => {
+                            // (in memory order: a pane's members are as many as its window's items)
+                            in_record_order(&mut released);
                             let g = groups_index;
-                            if self.interner.inline(idx, g).pane == rel {
-                                *self.interner.inline_mut(idx, g) = Inline::EMPTY;
-                                released.push(idx);
-                            }
+                            released.retain(|&idx| {
+                                let inline = self.interner.inline_mut(idx, g);
+                                let live = inline.pane == rel;
+                                if live {
+                                    *inline = Inline::EMPTY;
+                                }
+                                live
+                            });
                         }
+                        None => released.clear(),
                     }
+                    released.extend(pane.counts.keys());
                     self.interner.release_all(released);
                     group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
@@ -104,14 +125,6 @@ impl WindowedCounter {
                 group.cached = None;
             }
         }
-        self.trim_logs(emitted);
-        if emitted {
-            self.next_gen();
-            // (8 bytes per item index: given back between emissions, a fresh one is cheap)
-            self.sums = DenseSums::default();
-        }
-        self.seq += 1;
-        out
     }
 
     fn is_dirty(&self, key: InstanceKey) -> bool {
