@@ -44,10 +44,10 @@ impl WindowedCounter {
         for key in keys {
             let end = self.windows[key.window.0 as usize].end_of(key.start);
             let open = end > wm;
-            let sealed = end <= horizon(sealed_h, &self.sealed_until, key.window);
+            let sealed = self.is_sealed(key);
             if force || ((tick || !open) && self.is_dirty(key)) {
                 emitted = true;
-                for (group, items) in self.instance_top_k(key, force, sealed) {
+                for (group, items) in self.instance_top_k(key, force) {
                     out.push(LocalList {
                         instance: key,
                         group,
@@ -96,7 +96,8 @@ impl WindowedCounter {
                 let dead = matches!(&group.slots[slot], Some(p) if p.last_end <= sealed_h);
                 if dead {
                     let pane = group.slots[slot].take().expect("checked live");
-                    // the items whose counts die with it: its members still inline, and its map's
+                    // the items whose counts die with it, each run in memory order (see
+                    // `release_all`): its members still inline, then its map's
                     let mut released = pane.members;
                     match pane.rel {
                         Some(rel) => {
@@ -114,7 +115,9 @@ impl WindowedCounter {
                         }
                         None => released.clear(),
                     }
+                    let members = released.len();
                     released.extend(pane.counts.keys());
+                    released[members..].sort_unstable();
                     self.interner.release_all(released);
                     group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
@@ -125,6 +128,13 @@ impl WindowedCounter {
                 group.cached = None;
             }
         }
+    }
+
+    /// Whether instance `key` is sealed as of the global watermark (it is dropped at the end of
+    /// this `advance`).
+    pub(super) fn is_sealed(&self, key: InstanceKey) -> bool {
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        self.windows[key.window.0 as usize].end_of(key.start) <= horizon(sealed_h, &self.sealed_until, key.window)
     }
 
     fn is_dirty(&self, key: InstanceKey) -> bool {

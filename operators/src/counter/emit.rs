@@ -79,15 +79,10 @@ impl Pane {
 impl WindowedCounter {
     /// This worker's exact top-K lists for an instance: one global list, or one per group
     /// (per-group windows).
-    /// (`force`: recount in full. `last`: the instance is sealed and dropped after this list,
-    /// so nothing is kept for a next one: a window that first emits when it seals, as in a
-    /// replay of files, skips building user counts that nothing would read.)
-    pub(super) fn instance_top_k(
-        &mut self,
-        key: InstanceKey,
-        force: bool,
-        last: bool,
-    ) -> Vec<(GroupKey, Vec<RankedItem>)> {
+    /// (`force`: recount in full.) A sealed instance's list is its last (it is dropped after
+    /// it): nothing is kept for a next one, so a window that first emits when it seals, as in a
+    /// replay of files, skips building user counts that nothing would read.
+    pub(super) fn instance_top_k(&mut self, key: InstanceKey, force: bool) -> Vec<(GroupKey, Vec<RankedItem>)> {
         if let Some(rule) = self.windows[key.window.0 as usize].rank.trend() {
             return self.trend_top_k(key, rule);
         }
@@ -120,8 +115,7 @@ impl WindowedCounter {
             candidates.retain(|(_, i)| interner.shape(*i) == shape);
         }
         if shape != 0 {
-            let per_item = distinct && incremental_used;
-            return self.group_top_k(key, (shape, g_of), candidates, (checking, per_item, last));
+            return self.group_top_k(key, shape, g_of, candidates, checking, distinct && incremental_used);
         }
         let interner = &self.interner;
         select_top_counted(&mut candidates, k, |i| interner.id(i));
@@ -143,7 +137,7 @@ impl WindowedCounter {
                 trend: None,
             })
             .collect();
-        if !last {
+        if !self.is_sealed(key) {
             self.remember(key, candidates.into_iter().map(|(_, i)| i).collect());
         }
         vec![(GroupKey::global(), list)]
@@ -163,14 +157,16 @@ impl WindowedCounter {
     /// of that shape, all or those of its last lists and changed since; `per_item`: one
     /// representative key per (group, item) of a distinct-user window, at its user count), plus
     /// an empty list per group emitted before that now counts in `(other)`; remembers the keys
-    /// listed for the next incremental emission unless it is the `last`. (`checking`: compare
-    /// with the recount.)
+    /// listed for the next incremental emission unless the instance is sealed. (`checking`:
+    /// compare with the recount.)
     fn group_top_k(
         &mut self,
         key: InstanceKey,
-        (shape, g_of): (u8, usize),
+        shape: u8,
+        g_of: usize,
         candidates: Vec<(u64, ItemIdx)>,
-        (checking, per_item, last): (bool, bool, bool),
+        checking: bool,
+        per_item: bool,
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let distinct = self.shapes.distinct_users(shape);
         let mut lists = self.shaped_lists(key, distinct && !per_item, &candidates);
@@ -194,8 +190,8 @@ impl WindowedCounter {
                 assert_eq!(kept, Some(recounted), "user counts of {key:?} differ from the recount");
             }
         }
-        if last {
-            // nothing to keep
+        if self.is_sealed(key) {
+            // its last list: nothing to keep
         } else if distinct {
             self.remember_users(key, shape, &lists, (!per_item).then_some(&candidates));
         } else if self.emits_incrementally(key, shape) {
