@@ -1,6 +1,7 @@
 //! Hostile input at the edges of the line contract, on the built binary: a byte order mark
 //! before the first line, files of blank lines, dim values long enough to break a store's
-//! index, and floods of bad lines that would once have become as many dead-letter rows.
+//! index, floods of bad lines that would once have become as many dead-letter rows, and a
+//! number that overflows a float where a field mapping's pointer leads.
 
 use hotlist_tests::pg_schema::PgSchema;
 use std::io::Write;
@@ -158,4 +159,31 @@ fn a_10_kb_dim_value_is_a_bad_dead_letter_naming_the_dim() {
             ("country=US".to_string(), "a".to_string(), 2)
         ]
     );
+}
+
+/// Under a field mapping, a number that overflows a float where a pointer leads (here where
+/// `/who/c` expects an object) makes the line a `bad` dead letter, as serde_json's reading of
+/// it says, whichever of the mapping's two readers takes the line; the line beside it with a
+/// number that fits counts, its country empty. (Before, the fast scan skipped the number and
+/// counted the line.)
+#[test]
+fn a_number_out_of_a_floats_range_on_a_pointers_way_is_a_bad_dead_letter() {
+    let config = CONFIG
+        .replace(
+            "path = \"in/*.jsonl\"\n",
+            "path = \"in/*.jsonl\"\n[source.format]\nitem_id = \"/item_id\"\nts = \"/ts\"\ndims = { country = \"/who/c\" }\n",
+        )
+        .replace("k = 10\n", "k = 10\nby = [\"country\"]\n");
+    let input = b"{\"item_id\":\"a\",\"ts\":1000,\"who\":1e999}\n{\"item_id\":\"a\",\"ts\":2000,\"who\":1e99}\n";
+    let dir = setup(&config, input);
+    let stdout = run(dir.path());
+    assert!(
+        stdout.contains("2 records, 1 events") && stdout.contains(" 1 bad,"),
+        "{stdout}"
+    );
+    let (dead, count) = sqlite_results(&dir.path().join("out.db"));
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].0, "bad");
+    assert!(dead[0].1.contains("number out of range"), "{dead:?}");
+    assert_eq!(count, Some(1));
 }

@@ -13,6 +13,10 @@ use super::walk::{all_targets, bits, is_index, tokens, Cap, Caps};
 use super::Format;
 use std::borrow::Cow;
 
+/// A number on a pointer's way with more characters than this before its fraction is left to
+/// the walk (one of over 309 digits overflows a float, an error for serde_json there).
+const MAX_WAY_DIGITS: usize = 19;
+
 /// Nesting deeper than this is left to the walk (serde_json's own limit is 128 levels).
 const MAX_DEPTH: usize = 100;
 
@@ -343,8 +347,15 @@ impl<'a> Scanner<'a, '_> {
             b't' => self.literal(b"true").map(|()| Cap::Bool(true))?,
             b'f' => self.literal(b"false").map(|()| Cap::Bool(false))?,
             b'n' => self.literal(b"null").map(|()| Cap::Null)?,
-            // a number no pointer ends at is skipped (a float at a target is the walk's)
-            b'-' | b'0'..=b'9' if here == 0 => return self.number().map(|_| ()),
+            // a number on a pointer's way (none ends here) is skipped, unless it may overflow a
+            // float: the walk reads it, and serde_json rejects the record (a float at a target
+            // is the walk's)
+            b'-' | b'0'..=b'9' if here == 0 => {
+                let start = self.pos;
+                let (_, exponent) = self.number()?;
+                let integer = self.bytes[start..self.pos].split(|&b| b == b'.').next()?;
+                return (!exponent && integer.len() <= MAX_WAY_DIGITS).then_some(());
+            }
             b'-' | b'0'..=b'9' => {
                 let start = self.pos;
                 let cap = self.captured_number()?;
