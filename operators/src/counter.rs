@@ -6,9 +6,9 @@
 //! covering it (hopping windows, or windows sharing panes) is still counted in the pane for the
 //! others, and subtracted from the late ones.
 //!
-//! Call protocol, once per epoch: [`WindowedCounter::apply`] every event of the epoch (in any
-//! order: counting commutes, and every decision reads only the event's own stamp and the global
-//! watermark fixed at the previous epoch), then [`WindowedCounter::advance`] with the new
+//! Call protocol, once per epoch: [`WindowedCounter::apply_all`] (or `apply`, one at a time)
+//! every event of the epoch (in any order: counting commutes, and every decision reads only the
+//! event's own stamp and the global watermark fixed at the previous epoch), then [`WindowedCounter::advance`] with the new
 //! global watermark. `advance` returns the local top-K lists to publish and frees sealed state.
 //! A list is built from the instance's previous list and the items changed since (per-pane
 //! change logs, see `emit`), or recounted from its panes when that is cheaper or necessary.
@@ -41,6 +41,7 @@ mod emit;
 #[cfg(test)]
 mod emit_tests;
 mod groups;
+mod lookahead;
 #[cfg(test)]
 mod shaped_tests;
 mod shapes;
@@ -175,8 +176,10 @@ pub struct WindowedCounter {
     shapes: Shapes,
     /// Per shape, the key the event being applied counts under (scratch of `apply`).
     shape_keys: Vec<Option<ItemIdx>>,
-    /// Scratch for building counter keys.
-    key_buf: String,
+    /// `apply_all`'s lookups of a run of events (kept to reuse its allocation).
+    found: Vec<Option<ItemIdx>>,
+    /// `apply_all`'s keys of a run of events (per-group and distinct-user windows).
+    lookahead: lookahead::Lookahead,
     /// Events a distinct-user window could not count because they had no user.
     without_user: u64,
     /// Per shape, whether a window this counter counts has it (derived once, read per event).
@@ -279,7 +282,8 @@ impl WindowedCounter {
             shapes,
             shape_counted,
             shape_keys: Vec::new(),
-            key_buf: String::new(),
+            found: Vec::new(),
+            lookahead: Default::default(),
             without_user: 0,
             gen: 1,
             emits: (0, 0),

@@ -10,6 +10,10 @@
 //! forgotten and its index reused, so memory follows the live state, not history.
 
 mod key;
+mod prefetch;
+
+pub use prefetch::prefetch;
+use prefetch::SlotPrefetch;
 
 use hashbrown::HashTable;
 use key::{Key, NARROW, WIDE};
@@ -93,7 +97,7 @@ struct Record<const N: usize, const W: usize> {
 /// item hash; for a counter key, not its item's pinned hash, which every group and user of the
 /// item share: finding keys by it alone would probe them all).
 #[inline]
-fn probe_hash(id: &str) -> u64 {
+pub(crate) fn probe_hash(id: &str) -> u64 {
     crate::hash::item_hash(id)
 }
 
@@ -142,13 +146,8 @@ impl<const N: usize, const W: usize> Default for Records<N, W> {
 impl<const N: usize, const W: usize> Records<N, W> {
     #[inline]
     fn intern(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
-        let (records, arena) = (&self.records, &self.arena);
-        let found = match Key::<W>::short(id) {
-            Some(k) => self.table.find(probe, |&i| records[i as usize].key.is_short(&k)),
-            None => self.table.find(probe, |&i| records[i as usize].key.is(id, arena)),
-        };
-        if let Some(&i) = found {
-            return ItemIdx(i);
+        if let Some(idx) = self.find(id, probe) {
+            return idx;
         }
         if id.len() > Key::<W>::SHORT && self.arena.len() + id.len() > self.arena.capacity() {
             self.make_room(id.len());
@@ -183,6 +182,39 @@ impl<const N: usize, const W: usize> Records<N, W> {
     #[inline]
     fn id(&self, idx: ItemIdx) -> &str {
         self.records[idx.0 as usize].key.as_str(&self.arena)
+    }
+
+    /// The index of `id` (found by `probe`), if interned.
+    #[inline]
+    fn find(&self, id: &str, probe: u64) -> Option<ItemIdx> {
+        let (records, arena) = (&self.records, &self.arena);
+        match Key::<W>::short(id) {
+            Some(k) => self.table.find(probe, |&i| records[i as usize].key.is_short(&k)),
+            None => self.table.find(probe, |&i| records[i as usize].key.is(id, arena)),
+        }
+        .map(|&i| ItemIdx(i))
+    }
+
+    /// The indices of `n` keys (`key(i)`: the key and its table hash), those interned, in
+    /// `found`. In three passes, so that each waits for one round of cache misses instead of
+    /// one per key: the keys' table slots are prefetched, then the records their slots point
+    /// to (the first candidate, almost always the key's), then the keys are looked up.
+    #[inline]
+    fn find_many<'k>(&self, n: usize, key: impl Fn(usize) -> (&'k str, u64), found: &mut Vec<Option<ItemIdx>>) {
+        let slots = SlotPrefetch::of(&self.table);
+        for i in 0..n {
+            slots.fetch(key(i).1);
+        }
+        for i in 0..n {
+            if let Some(&r) = self.table.iter_hash(key(i).1).next() {
+                prefetch::prefetch(&self.records[r as usize] as *const Record<N, W> as usize);
+            }
+        }
+        found.clear();
+        found.extend((0..n).map(|i| {
+            let (id, probe) = key(i);
+            self.find(id, probe)
+        }));
     }
 
     fn release(&mut self, idx: ItemIdx) {
@@ -419,7 +451,21 @@ impl Interner {
         if shape == 0 {
             return self.intern(id, hash);
         }
-        let probe = probe_hash(id);
+        self.intern_probed(id, probe_hash(id), shape)
+    }
+
+    /// The indices of `n` keys (`key(i)`: the key, of any shape, and its table hash — a bare
+    /// id's pinned item hash, a counter key's [`probe_hash`]), those interned, in `found` (one
+    /// per key). Changes nothing. Looked up together, their cache misses overlap: for counting
+    /// a run of events (see `counter::lookahead`).
+    pub fn find_many<'k>(&self, n: usize, key: impl Fn(usize) -> (&'k str, u64), found: &mut Vec<Option<ItemIdx>>) {
+        each!(&self.0, r => r.find_many(n, &key, found))
+    }
+
+    /// [`Interner::intern_shaped`] of a key of shape > 0 whose [`probe_hash`] is known.
+    #[inline(always)]
+    pub fn intern_probed(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
+        debug_assert_eq!(probe, probe_hash(id));
         each!(&mut self.0, r => r.intern(id, probe, shape))
     }
 

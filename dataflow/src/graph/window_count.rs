@@ -142,11 +142,7 @@ impl WindowCountState {
         if self.any_exact {
             let counter = &mut self.counter;
             for batch in events {
-                for ev in batch {
-                    if let Some(d) = counter.apply(ev) {
-                        dead.push(d);
-                    }
-                }
+                counter.apply_all(batch, &mut dead);
             }
         }
         let mut from_sketches = Vec::new();

@@ -1,9 +1,11 @@
-//! Counting: the hot path. [`WindowedCounter::apply`] counts one event once per pane group
+//! Counting: the hot path. [`WindowedCounter::apply_all`] looks up a run of events' keys
+//! together (see `lookahead`), then counts each event once per pane group
 //! (fast path: on time for every covering instance), or decides per covering instance on the
 //! slow path (late for some: exclusions; sealed for some: a `sealed` dead letter). Counts live
 //! inline in the interner while one pane per item and group is active, else in the pane's map.
 
 use super::dead_letters::{out_of_range, sealed_letter};
+use super::lookahead::{Lookahead, Looked, RUN};
 use super::{horizon, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
 use crate::interner::{Inline, ItemIdx, RecordMut};
@@ -13,20 +15,58 @@ use crate::window::InstanceKey;
 use hashbrown::hash_map::Entry;
 
 impl WindowedCounter {
+    /// Counts `events` in order, as [`WindowedCounter::apply`] each, pushing their dead
+    /// letters to `dead`. The keys of [`RUN`] events at a time are looked up together first,
+    /// so that their cache misses overlap (see `lookahead`).
+    pub fn apply_all(&mut self, events: &[TimedEvent], dead: &mut Vec<DeadLetter>) {
+        if self.shapes.all_plain() {
+            let mut found = std::mem::take(&mut self.found);
+            for run in events.chunks(RUN) {
+                self.interner
+                    .find_many(run.len(), |i| (&run[i].item, run[i].hash), &mut found);
+                for (ev, &idx) in run.iter().zip(&found) {
+                    dead.extend(self.apply_found(ev, idx));
+                }
+            }
+            self.found = found;
+        } else {
+            let mut looked = std::mem::take(&mut self.lookahead);
+            for run in events.chunks(RUN) {
+                looked.look(run, &self.shapes, &self.shape_counted, &self.interner);
+                for (e, ev) in run.iter().enumerate() {
+                    dead.extend(self.apply_shaped(ev, &looked, e));
+                }
+            }
+            self.lookahead = looked;
+        }
+    }
+
     /// Counts one event. An event that reaches only sealed instances is returned as a dead
     /// letter (reason `sealed`); instances it is late for are skipped (its source already
     /// dead-lettered it as `late`). An event time outside years 0000-9999 (which sources
     /// reject) is returned as a `bad` dead letter: every event is counted or dead-lettered.
     pub fn apply(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+        let mut dead = Vec::new();
+        self.apply_all(std::slice::from_ref(ev), &mut dead);
+        dead.pop()
+    }
+
+    /// `apply` of an event without per-group or distinct-user windows, whose item was looked
+    /// up with its run's (`found`: its index; `None`: not interned then; see `lookahead`).
+    #[inline]
+    fn apply_found(&mut self, ev: &TimedEvent, found: Option<ItemIdx>) -> Option<DeadLetter> {
         if let Err(bad) = check_event_time(ev.ts) {
             return Some(out_of_range(ev, bad));
         }
-        if !self.shapes.all_plain() {
-            return self.apply_shaped(ev);
-        }
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
-        let idx = self.interner.intern(&ev.item, ev.hash);
+        let idx = match found {
+            Some(idx) => {
+                debug_assert_eq!(self.interner.id(idx), &*ev.item, "a stale index");
+                idx
+            }
+            None => self.interner.intern(&ev.item, ev.hash),
+        };
         let mut sealed_drop = false;
         let mut counted = false;
         for g in 0..self.groups.len() {
@@ -60,28 +100,41 @@ impl WindowedCounter {
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 
-    /// `apply` for a counter with per-group or distinct-user windows: the event is counted
-    /// under one key per shape of each pane group.
-    fn apply_shaped(&mut self, ev: &TimedEvent) -> Option<DeadLetter> {
+    /// `apply` for a counter with per-group or distinct-user windows: the event, the run's
+    /// event `e` in `looked`, is counted under one key per shape of each pane group.
+    fn apply_shaped(&mut self, ev: &TimedEvent, looked: &Lookahead, e: usize) -> Option<DeadLetter> {
+        if let Err(bad) = check_event_time(ev.ts) {
+            return Some(out_of_range(ev, bad));
+        }
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut keys = std::mem::take(&mut self.shape_keys);
         keys.clear();
-        let mut key_buf = std::mem::take(&mut self.key_buf);
         let mut missing_user = false;
-        for s in 0..self.shapes.len() as u8 {
-            keys.push(if !self.shape_counted[s as usize] {
-                None // no counted window has this shape (a window of another counter)
-            } else if s == 0 {
-                Some(self.interner.intern(&ev.item, ev.hash))
-            } else if self.shapes.key(s, ev, &mut key_buf) {
-                Some(self.interner.intern_shaped(&key_buf, ev.hash, s))
-            } else {
-                missing_user = true;
-                None
+        for (s, &l) in looked.of(e, self.shapes.len()).iter().enumerate() {
+            keys.push(match l {
+                Looked::Uncounted => None, // no counted window has this shape (a window of another counter)
+                Looked::NoUser => {
+                    missing_user = true;
+                    None
+                }
+                Looked::Item(Some(idx)) => {
+                    debug_assert_eq!(self.interner.id(idx), &*ev.item, "a stale index");
+                    Some(idx)
+                }
+                Looked::Item(None) => Some(self.interner.intern(&ev.item, ev.hash)),
+                Looked::Key {
+                    start,
+                    end,
+                    probe,
+                    found,
+                } => {
+                    let key = looked.text(start, end);
+                    debug_assert!(found.is_none_or(|idx| self.interner.id(idx) == key), "a stale index");
+                    Some(found.unwrap_or_else(|| self.interner.intern_probed(key, probe, s as u8)))
+                }
             });
         }
-        self.key_buf = key_buf;
         self.without_user += u64::from(missing_user);
         let mut sealed_drop = false;
         for g in 0..self.groups.len() {

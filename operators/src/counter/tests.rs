@@ -4,7 +4,7 @@
 use super::*;
 use crate::hash::item_hash;
 use crate::message::LocalList;
-use crate::record::{DeadReason, PartitionId, TimedEvent};
+use crate::record::{DeadLetter, DeadReason, PartitionId, TimedEvent};
 use proptest::{prop_assert, prop_assert_eq};
 
 fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
@@ -236,4 +236,48 @@ fn shared_panes_across_windows() {
     assert_eq!(counts[&(1, -20)], 2);
     assert_eq!(counts[&(1, 0)], 4);
     assert_eq!(counts[&(1, 20)], 1);
+}
+
+proptest::proptest! {
+    /// Counting a batch at once (`apply_all`, which looks up runs of items before counting
+    /// them) equals counting its events one by one: the same lists at every advance, the same
+    /// dead letters, the same state. Items repeat and are new within a run, some events reach
+    /// only sealed instances (their new item is interned, then forgotten, and its record
+    /// reused by the next new item of the same run), some have an impossible time.
+    #[test]
+    fn a_batch_counts_as_its_events_one_by_one(
+        batches in proptest::collection::vec(
+            proptest::collection::vec((0u8..12, 0i64..40, 0u8..10), 0..60), 1..12),
+        lateness in 0u64..10,
+    ) {
+        let windows = vec![
+            WindowSpec::tumbling("t", Span::from_millis(10), 3),
+            WindowSpec { rank: Default::default(), key: Default::default(), name: "h".into(),
+                size: Span::from_millis(20), slide: Span::from_millis(10), k: 2 },
+        ];
+        let mut one = WindowedCounter::new(windows.clone(), Span::from_millis(lateness), 0);
+        let mut all = WindowedCounter::new(windows, Span::from_millis(lateness), 0);
+        let (mut t, mut position) = (100i64, 0u64);
+        for batch in &batches {
+            let events: Vec<TimedEvent> = batch.iter().map(|&(item, back, kind)| {
+                position += 1;
+                let ts = match kind {
+                    0 => i64::MAX, // not an event time: a `bad` dead letter
+                    1 | 2 => t - 60 - back, // sealed by now, mostly
+                    _ => t - back,
+                };
+                let item = if item % 5 == 0 { format!("i{item}-long-enough-for-the-arena") } else { format!("i{item}") };
+                TimedEvent { position, ..ev(&item, ts, t - 50) }
+            }).collect();
+            t += 10;
+            let want: Vec<DeadLetter> = events.iter().filter_map(|e| one.apply(e)).collect();
+            let mut got = Vec::new();
+            all.apply_all(&events, &mut got);
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(one.stats(), all.stats());
+            prop_assert_eq!(one.advance(Millis(t - 20), true), all.advance(Millis(t - 20), true));
+        }
+        prop_assert_eq!(one.advance(Millis::MAX, false), all.advance(Millis::MAX, false));
+        prop_assert_eq!(one.stats(), all.stats());
+    }
 }

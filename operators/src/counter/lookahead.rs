@@ -1,0 +1,123 @@
+//! Looking up a run of events' counter keys before counting them.
+//!
+//! Counting one event at a time waits for each cache miss in turn: the event's extra fields
+//! (a per-group key's dimensions, a distinct-user key's user), the interner's table slot, then
+//! the key's record. Looked up together, a run's misses are independent and the CPU overlaps
+//! them, so the counting that follows finds them in cache. An index found stays valid while
+//! the run is counted: a record in the table is referenced by a counter, and counting an
+//! event drops no reference (only a key it interned and did not count is forgotten).
+
+use super::shapes::Shapes;
+use crate::interner::{prefetch, probe_hash, Interner, ItemIdx};
+use crate::record::{EventExtra, TimedEvent};
+
+/// Events looked up together before they are counted: enough for their misses to overlap,
+/// few enough for what they bring into cache to stay there.
+pub(super) const RUN: usize = 16;
+
+/// One event's key of one shape, looked up.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Looked {
+    /// No counted window has the shape.
+    Uncounted,
+    /// The shape counts distinct users and the event has none.
+    NoUser,
+    /// The event's bare item id (shape 0): its index if interned.
+    Item(Option<ItemIdx>),
+    /// A counter key, `text[start..end]` of the run, with its table hash and its index if
+    /// interned.
+    Key {
+        start: u32,
+        end: u32,
+        probe: u64,
+        found: Option<ItemIdx>,
+    },
+}
+
+/// The keys of a run of events, one per event and shape.
+#[derive(Default)]
+pub(super) struct Lookahead {
+    looked: Vec<Looked>,
+    /// The run's counter keys, end to end.
+    text: String,
+    /// Scratch for building one key.
+    key: String,
+    /// The `looked` entries that are keys to find (items and counter keys), and what was found.
+    wanted: Vec<u32>,
+    found: Vec<Option<ItemIdx>>,
+}
+
+impl Lookahead {
+    /// Looks up the keys of `events` under every shape (`counted[s]`: whether a counted
+    /// window has shape `s`), replacing the previous run's.
+    pub(super) fn look(&mut self, events: &[TimedEvent], shapes: &Shapes, counted: &[bool], interner: &Interner) {
+        self.looked.clear();
+        self.text.clear();
+        self.wanted.clear();
+        // the events' extra fields first, which the keys are built from (two cache lines)
+        for ev in events {
+            if let Some(x) = ev.extra.as_deref() {
+                let at = x as *const EventExtra as usize;
+                prefetch(at);
+                prefetch(at + 64);
+            }
+        }
+        let n = shapes.len();
+        for ev in events {
+            for s in 0..n as u8 {
+                let looked = if !counted[s as usize] {
+                    Looked::Uncounted
+                } else if s == 0 {
+                    Looked::Item(None)
+                } else if shapes.key(s, ev, &mut self.key) {
+                    let start = self.text.len() as u32;
+                    self.text.push_str(&self.key);
+                    Looked::Key {
+                        start,
+                        end: self.text.len() as u32,
+                        probe: probe_hash(&self.key),
+                        found: None,
+                    }
+                } else {
+                    Looked::NoUser
+                };
+                if matches!(looked, Looked::Item(_) | Looked::Key { .. }) {
+                    self.wanted.push(self.looked.len() as u32);
+                }
+                self.looked.push(looked);
+            }
+        }
+        let mut found = std::mem::take(&mut self.found);
+        let (looked, wanted, text) = (&self.looked, &self.wanted, &self.text);
+        let key = |w: usize| {
+            let at = wanted[w] as usize;
+            match looked[at] {
+                Looked::Key { start, end, probe, .. } => (&text[start as usize..end as usize], probe),
+                _ => {
+                    let ev = &events[at / n];
+                    (&*ev.item, ev.hash)
+                }
+            }
+        };
+        interner.find_many(wanted.len(), key, &mut found);
+        for (&at, &idx) in self.wanted.iter().zip(&found) {
+            match &mut self.looked[at as usize] {
+                Looked::Item(f) | Looked::Key { found: f, .. } => *f = idx,
+                _ => unreachable!("only keys are wanted"),
+            }
+        }
+        self.found = found;
+    }
+
+    /// The keys of the run's event `e`, one per shape.
+    #[inline]
+    pub(super) fn of(&self, e: usize, shapes: usize) -> &[Looked] {
+        &self.looked[e * shapes..(e + 1) * shapes]
+    }
+
+    /// The text of a `Looked::Key`.
+    #[inline]
+    pub(super) fn text(&self, start: u32, end: u32) -> &str {
+        &self.text[start as usize..end as usize]
+    }
+}
