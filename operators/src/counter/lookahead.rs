@@ -2,8 +2,11 @@
 //!
 //! Counting one event at a time waits for each cache miss in turn: the event's extra fields
 //! (a per-group key's dimensions, a distinct-user key's user), the interner's table slot, then
-//! the key's record. Looked up together, a run's misses are independent and the CPU overlaps
-//! them, so the counting that follows finds them in cache. An index found stays valid while
+//! the key's record. Looked up together, a run's misses are independent: its events' boxes are
+//! prefetched, then its keys' table slots, then their records (`Interner::find_many`), so a
+//! run waits for a few rounds of misses instead of a few per event, and the counting that
+//! follows finds everything in cache. (A job without per-group or distinct-user windows looks
+//! up its runs' bare ids the same way, without this struct.) An index found stays valid while
 //! the run is counted: a record in the table is referenced by a counter, and counting an
 //! event drops no reference (only a key it interned and did not count is forgotten).
 
