@@ -519,3 +519,64 @@ fn a_lagging_partition_adds_a_user_where_the_key_was_excluded() {
     );
     assert_eq!(incremental, 2, "both instances' second lists are incremental");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    /// With per-group and distinct-user windows too, counting a batch at once (`apply_all`,
+    /// which builds and looks up a run's keys before counting it) equals counting its events
+    /// one by one: the same lists at every advance, dead letters and gauges. Keys repeat and
+    /// are new within a run, some events lack a user or a country, some reach only sealed
+    /// instances (their new keys interned, then forgotten and reused), some have an impossible
+    /// time.
+    #[test]
+    fn a_shaped_batch_counts_as_its_events_one_by_one(
+        batches in proptest::collection::vec(proptest::collection::vec(
+            (0u8..6, proptest::option::weighted(0.9, 0u8..4), proptest::option::weighted(0.8, 0u8..3), 0u8..2, 0i64..40, 0u8..10), 0..50), 1..10),
+        kinds in proptest::collection::vec((0u8..5, 0usize..3, 1u32..5), 1..5),
+        lateness in 0u64..10,
+    ) {
+        let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
+            name: format!("w{i}"),
+            size: Span::from_millis(sizes[*size].0),
+            slide: Span::from_millis(sizes[*size].1),
+            k: 3,
+            key: shape(*kind, *max_groups),
+        }).collect();
+        let dims = job_dims(&windows);
+        let span = Span::from_millis(lateness);
+        let mut one = WindowedCounter::new(windows.clone(), span, 0);
+        let mut all = WindowedCounter::new(windows.clone(), span, 0);
+        let mut noter = crate::group::GroupNoter::new(&windows, span);
+        let (mut t, mut position) = (100i64, 0u64);
+        for batch in &batches {
+            let events: Vec<TimedEvent> = batch.iter().map(|&(item, user, country, device, back, kind)| {
+                position += 1;
+                let ts = match kind {
+                    0 => i64::MAX, // not an event time: a `bad` dead letter
+                    1 | 2 => t - 60 - back, // sealed by now, mostly
+                    _ => t - back,
+                };
+                let e = Ev { item, user, country, device, ts, wm_before: t - 50 };
+                TimedEvent { position, ..timed(&e, &dims) }
+            }).collect();
+            t += 10;
+            let mut notes = Vec::new();
+            if let Some(n) = noter.as_mut() {
+                for ev in events.iter().filter(|ev| ev.ts.is_event_time()) {
+                    n.note(ev, &mut notes);
+                }
+            }
+            let want: Vec<_> = events.iter().filter_map(|e| one.apply(e)).collect();
+            let mut got = Vec::new();
+            all.apply_all(&events, &mut got);
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(one.stats(), all.stats());
+            one.note_groups(&notes);
+            all.note_groups(&notes);
+            prop_assert_eq!(one.advance(Millis(t - 20), true), all.advance(Millis(t - 20), true));
+        }
+        prop_assert_eq!(one.advance(Millis::MAX, false), all.advance(Millis::MAX, false));
+        prop_assert_eq!(one.stats(), all.stats());
+    }
+}
