@@ -88,6 +88,23 @@ fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
     }
 }
 
+/// Windows of K 3 from (key shape kind, size: 10, 20/5 hopping or 7, max groups).
+fn windows_of(kinds: &[(u8, usize, u32)]) -> Vec<WindowSpec> {
+    let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, &(kind, size, max_groups))| WindowSpec {
+            rank: Default::default(),
+            name: format!("w{i}"),
+            size: Span::from_millis(sizes[size].0),
+            slide: Span::from_millis(sizes[size].1),
+            k: 3,
+            key: shape(kind, max_groups),
+        })
+        .collect()
+}
+
 /// The model: per (window, instance, group), per item, its events or its distinct users.
 fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> Lists {
     let mut counts: Who = BTreeMap::new();
@@ -179,14 +196,7 @@ proptest! {
         workers in 1usize..4,
         every in 1usize..40,
     ) {
-        let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
-            name: format!("w{i}"),
-            size: Span::from_millis(sizes[*size].0),
-            slide: Span::from_millis(sizes[*size].1),
-            k: 3,
-            key: shape(*kind, *max_groups),
-        }).collect();
+        let windows = windows_of(&kinds);
         let dims = job_dims(&windows);
         let mut evs = Vec::new();
         let (mut t, mut max_ts) = (0i64, i64::MIN);
@@ -535,14 +545,7 @@ proptest! {
         kinds in proptest::collection::vec((0u8..5, 0usize..3, 1u32..5), 1..5),
         lateness in 0u64..10,
     ) {
-        let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
-            name: format!("w{i}"),
-            size: Span::from_millis(sizes[*size].0),
-            slide: Span::from_millis(sizes[*size].1),
-            k: 3,
-            key: shape(*kind, *max_groups),
-        }).collect();
+        let windows = windows_of(&kinds);
         let dims = job_dims(&windows);
         let span = Span::from_millis(lateness);
         let mut one = WindowedCounter::new(windows.clone(), span, 0);
