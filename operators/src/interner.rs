@@ -117,6 +117,8 @@ const COMPACT_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
 /// stored hash and a `CompactString`, and the hot path still touches one record per event.
 struct Records<const N: usize, const W: usize> {
     table: HashTable<u32>,
+    /// Where the table's slots are, for prefetching (see [`SlotPrefetch`]).
+    slots: std::cell::Cell<SlotPrefetch>,
     records: Vec<Record<N, W>>,
     /// The first free slot ([`NO_SLOT`]: none). Free slots are linked through their `refs`
     /// field (a free slot has no references to count): a `Vec` of free indices cost 4 bytes per
@@ -134,6 +136,7 @@ impl<const N: usize, const W: usize> Default for Records<N, W> {
     fn default() -> Self {
         Records {
             table: HashTable::new(),
+            slots: Default::default(),
             records: Vec::new(),
             free_head: NO_SLOT,
             free_len: 0,
@@ -201,7 +204,8 @@ impl<const N: usize, const W: usize> Records<N, W> {
     /// to (the first candidate, almost always the key's), then the keys are looked up.
     #[inline]
     fn find_many<'k>(&self, n: usize, key: impl Fn(usize) -> (&'k str, u64), found: &mut Vec<Option<ItemIdx>>) {
-        let slots = SlotPrefetch::of(&self.table);
+        let slots = SlotPrefetch::of(&self.table, self.slots.get());
+        self.slots.set(slots);
         for i in 0..n {
             slots.fetch(key(i).1);
         }

@@ -9,16 +9,26 @@
 
 use hashbrown::HashTable;
 
-/// Where a table's probe groups start, for prefetching (`None`: an empty table).
-#[derive(Clone, Copy)]
+/// Where a table's probe groups start, for prefetching (`None`: nothing to prefetch).
+#[derive(Clone, Copy, Default)]
 pub struct SlotPrefetch(Option<(usize, usize)>);
 
 impl SlotPrefetch {
-    /// For `table`'s present allocation (stale once it grows: harmless, see above).
-    pub fn of(table: &HashTable<u32>) -> SlotPrefetch {
+    /// For `table`'s present allocation, reusing `last` (this table's, from an earlier call)
+    /// while the table has as many buckets: an allocation changes only by growing or
+    /// shrinking, and finding an occupied slot scans the table from its start, which a table
+    /// nearly emptied by a sealed window would pay for at every call.
+    pub fn of(table: &HashTable<u32>, last: SlotPrefetch) -> SlotPrefetch {
+        let mask = table.num_buckets().wrapping_sub(1);
+        if table.is_empty() {
+            return SlotPrefetch(None);
+        }
+        if matches!(last.0, Some((_, m)) if m == mask) {
+            return last;
+        }
         let anchor = table.iter_buckets().next().and_then(|i| {
             let slot = table.get_bucket(i)? as *const u32 as usize;
-            Some((slot.wrapping_add((i + 1) * size_of::<u32>()), table.num_buckets() - 1))
+            Some((slot.wrapping_add((i + 1) * size_of::<u32>()), mask))
         });
         SlotPrefetch(anchor)
     }
