@@ -211,7 +211,12 @@ impl<const N: usize, const W: usize> Records<N, W> {
         }
         for i in 0..n {
             if let Some(&r) = self.table.iter_hash(key(i).1).next() {
-                prefetch::prefetch(&self.records[r as usize] as *const Record<N, W> as usize);
+                // its first and last byte: a record of up to 64 bytes spans at most two cache
+                // lines, and the key compared is as often on the second as on the first
+                const { assert!(std::mem::size_of::<Record<N, W>>() <= 64) };
+                let at = &self.records[r as usize] as *const Record<N, W> as usize;
+                prefetch::prefetch(at);
+                prefetch::prefetch(at + std::mem::size_of::<Record<N, W>>() - 1);
             }
         }
         found.clear();
