@@ -32,6 +32,7 @@ pub mod lifecycle;
 pub mod merge_lists;
 pub mod replay_peers;
 pub mod replays;
+pub mod route_events;
 pub mod sealed_ranges;
 pub mod sink;
 pub mod window_count;
