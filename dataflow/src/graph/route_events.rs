@@ -84,3 +84,66 @@ impl Distributor<Vec<TimedEvent>> for EventRouter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotlist_operators::record::{ItemId, PartitionId};
+    use hotlist_operators::time::Millis;
+    use proptest::prelude::*;
+
+    /// A worker's end of the exchange: keeps what it is sent.
+    #[derive(Default)]
+    struct Received(Vec<Vec<TimedEvent>>);
+
+    impl Push<Message<u64, Vec<TimedEvent>>> for Received {
+        fn push(&mut self, message: &mut Option<Message<u64, Vec<TimedEvent>>>) {
+            if let Some(m) = message.take() {
+                self.0.push(m.data);
+            }
+        }
+    }
+
+    fn event(hash: u64, position: u64) -> TimedEvent {
+        TimedEvent {
+            item: ItemId::from("i"),
+            ts: Millis(0),
+            wm_before: Millis::MIN,
+            hash,
+            partition: PartitionId(0),
+            position,
+            extra: None,
+        }
+    }
+
+    proptest! {
+        /// Every event reaches its owner, once, in the order it was pushed, in containers of
+        /// at most `CONTAINER` events, whatever the batches it came in.
+        #[test]
+        fn every_event_reaches_its_owner_in_order(
+            hashes in proptest::collection::vec(any::<u64>(), 0..3000),
+            peers in 1usize..5,
+            cuts in proptest::collection::vec(0usize..3000, 0..6),
+        ) {
+            let mut router = EventRouter::new(peers);
+            let mut workers: Vec<Received> = (0..peers).map(|_| Received::default()).collect();
+            let stamp = Stamp::new();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(hashes.len())).collect();
+            cuts.push(0);
+            cuts.push(hashes.len());
+            cuts.sort();
+            for w in cuts.windows(2) {
+                let mut batch: Vec<TimedEvent> = (w[0]..w[1]).map(|i| event(hashes[i], i as u64)).collect();
+                router.partition(&mut batch, &stamp, &mut workers);
+                prop_assert!(batch.is_empty());
+            }
+            router.flush(&stamp, &mut workers);
+            for (w, Received(got)) in workers.iter().enumerate() {
+                prop_assert!(got.iter().all(|c| !c.is_empty() && c.len() <= CONTAINER));
+                let got: Vec<u64> = got.iter().flatten().map(|e| e.position).collect();
+                let want: Vec<u64> = (0..hashes.len() as u64).filter(|&i| owner(hashes[i as usize], peers) == w).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}
