@@ -19,7 +19,7 @@ use hotlist_operators::counter::Shapes;
 use hotlist_operators::explain::{dropped_from, Explainer, Explanation};
 use hotlist_operators::format::Parser;
 use hotlist_operators::group::GroupKey;
-use hotlist_operators::record::{DeadReason, EventExtra, ItemId, TimedEvent};
+use hotlist_operators::record::{DeadReason, EventText, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 use hotlist_sinks::{StoreReader, StoredList, StoredWindow};
@@ -244,16 +244,12 @@ fn dropped(
             }
         } else {
             let e = TimedEvent {
-                item: ItemId::from(item),
+                text: EventText::new(item, ev.user.as_deref(), &ev.dims),
                 ts: ev.ts,
                 wm_before: Millis::MIN,
                 hash: 0,
                 partition: l.partition,
                 position: l.position,
-                extra: Some(Box::new(EventExtra {
-                    user: ev.user.as_deref().map(ItemId::from),
-                    dims: ev.dims.iter().map(|d| d.as_ref().into()).collect(),
-                })),
             };
             if !shapes.group(shape, &e, &mut key) || !x.in_list(&key, group) {
                 continue;

@@ -31,7 +31,7 @@ pub(crate) fn read_instance(
             shapes.group(shape, e, &mut key)
         } else {
             key.clear();
-            !distinct || e.extra.as_ref().is_some_and(|x| x.user.is_some())
+            !distinct || e.text.user().is_some()
         };
         f(e, counts.then_some(key.as_str()))
     })

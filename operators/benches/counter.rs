@@ -16,7 +16,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::group::KeyShape;
 use hotlist_operators::hash::item_hash;
-use hotlist_operators::record::{EventExtra, PartitionId, TimedEvent};
+use hotlist_operators::record::{EventText, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 
@@ -59,21 +59,21 @@ fn events(with_extra: bool) -> Vec<TimedEvent> {
             let u = rng.unit() * total;
             let rank = cdf.partition_point(|c| *c < u).min(ITEMS - 1);
             let item = format!("item-{rank}");
-            let extra = with_extra.then(|| {
-                Box::new(EventExtra {
-                    user: Some(format!("u{}", rng.next() % 200_000).into()),
-                    dims: [format!("C{}", rng.next() % 50).into()].into_iter().collect(),
-                })
-            });
+            let text = match with_extra {
+                true => {
+                    let user = format!("u{}", rng.next() % 200_000);
+                    EventText::new(&item, Some(&user), &[format!("C{}", rng.next() % 50)])
+                }
+                false => EventText::item(&item),
+            };
             let ts = Millis((i / EVERY) as i64 * STEP_MS);
             TimedEvent {
                 hash: item_hash(&item),
-                item: item.into(),
+                text,
                 ts,
                 wm_before: Millis(ts.0 - 1),
                 partition: PartitionId(0),
                 position: i as u64,
-                extra,
             }
         })
         .collect()

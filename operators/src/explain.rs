@@ -116,7 +116,7 @@ impl Explainer {
         if counts && !self.window.key.by.is_empty() {
             self.groups_seen.insert(item_hash(group));
         }
-        if e.item.as_str() != self.item {
+        if e.item() != self.item {
             return;
         }
         if !counts {
@@ -127,13 +127,13 @@ impl Explainer {
         if e.wm_before >= self.end {
             t.late_accepted += 1;
         }
-        if let Some(user) = e.extra.as_ref().and_then(|x| x.user.as_ref()) {
-            if t.users.len() < MAX_USERS || t.users.contains_key(user.as_str()) {
-                *t.users.entry(user.as_str().to_string()).or_default() += 1;
+        if let Some(user) = e.text.user() {
+            if t.users.len() < MAX_USERS || t.users.contains_key(user) {
+                *t.users.entry(user.to_string()).or_default() += 1;
                 t.users_by_partition
                     .entry(e.partition)
                     .or_default()
-                    .insert(item_hash(user.as_str()));
+                    .insert(item_hash(user));
             } else {
                 t.users_capped = true;
             }

@@ -7,7 +7,6 @@
 use crate::time::Millis;
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 
 /// An item id. Ids of up to 24 bytes are stored inline (no allocation per event).
 pub type ItemId = CompactString;
@@ -16,11 +15,15 @@ pub type ItemId = CompactString;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PartitionId(pub u32);
 
-/// An accepted event on its way to the window counter.
+mod event_text;
+pub use event_text::EventText;
+
+/// An accepted event on its way to the window counter (64 bytes: one cache line).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimedEvent {
-    /// The item id.
-    pub item: ItemId,
+    /// The item id, and the user and dim values for jobs with per-group or distinct-user
+    /// windows (in one string: see `EventText`).
+    pub text: EventText,
     /// Event time.
     pub ts: Millis,
     /// The partition watermark as it was *before* this event was read: the only input to the
@@ -32,23 +35,17 @@ pub struct TimedEvent {
     pub partition: PartitionId,
     /// Position within the partition (line number, sequence number or offset).
     pub position: u64,
-    /// The user and dims, for jobs with per-group or distinct-user windows (`None` otherwise:
-    /// a global job pays one null pointer per event).
-    pub extra: Option<Box<EventExtra>>,
 }
 
-/// What per-group and distinct-user windows need of an event beyond its item and time.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventExtra {
-    /// The user, when the record has one.
-    pub user: Option<ItemId>,
-    /// The values of the job's dims (in the job's dim order; `""` where the record has none).
-    pub dims: Dims,
-}
+const _: () = assert!(std::mem::size_of::<TimedEvent>() == 64, "an event is one cache line");
 
-/// An event's dim values: up to two without an allocation of their own (with short values,
-/// an event's extra is one allocation, its box).
-pub type Dims = SmallVec<[CompactString; 2]>;
+impl TimedEvent {
+    /// The item id.
+    #[inline]
+    pub fn item(&self) -> &str {
+        self.text.item_id()
+    }
+}
 
 /// The state of a partition as its source reports it at the end of an epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -71,12 +71,12 @@ impl Recount {
         if !self.window.key.by.is_empty() {
             self.groups.insert(item_hash(group));
         }
-        let (group, item) = (group.to_string(), e.item.as_str().to_string());
+        let (group, item) = (group.to_string(), e.item().to_string());
         if self.window.key.distinct_users {
-            let Some(user) = e.extra.as_ref().and_then(|x| x.user.as_ref()) else {
+            let Some(user) = e.text.user() else {
                 return Ok(());
             };
-            self.pairs.insert((group, item, user.as_str().to_string()));
+            self.pairs.insert((group, item, user.to_string()));
         } else {
             *self.counts.entry((group, item)).or_default() += 1;
         }

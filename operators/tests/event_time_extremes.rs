@@ -11,7 +11,7 @@
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::{DeadReason, PartitionId, TimedEvent};
+use hotlist_operators::record::{DeadReason, EventText, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 use hotlist_operators::window::{default_windows, validate_all, WindowSpec, MAX_WINDOW_SIZE};
@@ -24,8 +24,7 @@ const K: usize = 8; // more than the items: lists are whole counts
 
 fn event(item: &str, ts: i64, wm_before: Millis) -> TimedEvent {
     TimedEvent {
-        extra: None,
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before,
         hash: item_hash(item),

@@ -8,7 +8,7 @@
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::merge::ListMerger;
-use hotlist_operators::record::{PartitionId, PartitionStatus, TimedEvent};
+use hotlist_operators::record::{EventText, PartitionId, PartitionStatus, TimedEvent};
 use hotlist_operators::snapshot::{
     assemble, decode, encode, CounterSnapshot, MergerSnapshot, PaneSegment, PartitionState, SourceSnapshot,
 };
@@ -144,8 +144,7 @@ fn checkpoint(events: &[(u8, i64, i64)], workers: usize) -> Files {
             let item = format!("i{item}");
             let hash = item_hash(&item);
             let ev = TimedEvent {
-                extra: None,
-                item: item.into(),
+                text: EventText::item(&item),
                 ts,
                 wm_before,
                 hash,
@@ -194,9 +193,8 @@ fn restore_and_run(snaps: &[CounterSnapshot]) {
             for (i, ts) in [0i64, 17, 1000, -5].into_iter().enumerate() {
                 let item = format!("i{i}");
                 let ev = TimedEvent {
-                    extra: None,
                     hash: item_hash(&item),
-                    item: item.into(),
+                    text: EventText::item(&item),
                     ts: Millis(ts),
                     wm_before: c.watermark(),
                     partition: PartitionId(0),

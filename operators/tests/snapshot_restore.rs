@@ -7,7 +7,7 @@ use hotlist_operators::hash::{item_hash, owner};
 use hotlist_operators::merge::ListMerger;
 use hotlist_operators::message::PublishedList;
 use hotlist_operators::pane_sharing::PaneSharing;
-use hotlist_operators::record::{ListState, PartitionId, TimedEvent};
+use hotlist_operators::record::{EventText, ListState, PartitionId, TimedEvent};
 use hotlist_operators::snapshot::{assemble, decode, encode, CounterSnapshot, MergerSnapshot, PaneKey, PaneSegment};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
@@ -88,7 +88,7 @@ proptest! {
                 let wm_before = clocks[p].observe(ts);
                 marks.push(clocks[0].watermark().min(clocks[1].watermark()));
                 let item = format!("i{item}");
-                TimedEvent { extra: None,  hash: item_hash(&item), item: item.into(), ts, wm_before, partition: PartitionId(p as u32), position: i as u64 }
+                TimedEvent { hash: item_hash(&item), text: EventText::item(&item), ts, wm_before, partition: PartitionId(p as u32), position: i as u64 }
             })
             .collect();
         let epochs: Vec<(&[TimedEvent], Millis)> = stamped
@@ -192,7 +192,7 @@ proptest! {
                 let ts = Millis(t - back - if *late { 30 } else { 0 });
                 let wm_before = clock.observe(ts);
                 let item = format!("i{item}");
-                TimedEvent { extra: None,  hash: item_hash(&item), item: item.into(), ts, wm_before, partition: PartitionId(0), position: i as u64 }
+                TimedEvent { hash: item_hash(&item), text: EventText::item(&item), ts, wm_before, partition: PartitionId(0), position: i as u64 }
             })
             .collect();
         let mut counter = WindowedCounter::new(windows(k), lateness, 0);
@@ -252,9 +252,8 @@ fn normalized(mut s: CounterSnapshot) -> CounterSnapshot {
 fn unchanged_panes_are_not_written_again() {
     let mut c = WindowedCounter::new(windows(2), Span::from_millis(100), 0);
     let ev = |item: &str, ts: i64| TimedEvent {
-        extra: None,
         hash: item_hash(item),
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before: Millis(0),
         partition: PartitionId(0),

@@ -5,7 +5,7 @@ use super::Manifest;
 use super::*;
 use hotlist_operators::counter::WindowedCounter;
 use hotlist_operators::hash::item_hash;
-use hotlist_operators::record::{PartitionId, TimedEvent};
+use hotlist_operators::record::{EventText, PartitionId, TimedEvent};
 use hotlist_operators::snapshot::{self, MergerSnapshot, PaneKey, PublishedState, SourceSnapshot};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::{InstanceKey, WindowId, WindowSpec};
@@ -13,9 +13,8 @@ use std::os::unix::fs::MetadataExt;
 
 fn event(item: &str, ts: i64) -> TimedEvent {
     TimedEvent {
-        extra: None,
         hash: item_hash(item),
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before: Millis::MIN,
         partition: PartitionId(0),

@@ -164,7 +164,7 @@ impl EpochOperator for HotKeysState {
         events.sort_unstable_by_key(|e| (e.partition, e.position));
         let mut dropped = 0u64;
         for e in &events {
-            if self.detector.add(&e.item, e.hash, e.ts, e.wm_before) != Added::Counted {
+            if self.detector.add(e.item(), e.hash, e.ts, e.wm_before) != Added::Counted {
                 dropped += 1;
             }
         }

@@ -88,7 +88,7 @@ impl Distributor<Vec<TimedEvent>> for EventRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hotlist_operators::record::{ItemId, PartitionId};
+    use hotlist_operators::record::{EventText, PartitionId};
     use hotlist_operators::time::Millis;
     use proptest::prelude::*;
 
@@ -106,13 +106,12 @@ mod tests {
 
     fn event(hash: u64, position: u64) -> TimedEvent {
         TimedEvent {
-            item: ItemId::from("i"),
+            text: EventText::item("i"),
             ts: Millis(0),
             wm_before: Millis::MIN,
             hash,
             partition: PartitionId(0),
             position,
-            extra: None,
         }
     }
 

@@ -21,7 +21,7 @@ use hotlist_operators::event::{check_event_time, BadRecord};
 use hotlist_operators::format::Parser;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::{DeadLetter, DeadReason, EventExtra, ItemId, PartitionId, TimedEvent};
+use hotlist_operators::record::{DeadLetter, DeadReason, EventText, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 use std::sync::Arc;
@@ -98,16 +98,13 @@ impl Place<'_> {
     }
 }
 
-/// The user and dims of a parsed event, when the format locates any (no allocation otherwise).
+/// A parsed event's item id, user and dims in one string (see `EventText`).
 #[inline]
-fn extra_of(ev: &hotlist_operators::event::ParsedEvent<'_>) -> Option<Box<EventExtra>> {
+fn text_of(item: &str, ev: &hotlist_operators::event::ParsedEvent<'_>) -> EventText {
     if ev.user.is_none() && ev.dims.is_empty() {
-        return None;
+        return EventText::item(item);
     }
-    Some(Box::new(EventExtra {
-        user: ev.user.as_deref().map(ItemId::from),
-        dims: ev.dims.iter().map(|d| d.as_ref().into()).collect(),
-    }))
+    EventText::new(item, ev.user.as_deref(), &ev.dims)
 }
 
 /// Checks (parsing if needed: `resolved` is a line's parse and UDFs when already done),
@@ -122,7 +119,7 @@ pub fn accept_with(
     rules: &Rules,
 ) -> Option<Millis> {
     let message = rec.message();
-    let (item, ts, raw, extra): (ItemId, Millis, Option<&[u8]>, _) = match rec {
+    let (text, ts, raw): (EventText, Millis, Option<&[u8]>) = match rec {
         Record::TooLarge { head, len, at: m } => {
             let what = if m.is_some() { "message" } else { "record" };
             let detail = format!(
@@ -144,11 +141,11 @@ pub fn accept_with(
                     route_line(&outcome, line, message, &mut at, rules)
                 }
             };
-            let (item, ts, extra) = routed?;
-            (item, ts, Some(line), extra)
+            let (text, ts) = routed?;
+            (text, ts, Some(line))
         }
         Record::Event(item, ts) => match check_event_time(ts) {
-            Ok(ts) => (item.clone(), ts, None, None),
+            Ok(ts) => (EventText::item(item), ts, None),
             Err(bad) => {
                 at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string());
                 return None;
@@ -157,7 +154,7 @@ pub fn accept_with(
     };
     let (reference, of) = reference_time(message, rules.wall);
     if ts > reference.plus(rules.max_future) {
-        let raw = raw.map_or_else(|| rendered(&item, ts), <[u8]>::to_vec);
+        let raw = raw.map_or_else(|| rendered(text.item_id(), ts), <[u8]>::to_vec);
         let detail = format!(
             "ts {ts} is more than time.max_future ({}) ahead of {of} ({reference})",
             rules.max_future
@@ -181,7 +178,7 @@ pub fn accept_with(
         at.out.dead.push(DeadLetter {
             partition: at.partition,
             position: at.position,
-            raw: raw.map_or_else(|| rendered(&item, ts), <[u8]>::to_vec),
+            raw: raw.map_or_else(|| rendered(text.item_id(), ts), <[u8]>::to_vec),
             reason: DeadReason::Late,
             detail: in_message(detail, message),
         });
@@ -189,10 +186,9 @@ pub fn accept_with(
             return None;
         }
     }
-    let hash = item_hash(&item);
+    let hash = item_hash(text.item_id());
     at.out.events.push(TimedEvent {
-        extra,
-        item,
+        text,
         ts,
         wm_before,
         hash,
@@ -211,7 +207,7 @@ fn route_line(
     message: Option<InMessage>,
     at: &mut Place<'_>,
     rules: &Rules,
-) -> Option<(ItemId, Millis, Option<Box<EventExtra>>)> {
+) -> Option<(EventText, Millis)> {
     match outcome {
         Outcome::Event(ev, _) if ev.user.is_none() && rules.user_required => {
             let pointer = rules.format.format().user.as_ref().map_or("", |p| p.text.as_str());
@@ -220,11 +216,8 @@ fn route_line(
             None
         }
         Outcome::Event(ev, item) => {
-            let item = match item {
-                Some(id) => id.clone(),
-                None => ItemId::from(ev.item_id.as_ref()),
-            };
-            Some((item, ev.ts, extra_of(ev)))
+            let item = item.as_deref().unwrap_or(&ev.item_id);
+            Some((text_of(item, ev), ev.ts))
         }
         Outcome::Bad(BadRecord::Empty) => {
             at.tally.blank += 1;
@@ -264,7 +257,7 @@ fn in_message(detail: String, message: Option<InMessage>) -> String {
 }
 
 /// A generated event as the JSON line it stands for (its dead letter's raw bytes).
-fn rendered(item: &ItemId, ts: Millis) -> Vec<u8> {
+fn rendered(item: &str, ts: Millis) -> Vec<u8> {
     let mut v = Vec::new();
     crate::generator::render_json(item, ts, &mut v);
     v
@@ -274,6 +267,7 @@ fn rendered(item: &ItemId, ts: Millis) -> Vec<u8> {
 mod tests {
     use super::*;
     use hotlist_operators::format::Format;
+    use hotlist_operators::record::ItemId;
     use hotlist_operators::window::WindowSpec;
 
     fn rules(wall: i64) -> Rules {
@@ -312,7 +306,7 @@ mod tests {
             accept_with(rec, None, at, &mut clock, rules);
         }
         let dead = out.dead.into_iter().map(|d| (d.reason, d.detail)).collect();
-        let events = out.events.into_iter().map(|e| (e.item.to_string(), e.ts.0)).collect();
+        let events = out.events.into_iter().map(|e| (e.item().to_string(), e.ts.0)).collect();
         (dead, events, clock.watermark(), tally.bad)
     }
 
@@ -454,15 +448,9 @@ mod tests {
             };
             accept_with(Record::Line(line), None, at, &mut clock, &r);
         }
-        let extras: Vec<_> = out.events.iter().map(|e| e.extra.as_deref().cloned()).collect();
-        let user = |u: Option<&str>, d: &str| {
-            Some(EventExtra {
-                user: u.map(ItemId::from),
-                dims: [d.into()].into_iter().collect(),
-            })
-        };
-        assert_eq!(extras, [user(Some("9"), "A"), user(None, "")]);
-        assert_eq!(out.events[0].item.to_string(), "7");
+        let extras: Vec<_> = out.events.iter().map(|e| (e.text.user(), e.text.dims())).collect();
+        assert_eq!(extras, [(Some("9"), vec!["A"]), (None, vec![""])]);
+        assert_eq!(out.events[0].item(), "7");
         r.user_required = true;
         let (dead, events, _, bad) = run(vec![Record::Line(without), Record::Line(with)], &r);
         assert_eq!((events.len(), bad), (1, 1));

@@ -27,7 +27,7 @@ use hotlist_operators::format::Parser;
 use hotlist_operators::group::OTHER_GROUP;
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::TimedEvent;
+use hotlist_operators::record::{ItemId, TimedEvent};
 use hotlist_operators::replay::{counts_in, PartitionRange, ReplayJob};
 use hotlist_operators::replay_budget::Replayed;
 use hotlist_operators::replay_count::{Counted, ReplayInput};
@@ -221,7 +221,7 @@ impl ListRouter {
 
     /// The key `e` counts under, if it counts in a replayed list (`group`: scratch).
     fn key(&self, e: &TimedEvent, group: &mut String) -> Option<ListKey> {
-        let user = e.extra.as_ref().and_then(|x| x.user.as_ref());
+        let user = e.text.user();
         let distinct = self.window.key.distinct_users;
         if distinct && user.is_none() {
             return None;
@@ -237,8 +237,8 @@ impl ListRouter {
         }?;
         Some(ListKey {
             list,
-            item: e.item.clone(),
-            user: user.filter(|_| distinct).cloned(),
+            item: ItemId::from(e.item()),
+            user: user.filter(|_| distinct).map(ItemId::from),
         })
     }
 }

@@ -130,17 +130,16 @@ impl ReplayNoter {
 mod tests {
     use super::*;
     use hotlist_operators::hash::item_hash;
-    use hotlist_operators::record::ItemId;
+    use hotlist_operators::record::EventText;
 
     fn event(ts: i64) -> TimedEvent {
         TimedEvent {
-            item: ItemId::from("a"),
+            text: EventText::item("a"),
             ts: Millis(ts),
             wm_before: Millis::MIN,
             hash: item_hash("a"),
             partition: PartitionId(0),
             position: 0,
-            extra: None,
         }
     }
 

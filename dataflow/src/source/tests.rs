@@ -75,7 +75,7 @@ fn a_partition_resumes_at_its_checkpointed_position() {
     let mut source = source_of(dir.path(), &ctx);
     let mut batch = source.new_batch();
     assert!(source.read_batch(&mut batch));
-    let got: Vec<(&str, u64)> = batch.events.iter().map(|e| (e.item.as_str(), e.position)).collect();
+    let got: Vec<(&str, u64)> = batch.events.iter().map(|e| (e.item(), e.position)).collect();
     assert_eq!(got, [("b", 2)]);
     assert!(!ctx.failed());
 }

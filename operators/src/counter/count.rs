@@ -23,7 +23,7 @@ impl WindowedCounter {
             let mut found = std::mem::take(&mut self.found);
             for run in events.chunks(RUN) {
                 self.interner
-                    .find_many(run.len(), |i| (&run[i].item, run[i].hash), &mut found);
+                    .find_many(run.len(), |i| (run[i].item(), run[i].hash), &mut found);
                 for (ev, &idx) in run.iter().zip(&found) {
                     dead.extend(self.apply_found(ev, idx));
                 }
@@ -62,10 +62,10 @@ impl WindowedCounter {
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let idx = match found {
             Some(idx) => {
-                debug_assert_eq!(self.interner.id(idx), &*ev.item, "a stale index");
+                debug_assert_eq!(self.interner.id(idx), ev.item(), "a stale index");
                 idx
             }
-            None => self.interner.intern(&ev.item, ev.hash),
+            None => self.interner.intern(ev.item(), ev.hash),
         };
         let mut sealed_drop = false;
         let mut counted = false;
@@ -119,10 +119,10 @@ impl WindowedCounter {
                     None
                 }
                 Looked::Item(Some(idx)) => {
-                    debug_assert_eq!(self.interner.id(idx), &*ev.item, "a stale index");
+                    debug_assert_eq!(self.interner.id(idx), ev.item(), "a stale index");
                     Some(idx)
                 }
-                Looked::Item(None) => Some(self.interner.intern(&ev.item, ev.hash)),
+                Looked::Item(None) => Some(self.interner.intern(ev.item(), ev.hash)),
                 Looked::Key {
                     start,
                     end,

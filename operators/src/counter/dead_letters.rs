@@ -31,7 +31,7 @@ pub(crate) fn sealed_letter(ev: &TimedEvent, wm: Millis) -> DeadLetter {
 
 /// The JSON rendering of an event, for dead letters raised after the raw bytes are gone.
 pub fn render_event(ev: &TimedEvent) -> Vec<u8> {
-    serde_json::json!({"item_id": ev.item.as_str(), "ts": ev.ts.0})
+    serde_json::json!({"item_id": ev.item(), "ts": ev.ts.0})
         .to_string()
         .into_bytes()
 }

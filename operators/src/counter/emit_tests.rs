@@ -6,13 +6,12 @@
 use super::*;
 use crate::hash::item_hash;
 use crate::message::LocalList;
-use crate::record::{PartitionId, TimedEvent};
+use crate::record::{EventText, PartitionId, TimedEvent};
 use proptest::prelude::*;
 
 fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
     TimedEvent {
-        extra: None,
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
         hash: item_hash(item),

@@ -1,9 +1,8 @@
 //! Looking up a run of events' counter keys before counting them.
 //!
-//! Counting one event at a time waits for each cache miss in turn: the event's extra fields
-//! (a per-group key's dimensions, a distinct-user key's user), the interner's table slot, then
-//! the key's record. Looked up together, a run's misses are independent: its events' boxes are
-//! prefetched, then its keys' table slots, then their records (`Interner::find_many`), so a
+//! Counting one event at a time waits for each cache miss in turn: the interner's table slot,
+//! then the key's record. Looked up together, a run's misses are independent: its keys' table
+//! slots are prefetched, then their records (`Interner::find_many`), so a
 //! run waits for a few rounds of misses instead of a few per event, and the counting that
 //! follows finds everything in cache. (A job without per-group or distinct-user windows looks
 //! up its runs' bare ids the same way, without this struct.) An index found stays valid while
@@ -11,8 +10,8 @@
 //! event drops no reference (only a key it interned and did not count is forgotten).
 
 use super::shapes::Shapes;
-use crate::interner::{prefetch, probe_hash, Interner, ItemIdx};
-use crate::record::{EventExtra, TimedEvent};
+use crate::interner::{probe_hash, Interner, ItemIdx};
+use crate::record::TimedEvent;
 
 /// Events looked up together before they are counted: enough for their misses to overlap,
 /// few enough for what they bring into cache to stay there.
@@ -57,14 +56,6 @@ impl Lookahead {
         self.looked.clear();
         self.text.clear();
         self.wanted.clear();
-        // the events' extra fields first, which the keys are built from (two cache lines)
-        for ev in events {
-            if let Some(x) = ev.extra.as_deref() {
-                let at = x as *const EventExtra as usize;
-                prefetch(at);
-                prefetch(at + 64);
-            }
-        }
         let n = shapes.len();
         for ev in events {
             for s in 0..n as u8 {
@@ -98,7 +89,7 @@ impl Lookahead {
                 Looked::Key { start, end, probe, .. } => (&text[start as usize..end as usize], probe),
                 _ => {
                     let ev = &events[at / n];
-                    (&*ev.item, ev.hash)
+                    (ev.item(), ev.hash)
                 }
             }
         };

@@ -5,7 +5,7 @@
 use super::*;
 use crate::group::{GroupKey, KeyShape};
 use crate::message::LocalList;
-use crate::record::{EventExtra, PartitionId, TimedEvent};
+use crate::record::{EventText, PartitionId, TimedEvent};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -64,27 +64,22 @@ fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
     } else {
         format!("i{}", e.item)
     };
-    let values = dims
+    let values: Vec<String> = dims
         .iter()
         .map(|d| match d.as_str() {
             "country" => e
                 .country
-                .map_or(String::new(), |c| ["US", "a b", "é"][c as usize % 3].to_string())
-                .into(),
-            _ => format!("d{}", e.device).into(),
+                .map_or(String::new(), |c| ["US", "a b", "é"][c as usize % 3].to_string()),
+            _ => format!("d{}", e.device),
         })
         .collect();
     TimedEvent {
         hash: crate::hash::item_hash(&item),
-        item: item.into(),
+        text: EventText::new(&item, e.user.map(|u| format!("u{u}")).as_deref(), &values),
         ts: Millis(e.ts),
         wm_before: Millis(e.wm_before),
         partition: PartitionId(0),
         position: 0,
-        extra: Some(Box::new(EventExtra {
-            user: e.user.map(|u| format!("u{u}").into()),
-            dims: values,
-        })),
     }
 }
 
@@ -121,7 +116,7 @@ fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> 
                 .iter()
                 .map(|d| {
                     let p = dims.iter().position(|x| x == d).unwrap();
-                    (d.as_str(), t.extra.as_ref().unwrap().dims[p].to_string())
+                    (d.as_str(), t.text.dim(p).to_string())
                 })
                 .collect();
             let group = GroupKey::from_pairs(pairs.iter().map(|(d, v)| (*d, v.as_str()))).to_string();
@@ -138,10 +133,10 @@ fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> 
                 counts
                     .entry(key.clone())
                     .or_default()
-                    .entry(t.item.to_string())
+                    .entry(t.item().to_string())
                     .or_default()
                     .insert(who);
-                *events.entry((key.0, key.1, key.2, t.item.to_string())).or_default() += 1;
+                *events.entry((key.0, key.1, key.2, t.item().to_string())).or_default() += 1;
             }
         }
     }

@@ -18,7 +18,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub struct Shapes {
     /// Distinct shapes; index 0 is the plain shape.
     shapes: Vec<KeyShape>,
-    /// Per shape, the positions of its `by` dims in the job's dims (`EventExtra::dims` order).
+    /// Per shape, the positions of its `by` dims in the job's dims (`EventText::dim` order).
     by_pos: Vec<Vec<usize>>,
     /// The job's dims (see [`job_dims`]).
     dims: Vec<String>,
@@ -26,7 +26,7 @@ pub struct Shapes {
     window_shape: Vec<u8>,
 }
 
-/// The dims a job's events carry, in `EventExtra::dims` order: the sorted union of its
+/// The dims a job's events carry, in `EventText::dim` order: the sorted union of its
 /// windows' `by` dims.
 pub fn job_dims(windows: &[WindowSpec]) -> Vec<String> {
     let mut dims: Vec<String> = windows.iter().flat_map(|w| w.key.by.iter().cloned()).collect();
@@ -106,8 +106,8 @@ impl Shapes {
             return false;
         }
         out.push('\0');
-        out.push_str(&ev.item);
-        let user = ev.extra.as_deref().and_then(|x| x.user.as_deref());
+        out.push_str(ev.item());
+        let user = ev.text.user();
         if let Some(user) = user.filter(|_| self.shapes[s as usize].distinct_users) {
             out.push('\0');
             out.push_str(user);
@@ -119,8 +119,7 @@ impl Shapes {
     /// when the shape counts distinct users and the event has none.
     pub fn group(&self, s: u8, ev: &TimedEvent, group: &mut String) -> bool {
         let shape = &self.shapes[s as usize];
-        let extra = ev.extra.as_deref();
-        if shape.distinct_users && extra.and_then(|x| x.user.as_deref()).is_none() {
+        if shape.distinct_users && ev.text.user().is_none() {
             return false;
         }
         group.clear();
@@ -130,8 +129,7 @@ impl Shapes {
             }
             group.push_str(&self.dims[p]);
             group.push('=');
-            let value = extra.and_then(|x| x.dims.get(p)).map_or("", |v| v.as_str());
-            encode_value(value, group);
+            encode_value(ev.text.dim(p), group);
         }
         true
     }

@@ -4,13 +4,12 @@
 use super::*;
 use crate::hash::item_hash;
 use crate::message::LocalList;
-use crate::record::{DeadLetter, DeadReason, PartitionId, TimedEvent};
+use crate::record::{DeadLetter, DeadReason, EventText, PartitionId, TimedEvent};
 use proptest::{prop_assert, prop_assert_eq};
 
 fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
     TimedEvent {
-        extra: None,
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
         hash: item_hash(item),

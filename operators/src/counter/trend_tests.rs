@@ -5,7 +5,7 @@
 use super::*;
 use crate::hash::{item_hash, key_group};
 use crate::message::LocalList;
-use crate::record::{PartitionId, RankedItem, TimedEvent};
+use crate::record::{EventText, PartitionId, RankedItem, TimedEvent};
 use crate::topk::{merge_top_k, ranked_cmp};
 use crate::trend::{Rank, TrendRule};
 use proptest::prop_assert_eq;
@@ -13,8 +13,7 @@ use std::cmp::Ordering;
 
 fn ev(item: &str, ts: i64, wm_before: i64) -> TimedEvent {
     TimedEvent {
-        extra: None,
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
         hash: item_hash(item),

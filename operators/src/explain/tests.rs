@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::group::GroupKey;
-use crate::record::{EventExtra, ItemId};
+use crate::record::EventText;
 use proptest::prelude::*;
 
 const START: i64 = 100;
@@ -39,15 +39,11 @@ fn timed(evs: &[Ev]) -> Vec<(TimedEvent, String)> {
             let group = GroupKey::from_pairs([("country", format!("c{g}").as_str())]);
             let e = TimedEvent {
                 hash: item_hash(&item),
-                item: ItemId::from(item.as_str()),
+                text: EventText::new(&item, user.map(|u| format!("u{u}")).as_deref(), &[] as &[&str]),
                 ts: Millis(ts),
                 wm_before: Millis(wm_before),
                 partition: PartitionId(p as u32),
                 position: 0,
-                extra: Some(Box::new(EventExtra {
-                    user: user.map(|u| ItemId::from(format!("u{u}").as_str())),
-                    dims: Default::default(),
-                })),
             };
             (e, group.as_str().to_string())
         })
@@ -58,7 +54,7 @@ fn timed(evs: &[Ev]) -> Vec<(TimedEvent, String)> {
 fn brute(evs: &[(TimedEvent, String)], w: &WindowSpec, item: &str, group: &GroupKey) -> (u64, BTreeMap<u32, u64>, u64) {
     let end = START + SIZE;
     let counts = |e: &TimedEvent| e.ts.0 >= START && e.ts.0 < end && end + LATENESS > e.wm_before.0;
-    let has_user = |e: &TimedEvent| !w.key.distinct_users || e.extra.as_ref().is_some_and(|x| x.user.is_some());
+    let has_user = |e: &TimedEvent| !w.key.distinct_users || e.text.user().is_some();
     let grouped = !w.key.by.is_empty();
     // the instance's groups, their hashes ascending: the first max_groups have lists
     let mut hashes: Vec<u64> = evs
@@ -79,15 +75,10 @@ fn brute(evs: &[(TimedEvent, String)], w: &WindowSpec, item: &str, group: &Group
     };
     let mine: Vec<&TimedEvent> = evs
         .iter()
-        .filter(|(e, g)| e.item.as_str() == item && counts(e) && has_user(e) && in_list(g))
+        .filter(|(e, g)| e.item() == item && counts(e) && has_user(e) && in_list(g))
         .map(|(e, _)| e)
         .collect();
-    let user = |e: &TimedEvent| {
-        e.extra
-            .as_ref()
-            .and_then(|x| x.user.as_ref())
-            .map(|u| u.as_str().to_string())
-    };
+    let user = |e: &TimedEvent| e.text.user().map(str::to_string);
     let (count, by_partition) = if w.key.distinct_users {
         let all: BTreeSet<String> = mine.iter().filter_map(|e| user(e)).collect();
         let mut by: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
@@ -139,7 +130,7 @@ proptest! {
         };
         let mut x = Explainer::new(w.clone(), Millis(START), Span::from_millis(LATENESS as u64), &item);
         for (e, g) in &evs {
-            let has_user = e.extra.as_ref().is_some_and(|x| x.user.is_some());
+            let has_user = e.text.user().is_some();
             let g = if by { g.as_str() } else { "" };
             x.event(e, (!distinct || has_user).then_some(g));
         }
@@ -163,15 +154,11 @@ fn a_bot_and_late_events_are_named() {
     let mut x = Explainer::new(w, Millis(START), Span::from_millis(LATENESS as u64), "a");
     let ev = |user: &str, ts: i64, wm: i64| TimedEvent {
         hash: item_hash("a"),
-        item: ItemId::from("a"),
+        text: EventText::new("a", Some(user), &[] as &[&str]),
         ts: Millis(ts),
         wm_before: Millis(wm),
         partition: PartitionId(0),
         position: 0,
-        extra: Some(Box::new(EventExtra {
-            user: Some(ItemId::from(user)),
-            dims: Default::default(),
-        })),
     };
     for _ in 0..7 {
         x.event(&ev("bot", 150, 0), Some(""));

@@ -95,22 +95,18 @@ fn slot(note: &GroupNote) -> usize {
 mod tests {
     use super::*;
     use crate::group::{GroupKey, KeyShape};
-    use crate::record::{EventExtra, PartitionId};
+    use crate::record::{EventText, PartitionId};
     use crate::time::Millis;
     use std::collections::BTreeSet;
 
     fn event(country: &str, ts: i64) -> TimedEvent {
         TimedEvent {
-            item: "i".into(),
+            text: EventText::new("i", None, &[country]),
             ts: Millis(ts),
             wm_before: Millis::MIN,
             hash: item_hash("i"),
             partition: PartitionId(0),
             position: 0,
-            extra: Some(Box::new(EventExtra {
-                user: None,
-                dims: [country.into()].into_iter().collect(),
-            })),
         }
     }
 

@@ -8,7 +8,7 @@ use crate::counting::SketchSpec;
 use crate::group::{GroupNoter, KeyShape};
 use crate::merge::ListMerger;
 use crate::message::PublishedList;
-use crate::record::{EventExtra, ListState, PartitionId};
+use crate::record::{EventText, ListState, PartitionId};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,15 +47,11 @@ fn ev(item: &str, country: &str, ts: i64, wm_before: i64, position: u64) -> Time
 fn ev_by(item: &str, country: &str, user: Option<&str>, ts: i64, wm_before: i64, position: u64) -> TimedEvent {
     TimedEvent {
         hash: item_hash(item),
-        item: item.into(),
+        text: EventText::new(item, user, &[country]),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
         partition: PartitionId(0),
         position,
-        extra: Some(Box::new(EventExtra {
-            user: user.map(Into::into),
-            dims: smallvec::smallvec![country.to_string().into()],
-        })),
     }
 }
 
@@ -142,7 +138,7 @@ type Truth = BTreeMap<(String, i64, String), BTreeMap<String, u64>>;
 fn model(windows: &[WindowSpec], events: &[TimedEvent]) -> Truth {
     let mut raw: BTreeMap<(usize, i64), BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
     for e in events {
-        let country = e.extra.as_ref().unwrap().dims[0].to_string();
+        let country = e.text.dim(0).to_string();
         for (wi, w) in windows.iter().enumerate() {
             for start in w.starts_covering(e.ts) {
                 if e.wm_before != Millis::MIN && w.end_of(start) <= e.wm_before.minus(LATENESS) {
@@ -152,7 +148,7 @@ fn model(windows: &[WindowSpec], events: &[TimedEvent]) -> Truth {
                     .or_default()
                     .entry(group_of(&country))
                     .or_default()
-                    .entry(e.item.to_string())
+                    .entry(e.item().to_string())
                     .or_default() += 1;
             }
         }
@@ -321,7 +317,7 @@ fn format_6_sketch_snapshots_read_without_groups() {
     let counting = [Counting::Sketch(spec(4, 0.05))];
     let mut c = SketchCounter::new(vec![w], counting.to_vec(), LATENESS, 0, 1);
     c.apply(&TimedEvent {
-        extra: None,
+        text: EventText::item("a"),
         ..ev("a", "US", 1, i64::MIN, 0)
     });
     c.advance(Millis::MIN, true);
@@ -343,13 +339,12 @@ type Users = BTreeMap<String, BTreeSet<String>>;
 fn users_model(windows: &[WindowSpec], events: &[TimedEvent]) -> BTreeMap<(String, i64, String), Users> {
     let mut raw: BTreeMap<(usize, i64), BTreeMap<String, Users>> = BTreeMap::new();
     for e in events {
-        let extra = e.extra.as_ref().unwrap();
-        let Some(user) = extra.user.as_ref() else { continue };
+        let Some(user) = e.text.user() else { continue };
         for (wi, w) in windows.iter().enumerate() {
             let group = if w.key.by.is_empty() {
                 String::new()
             } else {
-                group_of(&extra.dims[0])
+                group_of(e.text.dim(0))
             };
             for start in w.starts_covering(e.ts) {
                 if e.wm_before != Millis::MIN && w.end_of(start) <= e.wm_before.minus(LATENESS) {
@@ -359,7 +354,7 @@ fn users_model(windows: &[WindowSpec], events: &[TimedEvent]) -> BTreeMap<(Strin
                     .or_default()
                     .entry(group.clone())
                     .or_default()
-                    .entry(e.item.to_string())
+                    .entry(e.item().to_string())
                     .or_default()
                     .insert(user.to_string());
             }

@@ -33,14 +33,14 @@ impl Pending {
     /// Counts `ev` for instance `key`.
     #[inline]
     pub fn add(&mut self, key: InstanceKey, ev: &TimedEvent) {
-        let same = |p: &PendingCount| p.hash == ev.hash && p.key == key && p.item == ev.item;
+        let same = |p: &PendingCount| p.hash == ev.hash && p.key == key && p.item == ev.item();
         let slot_hash = mix(&key, ev.hash);
         match self.table.entry(slot_hash, same, |p| p.slot_hash) {
             Entry::Occupied(mut o) => o.get_mut().n += 1,
             Entry::Vacant(v) => {
                 v.insert(PendingCount {
                     key,
-                    item: ev.item.clone(),
+                    item: ev.item().into(),
                     hash: ev.hash,
                     n: 1,
                     slot_hash,

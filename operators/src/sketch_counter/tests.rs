@@ -2,7 +2,7 @@ use super::*;
 use crate::counting::{Algorithm, SketchSpec};
 use crate::merge::ListMerger;
 use crate::message::PublishedList;
-use crate::record::{DeadReason, ListState, PartitionId};
+use crate::record::{DeadReason, EventText, ListState, PartitionId};
 use crate::snapshot::SnapshotError;
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -22,8 +22,7 @@ fn spec(algorithm: Algorithm, candidates: usize) -> SketchSpec {
 
 fn ev(item: &str, ts: i64, wm_before: i64, position: u64) -> TimedEvent {
     TimedEvent {
-        extra: None,
-        item: item.into(),
+        text: EventText::item(item),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
         hash: item_hash(item),
@@ -80,7 +79,7 @@ impl Job {
 fn true_counts(events: &[TimedEvent], w: &WindowSpec, start: Millis) -> HashMap<String, u64> {
     let mut m = HashMap::new();
     for e in events.iter().filter(|e| w.starts_covering(e.ts).any(|s| s == start)) {
-        *m.entry(e.item.to_string()).or_insert(0) += 1;
+        *m.entry(e.item().to_string()).or_insert(0) += 1;
     }
     m
 }

@@ -2,7 +2,7 @@
 //! disorder and watermarks that pass the instance's end.
 
 use super::*;
-use crate::record::{EventExtra, ItemId, PartitionId};
+use crate::record::{EventText, PartitionId};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -17,15 +17,11 @@ fn event(item: u8, user: Option<u8>, ts: i64, wm_before: i64) -> TimedEvent {
     let item = format!("i{item}");
     TimedEvent {
         hash: item_hash(&item),
-        item: ItemId::from(item.as_str()),
+        text: EventText::new(&item, user.map(|u| format!("u{u}")).as_deref(), &[] as &[&str]),
         ts: Millis(ts),
         wm_before: Millis(wm_before),
         partition: PartitionId(0),
         position: 0,
-        extra: Some(Box::new(EventExtra {
-            user: user.map(|u| ItemId::from(format!("u{u}").as_str())),
-            dims: Default::default(),
-        })),
     }
 }
 

@@ -6,6 +6,7 @@ use crate::counter::WindowedCounter;
 use crate::hash::item_hash;
 use crate::merge::ListMerger;
 use crate::message::LocalList;
+use crate::record::EventText;
 use crate::record::{ListState, PartitionId, PartitionStatus, TimedEvent};
 use crate::snapshot::{PaneCounts, PartitionState};
 use crate::window::WindowId;
@@ -35,9 +36,8 @@ fn counter_snapshot() -> CounterSnapshot {
     let mut c = WindowedCounter::new(windows(), LATENESS, 0);
     for (item, ts) in [("a", 1), ("b", 2), ("a", 13), ("c", 27)] {
         let ev = TimedEvent {
-            extra: None,
             hash: item_hash(item),
-            item: item.into(),
+            text: EventText::item(item),
             ts: Millis(ts),
             wm_before: Millis::MIN,
             partition: PartitionId(0),

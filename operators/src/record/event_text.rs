@@ -1,0 +1,339 @@
+//! An event's text fields in one string: its item id and, in jobs with per-group or
+//! distinct-user windows, its user and dim values.
+//!
+//! Events used to carry the user and dims in a box of their own: an allocation per event on
+//! the worker that read it, freed on the worker that counted it. Those cross-thread frees
+//! were most of what a second worker cost a per-group job (+527 of +664 profile samples,
+//! docs/benchmarks.md). Packed behind the item in one [`CompactString`], a typical event's
+//! fields (a short id, a user, a country) fit its 24 inline bytes: no allocation, nothing to
+//! free elsewhere, and the event is 64 bytes, one cache line.
+//!
+//! Layout (all of it valid UTF-8, so the string stays a `str`):
+//! - an event without a user or dims whose id does not start with NUL: the id itself;
+//! - otherwise `NUL`, the length of the fields, the fields, then the id. The fields are a
+//!   header (`2 × dims + has_user`), the user if any, then each dim value, each value after
+//!   its length. Lengths are ASCII varints: six bits a byte, `0x40` marks a byte that is not
+//!   the last.
+//!
+//! The id comes last so that reading it skips one varint; ids hold no NUL by the event
+//! contract, and one that starts with NUL anyway (a UDF's, say) takes the second form, so the
+//! first byte always tells which form a string is.
+
+use compact_str::CompactString;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// An event's item id, user and dim values (see the module docs for the layout).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct EventText(CompactString);
+
+/// A varint's bit that says more bytes follow.
+const MORE: u8 = 0x40;
+
+impl EventText {
+    /// The text of an event with an item id only.
+    #[inline]
+    pub fn item(item: &str) -> EventText {
+        if item.as_bytes().first() == Some(&0) {
+            return EventText::new(item, None, &[] as &[&str]);
+        }
+        EventText(CompactString::from(item))
+    }
+
+    /// The text of an event with an item id, maybe a user, and the values of the job's dims
+    /// (`""` where the record has none).
+    pub fn new<D: AsRef<str>>(item: &str, user: Option<&str>, dims: &[D]) -> EventText {
+        if user.is_none() && dims.is_empty() && item.as_bytes().first() != Some(&0) {
+            return EventText(CompactString::from(item));
+        }
+        let header = 2 * dims.len() + usize::from(user.is_some());
+        let mut fields = varint_len(header);
+        if let Some(u) = user {
+            fields += varint_len(u.len()) + u.len();
+        }
+        for d in dims {
+            fields += varint_len(d.as_ref().len()) + d.as_ref().len();
+        }
+        let mut text = CompactString::with_capacity(1 + varint_len(fields) + fields + item.len());
+        text.push('\0');
+        push_varint(&mut text, fields);
+        push_varint(&mut text, header);
+        if let Some(u) = user {
+            push_varint(&mut text, u.len());
+            text.push_str(u);
+        }
+        for d in dims {
+            push_varint(&mut text, d.as_ref().len());
+            text.push_str(d.as_ref());
+        }
+        text.push_str(item);
+        EventText(text)
+    }
+
+    /// The item id.
+    #[inline]
+    pub fn item_id(&self) -> &str {
+        let s = self.0.as_str();
+        match self.fields() {
+            None => s,
+            Some((_, end)) => &s[end..],
+        }
+    }
+
+    /// The user, when the event has one.
+    pub fn user(&self) -> Option<&str> {
+        let (mut at, _) = self.fields()?;
+        let header = self.varint(&mut at);
+        (header & 1 == 1).then(|| self.value(&mut at))
+    }
+
+    /// The value of the job's dim at position `p` (`""` where the event has none).
+    pub fn dim(&self, p: usize) -> &str {
+        let Some((mut at, _)) = self.fields() else {
+            return "";
+        };
+        let header = self.varint(&mut at);
+        if p >= header / 2 {
+            return "";
+        }
+        if header & 1 == 1 {
+            self.value(&mut at);
+        }
+        for _ in 0..p {
+            self.value(&mut at);
+        }
+        self.value(&mut at)
+    }
+
+    /// The event's dim values in the job's dim order (none for an event without dims).
+    pub fn dims(&self) -> Vec<&str> {
+        let Some((mut at, _)) = self.fields() else {
+            return Vec::new();
+        };
+        let header = self.varint(&mut at);
+        if header & 1 == 1 {
+            self.value(&mut at);
+        }
+        (0..header / 2).map(|_| self.value(&mut at)).collect()
+    }
+
+    /// The whole string, as stored and sent.
+    pub fn as_packed(&self) -> &str {
+        &self.0
+    }
+
+    /// Where the fields start and end (`None`: the string is the id alone).
+    #[inline]
+    fn fields(&self) -> Option<(usize, usize)> {
+        if self.0.as_bytes().first() != Some(&0) {
+            return None;
+        }
+        let mut at = 1;
+        let len = self.varint(&mut at);
+        Some((at, at + len))
+    }
+
+    /// The varint at `at`, moving `at` past it. Only called on strings built by `new` or
+    /// checked by `check`.
+    #[inline]
+    fn varint(&self, at: &mut usize) -> usize {
+        let b = self.0.as_bytes();
+        let mut v = 0;
+        let mut shift = 0;
+        loop {
+            let byte = b[*at];
+            *at += 1;
+            v |= usize::from(byte & 0x3f) << shift;
+            if byte & MORE == 0 {
+                return v;
+            }
+            shift += 6;
+        }
+    }
+
+    /// The length-prefixed value at `at`, moving `at` past it.
+    #[inline]
+    fn value(&self, at: &mut usize) -> &str {
+        let len = self.varint(at);
+        let start = *at;
+        *at += len;
+        &self.0[start..*at]
+    }
+
+    /// Whether `packed` is a string `new` could have built (what a peer sends is checked
+    /// before it is read).
+    fn check(packed: &str) -> Result<(), String> {
+        let b = packed.as_bytes();
+        if b.first() != Some(&0) {
+            return Ok(());
+        }
+        let bad = |what: &str| Err(format!("an event's text fields: {what}"));
+        // a varint within `b[..end]`, and the position after it
+        let varint = |at: usize, end: usize| -> Option<(usize, usize)> {
+            let (mut v, mut shift, mut at) = (0usize, 0u32, at);
+            loop {
+                let byte = *b[..end].get(at)?;
+                if byte >= 0x80 || shift > 36 {
+                    return None;
+                }
+                v |= usize::from(byte & 0x3f) << shift;
+                at += 1;
+                if byte & MORE == 0 {
+                    return Some((v, at));
+                }
+                shift += 6;
+            }
+        };
+        let Some((len, start)) = varint(1, b.len()) else {
+            return bad("a bad length");
+        };
+        let Some(end) = start.checked_add(len).filter(|&e| e <= b.len()) else {
+            return bad("fields longer than the string");
+        };
+        let Some((header, mut at)) = varint(start, end) else {
+            return bad("a bad header");
+        };
+        for _ in 0..(header / 2).saturating_add(header & 1) {
+            let Some((n, after)) = varint(at, end) else {
+                return bad("a bad value length");
+            };
+            match after.checked_add(n).filter(|&e| e <= end && packed.is_char_boundary(e)) {
+                Some(e) => at = e,
+                None => return bad("a value past its fields"),
+            }
+        }
+        if at != end {
+            return bad("bytes after the last value");
+        }
+        Ok(())
+    }
+}
+
+/// How many bytes the varint of `v` takes.
+#[inline]
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x40 {
+        v >>= 6;
+        n += 1;
+    }
+    n
+}
+
+/// Appends the varint of `v`.
+#[inline]
+fn push_varint(out: &mut CompactString, mut v: usize) {
+    loop {
+        let low = (v & 0x3f) as u8;
+        v >>= 6;
+        if v == 0 {
+            out.push(char::from(low));
+            return;
+        }
+        out.push(char::from(low | MORE));
+    }
+}
+
+impl From<&str> for EventText {
+    fn from(item: &str) -> EventText {
+        EventText::item(item)
+    }
+}
+
+impl fmt::Debug for EventText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("EventText");
+        d.field("item", &self.item_id());
+        if self.fields().is_some() {
+            d.field("user", &self.user()).field("dims", &self.dims());
+        }
+        d.finish()
+    }
+}
+
+impl Serialize for EventText {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<EventText, D::Error> {
+        let packed = CompactString::deserialize(d)?;
+        EventText::check(&packed).map_err(serde::de::Error::custom)?;
+        Ok(EventText(packed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![Just(String::new()), "[a-z]{1,8}", "\\PC{0,90}", "\u{0}[a-z\u{0}é]{0,5}",]
+    }
+
+    proptest! {
+        /// Whatever goes in comes back out, and what is sent is read back the same.
+        #[test]
+        fn fields_come_back(
+            item in text(),
+            user in proptest::option::of(text()),
+            dims in proptest::collection::vec(text(), 0..4),
+        ) {
+            let t = EventText::new(&item, user.as_deref(), &dims);
+            prop_assert_eq!(t.item_id(), item.as_str());
+            prop_assert_eq!(t.user(), user.as_deref());
+            let got: Vec<&str> = t.dims();
+            let want: Vec<&str> = dims.iter().map(String::as_str).collect();
+            prop_assert_eq!(&got, &want);
+            for p in 0..6 {
+                prop_assert_eq!(t.dim(p), dims.get(p).map_or("", String::as_str));
+            }
+            prop_assert!(EventText::check(t.as_packed()).is_ok());
+            let sent = serde_json::to_string(&t).unwrap();
+            let back: EventText = serde_json::from_str(&sent).unwrap();
+            prop_assert_eq!(back, t);
+        }
+
+        /// A string that is not one `new` builds is refused, never read out of bounds.
+        #[test]
+        fn a_bad_string_is_refused_or_reads_back(packed in "\u{0}[\u{0}-\u{7f}é]{0,12}") {
+            if EventText::check(&packed).is_ok() {
+                let t = EventText(CompactString::from(packed.as_str()));
+                let _ = (t.item_id(), t.user(), t.dims());
+            }
+        }
+    }
+
+    #[test]
+    fn an_id_alone_is_stored_as_itself_and_a_short_event_inline() {
+        assert_eq!(EventText::item("video-8841").as_packed(), "video-8841");
+        let t = EventText::new("item-123456", Some("u12345"), &["US"]);
+        assert!(!t.0.is_heap_allocated(), "{t:?} is {} bytes", t.0.len());
+        // an id starting with NUL takes the second form, so it is not misread
+        let odd = EventText::item("\0x");
+        assert_eq!((odd.item_id(), odd.user(), odd.dims().len()), ("\0x", None, 0));
+    }
+
+    #[test]
+    fn long_values_take_several_length_bytes() {
+        let long = "x".repeat(5000);
+        let t = EventText::new("i", Some(&long), &[long.as_str(), ""]);
+        assert_eq!(
+            (t.item_id(), t.user(), t.dim(0).len(), t.dim(1)),
+            ("i", Some(long.as_str()), 5000, "")
+        );
+    }
+
+    #[test]
+    fn a_truncated_string_is_refused() {
+        let t = EventText::new("item", Some("user"), &["US"]);
+        let p = t.as_packed();
+        let fields_end = p.len() - "item".len();
+        for cut in 1..fields_end {
+            assert!(EventText::check(&p[..cut]).is_err(), "{:?}", &p[..cut]);
+        }
+    }
+}
