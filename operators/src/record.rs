@@ -41,7 +41,7 @@ const _: () = assert!(std::mem::size_of::<TimedEvent>() == 64, "an event is one 
 
 impl TimedEvent {
     /// The item id.
-    #[inline]
+    #[inline(always)]
     pub fn item(&self) -> &str {
         self.text.item_id()
     }
