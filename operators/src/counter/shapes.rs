@@ -107,10 +107,11 @@ impl Shapes {
         }
         out.push('\0');
         out.push_str(ev.item());
-        let user = ev.text.user();
-        if let Some(user) = user.filter(|_| self.shapes[s as usize].distinct_users) {
-            out.push('\0');
-            out.push_str(user);
+        if self.shapes[s as usize].distinct_users {
+            if let Some(user) = ev.text.user() {
+                out.push('\0');
+                out.push_str(user);
+            }
         }
         true
     }
