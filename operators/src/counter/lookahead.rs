@@ -42,8 +42,6 @@ pub(super) struct Lookahead {
     looked: Vec<Looked>,
     /// The run's counter keys, end to end.
     text: String,
-    /// Scratch for building one key.
-    key: String,
     /// The `looked` entries that are keys to find (items and counter keys), and what was found.
     wanted: Vec<u32>,
     found: Vec<Option<ItemIdx>>,
@@ -63,17 +61,18 @@ impl Lookahead {
                     Looked::Uncounted
                 } else if s == 0 {
                     Looked::Item(None)
-                } else if shapes.key(s, ev, &mut self.key) {
-                    let start = self.text.len() as u32;
-                    self.text.push_str(&self.key);
-                    Looked::Key {
-                        start,
-                        end: self.text.len() as u32,
-                        probe: probe_hash(&self.key),
-                        found: None,
-                    }
                 } else {
-                    Looked::NoUser
+                    // the key is written straight after the run's earlier keys
+                    let start = self.text.len();
+                    match shapes.append_key(s, ev, &mut self.text) {
+                        true => Looked::Key {
+                            start: start as u32,
+                            end: self.text.len() as u32,
+                            probe: probe_hash(&self.text[start..]),
+                            found: None,
+                        },
+                        false => Looked::NoUser,
+                    }
                 };
                 if matches!(looked, Looked::Item(_) | Looked::Key { .. }) {
                     self.wanted.push(self.looked.len() as u32);

@@ -101,8 +101,15 @@ impl Shapes {
     /// Writes the key `ev` is counted under in shape `s` (> 0) into `out`; false when the shape
     /// counts distinct users and the event has none (it is not counted in such windows).
     pub fn key(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
+        out.clear();
+        self.append_key(s, ev, out)
+    }
+
+    /// [`Shapes::key`] appended to `out` (false: nothing appended).
+    #[inline]
+    pub fn append_key(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
         // the group is written in place: the key is `group::compose_key(group, item, user)`
-        if !self.group(s, ev, out) {
+        if !self.append_group(s, ev, out) {
             return false;
         }
         out.push('\0');
@@ -119,18 +126,24 @@ impl Shapes {
     /// Writes the key of the group `ev` counts in under shape `s` (> 0) into `group`; false
     /// when the shape counts distinct users and the event has none.
     pub fn group(&self, s: u8, ev: &TimedEvent, group: &mut String) -> bool {
+        group.clear();
+        self.append_group(s, ev, group)
+    }
+
+    /// [`Shapes::group`] appended to `out` (false: nothing appended).
+    #[inline]
+    fn append_group(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
         let shape = &self.shapes[s as usize];
         if shape.distinct_users && ev.text.user().is_none() {
             return false;
         }
-        group.clear();
         for (n, &p) in self.by_pos[s as usize].iter().enumerate() {
             if n > 0 {
-                group.push('&');
+                out.push('&');
             }
-            group.push_str(&self.dims[p]);
-            group.push('=');
-            encode_value(ev.text.dim(p), group);
+            out.push_str(&self.dims[p]);
+            out.push('=');
+            encode_value(ev.text.dim(p), out);
         }
         true
     }
