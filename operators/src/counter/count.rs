@@ -8,7 +8,7 @@ use super::dead_letters::{out_of_range, sealed_letter};
 use super::lookahead::{Lookahead, Looked, RUN};
 use super::{horizon, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
-use crate::interner::{Inline, ItemIdx, RecordMut};
+use crate::interner::{prefetch, Inline, ItemIdx, RecordMut};
 use crate::record::{DeadLetter, TimedEvent};
 use crate::time::Millis;
 use crate::window::InstanceKey;
@@ -31,7 +31,8 @@ impl WindowedCounter {
             self.found = found;
         } else {
             let mut looked = std::mem::take(&mut self.lookahead);
-            for run in events.chunks(RUN) {
+            for (i, run) in events.chunks(RUN).enumerate() {
+                prefetch_run(events, i + 1);
                 looked.look(run, &self.shapes, &self.shape_counted, &self.interner);
                 for (e, ev) in run.iter().enumerate() {
                     dead.extend(self.apply_shaped(ev, &looked, e));
@@ -420,5 +421,21 @@ fn map_increment(pane: &mut Pane, idx: ItemIdx, rec: &mut RecordMut<'_>) {
             v.insert(1);
             rec.retain();
         }
+    }
+}
+
+/// Prefetches the events of run `r` of `events` (if any) while the run before it is counted:
+/// an epoch's events were written by the source well before they are counted, and building a
+/// counter key's first read of each missed the cache (59 % of `EventText::user`'s samples in a
+/// distinct-user job). (Plain runs, whose look-up reads only an event's id, gained nothing:
+/// 1.01x, not kept there.)
+#[inline]
+fn prefetch_run(events: &[TimedEvent], r: usize) {
+    let Some(run) = events.get(r * RUN..((r + 1) * RUN).min(events.len())) else {
+        return;
+    };
+    let start = run.as_ptr() as usize;
+    for at in (start..start + std::mem::size_of_val(run)).step_by(64) {
+        prefetch(at);
     }
 }
