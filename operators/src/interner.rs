@@ -203,7 +203,7 @@ impl<const N: usize, const W: usize> Records<N, W> {
     /// one per key: the keys' table slots are prefetched, then the records their slots point
     /// to (the first candidate, almost always the key's), then the keys are looked up.
     #[inline]
-    fn find_many<'k>(&self, n: usize, key: impl Fn(usize) -> (&'k str, u64), found: &mut Vec<Option<ItemIdx>>) {
+    fn find_many<'k>(&self, n: usize, key: impl Fn(usize) -> (&'k str, u64) + Copy, found: &mut Vec<Option<ItemIdx>>) {
         let slots = SlotPrefetch::of(&self.table, self.slots.get());
         self.slots.set(slots);
         for i in 0..n {
@@ -467,8 +467,15 @@ impl Interner {
     /// id's pinned item hash, a counter key's [`probe_hash`]), those interned, in `found` (one
     /// per key). Changes nothing. Looked up together, their cache misses overlap: for counting
     /// a run of events (see `counter::lookahead`).
-    pub fn find_many<'k>(&self, n: usize, key: impl Fn(usize) -> (&'k str, u64), found: &mut Vec<Option<ItemIdx>>) {
-        each!(&self.0, r => r.find_many(n, &key, found))
+    pub fn find_many<'k>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> (&'k str, u64) + Copy,
+        found: &mut Vec<Option<ItemIdx>>,
+    ) {
+        // (`key` by value, not by reference: a call through `&F` was not inlined, and the
+        // look-up calls it three times per key)
+        each!(&self.0, r => r.find_many(n, key, found))
     }
 
     /// [`Interner::intern_shaped`] of a key of shape > 0 whose [`probe_hash`] is known.
