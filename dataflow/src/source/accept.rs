@@ -98,15 +98,6 @@ impl Place<'_> {
     }
 }
 
-/// A parsed event's item id, user and dims in one string (see `EventText`).
-#[inline]
-fn text_of(item: &str, ev: &hotlist_operators::event::ParsedEvent<'_>) -> EventText {
-    if ev.user.is_none() && ev.dims.is_empty() {
-        return EventText::item(item);
-    }
-    EventText::new(item, ev.user.as_deref(), &ev.dims)
-}
-
 /// Checks (parsing if needed: `resolved` is a line's parse and UDFs when already done),
 /// stamps, judges and routes one record. Returns the event time of an event rejected as
 /// `future` against the wall clock (a verdict a replay cannot re-derive).
@@ -217,7 +208,7 @@ fn route_line(
         }
         Outcome::Event(ev, item) => {
             let item = item.as_deref().unwrap_or(&ev.item_id);
-            Some((text_of(item, ev), ev.ts))
+            Some((EventText::new(item, ev.user.as_deref(), &ev.dims), ev.ts))
         }
         Outcome::Bad(BadRecord::Empty) => {
             at.tally.blank += 1;

@@ -22,13 +22,8 @@ impl WindowedCounter {
         if self.shapes.all_plain() {
             let mut found = std::mem::take(&mut self.found);
             for run in events.chunks(RUN) {
-                // (the key inlined by hand: the look-up calls it a few times per event)
-                self.interner.find_many(
-                    run.len(),
-                    #[inline(always)]
-                    |i| (run[i].item(), run[i].hash),
-                    &mut found,
-                );
+                self.interner
+                    .find_many(run.len(), |i| (run[i].item(), run[i].hash), &mut found);
                 for (ev, &idx) in run.iter().zip(&found) {
                     dead.extend(self.apply_found(ev, idx));
                 }
