@@ -84,7 +84,7 @@ pub mod replay_pass;
 pub mod sketch;
 pub mod sketch_counter;
 pub mod snapshot;
-mod swar;
+pub mod swar;
 pub mod time;
 pub mod topk;
 pub mod trend;

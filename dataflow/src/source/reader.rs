@@ -58,8 +58,8 @@ pub struct AfterRead {
 
 /// The reader of one partition, of the job's source kind.
 pub enum Reader {
-    /// A JSON-lines file.
-    File(FileReader),
+    /// A JSON-lines file (boxed: it holds a line reader's state).
+    File(Box<FileReader>),
     /// Standard input (read on a helper thread).
     Stdin(StdinReader),
     /// The generator (boxed: it is much larger than the other readers).
@@ -78,7 +78,7 @@ impl Reader {
                 let (path, range) = files
                     .part(p)
                     .ok_or_else(|| anyhow!("the job has no file for partition {p}"))?;
-                Reader::File(FileReader::open_range(path, range, max_record_bytes)?)
+                Reader::File(Box::new(FileReader::open_range(path, range, max_record_bytes)?))
             }
             SourcePlan::Stdin if live => Reader::Stdin(StdinReader::spawn(max_record_bytes)),
             SourcePlan::Stdin => bail!("standard input cannot be replayed"),

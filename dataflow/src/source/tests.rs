@@ -57,7 +57,7 @@ fn source_of(dir: &Path, ctx: &RunCtx) -> SourceState {
     let path = two_lines(dir);
     let config = format!("[source]\nkind = \"file\"\npath = {:?}\n", path.display().to_string());
     let plan = parse(&config, &Overrides::default()).expect("config");
-    let reader = Reader::File(FileReader::open(&path, plan.max_record_bytes).expect("open"));
+    let reader = Reader::File(Box::new(FileReader::open(&path, plan.max_record_bytes).expect("open")));
     SourceState::new(
         &plan,
         vec![(PartitionId(0), reader)],
@@ -113,7 +113,7 @@ fn a_full_epoch_closes_before_its_timer() {
         path.display().to_string()
     );
     let plan = parse(&config, &Overrides::default()).expect("config");
-    let reader = Reader::File(FileReader::open(&path, plan.max_record_bytes).expect("open"));
+    let reader = Reader::File(Box::new(FileReader::open(&path, plan.max_record_bytes).expect("open")));
     let ctx = RunCtx {
         restore: None,
         ..restoring(0)
