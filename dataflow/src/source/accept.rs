@@ -103,14 +103,14 @@ impl Place<'_> {
 /// `future` against the wall clock (a verdict a replay cannot re-derive).
 #[inline]
 pub fn accept_with(
-    rec: Record<'_>,
+    rec: &Record<'_>,
     resolved: Option<&Outcome<'_>>,
     mut at: Place<'_>,
     clock: &mut PartitionClock,
     rules: &Rules,
 ) -> Option<Millis> {
     let message = rec.message();
-    let (text, ts, raw): (EventText, Millis, Option<&[u8]>) = match rec {
+    let (text, ts, raw): (EventText, Millis, Option<&[u8]>) = match *rec {
         Record::TooLarge { head, len, at: m } => {
             let what = if m.is_some() { "message" } else { "record" };
             let detail = format!(
@@ -294,7 +294,7 @@ mod tests {
                 out: &mut out,
                 tally: &mut tally,
             };
-            accept_with(rec, None, at, &mut clock, rules);
+            accept_with(&rec, None, at, &mut clock, rules);
         }
         let dead = out.dead.into_iter().map(|d| (d.reason, d.detail)).collect();
         let events = out.events.into_iter().map(|e| (e.item().to_string(), e.ts.0)).collect();
@@ -437,7 +437,7 @@ mod tests {
                 out: &mut out,
                 tally: &mut tally,
             };
-            accept_with(Record::Line(line), None, at, &mut clock, &r);
+            accept_with(&Record::Line(line), None, at, &mut clock, &r);
         }
         let extras: Vec<_> = out.events.iter().map(|e| (e.text.user(), e.text.dims())).collect();
         assert_eq!(extras, [(Some("9"), vec!["A"]), (None, vec![""])]);

@@ -64,7 +64,7 @@ impl Held {
         &mut self,
         parser: &Parser,
         udfs: &crate::udf::UdfRunner,
-        mut take: impl FnMut(Record<'_>, u64, Option<&Outcome<'_>>),
+        mut take: impl FnMut(&Record<'_>, u64, Option<&Outcome<'_>>),
     ) -> Result<(), String> {
         if self.records.is_empty() {
             return Ok(());
@@ -101,7 +101,7 @@ impl Held {
                     ),
                     Kind::Event(item, ts) => (Record::Event(item, *ts), None),
                 };
-                take(rec, r.position, outcome);
+                take(&rec, r.position, outcome);
             }
         });
         self.arena.clear();
@@ -119,14 +119,14 @@ pub fn read_held<R: PartitionReader>(
     rules: &Rules,
     held: &mut Held,
     admit: &mut impl FnMut(&Record<'_>) -> Option<u64>,
-    take: &mut impl FnMut(Record<'_>, u64, Option<&Outcome<'_>>),
+    take: &mut impl FnMut(&Record<'_>, u64, Option<&Outcome<'_>>),
 ) -> ReadStatus {
     let udfs = !rules.udfs.is_empty();
     let mut failure = None;
     let status = reader.read(budget, &mut |rec| {
         let Some(at) = admit(&rec) else { return };
         if !udfs {
-            take(rec, at, None);
+            take(&rec, at, None);
         } else if held.hold(&rec, at) {
             if let Err(e) = held.release(&rules.format, &rules.udfs, &mut *take) {
                 failure.get_or_insert(e);

@@ -57,6 +57,7 @@ pub struct InMessage {
 }
 
 /// One record as a reader produces it.
+#[derive(Clone, Copy)]
 pub enum Record<'a> {
     /// A raw line (file, stdin, generator bad records): parsed by the source.
     Line(&'a [u8]),

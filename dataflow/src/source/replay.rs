@@ -351,7 +351,7 @@ fn read_open_range(
         if halt.load(Relaxed) {
             return Ok(());
         }
-        let mut take = |rec: Record<'_>, at: u64, resolved: Option<&Outcome<'_>>| {
+        let mut take = |rec: &Record<'_>, at: u64, resolved: Option<&Outcome<'_>>| {
             let place = Place {
                 partition: r.partition,
                 position: at,

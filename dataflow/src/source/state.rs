@@ -297,7 +297,7 @@ impl SourceState {
                 ..
             } = part;
             let first_new = out.events.len();
-            let mut take = |rec: Record<'_>, at: u64, resolved: Option<&Outcome<'_>>| {
+            let mut take = |rec: &Record<'_>, at: u64, resolved: Option<&Outcome<'_>>| {
                 tally.records += 1;
                 *epoch_records += 1;
                 let line = rec.message().map_or(0, |m| m.line);
