@@ -253,25 +253,8 @@ mod tests {
                 n.events(PartitionId(0), &mut marks, part);
                 noted.extend(n.take());
             }
-            let mut got: Vec<(u16, i64)> = noted
-                .into_iter()
-                .map(|note| match note {
-                    ReplayNote::Start { instance, .. } => (instance.window.0, instance.start.0),
-                    other => panic!("{other:?}"),
-                })
-                .collect();
-            got.sort_unstable();
-            let mut want: Vec<(u16, i64)> = Vec::new();
-            for (id, w) in &windows {
-                for e in &evs {
-                    for start in w.starts_covering(e.ts) {
-                        if counts_in(w, start, Span::from_millis(20), e.ts, e.wm_before) && !want.contains(&(id.0, start.0)) {
-                            want.push((id.0, start.0));
-                        }
-                    }
-                }
-            }
-            want.sort_unstable();
+            let got = started(noted);
+            let want = counted(&windows, &evs, Span::from_millis(20));
             proptest::prop_assert_eq!(got, want);
         }
     }
@@ -284,28 +267,37 @@ mod tests {
         evs: &[TimedEvent],
     ) -> Vec<(u16, i64)> {
         n.events(PartitionId(0), marks, evs);
-        let mut noted: Vec<(u16, i64)> = n
-            .take()
+        let noted = started(n.take());
+        assert_eq!(noted, counted(windows, evs, Span::from_millis(0)));
+        noted
+    }
+
+    /// The (window, start) of the instances `notes` start, sorted.
+    fn started(notes: Vec<ReplayNote>) -> Vec<(u16, i64)> {
+        let mut started: Vec<(u16, i64)> = notes
             .into_iter()
             .map(|note| match note {
                 ReplayNote::Start { instance, .. } => (instance.window.0, instance.start.0),
                 other => panic!("{other:?}"),
             })
             .collect();
-        noted.sort_unstable();
+        started.sort_unstable();
+        started
+    }
+
+    /// The brute-force model: every (window, start) some event of `evs` counts in, once, sorted.
+    fn counted(windows: &[(WindowId, WindowSpec)], evs: &[TimedEvent], lateness: Span) -> Vec<(u16, i64)> {
         let mut want: Vec<(u16, i64)> = Vec::new();
         for (id, w) in windows {
             for e in evs {
                 for start in w.starts_covering(e.ts) {
-                    if counts_in(w, start, Span::from_millis(0), e.ts, e.wm_before) && !want.contains(&(id.0, start.0))
-                    {
+                    if counts_in(w, start, lateness, e.ts, e.wm_before) && !want.contains(&(id.0, start.0)) {
                         want.push((id.0, start.0));
                     }
                 }
             }
         }
         want.sort_unstable();
-        assert_eq!(noted, want);
-        noted
+        want
     }
 }
