@@ -247,6 +247,13 @@ mod tests {
     /// Every line of `input` read through a reader that hands out `chunk` bytes at a time.
     fn lines(input: &[u8], limit: usize, chunk: usize) -> Vec<(Vec<u8>, Option<u64>)> {
         let mut r = LineReader::new(BufReader::with_capacity(chunk, input), limit);
+        let out = rest(&mut r);
+        assert_eq!(r.offset(), input.len() as u64);
+        out
+    }
+
+    /// The lines `r` reads from here on, owned: `(line, None)` or `(head, Some(len))`.
+    fn rest<R: BufRead>(r: &mut LineReader<R>) -> Vec<(Vec<u8>, Option<u64>)> {
         let mut out = Vec::new();
         while let Some(line) = r.next_line().unwrap() {
             out.push(match line {
@@ -254,7 +261,6 @@ mod tests {
                 Line::TooLarge { head, len } => (head.to_vec(), Some(len)),
             });
         }
-        assert_eq!(r.offset(), input.len() as u64);
         out
     }
 
@@ -320,14 +326,7 @@ mod tests {
                     r.next_line().unwrap();
                 }
                 r.seek_to(starts[to]).unwrap();
-                let mut rest = Vec::new();
-                while let Some(line) = r.next_line().unwrap() {
-                    rest.push(match line {
-                        Line::Whole(l) => (l.to_vec(), None),
-                        Line::TooLarge { head, len } => (head.to_vec(), Some(len)),
-                    });
-                }
-                proptest::prop_assert_eq!(&rest[..], &want[to..]);
+                proptest::prop_assert_eq!(&rest(&mut r)[..], &want[to..]);
             }
         }
     }
