@@ -155,7 +155,7 @@ fn unreserved(b: u8) -> bool {
 pub fn encode_value(value: &str, out: &mut String) {
     // most values need no escape: one copy instead of a push per byte (per event, per dim)
     if value.bytes().all(unreserved) {
-        out.push_str(value);
+        crate::short_copy::push_str(out, value);
         return;
     }
     for b in value.bytes() {

@@ -81,6 +81,7 @@ pub mod replay_budget;
 pub mod replay_count;
 pub mod replay_lists;
 pub mod replay_pass;
+pub mod short_copy;
 pub mod sketch;
 pub mod sketch_counter;
 pub mod snapshot;

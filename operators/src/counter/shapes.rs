@@ -9,6 +9,7 @@
 
 use crate::group::{encode_value, split_key, GroupKey, KeyShape, OTHER_GROUP};
 use crate::record::{RankedItem, TimedEvent};
+use crate::short_copy::push_str;
 use crate::topk::{rank_cmp, select_top_by};
 use crate::window::WindowSpec;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -113,11 +114,11 @@ impl Shapes {
             return false;
         }
         out.push('\0');
-        out.push_str(ev.item());
+        push_str(out, ev.item());
         if self.shapes[s as usize].distinct_users {
             if let Some(user) = ev.text.user() {
                 out.push('\0');
-                out.push_str(user);
+                push_str(out, user);
             }
         }
         true
@@ -141,7 +142,7 @@ impl Shapes {
             if n > 0 {
                 out.push('&');
             }
-            out.push_str(&self.dims[p]);
+            push_str(out, &self.dims[p]);
             out.push('=');
             encode_value(ev.text.dim(p), out);
         }
