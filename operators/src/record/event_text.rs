@@ -60,8 +60,9 @@ impl EventText {
         // call to `memcpy` per value and one for the whole (7 % of a per-group job's time, `perf`)
         let mut text = CompactString::with_capacity(total);
         // SAFETY: `spare_capacity_mut` is at least `total` bytes (the capacity asked for), and
-        // `Fill` writes exactly `total` of them (checked in debug builds) before `set_len`: `str`s end to
-        // end with ASCII bytes (NUL and varints < 0x80) between them, so they are UTF-8.
+        // `Fill` writes exactly `total` of them before `set_len` (`total` counts the writes
+        // below one by one; checked in debug builds): `str`s end to end with ASCII bytes (NUL
+        // and varints < 0x80) between them, so they are UTF-8.
         unsafe {
             let spare = text.spare_capacity_mut();
             assert!(spare.len() >= total, "a string of the capacity asked for");
