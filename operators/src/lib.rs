@@ -43,8 +43,11 @@
 //! - [`snapshot`]: checkpoint snapshots (versioned, checksummed, keyed by key group) and their
 //!   validation against the job before a restore;
 //! - [`pane_sharing`]: how long an incremental checkpoint may keep sharing a pane file;
-//! - `swar` (private): JSON strings searched sixteen bytes a step (SSE2; eight with a `u64`
-//!   elsewhere) and digits eight at a time, for the plain line's id and the field mapping's scan;
+//! - [`swar`]: JSON strings searched sixteen bytes a step (SSE2; eight with a `u64`
+//!   elsewhere) and digits eight at a time, for the plain line's id and the field mapping's
+//!   scan, and the newlines of 64 bytes as one mask, for the line reader;
+//! - [`short_copy`]: short strings (ids, users, dim values) copied as a few word moves, without
+//!   a `memcpy` call, for the event text and the counter and group keys;
 //! - [`message`]: the records that carry the features' payloads: control records (group
 //!   announcements, replay notes), per-worker lists (sketch shares), published lists
 //!   (certificates);
