@@ -188,9 +188,12 @@ fn sigkill_with_checkpoints_in_s3_restores_from_the_bucket_exactly_once() {
     assert!(text.lines().filter(|l| l.ends_with(": ok")).count() >= 1, "{text}");
 }
 
-/// The server is down for 3 s in the middle of the run (killed, then restarted on the same
-/// data): uploads are retried, so commits wait (the committed epoch does not move), the run goes
-/// on once it answers again, and the sealed lists and dead letters equal the model's.
+/// The server is down for 8 s in the middle of the run (killed, then restarted on the same
+/// data): every request (the workers' uploads, the writer's listing of a checkpoint's parts) is
+/// retried, so commits wait (the committed epoch does not move), the run goes on once it
+/// answers again, and the sealed lists and dead letters equal the model's. 8 s is longer than
+/// `object_store`'s own retries last against a refused connection (about 1.5 s), and than three
+/// of them with our backoff, which is all a run once waited before it failed.
 #[test]
 fn an_s3_outage_delays_commits_and_loses_nothing() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -213,7 +216,7 @@ fn an_s3_outage_delays_commits_and_loses_nothing() {
     server.stop();
     std::thread::sleep(Duration::from_millis(300)); // a commit in flight finishes
     let during = committed();
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(8));
     assert_eq!(committed(), during, "no commit while the bucket does not answer");
     assert!(
         child.try_wait().expect("try_wait").is_none(),

@@ -8,9 +8,12 @@
 //! a checkpoint shares with the previous one (the same local inode) is copied inside the bucket
 //! instead of uploaded again. An upload that fails is retried with a backoff: an outage of the
 //! object store delays the commit (and, through backpressure, reading) but loses and duplicates
-//! nothing (`object_store` retries each request for up to 3 minutes; after three such tries
-//! the run fails and restarts from the last checkpoint in the bucket). Retention deletes old
-//! checkpoints in the bucket too.
+//! nothing. Every request the run makes (listing a checkpoint's files, fetching the other
+//! processes' parts, uploading) is retried while the store's errors are transient (a refused
+//! connection, a timeout, a 5xx answer) for up to [`OUTAGE_LIMIT`]; after that, or at once for
+//! a lasting refusal (403, 404), the run fails and restarts from the last checkpoint in the
+//! bucket. Retention deletes old checkpoints in the bucket too (a failure there is retried at
+//! the next commit).
 //!
 //! At start (and for `hotlist checkpoints`), every checkpoint of the job in the bucket that has
 //! a `MANIFEST` is downloaded into the local directory where it is missing, so a process on a
@@ -28,10 +31,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How many times an upload is tried before the run fails. Each try is itself retried by
-/// `object_store` (up to 10 times with backoff, for at most 3 minutes, on connection errors,
-/// timeouts and 5xx answers), so an outage may last about 10 minutes before the run gives up.
-const ATTEMPTS: u32 = 3;
+/// How long a request that keeps failing with transient errors is retried before the run
+/// fails. `object_store` retries each try itself, but against a refused connection its ten
+/// quick retries are over in about 1.5 s, far too soon for a server that restarts.
+const OUTAGE_LIMIT: Duration = Duration::from_secs(600);
+
+/// The longest wait between two tries of a failing request.
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// One checkpoint in the bucket: whether it has its `MANIFEST` (is usable), and its files with
 /// their sizes.
@@ -141,19 +147,23 @@ impl Remote {
                 .as_ref()
                 .filter(|p| same_file(&p.join(name), &dir.join(name)))
                 .map(|_| previous.unwrap_or_default());
-            self.retry(&format!("upload of checkpoint {epoch}'s {name}"), || async {
-                let to = self.epoch_key(job, epoch, name);
-                match shared {
-                    Some(p) => self.store.copy(&self.epoch_key(job, p, name), &to).await,
-                    None => {
-                        let bytes = std::fs::read(dir.join(name)).map_err(|e| object_store::Error::Generic {
-                            store: "local",
-                            source: Box::new(e),
-                        })?;
-                        self.store.put(&to, PutPayload::from(bytes)).await.map(|_| ())
-                    }
+            let to = self.epoch_key(job, epoch, name);
+            let what = format!("upload of checkpoint {epoch}'s {name}");
+            match shared {
+                Some(p) => {
+                    let from = self.epoch_key(job, p, name);
+                    self.retry(&what, || self.store.copy(&from, &to))?;
                 }
-            })?;
+                None => {
+                    // read once, outside the retries: a local error is not the store's outage
+                    let path = dir.join(name);
+                    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+                    let payload = PutPayload::from(bytes);
+                    self.retry(&what, || async {
+                        self.store.put(&to, payload.clone()).await.map(|_| ())
+                    })?;
+                }
+            }
         }
         Ok(names.len())
     }
@@ -161,10 +171,9 @@ impl Remote {
     /// The names of checkpoint `epoch`'s files in the bucket.
     fn epoch_files(&self, job: &str, epoch: u64) -> Result<Vec<String>> {
         let prefix = self.key(&format!("{job}/{epoch:020}"));
-        let metas: Vec<object_store::ObjectMeta> = self
-            .runtime
-            .block_on(self.store.list(Some(&prefix)).try_collect())
-            .with_context(|| format!("{}: cannot list checkpoint {epoch}", self.url))?;
+        let metas: Vec<object_store::ObjectMeta> = self.retry(&format!("listing of checkpoint {epoch}"), || {
+            self.store.list(Some(&prefix)).try_collect()
+        })?;
         Ok(metas
             .iter()
             .filter_map(|m| m.location.filename().map(str::to_string))
@@ -190,38 +199,46 @@ impl Remote {
     /// process, renamed into place).
     fn fetch(&self, dir: &Path, job: &str, epoch: u64, name: &str) -> Result<()> {
         let key = self.epoch_key(job, epoch, name);
-        let bytes = self
-            .runtime
-            .block_on(async { self.store.get(&key).await?.bytes().await })
-            .with_context(|| format!("{}: cannot download checkpoint {epoch}'s {name}", self.url))?;
+        let bytes = self.retry(&format!("download of checkpoint {epoch}'s {name}"), || async {
+            self.store.get(&key).await?.bytes().await
+        })?;
         let tmp = dir.join(format!("{name}.{}.download", std::process::id()));
         super::write_atomic(&tmp, &bytes)?;
         std::fs::rename(&tmp, dir.join(name)).with_context(|| format!("cannot rename {} into place", tmp.display()))
     }
 
-    /// Runs `op` until it succeeds, backing off (0.25 s doubling to 8 s) and logging; an error
-    /// after [`ATTEMPTS`] tries (each retried inside `object_store` already).
-    fn retry<F, Fut>(&self, what: &str, op: F) -> Result<()>
+    /// Runs `op` until it succeeds, backing off (0.25 s doubling to [`MAX_BACKOFF`]) and
+    /// logging while its errors are transient; the error once one is not, or once the next
+    /// try would start more than [`OUTAGE_LIMIT`] after the first.
+    fn retry<T, F, Fut>(&self, what: &str, op: F) -> Result<T>
     where
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = object_store::Result<()>>,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
     {
+        let started = Instant::now();
         let mut delay = Duration::from_millis(250);
-        for attempt in 1..=ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             match self.runtime.block_on(op()) {
-                Ok(()) => return Ok(()),
-                Err(e) if attempt < ATTEMPTS => {
+                Ok(v) => return Ok(v),
+                Err(e) if transient(&e) && started.elapsed() + delay < OUTAGE_LIMIT => {
                     tracing::warn!(
                         "{}: {what} failed (attempt {attempt}, retrying in {delay:?}): {e}",
                         self.url
                     );
                     std::thread::sleep(delay);
-                    delay = (delay * 2).min(Duration::from_secs(8));
+                    delay = (delay * 2).min(MAX_BACKOFF);
+                    attempt += 1;
                 }
-                Err(e) => return Err(anyhow!("{}: {what} failed after {ATTEMPTS} attempts: {e}", self.url)),
+                Err(e) => {
+                    return Err(anyhow!(
+                        "{}: {what} failed (attempt {attempt}, {:.1} s after the first): {e}",
+                        self.url,
+                        started.elapsed().as_secs_f64()
+                    ))
+                }
             }
         }
-        Ok(())
     }
 
     /// The job's checkpoints in the bucket: epoch → whether it has a `MANIFEST` (is usable),
@@ -323,6 +340,16 @@ impl Remote {
     }
 }
 
+/// Whether an error of the object store may pass (a refused connection, a timeout, a 5xx
+/// answer: `object_store` reports those as `Generic`), as opposed to an answer that will stay
+/// the same (not found, permission denied, a precondition).
+fn transient(e: &object_store::Error) -> bool {
+    matches!(
+        e,
+        object_store::Error::Generic { .. } | object_store::Error::JoinError { .. }
+    )
+}
+
 /// A checkpoint directory's base, job and epoch (`<base>/<job>/<epoch, 20 digits>`).
 fn parts_of(dir: &Path) -> Option<(std::path::PathBuf, String, u64)> {
     let epoch = super::epoch_of(dir)?;
@@ -345,5 +372,31 @@ fn same_file(a: &Path, b: &Path) -> bool {
     {
         let _ = (a, b);
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient;
+
+    /// A refused connection, a timeout or a 5xx answer (`Generic`) is retried; an answer that
+    /// will stay the same fails the request at once.
+    #[test]
+    fn only_errors_that_may_pass_are_retried() {
+        let generic = object_store::Error::Generic {
+            store: "S3",
+            source: "connection refused".into(),
+        };
+        assert!(transient(&generic));
+        let not_found = object_store::Error::NotFound {
+            path: "ckpt/x".into(),
+            source: "404".into(),
+        };
+        assert!(!transient(&not_found));
+        let denied = object_store::Error::PermissionDenied {
+            path: "ckpt/x".into(),
+            source: "403".into(),
+        };
+        assert!(!transient(&denied));
     }
 }
