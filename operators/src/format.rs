@@ -241,7 +241,9 @@ impl Parser {
                 Some(Cow::Borrowed(user))
             }
         };
-        let mut dims: SmallVec<[Cow<'a, str>; 2]> = smallvec::smallvec![Cow::Borrowed(""); self.format.dims.len()];
+        // (not `smallvec![…; n]`: its `from_elem` was a call per line)
+        let mut dims: SmallVec<[Cow<'a, str>; 2]> =
+            std::iter::repeat_n(Cow::Borrowed(""), self.format.dims.len()).collect();
         let mut seen = 0u64;
         for (key, value) in plain.dims() {
             for (i, (_, p)) in self.format.dims.iter().enumerate() {

@@ -19,10 +19,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub struct Shapes {
     /// Distinct shapes; index 0 is the plain shape.
     shapes: Vec<KeyShape>,
-    /// Per shape, the positions of its `by` dims in the job's dims (`EventText::dim` order).
-    by_pos: Vec<Vec<usize>>,
-    /// The job's dims (see [`job_dims`]).
-    dims: Vec<String>,
+    /// Per shape, its `by` dims: each one's position in the job's dims (`EventText::dim`
+    /// order) and the group key's text before its value (`name=`, `&name=` after the first),
+    /// so that a key is written as one copy per dim and its value.
+    by_pos: Vec<Vec<(usize, String)>>,
     /// Per window (by id), its shape.
     window_shape: Vec<u8>,
 }
@@ -70,14 +70,17 @@ impl Shapes {
             .iter()
             .map(|s| {
                 s.by.iter()
-                    .map(|d| dims.iter().position(|x| x == d).expect("a job dim"))
+                    .enumerate()
+                    .map(|(n, d)| {
+                        let p = dims.iter().position(|x| x == d).expect("a job dim");
+                        (p, format!("{}{d}=", if n > 0 { "&" } else { "" }))
+                    })
                     .collect()
             })
             .collect();
         Shapes {
             shapes,
             by_pos,
-            dims,
             window_shape,
         }
     }
@@ -138,13 +141,9 @@ impl Shapes {
         if shape.distinct_users && ev.text.user().is_none() {
             return false;
         }
-        for (n, &p) in self.by_pos[s as usize].iter().enumerate() {
-            if n > 0 {
-                out.push('&');
-            }
-            push_str(out, &self.dims[p]);
-            out.push('=');
-            encode_value(ev.text.dim(p), out);
+        for (p, before) in &self.by_pos[s as usize] {
+            push_str(out, before);
+            encode_value(ev.text.dim(*p), out);
         }
         true
     }
