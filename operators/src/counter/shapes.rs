@@ -188,10 +188,16 @@ pub fn group_lists<'a>(
     // per group: whether it keeps its own list (decided once per group) and its (count, item)
     // pairs. A key of an admitted group of an events window is already one (group, item);
     // distinct-user windows and (other) sum per (group, item) first.
+    // (the maps are keyed by one slice of the key, `group NUL item` or `item NUL user`, not by
+    // a pair of its parts: one hash and one compare instead of two, on every key of a
+    // distinct-user recount)
     let mut groups: FxHashMap<&'a str, (bool, Counted<'a>)> = FxHashMap::default();
-    let mut per: FxHashMap<(&'a str, &'a str), u64> = FxHashMap::default();
-    // distinct users of (other): (item, user) pairs over the folded groups
-    let mut other_users: FxHashSet<(&'a str, &'a str)> = FxHashSet::default();
+    // per `group NUL item` of an admitted group, its number of users
+    let mut per: FxHashMap<&'a str, u64> = FxHashMap::default();
+    // per item, its count in (other)
+    let mut other: FxHashMap<&'a str, u64> = FxHashMap::default();
+    // distinct users of (other): `item NUL user` over the folded groups
+    let mut other_users: FxHashSet<&'a str> = FxHashSet::default();
     for (key, count) in keys {
         if count == 0 {
             continue;
@@ -200,17 +206,32 @@ pub fn group_lists<'a>(
         let (kept, items) = groups.entry(group).or_insert_with(|| (admits(group), Vec::new()));
         match (*kept, distinct_users, user) {
             (true, false, _) => items.push((count, item)),
-            (true, true, _) => *per.entry((group, item)).or_insert(0) += 1,
-            (false, true, Some(user)) => {
-                if other_users.insert((item, user)) {
-                    *per.entry((OTHER_GROUP, item)).or_insert(0) += 1;
+            (true, true, _) => {
+                let group_item = match user {
+                    Some(user) => &key[..key.len() - user.len() - 1],
+                    None => key,
+                };
+                *per.entry(group_item).or_insert(0) += 1;
+            }
+            (false, true, Some(_)) => {
+                // (a key with a user is `group NUL item NUL user`)
+                if other_users.insert(&key[group.len() + 1..]) {
+                    *other.entry(item).or_insert(0) += 1;
                 }
             }
-            (false, _, _) => *per.entry((OTHER_GROUP, item)).or_insert(0) += count,
+            (false, _, _) => *other.entry(item).or_insert(0) += count,
         }
     }
-    for ((group, item), count) in per {
+    for (group_item, count) in per {
+        let (group, item, _) = split_key(group_item);
         groups.entry(group).or_insert((true, Vec::new())).1.push((count, item));
+    }
+    for (item, count) in other {
+        groups
+            .entry(OTHER_GROUP)
+            .or_insert((true, Vec::new()))
+            .1
+            .push((count, item));
     }
     let mut groups: Vec<(&str, Vec<(u64, &str)>)> = groups
         .into_iter()
