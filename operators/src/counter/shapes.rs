@@ -10,7 +10,7 @@
 use crate::group::{encode_value, split_key, GroupKey, KeyShape, OTHER_GROUP};
 use crate::record::{RankedItem, TimedEvent};
 use crate::short_copy::push_str;
-use crate::topk::{rank_cmp, select_top_by};
+use crate::topk::select_top_counted;
 use crate::window::WindowSpec;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -242,7 +242,8 @@ pub fn group_lists<'a>(
     groups
         .into_iter()
         .map(|(group, mut items)| {
-            select_top_by(&mut items, k, |a, b| rank_cmp(a.0, a.1, b.0, b.1));
+            // (ids compared only among the pairs tied at the K-th count: most of a group's tail is ties)
+            select_top_counted(&mut items, k, |item| item);
             let list = items
                 .into_iter()
                 .map(|(count, item)| RankedItem {
