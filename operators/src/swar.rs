@@ -144,28 +144,41 @@ mod sse2 {
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
 
-    #[inline]
+    /// (Inlined into the scanner: it is called for every key and string of a record, most of
+    /// them a few bytes long. The last bytes of a record are searched with one 16-byte load
+    /// ending at its end, not byte by byte.)
+    #[inline(always)]
     pub(super) fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
-        let mut at = from;
-        // SAFETY: SSE2 is part of every x86-64 CPU (the target's baseline), and each load
-        // reads a `chunk` of 16 bytes (unaligned loads are allowed).
-        unsafe {
-            let quote = _mm_set1_epi8(b'"' as i8);
-            let backslash = _mm_set1_epi8(b'\\' as i8);
-            let below_space = _mm_set1_epi8(0x1f);
-            while let Some(chunk) = bytes.get(at..at + 16) {
+        // the stops of the 16 bytes from `chunk` as bits
+        let stops = |chunk: &[u8]| -> u32 {
+            debug_assert_eq!(chunk.len(), 16);
+            // SAFETY: SSE2 is part of every x86-64 CPU (the target's baseline), and the load
+            // reads the 16 bytes of `chunk` (unaligned loads are allowed).
+            unsafe {
                 let x = _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>());
                 // a byte is a control character when min(byte, 0x1f) is the byte (unsigned)
-                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, below_space), x);
-                let special = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
-                let mask = _mm_movemask_epi8(_mm_or_si128(special, control));
-                if mask != 0 {
-                    return Some(at + mask.trailing_zeros() as usize);
-                }
-                at += 16;
+                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+                let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+                _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
             }
+        };
+        let mut at = from;
+        while let Some(chunk) = bytes.get(at..at + 16) {
+            let mask = stops(chunk);
+            if mask != 0 {
+                return Some(at + mask.trailing_zeros() as usize);
+            }
+            at += 16;
         }
-        super::string_stop_swar(bytes, at)
+        // fewer than 16 bytes left: the last 16 of the record, less those before `at`
+        match bytes.len().checked_sub(16) {
+            Some(last) if at < bytes.len() => {
+                let mask = stops(&bytes[last..]) >> (at - last);
+                (mask != 0).then(|| at + mask.trailing_zeros() as usize)
+            }
+            _ => super::string_stop_swar(bytes, at),
+        }
     }
 
     #[inline]
