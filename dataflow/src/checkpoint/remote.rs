@@ -18,6 +18,7 @@
 //! At start (and for `hotlist checkpoints`), every checkpoint of the job in the bucket that has
 //! a `MANIFEST` is downloaded into the local directory where it is missing, so a process on a
 //! fresh machine restores from the bucket; restoring itself reads the local copy.
+//! (That listing is not retried: a bucket that does not answer fails the start at once.)
 
 use super::checkpoint_dir;
 use crate::config::S3Target;

@@ -22,7 +22,7 @@ pub struct Shapes {
     /// Per shape, its `by` dims: each one's position in the job's dims (`EventText::dim`
     /// order) and the group key's text before its value (`name=`, `&name=` after the first),
     /// so that a key is written as one copy per dim and its value.
-    by_pos: Vec<Vec<(usize, String)>>,
+    by_dims: Vec<Vec<(usize, String)>>,
     /// Per window (by id), its shape.
     window_shape: Vec<u8>,
 }
@@ -66,7 +66,7 @@ impl Shapes {
             window_shape.push(u8::try_from(i).expect("at most MAX_WINDOWS (64) windows"));
         }
         shapes[0].max_groups = 0;
-        let by_pos = shapes
+        let by_dims = shapes
             .iter()
             .map(|s| {
                 s.by.iter()
@@ -80,7 +80,7 @@ impl Shapes {
             .collect();
         Shapes {
             shapes,
-            by_pos,
+            by_dims,
             window_shape,
         }
     }
@@ -141,7 +141,7 @@ impl Shapes {
         if shape.distinct_users && ev.text.user().is_none() {
             return false;
         }
-        for (p, before) in &self.by_pos[s as usize] {
+        for (p, before) in &self.by_dims[s as usize] {
             push_str(out, before);
             encode_value(ev.text.dim(*p), out);
         }
