@@ -183,14 +183,48 @@ pub struct Parser {
     plan: Option<scan::Plan>,
     /// Whether the format reads the usual line's members where they are (see [`Parser::plain`]).
     plain: bool,
+    /// The keys the scan has seen (taken out for each line: a parser is one reader's).
+    keys: KnownKeys,
 }
+
+/// The scan's [`scan::Keys`] in a parser: what it remembers of earlier records, not part of
+/// what the parser is (parsers are equal by their format).
+#[derive(Default)]
+struct KnownKeys(std::cell::Cell<scan::Keys>);
+
+impl Clone for KnownKeys {
+    fn clone(&self) -> KnownKeys {
+        let keys = self.0.take();
+        self.0.set(keys.clone());
+        KnownKeys(keys.into())
+    }
+}
+
+impl std::fmt::Debug for KnownKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KnownKeys")
+    }
+}
+
+impl PartialEq for KnownKeys {
+    fn eq(&self, _: &KnownKeys) -> bool {
+        true
+    }
+}
+
+impl Eq for KnownKeys {}
 
 impl Parser {
     /// The parser of `format`.
     pub fn new(format: Format) -> Parser {
         let plan = (!format.is_contract()).then(|| scan::Plan::new(&format));
         let plain = plan.is_some() && reads_the_usual_line(&format);
-        Parser { format, plan, plain }
+        Parser {
+            format,
+            plan,
+            plain,
+            keys: KnownKeys::default(),
+        }
     }
 
     /// The same parser without the usual line's fast path (for tests that compare the two).
@@ -216,7 +250,7 @@ impl Parser {
                         return Ok(event);
                     }
                 }
-                parse_mapped(line, &self.format, plan, None)
+                self.mapped(line, plan, None)
             }
         }
     }
@@ -273,8 +307,22 @@ impl Parser {
     pub fn parse_with_args<'a>(&self, line: &'a [u8], args: &mut Vec<Cap<'a>>) -> Result<ParsedEvent<'a>, BadRecord> {
         match &self.plan {
             None => parse_event(line),
-            Some(plan) => parse_mapped(line, &self.format, plan, Some(args)),
+            Some(plan) => self.mapped(line, plan, Some(args)),
         }
+    }
+
+    /// [`parse_mapped`] with the keys remembered so far.
+    #[inline]
+    fn mapped<'a>(
+        &self,
+        line: &'a [u8],
+        plan: &scan::Plan,
+        args: Option<&mut Vec<Cap<'a>>>,
+    ) -> Result<ParsedEvent<'a>, BadRecord> {
+        let mut keys = self.keys.0.take();
+        let parsed = parse_mapped(line, &self.format, plan, &mut keys, args);
+        self.keys.0.set(keys);
+        parsed
     }
 }
 
@@ -301,6 +349,7 @@ fn parse_mapped<'a>(
     line: &'a [u8],
     format: &Format,
     plan: &scan::Plan,
+    keys: &mut scan::Keys,
     args: Option<&mut Vec<Cap<'a>>>,
 ) -> Result<ParsedEvent<'a>, BadRecord> {
     let text = crate::event::utf8(line)?;
@@ -318,7 +367,7 @@ fn parse_mapped<'a>(
         written: [None; 3],
     };
     caps.dims.resize(format.dims.len() + format.args.len(), Cap::Missing);
-    if scan::scan(text, plan, &mut caps).is_none() {
+    if scan::scan(text, plan, keys, &mut caps).is_none() {
         // not the fast path's kind of record: the walk decides (and words any error)
         caps.clear();
         walk::walk(text, format, &mut caps).map_err(|e| BadRecord::Invalid(e.to_string()))?;

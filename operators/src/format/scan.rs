@@ -77,15 +77,74 @@ impl Plan {
     }
 }
 
+/// Members of an object remembered per plan node (a wider object's later members are read
+/// as ever).
+const KNOWN_MEMBERS: usize = 16;
+
+/// The keys of the last records, as written: a producer writes its records' members in one
+/// order, so the scan remembers, for each object on the pointers' way, the `"key":` text of
+/// its first members (those of at most 16 bytes) and which child each led to. A member whose
+/// bytes are that text byte for byte is read with one 16-byte compare, instead of searching
+/// for the key's end and comparing it with the children (on a Nexmark bid, eight keys a
+/// line). Remembered text was a valid key followed by its colon, so the same bytes read the
+/// same: the verdict and the captures do not depend on what is remembered (property-tested).
+/// Bounded: [`KNOWN_MEMBERS`] per plan node.
+#[derive(Clone, Debug, Default)]
+pub struct Keys {
+    /// Per plan node, its first [`KNOWN_MEMBERS`] members (node `n`'s member `m` at
+    /// `n * KNOWN_MEMBERS + m`, every node's once one is remembered); none yet where `len`
+    /// is 0.
+    known: Vec<KnownKey>,
+    /// Members read through `known` (for the tests).
+    #[cfg(test)]
+    hits: usize,
+}
+
+#[cfg(test)]
+impl Keys {
+    /// How many members are remembered.
+    pub(super) fn remembered(&self) -> usize {
+        self.known.iter().filter(|k| k.len > 0).count()
+    }
+
+    /// How many members were read through what is remembered.
+    pub(super) fn hits(&self) -> usize {
+        self.hits
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct KnownKey {
+    /// `"key":` as written, little-endian, the bytes past it zero.
+    text: u128,
+    /// The bits of `text`'s bytes.
+    mask: u128,
+    /// Its length in bytes (at most 16; 0: nothing known).
+    len: u8,
+    /// The child it leads to (an index into the node's children), or [`NOT_A_CHILD`].
+    child: u8,
+}
+
+/// A remembered member that leads to no child.
+const NOT_A_CHILD: u8 = u8::MAX;
+
+/// Where node `node`'s member `member` is remembered (`None`: past what is kept).
+#[inline]
+fn slot(node: usize, member: usize) -> Option<usize> {
+    (member < KNOWN_MEMBERS).then_some(node * KNOWN_MEMBERS + member)
+}
+
 /// Scans `text` into `caps` (which must hold `Cap::Missing` everywhere) by `plan` (of
-/// `format`): `Some` when the record is valid JSON and every capture is certain; `None` leaves
-/// `caps` partly written.
-pub fn scan<'a>(text: &'a str, plan: &Plan, caps: &mut Caps<'a>) -> Option<()> {
+/// `format`), reading keys seen before through `keys` (only ever used with `plan`) and
+/// remembering new ones: `Some` when the record is valid JSON and every capture is certain;
+/// `None` leaves `caps` partly written.
+pub fn scan<'a>(text: &'a str, plan: &Plan, keys: &mut Keys, caps: &mut Caps<'a>) -> Option<()> {
     let mut s = Scanner {
         text,
         bytes: text.as_bytes(),
         pos: 0,
         plan,
+        keys,
     };
     s.ws();
     s.value(0, 0, caps)?;
@@ -98,9 +157,56 @@ struct Scanner<'a, 'p> {
     bytes: &'a [u8],
     pos: usize,
     plan: &'p Plan,
+    keys: &'p mut Keys,
 }
 
 impl<'a> Scanner<'a, '_> {
+    /// The child (or [`NOT_A_CHILD`]) of member `member` of the object at `node` when its key
+    /// (`self.pos` at its opening quote) is the one remembered, and then steps past its colon.
+    #[inline]
+    fn known_key(&mut self, node: usize, member: usize) -> Option<u8> {
+        let known = *self.keys.known.get(slot(node, member)?)?;
+        let chunk = self.bytes.get(self.pos..self.pos + 16)?;
+        let x = u128::from_le_bytes(chunk.try_into().ok()?);
+        if known.len == 0 || (x ^ known.text) & known.mask != 0 {
+            return None;
+        }
+        self.pos += usize::from(known.len);
+        #[cfg(test)]
+        {
+            self.keys.hits += 1;
+        }
+        Some(known.child)
+    }
+
+    /// Remembers member `member` of the object at `node`: its key from `start` (its opening
+    /// quote) to `self.pos` (past its closing quote), when a colon follows at once, and the
+    /// child it leads to.
+    #[inline]
+    fn remember_key(&mut self, node: usize, member: usize, start: usize, child: Option<usize>) {
+        let len = self.pos + 1 - start;
+        let (Some(slot), Some(b':'), true) = (slot(node, member), self.peek(), len <= 16) else {
+            return;
+        };
+        // (a plan has at most 64 children a node: each leads to a target)
+        let child = match child.map(u8::try_from) {
+            None => NOT_A_CHILD,
+            Some(Ok(c)) if c != NOT_A_CHILD => c,
+            Some(_) => return,
+        };
+        let mut text = [0u8; 16];
+        text[..len].copy_from_slice(&self.bytes[start..start + len]);
+        if self.keys.known.len() <= slot {
+            self.keys.known = vec![KnownKey::default(); self.plan.nodes.len() * KNOWN_MEMBERS];
+        }
+        self.keys.known[slot] = KnownKey {
+            text: u128::from_le_bytes(text),
+            mask: u128::MAX >> (8 * (16 - len)),
+            len: len as u8,
+            child,
+        };
+    }
+
     #[inline]
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
@@ -383,20 +489,31 @@ impl<'a> Scanner<'a, '_> {
             return Some(());
         }
         let mut seen = 0u64;
+        let mut member = 0;
         loop {
             self.ws();
-            if self.peek()? != b'"' {
-                return None;
-            }
-            let key = self.plain_bytes()?;
-            let child = children.iter().find(|c| *c.token == *key);
+            let child = match self.known_key(node, member) {
+                // (past its colon already)
+                Some(known) => children.get(usize::from(known)),
+                None => {
+                    let start = self.pos;
+                    if self.peek()? != b'"' {
+                        return None;
+                    }
+                    let key = self.plain_bytes()?;
+                    let found = children.iter().position(|c| *c.token == *key);
+                    self.remember_key(node, member, start, found);
+                    self.expect(b':')?;
+                    found.map(|c| &children[c])
+                }
+            };
             if let Some(c) = child {
                 if seen & c.targets != 0 {
                     return None; // a duplicate key on a path: the walk's error
                 }
                 seen |= c.targets;
             }
-            self.expect(b':')?;
+            member += 1;
             self.ws();
             match child {
                 Some(c) => self.value(c.node, depth + 1, caps)?,
