@@ -196,16 +196,8 @@ impl<'a> PlainLine<'a> {
         if digits.is_empty() || digits.len() > 18 || leading_zero {
             return None;
         }
-        // (at most 18 digits: no overflow) eight at a time, then the rest
-        let mut magnitude = 0i64;
-        let mut rest = digits;
-        while let Some((eight, after)) = rest.split_first_chunk::<8>() {
-            magnitude = magnitude * 100_000_000 + crate::swar::eight_digits(u64::from_le_bytes(*eight)) as i64;
-            rest = after;
-        }
-        for &d in rest {
-            magnitude = magnitude * 10 + i64::from(d - b'0');
-        }
+        // (at most 18 digits: below 10^18, no overflow of an i64)
+        let magnitude = crate::swar::digits_value(digits) as i64;
         let id = &bytes[HEAD.len()..end];
         let item_id = if id.is_ascii() {
             // SAFETY: ASCII is UTF-8. (Most ids are ASCII; checking that a word at a time costs

@@ -161,6 +161,22 @@ pub fn eight_digits(x: u64) -> u64 {
     (v.wrapping_mul(10_000) + (v >> 32)) & 0xffff_ffff
 }
 
+/// The value of at most 18 ASCII digits (no overflow): eight at a time, then the rest.
+#[inline]
+pub fn digits_value(digits: &[u8]) -> u64 {
+    debug_assert!(digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit));
+    let mut value = 0;
+    let mut rest = digits;
+    while let Some((eight, after)) = rest.split_first_chunk::<8>() {
+        value = value * 100_000_000 + eight_digits(u64::from_le_bytes(*eight));
+        rest = after;
+    }
+    for &d in rest {
+        value = value * 10 + u64::from(d - b'0');
+    }
+    value
+}
+
 /// The same search sixteen bytes a step (three compares and a mask), finishing the last
 /// bytes with the `u64` search.
 #[cfg(target_arch = "x86_64")]
@@ -293,6 +309,14 @@ mod tests {
         ) {
             let naive = from + bytes.get(from..).map_or(0, |r| r.iter().take_while(|b| b.is_ascii_digit()).count());
             prop_assert_eq!(digits_end(&bytes, from), naive);
+        }
+
+        /// Up to 18 digits' value, as their decimal number.
+        #[test]
+        fn digits_value_is_the_decimal_number(n in 0u64..1_000_000_000_000_000_000, width in 1usize..19) {
+            let text = format!("{n:0width$}");
+            prop_assume!(text.len() <= 18);
+            prop_assert_eq!(digits_value(text.as_bytes()), n);
         }
 
         /// Eight digits' value, as their decimal number.

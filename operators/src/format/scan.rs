@@ -337,21 +337,21 @@ impl<'a> Scanner<'a, '_> {
     fn captured_number(&mut self) -> Option<Cap<'a>> {
         let start = self.pos;
         let (fraction, exponent) = self.number()?;
+        if fraction || exponent {
+            // the walk reads its value (serde_json's, whichever path reads the record; long
+            // exponent forms may overflow)
+            return None;
+        }
         let written = &self.bytes[start..self.pos];
-        let integer = written.split(|&b| b == b'.').next()?;
-        let (negative, digits) = match integer.strip_prefix(b"-") {
+        let (negative, digits) = match written.strip_prefix(b"-") {
             Some(d) => (true, d),
-            None => (false, integer),
+            None => (false, written),
         };
-        if exponent || digits.len() > 18 || (negative && digits == b"0" && !fraction) {
-            // (serde_json reads `-0` as a float, and long or exponent forms may overflow)
+        if digits.len() > 18 || (negative && digits == b"0") {
+            // (serde_json reads `-0` as a float, and longer integers may overflow)
             return None;
         }
-        if fraction {
-            // the walk reads its value (serde_json's, whichever path reads the record)
-            return None;
-        }
-        let magnitude = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+        let magnitude = crate::swar::digits_value(digits) as i64;
         Some(Cap::Int(if negative { -magnitude } else { magnitude }))
     }
 
