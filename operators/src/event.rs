@@ -287,11 +287,12 @@ fn plain_object(mut rest: &[u8]) -> Option<&[u8]> {
 }
 
 /// After a string's opening quote: ASCII up to the closing quote, without escapes or bytes
-/// below 0x20 (found sixteen bytes a step); what follows the quote, or `None`.
+/// below 0x20 (found sixteen bytes a step, in the same pass); what follows the quote, or
+/// `None`.
 #[inline]
 fn plain_string(rest: &[u8]) -> Option<&[u8]> {
-    let end = crate::swar::string_stop(rest, 0)?;
-    (rest[end] == b'"' && rest[..end].is_ascii()).then(|| &rest[end + 1..])
+    let end = crate::swar::ascii_string_stop(rest, 0)?;
+    (rest[end] == b'"').then(|| &rest[end + 1..])
 }
 
 /// Parses a UTF-8 line with the JSON parser.

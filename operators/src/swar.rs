@@ -21,34 +21,54 @@ fn bytes_below_space(x: u64) -> u64 {
     x.wrapping_sub(ONES * 0x20) & !x & HIGHS
 }
 
-/// The bytes of `x` that end a JSON string's plain run: `"`, `\` or a control character.
+/// The bytes of `x` that end a JSON string's plain run: `"`, `\` or a control character, and
+/// with `ASCII` any byte of 0x80 or above.
 #[inline]
-fn stops(x: u64) -> u64 {
-    bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x)
+fn stops<const ASCII: bool>(x: u64) -> u64 {
+    let high = if ASCII { x & HIGHS } else { 0 };
+    bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below_space(x) | high
+}
+
+/// Whether byte `b` ends a plain run (as [`stops`]).
+#[inline]
+fn is_stop<const ASCII: bool>(b: u8) -> bool {
+    b == b'"' || b == b'\\' || b < 0x20 || (ASCII && b >= 0x80)
 }
 
 /// The position of the first `"`, `\` or control character in `bytes` at or after `from`.
 #[inline]
 pub fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    stop::<false>(bytes, from)
+}
+
+/// The same, stopping at a byte that is not ASCII too: a string whose run ends at its quote
+/// is then ASCII, with no second pass over it to tell.
+#[inline]
+pub fn ascii_string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    stop::<true>(bytes, from)
+}
+
+#[inline]
+fn stop<const ASCII: bool>(bytes: &[u8], from: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
-        sse2::string_stop(bytes, from)
+        sse2::string_stop::<ASCII>(bytes, from)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        string_stop_swar(bytes, from)
+        string_stop_swar::<ASCII>(bytes, from)
     }
 }
 
 /// [`string_stop`] eight bytes at a time in a `u64` (also the SSE2 search's last bytes).
 #[inline]
-fn string_stop_swar(bytes: &[u8], from: usize) -> Option<usize> {
+fn string_stop_swar<const ASCII: bool>(bytes: &[u8], from: usize) -> Option<usize> {
     let mut at = from;
     // 16 bytes a round while they last, then 8, then one at a time
     while let Some(chunk) = bytes.get(at..at + 16) {
         let (a, b) = chunk.split_at(8);
-        let sx = stops(u64::from_le_bytes(a.try_into().ok()?));
-        let sy = stops(u64::from_le_bytes(b.try_into().ok()?));
+        let sx = stops::<ASCII>(u64::from_le_bytes(a.try_into().ok()?));
+        let sy = stops::<ASCII>(u64::from_le_bytes(b.try_into().ok()?));
         if sx != 0 {
             return Some(at + (sx.trailing_zeros() / 8) as usize);
         }
@@ -58,7 +78,7 @@ fn string_stop_swar(bytes: &[u8], from: usize) -> Option<usize> {
         at += 16;
     }
     while let Some(chunk) = bytes.get(at..at + 8) {
-        let s = stops(u64::from_le_bytes(chunk.try_into().ok()?));
+        let s = stops::<ASCII>(u64::from_le_bytes(chunk.try_into().ok()?));
         if s != 0 {
             return Some(at + (s.trailing_zeros() / 8) as usize);
         }
@@ -67,7 +87,7 @@ fn string_stop_swar(bytes: &[u8], from: usize) -> Option<usize> {
     bytes
         .get(at..)?
         .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .position(|&b| is_stop::<ASCII>(b))
         .map(|i| at + i)
 }
 
@@ -189,7 +209,7 @@ mod sse2 {
     /// them a few bytes long. The last bytes of a record are searched with one 16-byte load
     /// ending at its end, not byte by byte.)
     #[inline(always)]
-    pub(super) fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    pub(super) fn string_stop<const ASCII: bool>(bytes: &[u8], from: usize) -> Option<usize> {
         // the stops of the 16 bytes from `chunk` as bits
         let stops = |chunk: &[u8]| -> u32 {
             debug_assert_eq!(chunk.len(), 16);
@@ -201,7 +221,13 @@ mod sse2 {
                 let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
                 let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
                 let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
-                _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+                let stops = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32;
+                // (a byte's high bit: not ASCII)
+                if ASCII {
+                    stops | _mm_movemask_epi8(x) as u32
+                } else {
+                    stops
+                }
             }
         };
         let mut at = from;
@@ -218,7 +244,7 @@ mod sse2 {
                 let mask = stops(&bytes[last..]) >> (at - last);
                 (mask != 0).then(|| at + mask.trailing_zeros() as usize)
             }
-            _ => super::string_stop_swar(bytes, at),
+            _ => super::string_stop_swar::<ASCII>(bytes, at),
         }
     }
 
@@ -276,7 +302,13 @@ mod tests {
                 .and_then(|rest| rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20))
                 .map(|i| from + i);
             prop_assert_eq!(string_stop(&bytes, from), naive);
-            prop_assert_eq!(string_stop_swar(&bytes, from), naive);
+            prop_assert_eq!(string_stop_swar::<false>(&bytes, from), naive);
+            let naive_ascii = bytes
+                .get(from..)
+                .and_then(|rest| rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20 || b >= 0x80))
+                .map(|i| from + i);
+            prop_assert_eq!(ascii_string_stop(&bytes, from), naive_ascii);
+            prop_assert_eq!(string_stop_swar::<true>(&bytes, from), naive_ascii);
         }
 
         /// ASCII exactly when no byte is 0x80 or above, by SSE2 and by SWAR alike, at every
