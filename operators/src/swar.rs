@@ -305,7 +305,7 @@ mod tests {
             prop_assert_eq!(string_stop_swar::<false>(&bytes, from), naive);
             let naive_ascii = bytes
                 .get(from..)
-                .and_then(|rest| rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20 || b >= 0x80))
+                .and_then(|rest| rest.iter().position(|&b| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b)))
                 .map(|i| from + i);
             prop_assert_eq!(ascii_string_stop(&bytes, from), naive_ascii);
             prop_assert_eq!(string_stop_swar::<true>(&bytes, from), naive_ascii);
