@@ -361,7 +361,18 @@ impl<'a> Scanner<'a, '_> {
     fn skip(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => self.skip_string(),
-            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
+            // (most skipped numbers are plain integers ending a member: read in line)
+            b'1'..=b'9' => {
+                let end = crate::swar::digits_end(self.bytes, self.pos + 1);
+                match self.bytes.get(end) {
+                    Some(b',' | b'}') => {
+                        self.pos = end;
+                        Some(())
+                    }
+                    _ => self.number().map(|_| ()),
+                }
+            }
+            b'-' | b'0' => self.number().map(|_| ()),
             _ => self.skip_other(depth),
         }
     }
