@@ -419,7 +419,7 @@ impl WindowedCounter {
         let interner = &self.interner;
         let set = &mut self.sums;
         // (a sum of 1 marks a candidate: the set dedups them)
-        for i in last.items.iter().chain(&users.take_changed(interner)) {
+        for i in last.items.iter().chain(&users.take_changed()) {
             set.add(*i, 1);
         }
         let candidates = set.items().iter().map(|&i| (users.count(interner, i), i)).collect();
