@@ -42,11 +42,11 @@ const CHANGED: u32 = 1 << 31;
 
 /// One entry: per (group, item), a key of it (its representative), its count (`CHANGED`
 /// or'ed in) and [`part_hash`] of its `group NUL item`.
-type Entry32 = (ItemIdx, u32, u32);
+type UserEntry = (ItemIdx, u32, u32);
 
 /// One instance's user count per (group, item).
 pub(super) struct UserCounts {
-    table: HashTable<Entry32>,
+    table: HashTable<UserEntry>,
     /// The representatives of the entries changed since the last emission (each once), with
     /// their hashes.
     changed: Vec<(ItemIdx, u32)>,
@@ -118,7 +118,7 @@ impl UserCounts {
         }
     }
 
-    fn find(&self, interner: &Interner, part: &str) -> Option<&Entry32> {
+    fn find(&self, interner: &Interner, part: &str) -> Option<&UserEntry> {
         let h = part_hash(part);
         self.table
             .find(table_hash(h), |e| e.2 == h && item_part(interner.id(e.0)) == part)
@@ -163,7 +163,7 @@ impl UserCounts {
 
     /// Approximate heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.table.capacity() * (std::mem::size_of::<Entry32>() + 1) + self.changed.capacity() * 8
+        self.table.capacity() * (std::mem::size_of::<UserEntry>() + 1) + self.changed.capacity() * 8
     }
 }
 
