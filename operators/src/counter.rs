@@ -128,9 +128,11 @@ struct Instance {
     /// Per-group windows: the groups of its last emission (a group gone to `(other)` since is
     /// withdrawn with an empty list).
     groups: Vec<GroupKey>,
-    /// Distinct-user windows: the user count per (group, item), kept up to date from its first
-    /// recount while it emits incrementally (see `users`).
+    /// Distinct-user windows: the user count per (group, item), kept up to date from its
+    /// second recount while it emits incrementally (see `users`).
     users: Option<users::UserCounts>,
+    /// Distinct-user windows: whether it was recounted since it was made (or restored).
+    recounted: bool,
 }
 
 /// Counters for the state gauges.

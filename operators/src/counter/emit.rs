@@ -25,7 +25,7 @@
 //! Distinct-user windows (global, or per group under the same no-fold condition) emit the same
 //! way over (group, item)s instead of keys: an item's user count in an instance never decreases
 //! either (its keys' counts never do), the instance keeps every (group, item)'s user count up to
-//! date from its first recount on and logs those that changed (`users`), so `D` is that log,
+//! date from its second recount on and logs those that changed (`users`), so `D` is that log,
 //! `L` one representative key per listed (group, item), and each candidate's count is read from
 //! the user counts (no pane is read). A changed key alone would not do: whether its item gained
 //! a user depends on whether the key was already counted in the instance, which `users` tests
@@ -33,7 +33,8 @@
 //!
 //! Which windows emit incrementally: plain windows; per-group windows counting events or
 //! distinct users while none of the instance's groups counts in `(other)`; global distinct-user
-//! windows. The full recount stays for: an instance's first emission, every instance after a
+//! windows. The full recount stays for: an instance's first emission (a distinct-user
+//! instance's first two: see `remember_users`), every instance after a
 //! restore (`force_emit`; user counts are not in snapshots), an instance behind a cut log, an
 //! events instance whose changes are not much fewer than its counters (the plain scan is
 //! cheaper then), and a per-group instance with a group in `(other)` (a fold moves counts from a
@@ -464,6 +465,14 @@ impl WindowedCounter {
             return;
         };
         if !incremental {
+            inst.users = None;
+            inst.last = None;
+            return;
+        }
+        if recounted.is_some() && !std::mem::replace(&mut inst.recounted, true) {
+            // Its first recount: user counts cost a look-up per key now and per new key of
+            // every event after, while an instance that emits once more, when it seals (a
+            // replay), needs none. They are built at its second recount, for a third emission.
             inst.users = None;
             inst.last = None;
             return;

@@ -4,8 +4,9 @@
 //! A distinct-user window counts keys `group NUL item NUL user`. In an instance `I`, a key's
 //! count is `n_I(key) = Σ_p c_p(key) − x_I(key)` (its panes' counts minus `I`'s exclusions)
 //! and an item's count is `d_I(group, item)`, the number of its keys with `n_I > 0`. Once an
-//! instance's lists were recounted, it keeps `d_I` per (group, item) ([`UserCounts`], built
-//! from that recount). From then on every counted event accepted by `I` raises `n_I(key)` by
+//! instance's lists were recounted twice, it keeps `d_I` per (group, item) ([`UserCounts`],
+//! built from the second recount: an instance that emits once before it seals, as in a
+//! replay, never pays for them). From then on every counted event accepted by `I` raises `n_I(key)` by
 //! one (an event excluded from `I` raises `c_p` and `x_I` alike), so `d_I(group, item)` rises
 //! by one exactly when `n_I(key)` was 0 before the event: [`WindowedCounter::note_user`],
 //! called before the event is counted, applies that and logs the (group, item) as changed.
