@@ -184,6 +184,9 @@ pub struct WindowedCounter {
     lookahead: lookahead::Lookahead,
     /// Events a distinct-user window could not count because they had no user.
     without_user: u64,
+    /// Whether some instance keeps user counts (see `users`; set by `advance`, the only place
+    /// they are built or dropped).
+    users_kept: bool,
     /// Per shape, whether a window this counter counts has it (derived once, read per event).
     shape_counted: Vec<bool>,
     /// The emit generation (1..=255): goes up after each `advance` that emitted (see `emit`).
@@ -287,6 +290,7 @@ impl WindowedCounter {
             found: Vec::new(),
             lookahead: Default::default(),
             without_user: 0,
+            users_kept: false,
             gen: 1,
             emits: (0, 0),
             admission: BTreeMap::new(),

@@ -182,6 +182,9 @@ impl WindowedCounter {
         late_h: Millis,
         sealed_h: Millis,
     ) {
+        if !self.users_kept {
+            return; // (a replay's instances keep none: see `remember_users`)
+        }
         let group = &self.groups[g];
         let pane = group.slots[slot].as_ref().expect("live slot");
         if !pane.excluded && self.count_in(g, pane, idx) > 0 {
