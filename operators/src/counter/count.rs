@@ -138,13 +138,18 @@ impl WindowedCounter {
         }
         self.without_user += u64::from(missing_user);
         let mut sealed_drop = false;
+        // whether every key was counted for sure (one pane group, its fast path): then none
+        // is left unreferenced, and the look at each key's record below is skipped
+        let mut all_counted = self.groups.len() == 1;
         for g in 0..self.groups.len() {
             if ev.ts < late_h && self.group_last_end(g, ev.ts) <= late_h {
+                all_counted = false;
                 continue;
             }
             let slot = self.pane_slot(g, ev.ts, sealed_h);
             let Some(slot) = slot else {
                 sealed_drop = true;
+                all_counted = false;
                 continue;
             };
             let group = &self.groups[g];
@@ -163,9 +168,12 @@ impl WindowedCounter {
             }
             let (_, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &keys);
             sealed_drop |= sealed;
+            all_counted = false;
         }
-        for idx in keys.iter().flatten() {
-            self.interner.release_unreferenced(*idx);
+        if !all_counted {
+            for idx in keys.iter().flatten() {
+                self.interner.release_unreferenced(*idx);
+            }
         }
         self.shape_keys = keys;
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
