@@ -188,8 +188,8 @@ impl<const N: usize, const W: usize> Records<N, W> {
     /// Replaces a full table by one twice its entries, filled in record order. A record keeps
     /// no hash, so growing rehashes every key from its record: the table's own growth reads
     /// them in slot order, a cache miss per record (the growth was 4 % of a distinct-user job,
-    /// 2 % of a per-group one), where record order reads them front to back. (The records
-    /// about to be inserted, `free` included, are not in the table yet.)
+    /// 2 % of a per-group one), where record order reads them front to back. (The record about
+    /// to be inserted, new or a reused free slot, is not in the table yet: it is not moved.)
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {

@@ -6,10 +6,11 @@
 //! and an item's count is `d_I(group, item)`, the number of its keys with `n_I > 0`. Once an
 //! instance's lists were recounted twice, it keeps `d_I` per (group, item) ([`UserCounts`],
 //! built from the second recount: an instance that emits once before it seals, as in a
-//! replay, never pays for them). From then on every counted event accepted by `I` raises `n_I(key)` by
-//! one (an event excluded from `I` raises `c_p` and `x_I` alike), so `d_I(group, item)` rises
-//! by one exactly when `n_I(key)` was 0 before the event: [`WindowedCounter::note_user`],
-//! called before the event is counted, applies that and logs the (group, item) as changed.
+//! replay, never pays for them). From then on every counted event accepted by `I` raises
+//! `n_I(key)` by one (an event excluded from `I` raises `c_p` and `x_I` alike), so
+//! `d_I(group, item)` rises by one exactly when `n_I(key)` was 0 before the event:
+//! [`WindowedCounter::note_user`], called before the event is counted, applies that and logs
+//! the (group, item) as changed.
 //!
 //! The test is cheap in the common case: `n_I(key) = Σ_p (c_p(key) − e_{p,I}(key))`, where
 //! `e_{p,I}` counts the events in pane `p` excluded from `I`, and every term is ≥ 0. So when
