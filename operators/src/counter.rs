@@ -122,6 +122,7 @@ struct PaneGroup {
 struct Instance {
     exclusions: FxMap<ItemIdx, u64>,
     touched: u64,
+    /// The apply sequence of its last emission (0: never emitted since made or restored).
     emitted: u64,
     /// What it emitted last, for an incremental emission (`None`: recount in full).
     last: Option<emit::Emitted>,
@@ -131,8 +132,6 @@ struct Instance {
     /// Distinct-user windows: the user count per (group, item), kept up to date from its
     /// second recount while it emits incrementally (see `users`).
     users: Option<users::UserCounts>,
-    /// Distinct-user windows: whether it was recounted since it was made (or restored).
-    recounted: bool,
 }
 
 /// Counters for the state gauges.

@@ -10,8 +10,11 @@
 //! forgotten and its index reused, so memory follows the live state, not history.
 
 mod key;
+mod order;
 mod prefetch;
 
+pub use order::in_record_order;
+use order::IndexBits;
 pub use prefetch::prefetch;
 use prefetch::SlotPrefetch;
 
@@ -193,20 +196,16 @@ impl<const N: usize, const W: usize> Records<N, W> {
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
-        let mut live = vec![0u64; self.records.len().div_ceil(64)];
+        let mut live = IndexBits::new(self.records.len());
         for &i in self.table.iter() {
-            live[i as usize / 64] |= 1 << (i % 64);
+            live.insert(i);
         }
         let mut table = HashTable::with_capacity(2 * self.table.len().max(8));
         let (records, arena) = (&self.records, &self.arena);
         let hash = |&j: &u32| probe_hash(records[j as usize].key.as_str(arena));
-        for (w, mut word) in live.into_iter().enumerate() {
-            while word != 0 {
-                let i = (w * 64) as u32 + word.trailing_zeros();
-                word &= word - 1;
-                table.insert_unique(hash(&i), i, hash);
-            }
-        }
+        live.for_each(|i| {
+            table.insert_unique(hash(&i), i, hash);
+        });
         self.table = table;
         // (a new allocation, perhaps of as many buckets: the prefetch anchor is recomputed)
         self.slots.set(SlotPrefetch::default());
@@ -286,12 +285,11 @@ impl<const N: usize, const W: usize> Records<N, W> {
             return;
         }
         if dying.len() * SWEEP_AT >= self.table.len() {
-            let mut doomed = vec![0u64; self.records.len().div_ceil(64)];
+            let mut doomed = IndexBits::new(self.records.len());
             for idx in &dying {
-                doomed[idx.0 as usize / 64] |= 1 << (idx.0 % 64);
+                doomed.insert(idx.0);
             }
-            self.table
-                .retain(|&mut i| doomed[i as usize / 64] & (1 << (i % 64)) == 0);
+            self.table.retain(|&mut i| !doomed.contains(i));
         } else {
             for &idx in &dying {
                 self.unlink(idx);
@@ -357,40 +355,6 @@ impl<const N: usize, const W: usize> Records<N, W> {
         self.table.capacity() * (4 + 1)
             + self.records.capacity() * std::mem::size_of::<Record<N, W>>()
             + self.arena.capacity()
-    }
-}
-
-/// Puts `idxs` in index order, which is their records' order in memory, so that visiting
-/// them reads the records front to back. By a bitset when they are dense (a dying pane's
-/// items: a pass over them and over the bitset, where a sort's comparisons cost more than the
-/// cache misses it saves), else by a sort.
-pub fn in_record_order(idxs: &mut Vec<ItemIdx>) {
-    let Some(max) = idxs.iter().max() else { return };
-    let words = max.0 as usize / 64 + 1;
-    if idxs.len() * 8 < words {
-        idxs.sort_unstable();
-        return;
-    }
-    let mut bits = vec![0u64; words];
-    let mut repeated = Vec::new();
-    for &idx in idxs.iter() {
-        let (word, bit) = (idx.0 as usize / 64, 1u64 << (idx.0 % 64));
-        if bits[word] & bit != 0 {
-            repeated.push(idx);
-        }
-        bits[word] |= bit;
-    }
-    idxs.clear();
-    for (w, mut word) in bits.into_iter().enumerate() {
-        while word != 0 {
-            idxs.push(ItemIdx((w * 64) as u32 + word.trailing_zeros()));
-            word &= word - 1;
-        }
-    }
-    if !repeated.is_empty() {
-        // (an index once per reference: rare, so merged by a sort)
-        idxs.extend(repeated);
-        idxs.sort_unstable();
     }
 }
 

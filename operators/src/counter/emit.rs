@@ -469,10 +469,12 @@ impl WindowedCounter {
             inst.last = None;
             return;
         }
-        if recounted.is_some() && !std::mem::replace(&mut inst.recounted, true) {
-            // Its first recount: user counts cost a look-up per key now and per new key of
-            // every event after, while an instance that emits once more, when it seals (a
-            // replay), needs none. They are built at its second recount, for a third emission.
+        if recounted.is_some() && inst.emitted == 0 {
+            // Its first emission (always a recount: it has no user counts; `advance` marks it
+            // emitted after this, and a restored instance starts unemitted): user counts cost
+            // a look-up per key now and per new key of every event after, while an instance
+            // that emits once more, when it seals (a replay), needs none. They are built at
+            // its second recount, for a third emission.
             inst.users = None;
             inst.last = None;
             return;
