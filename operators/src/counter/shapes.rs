@@ -165,6 +165,16 @@ impl Shapes {
         u8::try_from(i).ok()
     }
 
+    /// The position of shape `s`'s dim in the job's dims (`EventText::dim`) when it has
+    /// exactly one.
+    #[inline]
+    pub fn one_dim(&self, s: u8) -> Option<usize> {
+        match self.by_dims[s as usize].as_slice() {
+            [(p, _)] => Some(*p),
+            _ => None,
+        }
+    }
+
     /// Whether shape `s` counts distinct users.
     pub fn distinct_users(&self, s: u8) -> bool {
         self.shapes[s as usize].distinct_users

@@ -103,48 +103,52 @@ impl EventText {
     /// reads stay small enough to inline everywhere, which the plain path measurably needs).
     #[inline(never)]
     fn item_after_fields(&self) -> &str {
-        let mut at = 1;
-        let len = self.varint(&mut at);
-        &self.0[at + len..]
+        let mut r = Fields {
+            b: self.0.as_bytes(),
+            at: 1,
+        };
+        let len = r.varint();
+        r.at += len;
+        r.rest()
     }
 
     /// The user, when the event has one.
     #[inline]
     pub fn user(&self) -> Option<&str> {
-        let (mut at, _) = self.fields()?;
-        let header = self.varint(&mut at);
-        (header & 1 == 1).then(|| self.value(&mut at))
+        let mut r = self.fields()?;
+        let header = r.varint();
+        (header & 1 == 1).then(|| r.value())
     }
 
     /// The value of the job's dim at position `p` (`""` where the event has none).
     #[inline]
     pub fn dim(&self, p: usize) -> &str {
-        let Some((mut at, _)) = self.fields() else {
+        let Some(mut r) = self.fields() else {
             return "";
         };
-        let header = self.varint(&mut at);
+        let header = r.varint();
         if p >= header / 2 {
             return "";
         }
         if header & 1 == 1 {
-            self.value(&mut at);
+            r.skip_value();
         }
         for _ in 0..p {
-            self.value(&mut at);
+            r.skip_value();
         }
-        self.value(&mut at)
+        r.value()
     }
 
     /// The event's dim values in the job's dim order (none for an event without dims).
     pub fn dims(&self) -> Vec<&str> {
-        let Some((mut at, _)) = self.fields() else {
+        let Some(mut r) = self.fields() else {
             return Vec::new();
         };
-        let header = self.varint(&mut at);
+        let header = r.varint();
         if header & 1 == 1 {
-            self.value(&mut at);
+            r.skip_value();
         }
-        (0..header / 2).map(|_| self.value(&mut at)).collect()
+        (0..header / 2).map(|_| r.value()).collect()
     }
 
     /// The whole string, as stored and sent.
@@ -152,55 +156,17 @@ impl EventText {
         &self.0
     }
 
-    /// Where the fields start and end (`None`: the string is the id alone).
+    /// A reader at the start of the fields (`None`: the string is the id alone).
     #[inline]
-    fn fields(&self) -> Option<(usize, usize)> {
-        if self.0.as_bytes().first() != Some(&0) {
+    fn fields(&self) -> Option<Fields<'_>> {
+        // (the bytes taken from the `CompactString` once: each access decodes where they are)
+        let b = self.0.as_bytes();
+        if b.first() != Some(&0) {
             return None;
         }
-        let mut at = 1;
-        let len = self.varint(&mut at);
-        Some((at, at + len))
-    }
-
-    /// The varint at `at`, moving `at` past it. Only called on strings built by `new` or
-    /// checked by `check`.
-    #[inline(always)]
-    fn varint(&self, at: &mut usize) -> usize {
-        let b = self.0.as_bytes();
-        // (one byte for anything shorter than 64 bytes: the usual case, inline)
-        let first = b[*at];
-        if first & MORE == 0 {
-            *at += 1;
-            return usize::from(first);
-        }
-        self.long_varint(at)
-    }
-
-    /// `varint` of more than one byte.
-    #[inline(never)]
-    fn long_varint(&self, at: &mut usize) -> usize {
-        let b = self.0.as_bytes();
-        let mut v = 0;
-        let mut shift = 0;
-        loop {
-            let byte = b[*at];
-            *at += 1;
-            v |= usize::from(byte & 0x3f) << shift;
-            if byte & MORE == 0 {
-                return v;
-            }
-            shift += 6;
-        }
-    }
-
-    /// The length-prefixed value at `at`, moving `at` past it.
-    #[inline(always)]
-    fn value(&self, at: &mut usize) -> &str {
-        let len = self.varint(at);
-        let start = *at;
-        *at += len;
-        &self.0[start..*at]
+        let mut r = Fields { b, at: 1 };
+        r.varint(); // the fields' length
+        Some(r)
     }
 
     /// Whether `packed` is a string `new` could have built (what a peer sends is checked
@@ -249,6 +215,75 @@ impl EventText {
             return bad("bytes after the last value");
         }
         Ok(())
+    }
+}
+
+/// A reader of the fields of a string of the second form (see the module docs), over its
+/// bytes. Only used on strings built by `new` or checked by `check`.
+struct Fields<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// The varint at `at`, moving past it.
+    #[inline(always)]
+    fn varint(&mut self) -> usize {
+        // (one byte for anything shorter than 64 bytes: the usual case, inline)
+        let first = self.b[self.at];
+        if first & MORE == 0 {
+            self.at += 1;
+            return usize::from(first);
+        }
+        // (the reader passed by value, not by reference: a reference out of line kept it in
+        // memory, and each read of it after its fields were written one by one stalled)
+        let (v, at) = long_varint(self.b, self.at);
+        self.at = at;
+        v
+    }
+
+    /// The length-prefixed value at `at`, moving past it.
+    #[inline(always)]
+    fn value(&mut self) -> &'a str {
+        let len = self.varint();
+        let start = self.at;
+        self.at += len;
+        let bytes = &self.b[start..self.at];
+        // SAFETY: a value is one of the `str`s `new` wrote whole, or (`check`) ends at a char
+        // boundary; it starts after an ASCII varint byte of a `str`, so at a char boundary
+        // too: its bytes are UTF-8. (A checked `str` slice tested both ends at every read.)
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
+    /// Moves past the length-prefixed value at `at`.
+    #[inline(always)]
+    fn skip_value(&mut self) {
+        let len = self.varint();
+        self.at += len;
+    }
+
+    /// The bytes from `at` to the end: the item id, past the fields.
+    #[inline(always)]
+    fn rest(&self) -> &'a str {
+        // SAFETY: the id follows the fields' last value (or their length, when they are
+        // empty) — a char boundary, as in `value` — and runs to the end of the `str`.
+        unsafe { std::str::from_utf8_unchecked(&self.b[self.at..]) }
+    }
+}
+
+/// The varint of more than one byte at `at` of `b`, and the position after it.
+#[inline(never)]
+fn long_varint(b: &[u8], mut at: usize) -> (usize, usize) {
+    let mut v = 0;
+    let mut shift = 0;
+    loop {
+        let byte = b[at];
+        at += 1;
+        v |= usize::from(byte & 0x3f) << shift;
+        if byte & MORE == 0 {
+            return (v, at);
+        }
+        shift += 6;
     }
 }
 
