@@ -58,6 +58,24 @@ pub fn push_str(out: &mut String, s: &str) {
     }
 }
 
+/// `s`, at most 16 bytes, as a little-endian number (with its length, a form that tells any
+/// two such strings apart), read by two overlapping fixed-size loads (their bytes agree
+/// where they overlap) instead of a copy through memory.
+#[inline(always)]
+pub fn le_word(s: &[u8]) -> u128 {
+    debug_assert!(s.len() <= 16);
+    let n = s.len();
+    if let (Some(a), Some(b)) = (s.first_chunk::<8>(), s.last_chunk::<8>()) {
+        u128::from(u64::from_le_bytes(*a)) | u128::from(u64::from_le_bytes(*b)) << (8 * (n - 8))
+    } else if let (Some(a), Some(b)) = (s.first_chunk::<4>(), s.last_chunk::<4>()) {
+        u128::from(u32::from_le_bytes(*a)) | u128::from(u32::from_le_bytes(*b)) << (8 * (n - 4))
+    } else if let (Some(a), Some(b)) = (s.first_chunk::<2>(), s.last_chunk::<2>()) {
+        u128::from(u16::from_le_bytes(*a)) | u128::from(u16::from_le_bytes(*b)) << (8 * (n - 2))
+    } else {
+        s.first().map_or(0, |&b| u128::from(b))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

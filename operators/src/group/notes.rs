@@ -21,6 +21,7 @@ use super::admission::GroupNote;
 use crate::counter::Shapes;
 use crate::hash::item_hash;
 use crate::record::TimedEvent;
+use crate::short_copy::le_word;
 use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
 
@@ -74,8 +75,8 @@ struct Seen {
 }
 
 /// A group as the cache knows it: the value of a window's one dim when it is at most 16 bytes
-/// long (its length and two words that hold all its bytes, possibly overlapping: equal forms,
-/// equal values), else the hash of its composed key (tagged by a length no value has).
+/// long (its length and its bytes as a little-endian number, in two words), else the hash of
+/// its composed key (tagged by a length no value has).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Value(usize, u64, u64);
 
@@ -83,15 +84,8 @@ impl Value {
     /// The short form of `v`, if it has one.
     #[inline]
     fn short(v: &[u8]) -> Option<Value> {
-        let n = v.len();
-        let word = |at: usize| u64::from_le_bytes(v[at..at + 8].try_into().expect("8 bytes"));
-        let half = |at: usize| u64::from(u32::from_le_bytes(v[at..at + 4].try_into().expect("4 bytes")));
-        Some(match n {
-            17.. => return None,
-            8.. => Value(n, word(0), word(n - 8)),
-            4.. => Value(n, half(0), half(n - 4)),
-            _ => Value(n, v.iter().fold(0, |w, &b| w << 8 | u64::from(b)), 0),
-        })
+        let w = (v.len() <= 16).then(|| le_word(v))?;
+        Some(Value(v.len(), w as u64, (w >> 64) as u64))
     }
 
     /// A group known by its key's hash.

@@ -9,6 +9,8 @@
 //! its keys are 28 bytes, so a record is as large as it was with a `CompactString` and keys of
 //! up to 26 bytes stay inline. The key shape rides in the same bytes.
 
+use crate::short_copy::le_word;
+
 /// The key width of a job that counts bare item ids only (14 bytes inline).
 pub const NARROW: usize = 16;
 
@@ -163,23 +165,6 @@ impl<const W: usize> Key<W> {
                 Key(b)
             }
         }
-    }
-}
-
-/// `s`, at most 16 bytes, as a little-endian number, read by two overlapping fixed-size loads
-/// (their bytes agree where they overlap) instead of a copy through memory.
-#[inline(always)]
-fn le_word(s: &[u8]) -> u128 {
-    debug_assert!(s.len() <= 16);
-    let n = s.len();
-    if let (Some(a), Some(b)) = (s.first_chunk::<8>(), s.last_chunk::<8>()) {
-        u128::from(u64::from_le_bytes(*a)) | u128::from(u64::from_le_bytes(*b)) << (8 * (n - 8))
-    } else if let (Some(a), Some(b)) = (s.first_chunk::<4>(), s.last_chunk::<4>()) {
-        u128::from(u32::from_le_bytes(*a)) | u128::from(u32::from_le_bytes(*b)) << (8 * (n - 4))
-    } else if let (Some(a), Some(b)) = (s.first_chunk::<2>(), s.last_chunk::<2>()) {
-        u128::from(u16::from_le_bytes(*a)) | u128::from(u16::from_le_bytes(*b)) << (8 * (n - 2))
-    } else {
-        s.first().map_or(0, |&b| u128::from(b))
     }
 }
 
