@@ -12,6 +12,7 @@
 use super::shapes::Shapes;
 use crate::interner::{probe_hash, Interner, ItemIdx};
 use crate::record::TimedEvent;
+use crate::short_copy::push_str;
 
 /// Events looked up together before they are counted: enough for their misses to overlap,
 /// few enough for what they bring into cache to stay there.
@@ -40,11 +41,20 @@ pub(super) enum Looked {
 #[derive(Default)]
 pub(super) struct Lookahead {
     looked: Vec<Looked>,
-    /// The run's counter keys, end to end.
+    /// The run's keys to find (items and counter keys), end to end.
     text: String,
-    /// The `looked` entries that are keys to find (items and counter keys), and what was found.
-    wanted: Vec<u32>,
+    /// The keys to find: each one's `looked` entry, its text in `text` and its table hash.
+    wanted: Vec<Wanted>,
     found: Vec<Option<ItemIdx>>,
+}
+
+/// A key to find: `text[start..end]` of the run, with its table hash, for `looked[at]`.
+#[derive(Clone, Copy)]
+struct Wanted {
+    at: u32,
+    start: u32,
+    end: u32,
+    probe: u64,
 }
 
 impl Lookahead {
@@ -57,44 +67,51 @@ impl Lookahead {
         let n = shapes.len();
         for ev in events {
             for s in 0..n as u8 {
+                // the key is written straight after the run's earlier keys (a bare item id
+                // too: the look-up then reads every key the same way, three times a key)
+                let start = self.text.len();
                 let looked = if !counted[s as usize] {
                     Looked::Uncounted
                 } else if s == 0 {
+                    push_str(&mut self.text, ev.item());
+                    self.wanted.push(Wanted {
+                        at: self.looked.len() as u32,
+                        start: start as u32,
+                        end: self.text.len() as u32,
+                        probe: ev.hash,
+                    });
                     Looked::Item(None)
-                } else {
-                    // the key is written straight after the run's earlier keys
-                    let start = self.text.len();
-                    match shapes.append_key(s, ev, &mut self.text) {
-                        true => Looked::Key {
-                            start: start as u32,
-                            end: self.text.len() as u32,
-                            probe: probe_hash(&self.text[start..]),
-                            found: None,
-                        },
-                        false => Looked::NoUser,
+                } else if shapes.append_key(s, ev, &mut self.text) {
+                    let (end, probe) = (self.text.len() as u32, probe_hash(&self.text[start..]));
+                    self.wanted.push(Wanted {
+                        at: self.looked.len() as u32,
+                        start: start as u32,
+                        end,
+                        probe,
+                    });
+                    Looked::Key {
+                        start: start as u32,
+                        end,
+                        probe,
+                        found: None,
                     }
+                } else {
+                    Looked::NoUser
                 };
-                if matches!(looked, Looked::Item(_) | Looked::Key { .. }) {
-                    self.wanted.push(self.looked.len() as u32);
-                }
                 self.looked.push(looked);
             }
         }
         let mut found = std::mem::take(&mut self.found);
-        let (looked, wanted, text) = (&self.looked, &self.wanted, &self.text);
+        let (wanted, text) = (&self.wanted, self.text.as_str());
         let key = |w: usize| {
-            let at = wanted[w] as usize;
-            match looked[at] {
-                Looked::Key { start, end, probe, .. } => (&text[start as usize..end as usize], probe),
-                _ => {
-                    let ev = &events[at / n];
-                    (ev.item(), ev.hash)
-                }
-            }
+            let k = wanted[w];
+            // SAFETY: `start..end` is the span of one `str` pushed whole onto `text`: both
+            // ends are char boundaries within it (a checked slice tested both, three times a key).
+            (unsafe { text.get_unchecked(k.start as usize..k.end as usize) }, k.probe)
         };
         interner.find_many(wanted.len(), key, &mut found);
-        for (&at, &idx) in self.wanted.iter().zip(&found) {
-            match &mut self.looked[at as usize] {
+        for (w, &idx) in self.wanted.iter().zip(&found) {
+            match &mut self.looked[w.at as usize] {
                 Looked::Item(f) | Looked::Key { found: f, .. } => *f = idx,
                 _ => unreachable!("only keys are wanted"),
             }

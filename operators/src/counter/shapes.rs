@@ -8,7 +8,7 @@
 //! keys of several shapes, and each window reads only its own shape's keys.
 
 use crate::group::{encode_value, split_key, GroupKey, KeyShape, OTHER_GROUP};
-use crate::record::{RankedItem, TimedEvent};
+use crate::record::{RankedItem, TextParts, TimedEvent};
 use crate::short_copy::push_str;
 use crate::topk::select_top_counted;
 use crate::window::WindowSpec;
@@ -112,14 +112,16 @@ impl Shapes {
     /// [`Shapes::key`] appended to `out` (false: nothing appended).
     #[inline]
     pub fn append_key(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
-        // the group is written in place: the key is `group::compose_key(group, item, user)`
-        if !self.append_group(s, ev, out) {
+        // the group is written in place: the key is `group::compose_key(group, item, user)`,
+        // from the event's text read once
+        let parts = ev.text.parts();
+        if !self.append_group_of(s, &parts, out) {
             return false;
         }
         out.push('\0');
-        push_str(out, ev.item());
+        push_str(out, parts.item);
         if self.shapes[s as usize].distinct_users {
-            if let Some(user) = ev.text.user() {
+            if let Some(user) = parts.user {
                 out.push('\0');
                 push_str(out, user);
             }
@@ -131,19 +133,20 @@ impl Shapes {
     /// when the shape counts distinct users and the event has none.
     pub fn group(&self, s: u8, ev: &TimedEvent, group: &mut String) -> bool {
         group.clear();
-        self.append_group(s, ev, group)
+        self.append_group_of(s, &ev.text.parts(), group)
     }
 
-    /// [`Shapes::group`] appended to `out` (false: nothing appended).
+    /// The group of an event's text `parts` under shape `s` (> 0) appended to `out` (false:
+    /// nothing appended).
     #[inline]
-    fn append_group(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
+    fn append_group_of(&self, s: u8, parts: &TextParts<'_>, out: &mut String) -> bool {
         let shape = &self.shapes[s as usize];
-        if shape.distinct_users && ev.text.user().is_none() {
+        if shape.distinct_users && parts.user.is_none() {
             return false;
         }
         for (p, before) in &self.by_dims[s as usize] {
             push_str(out, before);
-            encode_value(ev.text.dim(*p), out);
+            encode_value(parts.dim(*p), out);
         }
         true
     }

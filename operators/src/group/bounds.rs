@@ -39,6 +39,8 @@ pub struct DimBounds {
     /// The dims' names, in the format's order.
     names: Vec<String>,
     windows: Vec<KeyShapeBound>,
+    /// The most bytes of a window's key that do not depend on the values.
+    most_fixed: usize,
 }
 
 impl Default for DimBounds {
@@ -48,6 +50,7 @@ impl Default for DimBounds {
             max_group_key_bytes: DEFAULT_MAX_GROUP_KEY_BYTES,
             names: Vec::new(),
             windows: Vec::new(),
+            most_fixed: 0,
         }
     }
 }
@@ -69,17 +72,35 @@ impl DimBounds {
                 dims: by.iter().filter_map(|d| names.iter().position(|n| n == d)).collect(),
                 fixed: by.iter().map(|d| d.len() + 1).sum::<usize>() + by.len() - 1,
             })
-            .collect();
+            .collect::<Vec<KeyShapeBound>>();
         DimBounds {
             max_dim_bytes,
             max_group_key_bytes,
             names: names.to_vec(),
+            most_fixed: windows.iter().map(|w| w.fixed).max().unwrap_or(0),
             windows,
         }
     }
 
     /// Checks the dim values of one record (in the format's order).
+    #[inline(always)]
     pub fn check(&self, values: &[Cow<'_, str>]) -> Result<(), BadRecord> {
+        // The usual record passes on one sum: values no longer together than any value may be
+        // and short enough that every key fits at 3 bytes a byte cannot reach either bound.
+        // (Checked per value and per window, this was 84 instructions of every event of a
+        // per-group job, `cachegrind`.)
+        if let Some(room) = self.max_group_key_bytes.checked_sub(self.most_fixed) {
+            let total: usize = values.iter().map(|v| v.len()).sum();
+            if total <= self.max_dim_bytes.min(room / 3) {
+                return Ok(());
+            }
+        }
+        self.check_each(values)
+    }
+
+    /// [`DimBounds::check`] value by value and window by window.
+    #[inline(never)]
+    fn check_each(&self, values: &[Cow<'_, str>]) -> Result<(), BadRecord> {
         for (name, value) in self.names.iter().zip(values) {
             if value.len() > self.max_dim_bytes {
                 return Err(BadRecord::DimTooLong {
