@@ -167,12 +167,46 @@ pub(crate) struct PlainLine<'a> {
     pub dims: &'a [u8],
     /// The user, when the line has one.
     pub user: Option<&'a str>,
+    /// The dims' members as the split found them, when there are at most [`RECORDED`].
+    members: Members<'a>,
+}
+
+/// How many of a line's dims members its split keeps (the usual line has one or two).
+const RECORDED: usize = 2;
+
+/// A line's dims members kept by its split, so that reading them does not scan them again
+/// (the second scan, a byte at a time, was ~100 instructions of every line of a per-group
+/// job, `cachegrind`): the first [`RECORDED`] as (key, value) and how many there are
+/// (more than `RECORDED`: they are scanned again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+struct Members<'a> {
+    first: [(&'a str, &'a str); RECORDED],
+    count: usize,
+}
+
+impl<'a> Members<'a> {
+    /// Keeps one more member.
+    #[inline(always)]
+    fn push(&mut self, key: &'a [u8], value: &'a [u8]) {
+        if let Some(at) = self.first.get_mut(self.count) {
+            // SAFETY: `plain_string` checked both as ASCII.
+            *at = unsafe { (std::str::from_utf8_unchecked(key), std::str::from_utf8_unchecked(value)) };
+        }
+        self.count += 1;
+    }
 }
 
 impl<'a> PlainLine<'a> {
     /// `bytes` split, or `None` when it is not of the shape.
     #[inline]
     pub(crate) fn split(bytes: &'a [u8]) -> Option<PlainLine<'a>> {
+        Self::split_keeping::<false>(bytes)
+    }
+
+    /// [`PlainLine::split`], keeping the dims' members (`MEMBERS`) for [`PlainLine::dims`]
+    /// (without: it reads none; keeping them costs a line that has dims a few stores).
+    #[inline]
+    pub(crate) fn split_keeping<const MEMBERS: bool>(bytes: &'a [u8]) -> Option<PlainLine<'a>> {
         const HEAD: &[u8] = b"{\"item_id\":\"";
         const MID: &[u8] = b"\",\"ts\":";
         bytes.strip_prefix(HEAD)?;
@@ -186,10 +220,11 @@ impl<'a> PlainLine<'a> {
             None => (false, number),
         };
         let (digits, tail) = number.split_at(crate::swar::digits_end(number, 0));
+        let mut members = Members::default();
         let (dims, user) = if tail == b"}" {
             (&[][..], None)
         } else {
-            plain_members(tail)?
+            plain_members::<MEMBERS>(tail, &mut members)?
         };
         // (JSON has no leading zeros; `-0` is a float to the JSON parser)
         let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
@@ -211,24 +246,48 @@ impl<'a> PlainLine<'a> {
             ts: if negative { -magnitude } else { magnitude },
             dims,
             user,
+            members,
         })
     }
 
-    /// The dims' members in line order, as (key, value).
+    /// The dims' members in line order, as (key, value) (of a line split by
+    /// [`PlainLine::split_keeping`] with `MEMBERS`: else none).
+    #[inline]
     pub(crate) fn dims(&self) -> PlainPairs<'a> {
-        PlainPairs { rest: self.dims }
+        PlainPairs {
+            rest: self.dims,
+            members: self.members,
+            at: 0,
+        }
     }
 }
 
-/// The `"K":"V"` members of a [`PlainLine`]'s dims (checked by [`PlainLine::split`]).
+/// The `"K":"V"` members of a [`PlainLine`]'s dims (checked by [`PlainLine::split`]): those
+/// its split kept, or when there were more, scanned again.
 pub(crate) struct PlainPairs<'a> {
     rest: &'a [u8],
+    members: Members<'a>,
+    at: usize,
 }
 
 impl<'a> Iterator for PlainPairs<'a> {
     type Item = (&'a str, &'a str);
 
+    #[inline]
     fn next(&mut self) -> Option<(&'a str, &'a str)> {
+        if self.members.count <= RECORDED {
+            let member = self.members.first[..self.members.count].get(self.at)?;
+            self.at += 1;
+            return Some(*member);
+        }
+        self.scan()
+    }
+}
+
+impl<'a> PlainPairs<'a> {
+    /// The next member of `rest`, scanned.
+    #[inline(never)]
+    fn scan(&mut self) -> Option<(&'a str, &'a str)> {
         let rest = self.rest.strip_prefix(b"\"")?;
         let k = rest.iter().position(|&b| b == b'"')?;
         let after = rest[k..].strip_prefix(b"\":\"")?;
@@ -247,14 +306,17 @@ impl<'a> Iterator for PlainPairs<'a> {
 /// What follows an event's `ts` number: `,"dims":{"K":"V",…}` and/or `,"user":"U"` (each at
 /// most once, either order) and then the object's end, byte for byte (see [`PlainLine`]); the
 /// dims' members and the user, or `None`.
-fn plain_members(mut tail: &[u8]) -> Option<(&[u8], Option<&str>)> {
+fn plain_members<'a, const MEMBERS: bool>(
+    mut tail: &'a [u8],
+    members: &mut Members<'a>,
+) -> Option<(&'a [u8], Option<&'a str>)> {
     let (mut dims, mut user) = (None, None);
     loop {
         if tail == b"}" {
             return Some((dims.unwrap_or(&[][..]), user));
         }
         if let Some(rest) = tail.strip_prefix(b",\"dims\":{").filter(|_| dims.is_none()) {
-            let after = plain_object(rest)?;
+            let after = plain_object::<MEMBERS>(rest, members)?;
             // the members, without the closing brace
             dims = Some(&rest[..rest.len() - after.len() - 1]);
             tail = after;
@@ -271,13 +333,22 @@ fn plain_members(mut tail: &[u8]) -> Option<(&[u8], Option<&str>)> {
 
 /// After an object's `{`: `"K":"V"` pairs of [`plain_string`]s, comma-separated, and the `}`;
 /// what follows it, or `None`.
-fn plain_object(mut rest: &[u8]) -> Option<&[u8]> {
+fn plain_object<'a, const MEMBERS: bool>(mut rest: &'a [u8], members: &mut Members<'a>) -> Option<&'a [u8]> {
     if let Some(after) = rest.strip_prefix(b"}") {
         return Some(after);
     }
     loop {
-        rest = plain_string(rest.strip_prefix(b"\"")?)?;
-        rest = plain_string(rest.strip_prefix(b":\"")?)?;
+        let key = rest.strip_prefix(b"\"")?;
+        rest = plain_string(key)?;
+        let value = rest.strip_prefix(b":\"")?;
+        rest = plain_string(value)?;
+        // (each string ends at its closing quote, the byte before `rest`)
+        if MEMBERS {
+            members.push(
+                &key[..key.len() - value.len() - 3],
+                &value[..value.len() - rest.len() - 1],
+            );
+        }
         match rest.split_first()? {
             (b',', after) => rest = after,
             (b'}', after) => return Some(after),

@@ -262,7 +262,11 @@ impl Parser {
     /// the walk then decides and words it). The scan's result (property-tested).
     #[inline]
     fn plain<'a>(&self, line: &'a [u8]) -> Option<ParsedEvent<'a>> {
-        let plain = PlainLine::split(line)?;
+        // (the dims' members kept by the split where there are dims to read)
+        let plain = match self.format.dims.is_empty() {
+            true => PlainLine::split(line)?,
+            false => PlainLine::split_keeping::<true>(line)?,
+        };
         check_item_id_size(plain.item_id).ok()?;
         let ts = Millis(self.format.ts_unit.to_millis(plain.ts)?);
         if !ts.is_event_time() {

@@ -165,12 +165,20 @@ static UNRESERVED: [bool; 256] = {
 };
 
 /// Appends `value` percent-encoded (everything but `A-Z a-z 0-9 - . _ ~`).
+#[inline(always)]
 pub fn encode_value(value: &str, out: &mut String) {
-    // most values need no escape: one copy instead of a push per byte (per event, per dim)
+    // most values need no escape: one copy instead of a push per byte (per event, per dim),
+    // in line (the call's set-up was a third of it)
     if value.bytes().all(unreserved) {
         crate::short_copy::push_str(out, value);
-        return;
+    } else {
+        encode_escaped(value, out);
     }
+}
+
+/// [`encode_value`] of a value with a byte to escape.
+#[inline(never)]
+fn encode_escaped(value: &str, out: &mut String) {
     for b in value.bytes() {
         if unreserved(b) {
             out.push(b as char);

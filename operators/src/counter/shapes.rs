@@ -109,8 +109,9 @@ impl Shapes {
         self.append_key(s, ev, out)
     }
 
-    /// [`Shapes::key`] appended to `out` (false: nothing appended).
-    #[inline]
+    /// [`Shapes::key`] appended to `out` (false: nothing appended). (In line: a call's
+    /// set-up and its callee's were a fifth of writing a key, `cachegrind`.)
+    #[inline(always)]
     pub fn append_key(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
         // the group is written in place: the key is `group::compose_key(group, item, user)`,
         // from the event's text read once
@@ -138,7 +139,7 @@ impl Shapes {
 
     /// The group of an event's text `parts` under shape `s` (> 0) appended to `out` (false:
     /// nothing appended).
-    #[inline]
+    #[inline(always)]
     fn append_group_of(&self, s: u8, parts: &TextParts<'_>, out: &mut String) -> bool {
         let shape = &self.shapes[s as usize];
         if shape.distinct_users && parts.user.is_none() {
