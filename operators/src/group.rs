@@ -262,8 +262,9 @@ pub fn compose_key(group: &str, item: &str, user: Option<&str>, out: &mut String
 /// The parts of a counter key: (group, item, user).
 pub fn split_key(key: &str) -> (&str, &str, Option<&str>) {
     // (a byte search: `str::split_once` on a char costs more than the rest of a look-up; NUL is
-    // ASCII, so every cut is on a char boundary)
-    let nul = |s: &str| s.bytes().position(|b| b == 0);
+    // ASCII, so every cut is on a char boundary; eight bytes a step: a byte at a time, it was
+    // most of this function, run on every key of every emission)
+    let nul = |s: &str| crate::swar::nul_at(s.as_bytes());
     let Some(g) = nul(key) else {
         return ("", key, None);
     };

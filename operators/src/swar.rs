@@ -170,6 +170,35 @@ pub fn digits_end(bytes: &[u8], from: usize) -> usize {
         .map_or(0, |rest| rest.iter().take_while(|b| b.is_ascii_digit()).count())
 }
 
+/// The position of the first NUL in `bytes` (a counter key's separator, `group::split_key`),
+/// eight bytes a step, the last ones in the word that ends the slice.
+#[inline]
+pub fn nul_at(bytes: &[u8]) -> Option<usize> {
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|w| w.first_chunk::<8>())
+            .map(|w| u64::from_le_bytes(*w))
+    };
+    let n = bytes.len();
+    let mut at = 0;
+    while let Some(x) = word(at) {
+        let m = bytes_equal(x, 0);
+        if m != 0 {
+            return Some(at + (m.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    // (bytes before `at` hold no NUL: a match in the overlapping word is at or after it)
+    match n.checked_sub(8).and_then(|last| Some((last, word(last)?))) {
+        Some((last, x)) => {
+            let m = bytes_equal(x, 0);
+            (m != 0).then(|| last + (m.trailing_zeros() / 8) as usize)
+        }
+        None => bytes.iter().position(|&b| b == 0),
+    }
+}
+
 /// The value of eight ASCII digits loaded little-endian (the first digit in the lowest byte):
 /// three multiply-and-shift steps instead of eight multiply-adds. The bytes must be digits.
 #[inline]
@@ -309,6 +338,14 @@ mod tests {
                 .map(|i| from + i);
             prop_assert_eq!(ascii_string_stop(&bytes, from), naive_ascii);
             prop_assert_eq!(string_stop_swar::<true>(&bytes, from), naive_ascii);
+        }
+
+        /// The first NUL as a byte-by-byte search finds it, at every length round the step.
+        #[test]
+        fn nul_at_finds_the_first_nul(
+            bytes in prop::collection::vec(prop_oneof![12 => 1u8.., 1 => Just(0u8), 1 => Just(0x80u8)], 0..40),
+        ) {
+            prop_assert_eq!(nul_at(&bytes), bytes.iter().position(|&b| b == 0));
         }
 
         /// ASCII exactly when no byte is 0x80 or above, by SSE2 and by SWAR alike, at every

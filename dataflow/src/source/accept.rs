@@ -110,7 +110,9 @@ pub fn accept_with(
     rules: &Rules,
 ) -> Option<Millis> {
     let message = rec.message();
-    let (text, ts, raw): (EventText, Millis, Option<&[u8]>) = match *rec {
+    // (the item's hash taken from the id it was packed from: read back out of a packed text,
+    // the id cost a call and a decode per event)
+    let (text, ts, hash, raw): (EventText, Millis, u64, Option<&[u8]>) = match *rec {
         Record::TooLarge { head, len, at: m } => {
             let what = if m.is_some() { "message" } else { "record" };
             let detail = format!(
@@ -132,11 +134,11 @@ pub fn accept_with(
                     Err(bad) => route_bad(bad, line, message, &mut at),
                 },
             };
-            let (text, ts) = routed?;
-            (text, ts, Some(line))
+            let (text, ts, hash) = routed?;
+            (text, ts, hash, Some(line))
         }
         Record::Event(item, ts) => match check_event_time(ts) {
-            Ok(ts) => (EventText::item(item), ts, None),
+            Ok(ts) => (EventText::item(item), ts, item_hash(item), None),
             Err(bad) => {
                 at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string());
                 return None;
@@ -177,7 +179,7 @@ pub fn accept_with(
             return None;
         }
     }
-    let hash = item_hash(text.item_id());
+    debug_assert_eq!(hash, item_hash(text.item_id()));
     at.out.events.push(TimedEvent {
         text,
         ts,
@@ -198,7 +200,7 @@ fn route_line(
     message: Option<InMessage>,
     at: &mut Place<'_>,
     rules: &Rules,
-) -> Option<(EventText, Millis)> {
+) -> Option<(EventText, Millis, u64)> {
     match outcome {
         Outcome::Event(ev, item) => route_event(ev, item.as_ref(), line, message, at, rules),
         Outcome::Bad(bad) => route_bad(bad, line, message, at),
@@ -220,7 +222,7 @@ fn route_bad(
     line: &[u8],
     message: Option<InMessage>,
     at: &mut Place<'_>,
-) -> Option<(EventText, Millis)> {
+) -> Option<(EventText, Millis, u64)> {
     if *bad == BadRecord::Empty {
         at.tally.blank += 1;
     } else {
@@ -238,7 +240,7 @@ fn route_event(
     message: Option<InMessage>,
     at: &mut Place<'_>,
     rules: &Rules,
-) -> Option<(EventText, Millis)> {
+) -> Option<(EventText, Millis, u64)> {
     if ev.user.is_none() && rules.user_required {
         let pointer = rules.format.format().user.as_ref().map_or("", |p| p.text.as_str());
         let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
@@ -246,7 +248,11 @@ fn route_event(
         return None;
     }
     let item = item.map_or(&*ev.item_id, |i| i.as_str());
-    Some((EventText::new(item, ev.user.as_deref(), &ev.dims), ev.ts))
+    Some((
+        EventText::new(item, ev.user.as_deref(), &ev.dims),
+        ev.ts,
+        item_hash(item),
+    ))
 }
 
 /// The reference time of the `max_future` rule and what it is: the message's timestamp, else
