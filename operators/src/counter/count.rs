@@ -119,18 +119,8 @@ impl WindowedCounter {
                     missing_user = true;
                     None
                 }
-                Looked::Item(Some(idx)) => {
-                    debug_assert_eq!(self.interner.id(idx), ev.item(), "a stale index");
-                    Some(idx)
-                }
-                Looked::Item(None) => Some(self.interner.intern(ev.item(), ev.hash)),
-                Looked::Key {
-                    start,
-                    end,
-                    probe,
-                    found,
-                } => {
-                    let key = looked.text(start, end);
+                Looked::Key(w) => {
+                    let (key, probe, found) = looked.key(w);
                     debug_assert!(found.is_none_or(|idx| self.interner.id(idx) == key), "a stale index");
                     Some(found.unwrap_or_else(|| self.interner.intern_probed(key, probe, s as u8)))
                 }

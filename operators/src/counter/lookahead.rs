@@ -25,33 +25,26 @@ pub(super) enum Looked {
     Uncounted,
     /// The shape counts distinct users and the event has none.
     NoUser,
-    /// The event's bare item id (shape 0): its index if interned.
-    Item(Option<ItemIdx>),
-    /// A counter key, `text[start..end]` of the run, with its table hash and its index if
-    /// interned.
-    Key {
-        start: u32,
-        end: u32,
-        probe: u64,
-        found: Option<ItemIdx>,
-    },
+    /// The run's key `w` (see [`Lookahead::key`]): the event's bare item id (shape 0) or its
+    /// counter key.
+    Key(u32),
 }
 
 /// The keys of a run of events, one per event and shape.
 #[derive(Default)]
 pub(super) struct Lookahead {
     looked: Vec<Looked>,
-    /// The run's keys to find (items and counter keys), end to end.
+    /// The run's keys, end to end.
     text: String,
-    /// The keys to find: each one's `looked` entry, its text in `text` and its table hash.
+    /// The run's keys: each one's span of `text` and its table hash.
     wanted: Vec<Wanted>,
+    /// Per key, its index if interned when the run was looked up.
     found: Vec<Option<ItemIdx>>,
 }
 
-/// A key to find: `text[start..end]` of the run, with its table hash, for `looked[at]`.
+/// A key to find: `text[start..end]` of the run, with its table hash.
 #[derive(Clone, Copy)]
 struct Wanted {
-    at: u32,
     start: u32,
     end: u32,
     probe: u64,
@@ -70,38 +63,30 @@ impl Lookahead {
                 // the key is written straight after the run's earlier keys (a bare item id
                 // too: the look-up then reads every key the same way, three times a key)
                 let start = self.text.len();
-                let looked = if !counted[s as usize] {
-                    Looked::Uncounted
+                let probe = if !counted[s as usize] {
+                    None
                 } else if s == 0 {
                     push_str(&mut self.text, ev.item());
-                    self.wanted.push(Wanted {
-                        at: self.looked.len() as u32,
-                        start: start as u32,
-                        end: self.text.len() as u32,
-                        probe: ev.hash,
-                    });
-                    Looked::Item(None)
+                    Some(ev.hash)
                 } else if shapes.append_key(s, ev, &mut self.text) {
-                    let (end, probe) = (self.text.len() as u32, probe_hash(&self.text[start..]));
-                    self.wanted.push(Wanted {
-                        at: self.looked.len() as u32,
-                        start: start as u32,
-                        end,
-                        probe,
-                    });
-                    Looked::Key {
-                        start: start as u32,
-                        end,
-                        probe,
-                        found: None,
-                    }
+                    Some(probe_hash(&self.text[start..]))
                 } else {
-                    Looked::NoUser
+                    self.looked.push(Looked::NoUser);
+                    continue;
                 };
-                self.looked.push(looked);
+                self.looked.push(match probe {
+                    None => Looked::Uncounted,
+                    Some(probe) => {
+                        self.wanted.push(Wanted {
+                            start: start as u32,
+                            end: self.text.len() as u32,
+                            probe,
+                        });
+                        Looked::Key(self.wanted.len() as u32 - 1)
+                    }
+                });
             }
         }
-        let mut found = std::mem::take(&mut self.found);
         let (wanted, text) = (&self.wanted, self.text.as_str());
         let key = |w: usize| {
             let k = wanted[w];
@@ -109,25 +94,23 @@ impl Lookahead {
             // ends are char boundaries within it (a checked slice tested both, three times a key).
             (unsafe { text.get_unchecked(k.start as usize..k.end as usize) }, k.probe)
         };
-        interner.find_many(wanted.len(), key, &mut found);
-        for (w, &idx) in self.wanted.iter().zip(&found) {
-            match &mut self.looked[w.at as usize] {
-                Looked::Item(f) | Looked::Key { found: f, .. } => *f = idx,
-                _ => unreachable!("only keys are wanted"),
-            }
-        }
-        self.found = found;
+        interner.find_many(wanted.len(), key, &mut self.found);
+    }
+
+    /// The run's key `w`: its text, its table hash and its index if it was interned.
+    #[inline]
+    pub(super) fn key(&self, w: u32) -> (&str, u64, Option<ItemIdx>) {
+        let k = self.wanted[w as usize];
+        (
+            &self.text[k.start as usize..k.end as usize],
+            k.probe,
+            self.found[w as usize],
+        )
     }
 
     /// The keys of the run's event `e`, one per shape.
     #[inline]
     pub(super) fn of(&self, e: usize, shapes: usize) -> &[Looked] {
         &self.looked[e * shapes..(e + 1) * shapes]
-    }
-
-    /// The text of a `Looked::Key`.
-    #[inline]
-    pub(super) fn text(&self, start: u32, end: u32) -> &str {
-        &self.text[start as usize..end as usize]
     }
 }
