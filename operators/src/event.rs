@@ -177,7 +177,7 @@ const RECORDED: usize = 2;
 /// A line's dims members kept by its split, so that reading them does not scan them again
 /// (the second scan, a byte at a time, was ~100 instructions of every line of a per-group
 /// job, `cachegrind`): the first [`RECORDED`] as (key, value) and how many there are
-/// (more than `RECORDED`: they are scanned again).
+/// (more than `RECORDED`, or not kept: they are scanned again).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct Members<'a> {
     first: [(&'a str, &'a str); RECORDED],
@@ -192,7 +192,7 @@ impl<'a> Members<'a> {
             // SAFETY: `plain_string` checked both as ASCII.
             *at = unsafe { (std::str::from_utf8_unchecked(key), std::str::from_utf8_unchecked(value)) };
         }
-        self.count += 1;
+        self.count = self.count.saturating_add(1);
     }
 }
 
@@ -204,7 +204,8 @@ impl<'a> PlainLine<'a> {
     }
 
     /// [`PlainLine::split`], keeping the dims' members (`MEMBERS`) for [`PlainLine::dims`]
-    /// (without: it reads none; keeping them costs a line that has dims a few stores).
+    /// (without, `dims` scans them again; keeping them costs a line that has dims a few
+    /// stores).
     #[inline]
     pub(crate) fn split_keeping<const MEMBERS: bool>(bytes: &'a [u8]) -> Option<PlainLine<'a>> {
         const HEAD: &[u8] = b"{\"item_id\":\"";
@@ -220,7 +221,11 @@ impl<'a> PlainLine<'a> {
             None => (false, number),
         };
         let (digits, tail) = number.split_at(crate::swar::digits_end(number, 0));
-        let mut members = Members::default();
+        // (not kept: `dims` scans them, as it does when there are more than it keeps)
+        let mut members = Members {
+            count: if MEMBERS { 0 } else { usize::MAX },
+            ..Members::default()
+        };
         let (dims, user) = if tail == b"}" {
             (&[][..], None)
         } else {
@@ -250,8 +255,7 @@ impl<'a> PlainLine<'a> {
         })
     }
 
-    /// The dims' members in line order, as (key, value) (of a line split by
-    /// [`PlainLine::split_keeping`] with `MEMBERS`: else none).
+    /// The dims' members in line order, as (key, value).
     #[inline]
     pub(crate) fn dims(&self) -> PlainPairs<'a> {
         PlainPairs {
@@ -667,6 +671,24 @@ mod tests {
             r#"{"item_id":"a","ts":-0}"#,
         ] {
             assert!(parse_plain(other.as_bytes()).is_none(), "{other}");
+        }
+    }
+
+    /// A line's dims members read the same whether its split kept them (up to two), kept
+    /// too few (three) or kept none.
+    #[test]
+    fn the_members_read_alike_kept_or_not() {
+        for members in ["", r#""a":"1""#, r#""a":"1","b":"2""#, r#""a":"1","b":"2","c":"3""#] {
+            let line = format!(r#"{{"item_id":"i","ts":1,"dims":{{{members}}},"user":"u"}}"#);
+            let read = |l: PlainLine<'_>| l.dims().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
+            let kept = read(PlainLine::split_keeping::<true>(line.as_bytes()).expect("usual"));
+            let scanned = read(PlainLine::split(line.as_bytes()).expect("usual"));
+            let want: Vec<String> = members
+                .split(',')
+                .filter(|m| !m.is_empty())
+                .map(|m| m.replace('"', "").replace(':', "="))
+                .collect();
+            assert_eq!((&kept, &scanned), (&want, &want), "{line}");
         }
     }
 
