@@ -263,9 +263,10 @@ impl Parser {
     #[inline]
     fn plain<'a>(&self, line: &'a [u8]) -> Option<ParsedEvent<'a>> {
         // (the dims' members kept by the split where there are dims to read)
-        let plain = match self.format.dims.is_empty() {
-            true => PlainLine::split(line)?,
-            false => PlainLine::split_keeping::<true>(line)?,
+        let reads_dims = !self.format.dims.is_empty();
+        let plain = match reads_dims {
+            true => PlainLine::split_keeping::<true>(line)?,
+            false => PlainLine::split(line)?,
         };
         check_item_id_size(plain.item_id).ok()?;
         let ts = Millis(self.format.ts_unit.to_millis(plain.ts)?);
@@ -288,7 +289,9 @@ impl Parser {
             n => std::iter::repeat_n(Cow::Borrowed(""), n).collect(),
         };
         let mut seen = 0u64;
-        for (key, value) in plain.dims() {
+        // (a format without dims reads no member: not even the scan that finds there are none,
+        // a call per line, 4 % of a distinct-user job's instructions)
+        for (key, value) in plain.dims().take(if reads_dims { usize::MAX } else { 0 }) {
             for (i, (_, p)) in self.format.dims.iter().enumerate() {
                 if p.tokens[1] == key {
                     // a key twice on a pointer's path is bad: the walk words it
