@@ -25,7 +25,7 @@
 //! - `advance`: ending an epoch (emitting the dirty lists, freeing what is sealed) and the
 //!   horizons an end of input sealed;
 //! - `emit`: building an instance's top-K lists, recounted or incremental;
-//! - `groups`: the announcements of per-group windows' groups;
+//! - `groups`: the groups of per-group windows' instances, announced or noted by the counter;
 //! - `checkpoint`: snapshot and restore;
 //! - `trend`: trend windows' lists and the baselines they read;
 //! - `shapes`: the key shapes of per-group and distinct-user windows; `users`: the per-instance
@@ -194,6 +194,10 @@ pub struct WindowedCounter {
     emits: (u64, u64),
     /// Per instance of a window with `by`: the groups announced to it (see `group::admission`).
     admission: BTreeMap<InstanceKey, InstanceGroups>,
+    /// Whether it notes its keys' groups itself instead of being told them (see `groups`).
+    own_groups: bool,
+    /// Its recent own notes, direct-mapped by `Noted::slot` (empty unless `own_groups`).
+    own_recent: Vec<Option<groups::Noted>>,
     /// The late-event exclusions of sealed trend-window instances, kept while a later
     /// instance's baseline reads them (see `trend`).
     trend_exclusions: BTreeMap<InstanceKey, FxMap<ItemIdx, u64>>,
@@ -293,6 +297,8 @@ impl WindowedCounter {
             gen: 1,
             emits: (0, 0),
             admission: BTreeMap::new(),
+            own_groups: false,
+            own_recent: Vec::new(),
             trend_exclusions: BTreeMap::new(),
             checked: cfg!(test),
         }

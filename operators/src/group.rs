@@ -275,6 +275,15 @@ pub fn split_key(key: &str) -> (&str, &str, Option<&str>) {
     }
 }
 
+/// The group of a counter key (`""` for a bare id): [`split_key`]'s first part, found alone.
+#[inline]
+pub fn group_of_key(key: &str) -> &str {
+    match crate::swar::nul_at(key.as_bytes()) {
+        Some(g) => &key[..g],
+        None => "",
+    }
+}
+
 /// The rules of a counter key (or bare id) read back from a snapshot: a canonical group key,
 /// an item id and a user by the item-id rules.
 pub fn check_counter_key(key: &str) -> Result<(), String> {
@@ -348,6 +357,9 @@ mod tests {
         assert_eq!(split_key(&key), ("country=US", "video-1", None));
         assert_eq!(route_hash(&key), item_hash("video-1"));
         assert_eq!(split_key("plain"), ("", "plain", None));
+        for key in ["plain", "country=US\0video-1", "country=US\0video-1\0u7", "\0x\0"] {
+            assert_eq!(group_of_key(key), split_key(key).0, "{key:?}");
+        }
         compose_key("", "x", Some(""), &mut key);
         assert_eq!(split_key(&key), ("", "x", Some("")));
     }

@@ -112,6 +112,18 @@ impl JobPlan {
         self.windows.iter().map(|w| w.counting).collect()
     }
 
+    /// Whether the sources announce the groups of their events to every counter
+    /// (`group::admission`): not when one worker counts every event and every window with
+    /// `by` dims counts exactly, for that counter then notes its keys' groups itself
+    /// (`WindowedCounter::note_own_groups`).
+    pub fn announces_groups(&self) -> bool {
+        self.total_workers() > 1
+            || self
+                .windows
+                .iter()
+                .any(|w| !w.spec.key.by.is_empty() && w.counting.sketch().is_some())
+    }
+
     /// Whether some window has `exact_at_seal` (worker 0 replays its sealed instances).
     pub fn any_exact_at_seal(&self) -> bool {
         self.windows.iter().any(|w| w.counting.exact_at_seal())

@@ -326,6 +326,11 @@ impl EpochOperator for WindowCountState {
                     })
                 }
             };
+        let mut counter = counter;
+        if !plan.announces_groups() {
+            // the one counter of the job: the sources announce no groups (`group::admission`)
+            counter.note_own_groups();
+        }
         let sharing = PaneSharing::new(ctx.checkpoint.as_ref().map_or(1, |c| c.retain));
         let remote = match ctx.checkpoint.as_ref().and_then(|c| c.remote.as_ref()) {
             Some(t) => Remote::connect(t)

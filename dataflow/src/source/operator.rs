@@ -47,8 +47,12 @@ pub fn source<'scope>(
     // with [hot_keys]: copies of the 1 in N events the detector counts (the rest is not copied)
     let sampler = plan.hot_keys.map(|h| Sampler::new(h.sample));
     // with per-group windows: the groups the events count in, for every worker's counter
-    // (`group::admission`), sent with the control records of the events' epoch
-    let mut noter = GroupNoter::new(&plan.window_specs(), plan.time.allowed_lateness);
+    // (`group::admission`), sent with the control records of the events' epoch; none when
+    // one counter counts every event and notes them itself
+    let mut noter = plan
+        .announces_groups()
+        .then(|| GroupNoter::new(&plan.window_specs(), plan.time.allowed_lateness))
+        .flatten();
     let mut notes: Vec<GroupNote> = Vec::new();
     let mut picked: Vec<TimedEvent> = Vec::new();
     let mut state = SourceState::new(plan, readers, (scope.index(), scope.peers()), stats, ctx);

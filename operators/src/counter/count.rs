@@ -145,13 +145,20 @@ impl WindowedCounter {
             let group = &self.groups[g];
             let pane = group.slots[slot].as_ref().expect("cached slot is live");
             if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
+                // (a counter noting its own groups notes a key's group when the key is first
+                // counted in the pane, and at every count where an event was late for one of
+                // the pane's instances: see `groups`)
+                let note_every = pane.excluded;
                 for i in 0..group.shapes.len() {
                     let s = self.groups[g].shapes[i];
                     if let Some(idx) = keys[s as usize] {
                         if self.shapes.distinct_users(s) {
                             self.note_user(g, slot, idx, s, late_h, sealed_h);
                         }
-                        self.count(g, slot, idx);
+                        let first = self.count(g, slot, idx);
+                        if self.notes_own_groups() && (first || note_every) && self.shapes.has_by(s) {
+                            self.note_own(g, slot, idx, s, sealed_h);
+                        }
                     }
                 }
                 continue;
@@ -187,6 +194,10 @@ impl WindowedCounter {
         let mut accepted: u64 = 0; // bit per shape
                                    // (instance, shape, sealed): not counted there if the pane counts the event
         let mut excluded: Vec<(InstanceKey, u8, bool)> = Vec::new();
+        // (a counter noting its own groups: the instances of windows with `by` dims that
+        // accepted the event, and its shape there)
+        let own = self.notes_own_groups();
+        let mut admitted: Vec<(InstanceKey, u8)> = Vec::new();
         let group = &self.groups[g];
         for &wid in &group.windows {
             let shape = self.shapes.of_window(wid.0 as usize);
@@ -212,6 +223,9 @@ impl WindowedCounter {
                     }
                 } else {
                     accepted |= 1 << shape;
+                    if own {
+                        admitted.push((key, shape));
+                    }
                 }
             }
         }
@@ -221,6 +235,11 @@ impl WindowedCounter {
                     self.note_user(g, slot, idx, shape as u8, late_h, sealed_h);
                 }
                 self.count(g, slot, idx);
+            }
+        }
+        for (key, shape) in admitted {
+            if let Some(idx) = keys[shape as usize] {
+                self.note_own_in(key, idx, sealed_h);
             }
         }
         for (key, shape, sealed) in excluded {
@@ -240,9 +259,10 @@ impl WindowedCounter {
         (accepted != 0, sealed_drop)
     }
 
-    /// Counts one event of item `idx` in the pane at `slot` of group `g`.
+    /// Counts one event of item `idx` in the pane at `slot` of group `g`; whether it is the
+    /// item's first count there.
     #[inline(always)]
-    fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) {
+    fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) -> bool {
         // The common case inline: the pane is the item's inline one and the count fits.
         let (seq, gen) = (self.seq, self.gen);
         let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
@@ -255,16 +275,16 @@ impl WindowedCounter {
                     inl.set_logged(gen);
                     pane.log.push(idx);
                 }
-                return;
+                return false;
             }
         }
-        self.count_other(g, slot, idx);
+        self.count_other(g, slot, idx)
     }
 
     /// `count` past its common case: a new pane for the item, an overflow, an older pane or a
     /// pane without inline counters (out of line, so the common case inlines small).
     #[inline(never)]
-    fn count_other(&mut self, g: usize, slot: usize, idx: ItemIdx) {
+    fn count_other(&mut self, g: usize, slot: usize, idx: ItemIdx) -> bool {
         let (seq, gen) = (self.seq, self.gen);
         let group = &mut self.groups[g];
         let pane = group.slots[slot].as_mut().expect("live slot");
@@ -272,9 +292,9 @@ impl WindowedCounter {
         // the record once (its width resolved once), not at every access
         let mut rec = self.interner.record_mut(idx);
         let Some(rel) = pane.rel else {
-            map_increment(pane, idx, &mut rec);
+            let first = map_increment(pane, idx, &mut rec);
             pane.log.push(idx); // (map counts are logged at every change: they are rare)
-            return;
+            return first;
         };
         let was = rec.inline[g];
         if was.pane == rel {
@@ -285,18 +305,17 @@ impl WindowedCounter {
             pane.inline_live -= 1;
             pane.counts.insert(idx, was.count() as u64 + 1);
             pane.log.push(idx);
-            return;
+            return false;
         }
         pane.log.push(idx);
         if was.pane != Inline::EMPTY.pane && rel < was.pane {
             // An older pane than the inline one (out of order): its count lives in the map.
-            map_increment(pane, idx, &mut rec);
-            return;
+            return map_increment(pane, idx, &mut rec);
         }
         if let Some(c) = pane.counts.get_mut(&idx) {
             // This pane's count already moved to the map (overflow): keep it there.
             *c += 1;
-            return;
+            return false;
         }
         // This pane becomes the item's inline pane; the previous inline count moves to its map.
         pane.members.push(idx);
@@ -311,6 +330,7 @@ impl WindowedCounter {
             old.counts.insert(idx, was.count() as u64);
             old.inline_live -= 1;
         }
+        true
     }
 
     /// End of the last-ending instance of group `g` that covers `ts`.
@@ -411,13 +431,18 @@ impl WindowedCounter {
     }
 }
 
+/// Counts one event of `idx` in `pane`'s map; whether it is its first count there.
 #[inline]
-fn map_increment(pane: &mut Pane, idx: ItemIdx, rec: &mut RecordMut<'_>) {
+fn map_increment(pane: &mut Pane, idx: ItemIdx, rec: &mut RecordMut<'_>) -> bool {
     match pane.counts.entry(idx) {
-        Entry::Occupied(mut o) => *o.get_mut() += 1,
+        Entry::Occupied(mut o) => {
+            *o.get_mut() += 1;
+            false
+        }
         Entry::Vacant(v) => {
             v.insert(1);
             rec.retain();
+            true
         }
     }
 }

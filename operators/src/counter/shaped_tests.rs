@@ -190,6 +190,7 @@ proptest! {
         cut in 0usize..250,
         workers in 1usize..4,
         every in 1usize..40,
+        own in any::<bool>(),
     ) {
         let windows = windows_of(&kinds);
         let dims = job_dims(&windows);
@@ -204,11 +205,16 @@ proptest! {
         }
         let span = Span::from_millis(lateness as u64);
         let mut c = WindowedCounter::new(windows.clone(), span, 0);
+        // (`own`: the one counter before the cut, and the one after it when one worker
+        // restores, note their own groups: the dataflow's single worker)
+        if own {
+            c.note_own_groups();
+        }
         // group announcements, made before routing (as the dataflow does), given to every worker
         let mut noter = crate::group::GroupNoter::new(&windows, span);
-        let mut note = |ev: &TimedEvent| {
+        let mut note = |ev: &TimedEvent, announced: bool| {
             let mut notes = Vec::new();
-            if let Some(n) = noter.as_mut() {
+            if let Some(n) = noter.as_mut().filter(|_| announced) {
                 n.note(ev, &mut notes);
             }
             notes
@@ -220,7 +226,7 @@ proptest! {
         for e in &evs[..cut] {
             let t = timed(e, &dims);
             prop_assert!(c.apply(&t).is_none());
-            notes.extend(note(&t));
+            notes.extend(note(&t, !own));
             max_seen = max_seen.max(e.ts);
         }
         c.note_groups(&notes);
@@ -231,6 +237,10 @@ proptest! {
         let mut cs: Vec<WindowedCounter> = (0..workers)
             .map(|w| WindowedCounter::restore(windows.clone(), span, w as u32, workers, std::slice::from_ref(&snap)).unwrap())
             .collect();
+        let own = own && workers == 1;
+        if own {
+            cs[0].note_own_groups();
+        }
         // the merger starts afresh from a restore: lists of instances sealed before it stay
         let mut before = std::mem::take(&mut got);
         before.retain(|(w, start, _), _| windows[*w as usize].end_of(Millis(*start)) <= wm.minus(span));
@@ -240,7 +250,7 @@ proptest! {
             let t = timed(e, &dims);
             let w = crate::hash::key_group(t.hash) as usize % workers;
             prop_assert!(cs[w].apply(&t).is_none());
-            notes.extend(note(&t));
+            notes.extend(note(&t, !own));
             max_seen = max_seen.max(e.ts);
             if n % every == every - 1 {
                 for c in cs.iter_mut() {
@@ -377,6 +387,81 @@ proptest! {
         }
         let (lists, _) = run_with_ticks(&windows, &evs, &ticks, ooo, lateness);
         prop_assert_eq!(lists, model(&windows, &evs, lateness, &job_dims(&windows)));
+    }
+}
+
+/// A list as (window, start, group, items).
+type Emitted = (u16, i64, String, Vec<(String, u64)>);
+
+/// Every list a counter emits, in order.
+fn emitted(lists: Vec<LocalList>) -> Vec<Emitted> {
+    let mut out: Vec<_> = lists
+        .into_iter()
+        .map(|l| {
+            let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
+            (l.instance.window.0, l.instance.start.0, l.group.to_string(), items)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    /// A counter that notes its own groups (the job's one worker, whose sources announce
+    /// none) knows the groups the announcements tell: at random ticks it emits the same lists
+    /// (provisional ones too) and reports the same folds, and its snapshots hold the same
+    /// groups, with windows of every shape sharing panes, few `max_groups`, disorder, late
+    /// events and exclusions, from two partitions (an event late for an instance may be
+    /// followed in its pane by one of the other partition on time for it).
+    #[test]
+    fn own_group_notes_equal_the_announcements(
+        raw in proptest::collection::vec((0u8..8, proptest::option::weighted(0.9, 0u8..4), proptest::option::weighted(0.9, 0u8..5), 0u8..2, 0i64..4, 0i64..15, proptest::bool::weighted(0.1), proptest::bool::weighted(0.2)), 0..300),
+        lags in proptest::collection::vec(proptest::bool::weighted(0.3), 300),
+        kinds in proptest::collection::vec((0u8..5, 0usize..3, 1u32..4), 1..5),
+        ooo in 0i64..6,
+        lateness in 0i64..12,
+    ) {
+        let sizes = [(10u64, 10u64), (20, 5), (30, 10)];
+        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
+            name: format!("w{i}"),
+            size: Span::from_millis(sizes[*size].0),
+            slide: Span::from_millis(sizes[*size].1),
+            k: 2,
+            key: shape(*kind, *max_groups),
+        }).collect();
+        let dims = job_dims(&windows);
+        let span = Span::from_millis(lateness as u64);
+        let mut told = WindowedCounter::new(windows.clone(), span, 0);
+        let mut own = WindowedCounter::new(windows.clone(), span, 0);
+        own.note_own_groups();
+        let mut noter = crate::group::GroupNoter::new(&windows, span);
+        // per partition, its largest event time; the second one's events lag by 30
+        let (mut notes, mut t, mut max_ts) = (Vec::new(), 0i64, [i64::MIN; 2]);
+        let watermark = |m: i64| if m == i64::MIN { i64::MIN } else { m - ooo };
+        for ((item, user, country, device, step, back, late, tick), lag) in raw.into_iter().zip(lags) {
+            t += step;
+            let p = usize::from(lag);
+            let ts = t - back - if late { 40 } else { 0 } - if lag { 30 } else { 0 };
+            let wm_before = watermark(max_ts[p]);
+            let ev = timed(&Ev { item, user, country, device, ts, wm_before }, &dims);
+            max_ts[p] = max_ts[p].max(ts);
+            prop_assert_eq!(told.apply(&ev), own.apply(&ev));
+            if let Some(n) = noter.as_mut() {
+                n.note(&ev, &mut notes);
+            }
+            if tick {
+                told.note_groups(&notes);
+                notes.clear();
+                prop_assert_eq!(told.overflow_groups(), own.overflow_groups());
+                prop_assert_eq!(told.snapshot().groups_seen, own.snapshot().groups_seen);
+                let wm = Millis(watermark(max_ts[0].min(max_ts[1])));
+                prop_assert_eq!(emitted(told.advance(wm, true)), emitted(own.advance(wm, true)));
+            }
+        }
+        told.note_groups(&notes);
+        prop_assert_eq!(told.overflow_groups(), own.overflow_groups());
+        prop_assert_eq!(emitted(told.advance(Millis::MAX, false)), emitted(own.advance(Millis::MAX, false)));
     }
 }
 

@@ -179,6 +179,12 @@ impl Shapes {
         }
     }
 
+    /// Whether shape `s` has `by` dims.
+    #[inline]
+    pub fn has_by(&self, s: u8) -> bool {
+        !self.by_dims[s as usize].is_empty()
+    }
+
     /// Whether shape `s` counts distinct users.
     pub fn distinct_users(&self, s: u8) -> bool {
         self.shapes[s as usize].distinct_users

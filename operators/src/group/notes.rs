@@ -15,7 +15,8 @@
 //! the instances covering an event are kept for the rest of its pane. The announcements cost
 //! 10 % of a per-group job's instructions and 12 % of its wall time (measured by announcing
 //! nothing), most of it composing and hashing the key and working out the instances for every
-//! event; they now cost about 4 % of the instructions (docs/benchmarks.md).
+//! event; they now cost about 4 % of the instructions (docs/benchmarks.md). A job of one worker
+//! in all makes none: its counter notes its keys' groups itself (`counter::groups`).
 
 use super::admission::GroupNote;
 use crate::counter::Shapes;
