@@ -85,7 +85,17 @@ fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
 
 /// Windows of K 3 from (key shape kind, size: 10, 20/5 hopping or 7, max groups).
 fn windows_of(kinds: &[(u8, usize, u32)]) -> Vec<WindowSpec> {
-    let sizes = [(10u64, 10u64), (20, 5), (7, 7)];
+    windows_sized(kinds, [(10, 10), (20, 5), (7, 7)], 3)
+}
+
+/// Windows of K 2 from (key shape kind, size: 10, 20/5 or 30/10 hopping, max groups), for
+/// the tests that tick between epochs.
+fn ticked_windows(kinds: &[(u8, usize, u32)]) -> Vec<WindowSpec> {
+    windows_sized(kinds, [(10, 10), (20, 5), (30, 10)], 2)
+}
+
+/// Windows of K `k` from (key shape kind, index of its (size, slide) in `sizes`, max groups).
+fn windows_sized(kinds: &[(u8, usize, u32)], sizes: [(u64, u64); 3], k: usize) -> Vec<WindowSpec> {
     kinds
         .iter()
         .enumerate()
@@ -94,7 +104,7 @@ fn windows_of(kinds: &[(u8, usize, u32)]) -> Vec<WindowSpec> {
             name: format!("w{i}"),
             size: Span::from_millis(sizes[size].0),
             slide: Span::from_millis(sizes[size].1),
-            k: 3,
+            k,
             key: shape(kind, max_groups),
         })
         .collect()
@@ -367,14 +377,7 @@ proptest! {
         ooo in 0i64..6,
         lateness in 0i64..12,
     ) {
-        let sizes = [(10u64, 10u64), (20, 5), (30, 10)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
-            name: format!("w{i}"),
-            size: Span::from_millis(sizes[*size].0),
-            slide: Span::from_millis(sizes[*size].1),
-            k: 2,
-            key: shape(*kind, *max_groups),
-        }).collect();
+        let windows = ticked_windows(&kinds);
         let (mut evs, mut ticks) = (Vec::new(), Vec::new());
         let (mut t, mut max_ts) = (0i64, i64::MIN);
         for (item, user, country, device, step, back, late, tick) in raw {
@@ -422,14 +425,7 @@ proptest! {
         ooo in 0i64..6,
         lateness in 0i64..12,
     ) {
-        let sizes = [(10u64, 10u64), (20, 5), (30, 10)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
-            name: format!("w{i}"),
-            size: Span::from_millis(sizes[*size].0),
-            slide: Span::from_millis(sizes[*size].1),
-            k: 2,
-            key: shape(*kind, *max_groups),
-        }).collect();
+        let windows = ticked_windows(&kinds);
         let dims = job_dims(&windows);
         let span = Span::from_millis(lateness as u64);
         let mut told = WindowedCounter::new(windows.clone(), span, 0);
@@ -512,14 +508,7 @@ proptest! {
         ooo in 0i64..6,
         lateness in 0i64..12,
     ) {
-        let sizes = [(10u64, 10u64), (20, 5), (30, 10)];
-        let windows: Vec<WindowSpec> = kinds.iter().enumerate().map(|(i, (kind, size, max_groups))| WindowSpec { rank: Default::default(),
-            name: format!("w{i}"),
-            size: Span::from_millis(sizes[*size].0),
-            slide: Span::from_millis(sizes[*size].1),
-            k: 2,
-            key: shape(*kind, *max_groups),
-        }).collect();
+        let windows = ticked_windows(&kinds);
         let (mut evs, mut ticks) = (Vec::new(), Vec::new());
         // (a lagging partition's watermark is still at or past the last global one)
         let (mut t, mut max_ts, mut global_wm) = (0i64, i64::MIN, i64::MIN);
