@@ -22,6 +22,7 @@ pub use bounds::{
     encoded_len, longest_key, DimBounds, DEFAULT_MAX_DIM_BYTES, DEFAULT_MAX_GROUP_KEY_BYTES, GROUP_KEY_LIMIT,
 };
 pub use notes::GroupNoter;
+pub(crate) use notes::Value;
 
 use crate::hash::item_hash;
 use serde::{Deserialize, Serialize};

@@ -12,9 +12,8 @@
 //! the source (the announcements were 7.7 % of a per-group job's instructions, `cachegrind`).
 
 use super::{horizon, ItemIdx, WindowedCounter};
-use crate::group::{group_of_key, Admitted, GroupNote, InstanceGroups};
+use crate::group::{group_of_key, Admitted, GroupNote, InstanceGroups, Value};
 use crate::hash::item_hash;
-use crate::short_copy::le_word;
 use crate::time::Millis;
 use crate::window::InstanceKey;
 use smallvec::SmallVec;
@@ -135,43 +134,30 @@ impl WindowedCounter {
 const RECENT: usize = 1 << 10;
 
 /// A group noted in every instance covering a pane, as the cache of recent own notes keeps
-/// it: the pane (its pane group and start), the key shape, and the group's key as its bytes
-/// when at most 16 long, else its hash (two groups of one hash are one to the admission too).
+/// it: the pane (its pane group and start), the key shape, and the group's key as a
+/// [`Value`] (its bytes when at most 16 long, else its hash: two groups of one hash are one to
+/// the admission too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Noted {
     start: Millis,
     /// The pane group and the shape, `g << 8 | s`.
-    at: u32,
-    /// The key's length, or `u32::MAX` for a hash.
-    len: u32,
-    word: u128,
+    at: u64,
+    group: Value,
 }
 
 impl Noted {
     #[inline]
     fn of(g: usize, s: u8, start: Millis, group: &str) -> Noted {
-        let b = group.as_bytes();
-        let (len, word) = match b.len() {
-            n @ 0..=16 => (n as u32, le_word(b)),
-            _ => (u32::MAX, u128::from(item_hash(group))),
-        };
         Noted {
             start,
-            at: (g as u32) << 8 | u32::from(s),
-            len,
-            word,
+            at: (g as u64) << 8 | u64::from(s),
+            group: Value::short(group.as_bytes()).unwrap_or_else(|| Value::hashed(item_hash(group))),
         }
     }
 
-    /// Its cache slot: every bit mixed in (splitmix64's finalizer).
+    /// Its cache slot.
     #[inline]
     fn slot(&self) -> usize {
-        let mut x = (self.word as u64)
-            ^ ((self.word >> 64) as u64).rotate_left(21)
-            ^ u64::from(self.len).rotate_left(42)
-            ^ (self.start.0 as u64 ^ u64::from(self.at).rotate_left(48)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (x >> 54) as usize & (RECENT - 1)
+        self.group.slot(self.start, self.at, RECENT.trailing_zeros())
     }
 }

@@ -75,23 +75,37 @@ struct Seen {
     group: Value,
 }
 
-/// A group as the cache knows it: the value of a window's one dim when it is at most 16 bytes
-/// long (its length and its bytes as a little-endian number, in two words), else the hash of
-/// its composed key (tagged by a length no value has).
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Value(usize, u64, u64);
+/// A group as a cache of recent notes knows it (this one's, and a counter's own notes, see
+/// `counter::groups`): a value (of a window's one dim here, of the group's key there) when it
+/// is at most 16 bytes long (its length and its bytes as a little-endian number, in two
+/// words), else the hash of its composed key (tagged by a length no value has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Value(usize, u64, u64);
 
 impl Value {
     /// The short form of `v`, if it has one.
     #[inline]
-    fn short(v: &[u8]) -> Option<Value> {
+    pub(crate) fn short(v: &[u8]) -> Option<Value> {
         let w = (v.len() <= 16).then(|| le_word(v))?;
         Some(Value(v.len(), w as u64, (w >> 64) as u64))
     }
 
     /// A group known by its key's hash.
-    fn hashed(hash: u64) -> Value {
+    pub(crate) fn hashed(hash: u64) -> Value {
         Value(usize::MAX, hash, 0)
+    }
+
+    /// The slot of a cache of `2^bits` slots of this group noted at `start` under `tag` (the
+    /// window, or the pane group and shape): every bit mixed in (a short value's words are its
+    /// raw bytes; splitmix64's finalizer, two multiplies).
+    #[inline]
+    pub(crate) fn slot(&self, start: Millis, tag: u64, bits: u32) -> usize {
+        let Value(n, a, b) = *self;
+        let at = start.0 as u64 ^ tag.rotate_left(48);
+        let mut x = a ^ b.rotate_left(21) ^ (n as u64).rotate_left(42) ^ at.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (x >> (64 - bits)) as usize
     }
 }
 
@@ -171,17 +185,14 @@ fn group_hash(shapes: &Shapes, shape: u8, ev: &TimedEvent, buf: &mut String) -> 
     item_hash(buf)
 }
 
-/// The cache slot of an announcement: its group's words and its instance, mixed (a short
-/// value's words are its raw bytes, so every bit is mixed in: a finalizer's two multiplies).
+/// The cache slot of an announcement.
 #[inline]
 fn slot(seen: &Seen) -> usize {
-    let Value(n, a, b) = seen.group;
-    let instance = seen.instance.start.0 as u64 ^ u64::from(seen.instance.window.0).rotate_left(48);
-    let mut x = a ^ b.rotate_left(21) ^ (n as u64).rotate_left(42) ^ instance.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    // (splitmix64's finalizer)
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x >> 52) as usize & (RECENT - 1)
+    seen.group.slot(
+        seen.instance.start,
+        u64::from(seen.instance.window.0),
+        RECENT.trailing_zeros(),
+    )
 }
 
 #[cfg(test)]
