@@ -194,9 +194,8 @@ pub struct WindowedCounter {
     emits: (u64, u64),
     /// Per instance of a window with `by`: the groups announced to it (see `group::admission`).
     admission: BTreeMap<InstanceKey, InstanceGroups>,
-    /// Whether it notes its keys' groups itself instead of being told them (see `groups`).
-    own_groups: bool,
-    /// Its recent own notes, direct-mapped by `Noted::slot` (empty unless `own_groups`).
+    /// When it notes its keys' groups itself instead of being told them (see `groups`): its
+    /// recent own notes, direct-mapped by `Noted::slot`; empty when it is told them.
     own_recent: Vec<Option<groups::Noted>>,
     /// The late-event exclusions of sealed trend-window instances, kept while a later
     /// instance's baseline reads them (see `trend`).
@@ -297,7 +296,6 @@ impl WindowedCounter {
             gen: 1,
             emits: (0, 0),
             admission: BTreeMap::new(),
-            own_groups: false,
             own_recent: Vec::new(),
             trend_exclusions: BTreeMap::new(),
             checked: cfg!(test),

@@ -42,8 +42,7 @@ impl WindowedCounter {
     /// worker in all; its sources then announce nothing). See the module docs.
     pub fn note_own_groups(&mut self) {
         // (nothing to note without a window with `by` dims)
-        self.own_groups = (0..self.shapes.len() as u8).any(|s| self.shapes.has_by(s));
-        if self.own_groups {
+        if (0..self.shapes.len() as u8).any(|s| self.shapes.has_by(s)) {
             self.own_recent = vec![None; RECENT];
         }
     }
@@ -51,7 +50,7 @@ impl WindowedCounter {
     /// Whether this counter notes its own groups (see `note_own_groups`).
     #[inline(always)]
     pub(super) fn notes_own_groups(&self) -> bool {
-        self.own_groups
+        !self.own_recent.is_empty()
     }
 
     /// Records group `hash` in instance `key` of a counted window with `by` dims, unless the
