@@ -153,3 +153,96 @@ fn rotating_groups_keep_the_latest_lists_bounded() {
         "the job did not end with its input"
     );
 }
+
+/// A hostile input, a new group with every event, in a per-group sketch window that keeps two
+/// groups (stdin, SQLite): the job's state (`hotlist_state_bytes`) stays where it was after
+/// 2,000 groups when 60,000 more arrive, while the gauge of folded groups follows them (an
+/// estimate beyond 1,024). Before, every instance kept the hash of every group it had seen, 8
+/// bytes and more a group, however small its `max_groups`: over 1 MB more here.
+#[test]
+fn a_new_group_per_event_keeps_a_sketch_windows_state_bounded() {
+    const FIRST: usize = 2_000;
+    const THEN: usize = 60_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = "[job]\nid = \"hostile\"\n[source]\nkind = \"file\"\npath = \"-\"\n\
+         [time]\nmax_out_of_orderness = \"0s\"\nemit_interval = \"20ms\"\n\
+         [[window]]\nname = \"1h\"\nsize = \"1h\"\nk = 3\nby = [\"g\"]\nmax_groups = 2\nmode = \"sketch\"\n\
+         [sink]\nkind = \"sqlite\"\npath = \"out.db\"\n[run]\nepoch_interval = \"5ms\"\n";
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let mut job = KillOnDrop(
+        Command::new(hotlist_tests::hotlist_bin())
+            .args([
+                "run",
+                "--config",
+                "hotlist.toml",
+                "--progress",
+                "never",
+                "--workers",
+                "1",
+            ])
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hotlist run"),
+    );
+    let child = &mut job.0;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let metrics = loop {
+        let line = stderr.next().expect("a metrics line").expect("read stderr");
+        if let Some(rest) = line.strip_prefix("metrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+    std::thread::spawn(move || stderr.for_each(drop));
+    let base = 1_713_462_000_000i64;
+    let mut stdin = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let mut write = |groups: std::ops::Range<usize>| {
+        for g in groups {
+            let line = format!(
+                "{{\"item_id\":\"i{}\",\"ts\":{},\"dims\":{{\"g\":\"n{g}\"}}}}\n",
+                g % 5,
+                base + g as i64
+            );
+            stdin.write_all(line.as_bytes()).expect("write stdin");
+        }
+        stdin.flush().expect("flush stdin");
+    };
+    // the state once the job has counted `events` events of as many groups: the folded
+    // groups' gauge is set right after the state's, so a scrape after it has counted them
+    // all reads the state of then (or later)
+    let state_after = |events: usize| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let m = scrape(&metrics);
+            let read = m.get("hotlist_events_total").copied().unwrap_or(0.0);
+            let folded = m.get("hotlist_overflow_groups").copied().unwrap_or(0.0);
+            if read >= events as f64 && folded >= 0.9 * (events - 2) as f64 {
+                break scrape(&metrics)
+                    .get("hotlist_state_bytes")
+                    .copied()
+                    .expect("a state gauge");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the job did not count its {events} events: {m:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    write(0..FIRST);
+    let before = state_after(FIRST);
+    write(FIRST..FIRST + THEN);
+    let after = state_after(FIRST + THEN);
+    assert!(
+        after - before < 256.0 * 1024.0,
+        "the state grew from {before} to {after} bytes with {THEN} more groups"
+    );
+    drop(stdin);
+    assert!(
+        reap(child, Duration::from_secs(60)),
+        "the job did not end with its input"
+    );
+}
