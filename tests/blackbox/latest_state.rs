@@ -40,6 +40,32 @@ fn scrape(addr: &str) -> std::collections::BTreeMap<String, f64> {
     out
 }
 
+/// `hotlist run` of `dir`'s hotlist.toml reading stdin (piped), with `extra` arguments and its
+/// metrics on a free port: the process and the metrics' address (`host:port`).
+fn spawn_on_stdin(dir: &std::path::Path, extra: &[&str]) -> (KillOnDrop, String) {
+    let mut job = KillOnDrop(
+        Command::new(hotlist_tests::hotlist_bin())
+            .args(["run", "--config", "hotlist.toml", "--progress", "never"])
+            .args(extra)
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hotlist run"),
+    );
+    let mut stderr = std::io::BufReader::new(job.0.stderr.take().expect("stderr")).lines();
+    let metrics = loop {
+        let line = stderr.next().expect("a metrics line").expect("read stderr");
+        if let Some(rest) = line.strip_prefix("metrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+    std::thread::spawn(move || stderr.for_each(drop));
+    (job, metrics)
+}
+
 /// 300 one-second instances of a `by` window, each with 20 groups of its own (6,000 groups in
 /// all), read from stdin into Redis: while the job runs, Redis keeps the keys of the last two
 /// instances' groups only, and `hotlist_latest_lists` stays at those groups. (Before: the map, the display's copy
@@ -58,26 +84,8 @@ fn rotating_groups_keep_the_latest_lists_bounded() {
         redis.url()
     );
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
-    let mut job = KillOnDrop(
-        Command::new(hotlist_tests::hotlist_bin())
-            .args(["run", "--config", "hotlist.toml", "--progress", "never"])
-            .args(["--metrics-addr", "127.0.0.1:0"])
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hotlist run"),
-    );
+    let (mut job, metrics) = spawn_on_stdin(dir.path(), &[]);
     let child = &mut job.0;
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let metrics = loop {
-        let line = stderr.next().expect("a metrics line").expect("read stderr");
-        if let Some(rest) = line.strip_prefix("metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
-        }
-    };
-    std::thread::spawn(move || stderr.for_each(drop));
     let base = 1_713_462_000_000i64;
     let mut events = 0;
     {
@@ -169,34 +177,8 @@ fn a_new_group_per_event_keeps_a_sketch_windows_state_bounded() {
          [[window]]\nname = \"1h\"\nsize = \"1h\"\nk = 3\nby = [\"g\"]\nmax_groups = 2\nmode = \"sketch\"\n\
          [sink]\nkind = \"sqlite\"\npath = \"out.db\"\n[run]\nepoch_interval = \"5ms\"\n";
     std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
-    let mut job = KillOnDrop(
-        Command::new(hotlist_tests::hotlist_bin())
-            .args([
-                "run",
-                "--config",
-                "hotlist.toml",
-                "--progress",
-                "never",
-                "--workers",
-                "1",
-            ])
-            .args(["--metrics-addr", "127.0.0.1:0"])
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hotlist run"),
-    );
+    let (mut job, metrics) = spawn_on_stdin(dir.path(), &["--workers", "1"]);
     let child = &mut job.0;
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let metrics = loop {
-        let line = stderr.next().expect("a metrics line").expect("read stderr");
-        if let Some(rest) = line.strip_prefix("metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
-        }
-    };
-    std::thread::spawn(move || stderr.for_each(drop));
     let base = 1_713_462_000_000i64;
     let mut stdin = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
     let mut write = |groups: std::ops::Range<usize>| {
