@@ -17,7 +17,7 @@ mod admission;
 mod bounds;
 mod notes;
 
-pub use admission::{Admitted, GroupNote, InstanceGroups};
+pub use admission::{most_folded, Admitted, GroupNote, InstanceGroups};
 pub use bounds::{
     encoded_len, longest_key, DimBounds, DEFAULT_MAX_DIM_BYTES, DEFAULT_MAX_GROUP_KEY_BYTES, GROUP_KEY_LIMIT,
 };

@@ -390,15 +390,7 @@ impl SketchCounter {
     /// Per per-group window, the most groups counted in `(other)` in one live instance
     /// (windows without such an instance are absent).
     pub fn overflow_groups(&self) -> BTreeMap<String, u64> {
-        let mut out: BTreeMap<String, u64> = BTreeMap::new();
-        for (key, groups) in &self.admission {
-            let n = groups.folded() as u64;
-            if n > 0 {
-                let e = out.entry(self.windows[key.window.0 as usize].name.clone()).or_default();
-                *e = (*e).max(n);
-            }
-        }
-        out
+        crate::group::most_folded(&self.admission, &self.windows)
     }
 
     /// Ends the current epoch at global watermark `global_wm`: returns the lists to publish and

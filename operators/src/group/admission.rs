@@ -21,9 +21,9 @@
 //! bytes a group, however small its `max_groups`. What is kept is still a function of the set
 //! of groups alone: the `max_groups` + [`FOLDED_KEPT`] lowest hashes.
 
-use crate::window::InstanceKey;
+use crate::window::{InstanceKey, WindowSpec};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Folded groups an instance keeps the hashes of (the lowest): up to this many folded groups
 /// are counted exactly, more are estimated from them (a relative error of about
@@ -147,6 +147,21 @@ impl InstanceGroups {
     pub fn heap_bytes(&self) -> usize {
         (self.admitted.len() + self.folded.len()) * 12
     }
+}
+
+/// Per window with `by` dims, the most groups counted in `(other)` in one live instance of
+/// `admission` (windows without such an instance are absent): the gauge
+/// `hotlist_overflow_groups`, for the exact and the sketch counters alike.
+pub fn most_folded(admission: &BTreeMap<InstanceKey, InstanceGroups>, windows: &[WindowSpec]) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for (key, groups) in admission {
+        let n = groups.folded() as u64;
+        if n > 0 {
+            let e = out.entry(windows[key.window.0 as usize].name.clone()).or_default();
+            *e = (*e).max(n);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
