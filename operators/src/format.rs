@@ -187,6 +187,30 @@ pub struct Parser {
     keys: KnownKeys,
 }
 
+/// The most dims [`Parser::plain_fields`] reads (the usual line has one or two).
+pub const PLAIN_DIMS: usize = 2;
+
+/// A usual line's fields, borrowed from it (see [`Parser::plain_fields`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainFields<'a> {
+    /// The item id (checked for size).
+    pub item_id: &'a str,
+    /// The event time (checked for range).
+    pub ts: Millis,
+    /// The user, when the format reads one and the line has it.
+    pub user: Option<&'a str>,
+    dims: [&'a str; PLAIN_DIMS],
+    n_dims: u8,
+}
+
+impl<'a> PlainFields<'a> {
+    /// The values of the format's dims, in its order (`""` where the line has none).
+    #[inline]
+    pub fn dims(&self) -> &[&'a str] {
+        &self.dims[..usize::from(self.n_dims)]
+    }
+}
+
 /// The scan's [`scan::Keys`] in a parser: what it remembers of earlier records, not part of
 /// what the parser is (parsers are equal by their format).
 #[derive(Default)]
@@ -262,8 +286,54 @@ impl Parser {
     /// the walk then decides and words it). The scan's result (property-tested).
     #[inline]
     fn plain<'a>(&self, line: &'a [u8]) -> Option<ParsedEvent<'a>> {
+        let cow = |fields: &PlainFields<'a>, dims: &[&'a str]| ParsedEvent {
+            item_id: Cow::Borrowed(fields.item_id),
+            ts: fields.ts,
+            user: fields.user.map(Cow::Borrowed),
+            dims: dims.iter().map(|d| Cow::Borrowed(*d)).collect(),
+        };
+        if self.format.dims.len() <= PLAIN_DIMS {
+            let fields = self.plain_fields(line)?;
+            return Some(cow(&fields, fields.dims()));
+        }
+        let mut dims = vec![""; self.format.dims.len()];
+        let fields = self.plain_into(line, &mut dims)?;
+        Some(cow(&fields, &dims))
+    }
+
+    /// [`Parser::plain`]'s fields borrowed from the line, for a format of at most
+    /// [`PLAIN_DIMS`] dims (`None` for more, and wherever `plain` is `None`): what a source
+    /// packs into an event without a [`ParsedEvent`] in between. (Built and moved, the
+    /// event's `Cow` dims were read back wider than they were written, a store-forwarding
+    /// stall, and dropped value by value: with the split, a fifth of a `by` job's source
+    /// time, `perf`.)
+    #[inline(always)]
+    pub fn plain_fields<'a>(&self, line: &'a [u8]) -> Option<PlainFields<'a>> {
+        // (the test in line: the contract's parse, which takes no usual line here, then
+        // pays no call for it)
+        if !self.plain || self.format.dims.len() > PLAIN_DIMS {
+            return None;
+        }
+        self.usual_fields(line)
+    }
+
+    /// [`Parser::plain_fields`] of a format that takes the usual line.
+    #[inline]
+    fn usual_fields<'a>(&self, line: &'a [u8]) -> Option<PlainFields<'a>> {
+        let mut dims = [""; PLAIN_DIMS];
+        let n = self.format.dims.len();
+        let mut fields = self.plain_into(line, &mut dims[..n])?;
+        fields.dims = dims;
+        fields.n_dims = n as u8;
+        Some(fields)
+    }
+
+    /// The usual line's item id, time and user, with its dims' values written to `dims` (one
+    /// per format dim, `""` where the line has none); the returned fields' own dims are empty.
+    #[inline(always)]
+    fn plain_into<'a>(&self, line: &'a [u8], dims: &mut [&'a str]) -> Option<PlainFields<'a>> {
         // (the dims' members kept by the split where there are dims to read)
-        let reads_dims = !self.format.dims.is_empty();
+        let reads_dims = !dims.is_empty();
         let plain = match reads_dims {
             true => PlainLine::split_keeping::<true>(line)?,
             false => PlainLine::split(line)?,
@@ -277,16 +347,8 @@ impl Parser {
             (None, _) | (Some(_), None) => None,
             (Some(_), Some(user)) => {
                 check_item_id_size(user).ok()?;
-                Some(Cow::Borrowed(user))
+                Some(user)
             }
-        };
-        // (not `smallvec![…; n]`: its `from_elem` was a call per line; nor `collect` for the
-        // usual one or two dims: its out-of-line `extend` wrote the vector with narrower
-        // stores than the move after it read it with, a store-forwarding stall, 13 % of
-        // `accept_with`'s samples in a `by` job)
-        let mut dims: SmallVec<[Cow<'a, str>; 2]> = match self.format.dims.len() {
-            n @ 0..=2 => SmallVec::from_buf_and_len([Cow::Borrowed(""), Cow::Borrowed("")], n),
-            n => std::iter::repeat_n(Cow::Borrowed(""), n).collect(),
         };
         let mut seen = 0u64;
         // (a format without dims reads no member: not even the scan that finds there are none,
@@ -299,17 +361,28 @@ impl Parser {
                         return None;
                     }
                     seen |= 1 << i;
-                    dims[i] = Cow::Borrowed(value);
+                    dims[i] = value;
                 }
             }
         }
-        self.format.bounds.check(&dims).ok()?;
-        Some(ParsedEvent {
-            item_id: Cow::Borrowed(plain.item_id),
+        self.format.bounds.check(dims).ok()?;
+        Some(PlainFields {
+            item_id: plain.item_id,
             ts,
             user,
-            dims,
+            dims: [""; PLAIN_DIMS],
+            n_dims: 0,
         })
+    }
+
+    /// [`Parser::parse`] of a line [`Parser::plain_fields`] did not take, without trying the
+    /// usual line's path again.
+    #[inline]
+    pub fn parse_unusual<'a>(&self, line: &'a [u8]) -> Result<ParsedEvent<'a>, BadRecord> {
+        match &self.plan {
+            Some(plan) if self.format.dims.len() <= PLAIN_DIMS => self.mapped(line, plan, None),
+            _ => self.parse(line),
+        }
     }
 
     /// Parses one line and what its UDFs' arguments point at: appended to `args`, one per

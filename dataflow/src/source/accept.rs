@@ -129,9 +129,13 @@ pub fn accept_with(
                 // (the parse read where it was written: moved into an `Outcome` or out of its
                 // `Result`, its copy stalled on the stores that had just written it, 12 % of
                 // this function's samples)
-                None => match &rules.format.parse(line) {
-                    Ok(ev) => route_event(ev, None, line, message, &mut at, rules),
-                    Err(bad) => route_bad(bad, line, message, &mut at),
+                None => match rules.format.plain_fields(line) {
+                    // the usual line: its fields packed straight into the event
+                    Some(f) => route_fields(f.item_id, f.ts, f.user, f.dims(), line, message, &mut at, rules),
+                    None => match &rules.format.parse_unusual(line) {
+                        Ok(ev) => route_event(ev, None, line, message, &mut at, rules),
+                        Err(bad) => route_bad(bad, line, message, &mut at),
+                    },
                 },
             };
             let (text, ts, hash) = routed?;
@@ -241,18 +245,31 @@ fn route_event(
     at: &mut Place<'_>,
     rules: &Rules,
 ) -> Option<(EventText, Millis, u64)> {
-    if ev.user.is_none() && rules.user_required {
+    let item = item.map_or(&*ev.item_id, |i| i.as_str());
+    route_fields(item, ev.ts, ev.user.as_deref(), &ev.dims, line, message, at, rules)
+}
+
+/// An event's fields packed into its text, with its time and its item's hash; `None` when
+/// every window counts distinct users and it has no user (dead-lettered).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // the fields of one event and where it goes
+fn route_fields<D: AsRef<str>>(
+    item: &str,
+    ts: Millis,
+    user: Option<&str>,
+    dims: &[D],
+    line: &[u8],
+    message: Option<InMessage>,
+    at: &mut Place<'_>,
+    rules: &Rules,
+) -> Option<(EventText, Millis, u64)> {
+    if user.is_none() && rules.user_required {
         let pointer = rules.format.format().user.as_ref().map_or("", |p| p.text.as_str());
         let detail = format!("user: {pointer} finds nothing (every window counts distinct users)");
         at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
         return None;
     }
-    let item = item.map_or(&*ev.item_id, |i| i.as_str());
-    Some((
-        EventText::new(item, ev.user.as_deref(), &ev.dims),
-        ev.ts,
-        item_hash(item),
-    ))
+    Some((EventText::new(item, user, dims), ts, item_hash(item)))
 }
 
 /// The reference time of the `max_future` rule and what it is: the message's timestamp, else

@@ -861,7 +861,22 @@ proptest! {
     fn the_usual_line_path_reads_as_the_scan_does(line in near_usual(), f in usual_format()) {
         let with = Parser::new(f.clone());
         prop_assert!(with.plain, "{:?}", f);
-        prop_assert_eq!(with.parse(line.as_bytes()), Parser::new(f).without_plain().parse(line.as_bytes()), "{}", line);
+        let scanned = Parser::new(f).without_plain().parse(line.as_bytes());
+        prop_assert_eq!(&with.parse(line.as_bytes()), &scanned, "{}", line);
+        // a source's split of the same path: the borrowed fields where it takes the line (at
+        // most two dims), else the rest of the parse gives what the whole parse does
+        match with.plain_fields(line.as_bytes()) {
+            Some(fields) => {
+                let ev = scanned.as_ref().expect("a line the fast path takes is an event");
+                prop_assert!(with.format().dims.len() <= PLAIN_DIMS);
+                prop_assert_eq!(
+                    (fields.item_id, fields.ts, fields.user, fields.dims().to_vec()),
+                    (&*ev.item_id, ev.ts, ev.user.as_deref(), ev.dims.iter().map(|d| &**d).collect::<Vec<_>>()),
+                    "{}", line
+                );
+            }
+            None => prop_assert_eq!(&with.parse_unusual(line.as_bytes()), &scanned, "{}", line),
+        }
     }
 }
 
