@@ -305,8 +305,8 @@ impl Parser {
     /// [`PLAIN_DIMS`] dims (`None` for more, and wherever `plain` is `None`): what a source
     /// packs into an event without a [`ParsedEvent`] in between. (Built and moved, the
     /// event's `Cow` dims were read back wider than they were written, a store-forwarding
-    /// stall, and dropped value by value: with the split, a fifth of a `by` job's source
-    /// time, `perf`.)
+    /// stall on the hottest instruction of a `by` job's `accept_with`, 7.5 % of its samples,
+    /// `perf`; and dropped value by value.)
     #[inline(always)]
     pub fn plain_fields<'a>(&self, line: &'a [u8]) -> Option<PlainFields<'a>> {
         // (the test in line: the contract's parse, which takes no usual line here, then
