@@ -286,19 +286,15 @@ impl Parser {
     /// the walk then decides and words it). The scan's result (property-tested).
     #[inline]
     fn plain<'a>(&self, line: &'a [u8]) -> Option<ParsedEvent<'a>> {
-        let cow = |fields: &PlainFields<'a>, dims: &[&'a str]| ParsedEvent {
-            item_id: Cow::Borrowed(fields.item_id),
-            ts: fields.ts,
-            user: fields.user.map(Cow::Borrowed),
+        // (more dims than the usual line's two are rare: their buffer may go to the heap)
+        let mut dims: SmallVec<[&'a str; 4]> = std::iter::repeat_n("", self.format.dims.len()).collect();
+        let (item_id, ts, user) = self.plain_into(line, &mut dims)?;
+        Some(ParsedEvent {
+            item_id: Cow::Borrowed(item_id),
+            ts,
+            user: user.map(Cow::Borrowed),
             dims: dims.iter().map(|d| Cow::Borrowed(*d)).collect(),
-        };
-        if self.format.dims.len() <= PLAIN_DIMS {
-            let fields = self.plain_fields(line)?;
-            return Some(cow(&fields, fields.dims()));
-        }
-        let mut dims = vec![""; self.format.dims.len()];
-        let fields = self.plain_into(line, &mut dims)?;
-        Some(cow(&fields, &dims))
+        })
     }
 
     /// [`Parser::plain`]'s fields borrowed from the line, for a format of at most
@@ -322,16 +318,20 @@ impl Parser {
     fn usual_fields<'a>(&self, line: &'a [u8]) -> Option<PlainFields<'a>> {
         let mut dims = [""; PLAIN_DIMS];
         let n = self.format.dims.len();
-        let mut fields = self.plain_into(line, &mut dims[..n])?;
-        fields.dims = dims;
-        fields.n_dims = n as u8;
-        Some(fields)
+        let (item_id, ts, user) = self.plain_into(line, &mut dims[..n])?;
+        Some(PlainFields {
+            item_id,
+            ts,
+            user,
+            dims,
+            n_dims: n as u8,
+        })
     }
 
     /// The usual line's item id, time and user, with its dims' values written to `dims` (one
-    /// per format dim, `""` where the line has none); the returned fields' own dims are empty.
+    /// per format dim, `""` where the line has none).
     #[inline(always)]
-    fn plain_into<'a>(&self, line: &'a [u8], dims: &mut [&'a str]) -> Option<PlainFields<'a>> {
+    fn plain_into<'a>(&self, line: &'a [u8], dims: &mut [&'a str]) -> Option<(&'a str, Millis, Option<&'a str>)> {
         // (the dims' members kept by the split where there are dims to read)
         let reads_dims = !dims.is_empty();
         let plain = match reads_dims {
@@ -366,13 +366,7 @@ impl Parser {
             }
         }
         self.format.bounds.check(dims).ok()?;
-        Some(PlainFields {
-            item_id: plain.item_id,
-            ts,
-            user,
-            dims: [""; PLAIN_DIMS],
-            n_dims: 0,
-        })
+        Some((plain.item_id, ts, user))
     }
 
     /// [`Parser::parse`] of a line [`Parser::plain_fields`] did not take, without trying the
