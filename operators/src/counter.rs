@@ -42,6 +42,7 @@ mod emit;
 mod emit_tests;
 mod groups;
 mod lookahead;
+mod pairs;
 #[cfg(test)]
 mod shaped_tests;
 mod shapes;
@@ -98,6 +99,8 @@ struct Pane {
     log_start: u64,
     /// Whether an event counted here was excluded from a covering instance (see `users`).
     excluded: bool,
+    /// Paired shapes' (key, user) pairs seen in the pane (see `pairs`).
+    pairs: pairs::Pairs,
 }
 
 /// The panes of windows sharing one pane width.
@@ -115,6 +118,9 @@ struct PaneGroup {
     cached: Option<(Millis, Millis, usize)>,
     /// The latest `sealed_until` of its windows (`Millis::MIN`: none).
     sealed_until: Millis,
+    /// The pairs of its last pane freed (see `pairs`): a new pane's set starts that large,
+    /// instead of growing through every size to it.
+    last_pairs: usize,
 }
 
 /// Per-instance bookkeeping: emission state and late-event exclusions.
@@ -141,6 +147,8 @@ pub struct CounterStats {
     pub live_counters: usize,
     /// Live items (interned ids).
     pub live_items: usize,
+    /// Live users of paired distinct-user windows (see `pairs`).
+    pub live_users: usize,
     /// Live panes.
     pub live_panes: usize,
     /// Live window instances.
@@ -192,6 +200,13 @@ pub struct WindowedCounter {
     gen: u8,
     /// `stats().emits`.
     emits: (u64, u64),
+    /// Per shape, whether it is paired (see `pairs`).
+    paired: Vec<bool>,
+    /// The users of paired shapes' pairs, interned (see `pairs`).
+    users: Interner,
+    /// Per shape, the user the event being applied counts under in a paired shape (scratch of
+    /// `apply`).
+    shape_users: Vec<Option<ItemIdx>>,
     /// Per instance of a window with `by`: the groups announced to it (see `group::admission`).
     admission: BTreeMap<InstanceKey, InstanceGroups>,
     /// When it notes its keys' groups itself instead of being told them (see `groups`): its
@@ -257,6 +272,7 @@ impl WindowedCounter {
                     index: FxMap::default(),
                     cached: None,
                     sealed_until: Millis::MIN,
+                    last_pairs: 0,
                 }),
             }
         }
@@ -272,6 +288,15 @@ impl WindowedCounter {
         let shape_counted = (0..shapes.len() as u8)
             .map(|s| groups.iter().any(|g| g.shapes.contains(&s)))
             .collect();
+        let widths: Vec<Option<Span>> = (0..windows.len())
+            .map(|w| {
+                groups
+                    .iter()
+                    .find(|g| g.windows.contains(&WindowId(w as u16)))
+                    .map(|g| g.width)
+            })
+            .collect();
+        let paired = pairs::paired_shapes(&windows, &shapes, &widths);
         let interner = Interner::with_layout(groups.len(), !shapes.all_plain());
         WindowedCounter {
             windows,
@@ -295,6 +320,9 @@ impl WindowedCounter {
             users_kept: false,
             gen: 1,
             emits: (0, 0),
+            paired,
+            users: Interner::with_layout(0, false),
+            shape_users: Vec::new(),
             admission: BTreeMap::new(),
             own_recent: Vec::new(),
             trend_exclusions: BTreeMap::new(),
@@ -363,18 +391,23 @@ impl WindowedCounter {
     pub fn stats(&self) -> CounterStats {
         let mut s = CounterStats {
             live_items: self.interner.len(),
+            live_users: self.users.len(),
             live_instances: self.instances.len(),
             without_user: self.without_user,
             emits: self.emits,
             ..Default::default()
         };
-        let mut heap = self.interner.heap_bytes() + self.sums.heap_bytes() + self.candidates.heap_bytes();
+        let mut heap = self.interner.heap_bytes()
+            + self.users.heap_bytes()
+            + self.sums.heap_bytes()
+            + self.candidates.heap_bytes();
         for g in &self.groups {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
                 s.live_counters += p.counts.len() + p.inline_live;
                 heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1)
+                    + p.pairs.capacity() * (8 + 1)
                     + (p.members.capacity() + p.log.capacity()) * 4;
             }
         }

@@ -16,7 +16,7 @@ mod prefetch;
 pub use order::in_record_order;
 use order::IndexBits;
 pub use prefetch::prefetch;
-use prefetch::SlotPrefetch;
+pub use prefetch::SlotPrefetch;
 
 use hashbrown::HashTable;
 use key::{Key, NARROW, WIDE};

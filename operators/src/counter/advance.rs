@@ -120,6 +120,10 @@ impl WindowedCounter {
                     released.extend(pane.counts.keys());
                     released[members..].sort_unstable();
                     self.interner.release_all(released);
+                    if !pane.pairs.is_empty() {
+                        group.last_pairs = pane.pairs.len();
+                    }
+                    super::pairs::release(&mut self.users, pane.pairs);
                     group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
                     freed = true;

@@ -2,6 +2,7 @@
 //! incremental checkpoints), and a counter restored from the snapshots of any number of workers
 //! onto any worker count.
 
+use super::pairs::{intern_user, split_pair, unpair};
 use super::trend::retention;
 use super::{horizon, WindowedCounter};
 use crate::group::{route_hash, GroupNote};
@@ -89,20 +90,29 @@ impl WindowedCounter {
                 }
                 // Group by key group with an integer sort (no string comparisons: this runs on
                 // the worker thread, which waits for it).
-                let mut counts: Vec<(u32, ItemIdx, u64)> = Vec::new();
+                // (a paired shape's keys are written as its pairs: see `pairs`)
+                let mut counts: Vec<(u32, ItemIdx, u64, Option<ItemIdx>)> = Vec::new();
                 self.pane_counts(g, pane, |i, c| {
-                    if c > 0 {
-                        counts.push((key_group(self.interner.hash(i)), i, c));
+                    if c > 0 && !self.is_paired(self.interner.shape(i)) {
+                        counts.push((key_group(self.interner.hash(i)), i, c, None));
                     }
                 });
-                counts.sort_unstable_by_key(|(kg, _, _)| *kg);
+                for p in pane.pairs.iter() {
+                    let (i, u) = unpair(p);
+                    counts.push((key_group(self.interner.hash(i)), i, 1, Some(u)));
+                }
+                counts.sort_unstable_by_key(|(kg, _, _, _)| *kg);
                 let mut key_groups: Vec<(u32, Vec<(ItemId, u64)>)> = Vec::new();
-                for (kg, i, c) in counts {
+                for (kg, i, c, u) in counts {
                     if key_groups.last().is_none_or(|(last, _)| *last != kg) {
                         key_groups.push((kg, Vec::new()));
                     }
+                    let id = match u {
+                        None => ItemId::from(self.interner.id(i)),
+                        Some(u) => ItemId::from(format!("{}{}", self.interner.id(i), self.users.id(u))),
+                    };
                     if let Some((_, items)) = key_groups.last_mut() {
-                        items.push((ItemId::from(self.interner.id(i)), c));
+                        items.push((id, c));
                     }
                 }
                 panes.push((key, Some(PaneSegment { key, key_groups })));
@@ -184,12 +194,28 @@ impl WindowedCounter {
             for (id, count) in &pane.items {
                 // (a key no window of this job counts was refused by validation)
                 let Some(shape) = self.shapes.of_key(id) else { continue };
-                let idx = self.interner.intern_shaped(id, route_hash(id), shape);
+                let mut count = *count;
+                let idx = match self.is_paired(shape) {
+                    false => self.interner.intern_shaped(id, route_hash(id), shape),
+                    true => {
+                        // `group NUL item NUL user`: a pair of its key and its user, whatever
+                        // its count (an older snapshot's is its events), counted once
+                        let Some((key, user)) = split_pair(id) else { continue };
+                        let idx = self.interner.intern_shaped(key, route_hash(key), shape);
+                        let u = intern_user(&mut self.users, user);
+                        let p = self.groups[g].slots[slot].as_mut().expect("live slot");
+                        if !p.add_pair(&mut self.users, idx, u) {
+                            continue;
+                        }
+                        count = 1;
+                        idx
+                    }
+                };
                 let p = self.groups[g].slots[slot].as_mut().expect("live slot");
                 match p.counts.entry(idx) {
-                    Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(*count),
+                    Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(count),
                     Entry::Vacant(v) => {
-                        v.insert(*count);
+                        v.insert(count);
                         self.interner.retain(idx);
                     }
                 }
@@ -207,6 +233,9 @@ impl WindowedCounter {
             }
             for (id, count) in &ex.items {
                 let Some(shape) = self.shapes.of_key(id) else { continue };
+                if self.is_paired(shape) {
+                    continue; // (none: no event of a paired shape is excluded, see `pairs`)
+                }
                 // (the key is counted in the instance's pane, restored before: it is live)
                 let idx = self.interner.intern_shaped(id, route_hash(id), shape);
                 let exclusions = match sealed {

@@ -6,7 +6,7 @@
 
 use super::dead_letters::{out_of_range, sealed_letter};
 use super::lookahead::{Lookahead, Looked, RUN};
-use super::{horizon, FxMap, Pane, WindowedCounter, INLINE_MAX};
+use super::{horizon, pairs::Pairs, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
 use crate::interner::{prefetch, Inline, ItemIdx, RecordMut};
 use crate::record::{DeadLetter, TimedEvent};
@@ -33,7 +33,15 @@ impl WindowedCounter {
             let mut looked = std::mem::take(&mut self.lookahead);
             for (i, run) in events.chunks(RUN).enumerate() {
                 prefetch_run(events, i + 1);
-                looked.look(run, &self.shapes, &self.shape_counted, &self.interner);
+                looked.look(
+                    run,
+                    &self.shapes,
+                    &self.shape_counted,
+                    &self.paired,
+                    &self.interner,
+                    &self.users,
+                );
+                self.prefetch_pairs(run, &looked);
                 for (e, ev) in run.iter().enumerate() {
                     dead.extend(self.apply_shaped(ev, &looked, e));
                 }
@@ -110,23 +118,7 @@ impl WindowedCounter {
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut keys = std::mem::take(&mut self.shape_keys);
-        keys.clear();
-        let mut missing_user = false;
-        for (s, &l) in looked.of(e, self.shapes.len()).iter().enumerate() {
-            keys.push(match l {
-                Looked::Uncounted => None, // no counted window has this shape (a window of another counter)
-                Looked::NoUser => {
-                    missing_user = true;
-                    None
-                }
-                Looked::Key(w) => {
-                    let (key, probe, found) = looked.key(w);
-                    debug_assert!(found.is_none_or(|idx| self.interner.id(idx) == key), "a stale index");
-                    Some(found.unwrap_or_else(|| self.interner.intern_probed(key, probe, s as u8)))
-                }
-            });
-        }
-        self.without_user += u64::from(missing_user);
+        self.keys_of(looked, e, &mut keys);
         let mut sealed_drop = false;
         // whether every key was counted for sure (one pane group, its fast path): then none
         // is left unreferenced, and the look at each key's record below is skipped
@@ -152,7 +144,13 @@ impl WindowedCounter {
                 for i in 0..group.shapes.len() {
                     let s = self.groups[g].shapes[i];
                     if let Some(idx) = keys[s as usize] {
-                        if self.shapes.distinct_users(s) {
+                        if let Some(u) = self.shape_users[s as usize] {
+                            // a paired shape: counted once per user (see `pairs`)
+                            let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
+                            if !pane.add_pair(&mut self.users, idx, u) {
+                                continue;
+                            }
+                        } else if self.shapes.distinct_users(s) {
                             self.note_user(g, slot, idx, s, late_h, sealed_h);
                         }
                         let first = self.count(g, slot, idx);
@@ -172,8 +170,43 @@ impl WindowedCounter {
                 self.interner.release_unreferenced(*idx);
             }
         }
+        for s in 0..self.shape_users.len() {
+            if let Some(u) = self.shape_users[s] {
+                self.release_unpaired(u);
+            }
+        }
         self.shape_keys = keys;
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
+    }
+
+    /// The keys of the run's event `e` in `looked`, one per shape (`None`: not counted in that
+    /// shape), into `keys`, interned; a paired shape's users into `shape_users`.
+    #[inline(always)]
+    fn keys_of(&mut self, looked: &Lookahead, e: usize, keys: &mut Vec<Option<ItemIdx>>) {
+        keys.clear();
+        self.shape_users.clear();
+        let mut missing_user = false;
+        for (s, &l) in looked.of(e, self.shapes.len()).iter().enumerate() {
+            self.shape_users.push(match l {
+                Looked::Key(w) => looked
+                    .user(w)
+                    .map(|(user, found)| found.unwrap_or_else(|| super::pairs::intern_user(&mut self.users, user))),
+                _ => None,
+            });
+            keys.push(match l {
+                Looked::Uncounted => None, // no counted window has this shape (a window of another counter)
+                Looked::NoUser => {
+                    missing_user = true;
+                    None
+                }
+                Looked::Key(w) => {
+                    let (key, probe, found) = looked.key(w);
+                    debug_assert!(found.is_none_or(|idx| self.interner.id(idx) == key), "a stale index");
+                    Some(found.unwrap_or_else(|| self.interner.intern_probed(key, probe, s as u8)))
+                }
+            });
+        }
+        self.without_user += u64::from(missing_user);
     }
 
     /// The slow path of `apply` in pane group `g`: decides per covering instance (per window
@@ -231,7 +264,13 @@ impl WindowedCounter {
         }
         for (shape, key) in keys.iter().enumerate() {
             if let Some(idx) = key.filter(|_| accepted & (1 << shape) != 0) {
-                if shape > 0 && self.shapes.distinct_users(shape as u8) {
+                if let Some(u) = self.shape_users.get(shape).copied().flatten() {
+                    // a paired shape: counted once per user (see `pairs`; never excluded)
+                    let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
+                    if !pane.add_pair(&mut self.users, idx, u) {
+                        continue;
+                    }
+                } else if shape > 0 && self.shapes.distinct_users(shape as u8) {
                     self.note_user(g, slot, idx, shape as u8, late_h, sealed_h);
                 }
                 self.count(g, slot, idx);
@@ -414,6 +453,7 @@ impl WindowedCounter {
             log: Vec::new(),
             log_start: 0,
             excluded: false,
+            pairs: Pairs::with_capacity(group.last_pairs),
         };
         let slot = match group.free_slots.pop() {
             Some(s) => {

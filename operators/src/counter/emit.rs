@@ -90,7 +90,8 @@ impl WindowedCounter {
         }
         let g_of = self.group_of(key.window);
         let shape = self.shapes.of_window(key.window.0 as usize);
-        let distinct = self.shapes.distinct_users(shape);
+        // (a paired shape's key counts are its items' users already: see `pairs`)
+        let distinct = self.shapes.distinct_users(shape) && !self.is_paired(shape);
         let incremental = (!force && self.emits_incrementally(key, shape))
             .then(|| match distinct {
                 true => self.user_candidates(key),
@@ -170,7 +171,7 @@ impl WindowedCounter {
         checking: bool,
         per_item: bool,
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
-        let distinct = self.shapes.distinct_users(shape);
+        let distinct = self.shapes.distinct_users(shape) && !self.is_paired(shape);
         let mut lists = self.shaped_lists(key, distinct && !per_item, &candidates);
         if checking {
             let mut full = self.full_candidates(key, g_of);

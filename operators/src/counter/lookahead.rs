@@ -10,6 +10,7 @@
 //! event drops no reference (only a key it interned and did not count is forgotten).
 
 use super::shapes::Shapes;
+use crate::hash::item_hash;
 use crate::interner::{probe_hash, Interner, ItemIdx};
 use crate::record::TimedEvent;
 use crate::short_copy::push_str;
@@ -40,7 +41,17 @@ pub(super) struct Lookahead {
     wanted: Vec<Wanted>,
     /// Per key, its index if interned when the run was looked up.
     found: Vec<Option<ItemIdx>>,
+    /// Per key, its user's number in `users` (a paired shape's key; `NO_USER`: none).
+    user_of: Vec<u32>,
+    /// The users of the run's keys of paired shapes, end to end, as `text`.
+    user_text: String,
+    users: Vec<Wanted>,
+    /// Per user, its index if interned when the run was looked up.
+    users_found: Vec<Option<ItemIdx>>,
 }
+
+/// `Lookahead::user_of` of a key without a user.
+const NO_USER: u32 = u32::MAX;
 
 /// A key to find: `text[start..end]` of the run, with its table hash.
 #[derive(Clone, Copy)]
@@ -52,19 +63,50 @@ struct Wanted {
 
 impl Lookahead {
     /// Looks up the keys of `events` under every shape (`counted[s]`: whether a counted
-    /// window has shape `s`), replacing the previous run's.
-    pub(super) fn look(&mut self, events: &[TimedEvent], shapes: &Shapes, counted: &[bool], interner: &Interner) {
+    /// window has shape `s`; `paired[s]`: whether it is paired, its users then looked up in
+    /// `users`), replacing the previous run's.
+    pub(super) fn look(
+        &mut self,
+        events: &[TimedEvent],
+        shapes: &Shapes,
+        counted: &[bool],
+        paired: &[bool],
+        interner: &Interner,
+        users: &Interner,
+    ) {
         self.looked.clear();
         self.text.clear();
         self.wanted.clear();
+        self.user_of.clear();
+        self.user_text.clear();
+        self.users.clear();
         let n = shapes.len();
         for ev in events {
             for s in 0..n as u8 {
                 // the key is written straight after the run's earlier keys (a bare item id
                 // too: the look-up then reads every key the same way, three times a key)
                 let start = self.text.len();
+                let mut user_of = NO_USER;
                 let probe = if !counted[s as usize] {
                     None
+                } else if paired[s as usize] {
+                    match shapes.append_paired_key(s, ev, &mut self.text) {
+                        Some(user) => {
+                            let at = self.user_text.len();
+                            push_str(&mut self.user_text, user);
+                            user_of = self.users.len() as u32;
+                            self.users.push(Wanted {
+                                start: at as u32,
+                                end: self.user_text.len() as u32,
+                                probe: item_hash(user),
+                            });
+                            Some(probe_hash(&self.text[start..]))
+                        }
+                        None => {
+                            self.looked.push(Looked::NoUser);
+                            continue;
+                        }
+                    }
                 } else if s == 0 {
                     push_str(&mut self.text, ev.item());
                     Some(ev.hash)
@@ -82,6 +124,7 @@ impl Lookahead {
                             end: self.text.len() as u32,
                             probe,
                         });
+                        self.user_of.push(user_of);
                         Looked::Key(self.wanted.len() as u32 - 1)
                     }
                 });
@@ -95,6 +138,26 @@ impl Lookahead {
             (unsafe { text.get_unchecked(k.start as usize..k.end as usize) }, k.probe)
         };
         interner.find_many(wanted.len(), key, &mut self.found);
+        if !self.users.is_empty() {
+            let (wanted, text) = (&self.users, self.user_text.as_str());
+            let user = |w: usize| {
+                let k = wanted[w];
+                (&text[k.start as usize..k.end as usize], k.probe)
+            };
+            users.find_many(wanted.len(), user, &mut self.users_found);
+        }
+    }
+
+    /// The user of the run's key `w` (of a paired shape): its id and its index if it was
+    /// interned.
+    #[inline]
+    pub(super) fn user(&self, w: u32) -> Option<(&str, Option<ItemIdx>)> {
+        let u = *self.user_of.get(w as usize)?;
+        let k = self.users.get(u as usize)?;
+        Some((
+            &self.user_text[k.start as usize..k.end as usize],
+            self.users_found[u as usize],
+        ))
     }
 
     /// The run's key `w`: its text, its table hash and its index if it was interned.

@@ -289,7 +289,7 @@ proptest! {
         prop_assert_eq!(merged, model(&windows, &evs, lateness, &dims));
         for c in &cs {
             let s = c.stats();
-            prop_assert_eq!((s.live_counters, s.live_items, s.live_panes), (0, 0, 0));
+            prop_assert_eq!((s.live_counters, s.live_items, s.live_panes, s.live_users), (0, 0, 0, 0));
         }
     }
 }
@@ -531,8 +531,10 @@ proptest! {
 }
 
 /// Distinct-user windows' lists at ticks, global and per group, are built from their last
-/// lists and the (group, item)s that gained a user since, not recounted (all but the first
-/// two emissions of each instance), and equal the model.
+/// lists and what changed since, not recounted, and equal the model: the global window here
+/// is paired (tumbling, one pane: its keys count users, see `pairs`) and recounts only its
+/// first emission; the per-group one recounts its first two (its user counts are built at
+/// the second).
 #[test]
 fn distinct_user_ticks_emit_incrementally() {
     let windows: Vec<WindowSpec> = [(3, 0), (4, 10)]
@@ -561,8 +563,8 @@ fn distinct_user_ticks_emit_incrementally() {
     assert_eq!(lists, model(&windows, &evs, 0, &job_dims(&windows)));
     assert_eq!(
         (incremental, recounted),
-        (16, 4),
-        "ten ticks per window: two recounts (user counts are built at the second), then incremental"
+        (9 + 8, 1 + 2),
+        "ten ticks per window: one recount of the paired window's, two of the per-group one's, then incremental"
     );
 }
 
@@ -651,4 +653,66 @@ proptest! {
         prop_assert_eq!(one.advance(Millis::MAX, false), all.advance(Millis::MAX, false));
         prop_assert_eq!(one.stats(), all.stats());
     }
+}
+
+/// A paired window (global distinct users, tumbling: see `pairs`) writes each (item, user) of a
+/// pane once, as a key of count 1, and restores keys of any count as one user each: an older
+/// snapshot's, whose keys counted events, restores to the same lists.
+#[test]
+fn a_paired_window_restores_user_keys_of_any_count() {
+    let windows = vec![WindowSpec {
+        rank: Default::default(),
+        name: "w".into(),
+        size: Span::from_millis(100),
+        slide: Span::from_millis(100),
+        k: 3,
+        key: shape(3, 0),
+    }];
+    let dims = job_dims(&windows);
+    let evs: Vec<Ev> = (0..60)
+        .map(|n| Ev {
+            item: (n % 4) as u8,
+            user: Some((n % 3) as u8),
+            country: None,
+            device: 0,
+            ts: n * 3,
+            wm_before: if n == 0 { i64::MIN } else { n * 3 - 3 },
+        })
+        .collect();
+    let mut c = WindowedCounter::new(windows.clone(), Span::ZERO, 0);
+    for e in &evs[..30] {
+        assert!(c.apply(&timed(e, &dims)).is_none());
+    }
+    let mut got = PerWorker::new();
+    collect(c.advance(Millis(87), true), &mut got);
+    let mut snap = c.snapshot();
+    let mut keys = 0;
+    for kg in &mut snap.key_groups {
+        for pane in &mut kg.panes {
+            for (id, count) in &mut pane.items {
+                assert!(
+                    crate::group::split_key(id.as_str()).2.is_some(),
+                    "{id:?} is a user's key"
+                );
+                assert_eq!(*count, 1, "a pair is written once");
+                *count = 3;
+                keys += 1;
+            }
+        }
+    }
+    assert_eq!(keys, 12, "4 items x 3 users in the first pane");
+    let mut r = WindowedCounter::restore(windows.clone(), Span::ZERO, 0, 1, std::slice::from_ref(&snap)).unwrap();
+    let mut after = PerWorker::new();
+    for e in &evs[30..] {
+        assert!(r.apply(&timed(e, &dims)).is_none());
+    }
+    collect(r.advance(Millis::MAX, false), &mut after);
+    let lists: Lists = after
+        .into_iter()
+        .map(|(key, mut per_worker)| (key, per_worker.remove(&0).unwrap_or_default()))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    assert_eq!(lists, model(&windows, &evs, 0, &dims));
+    let s = r.stats();
+    assert_eq!((s.live_items, s.live_users), (0, 0));
 }

@@ -130,6 +130,20 @@ impl Shapes {
         true
     }
 
+    /// The key `ev` counts under in paired shape `s` (`group NUL item NUL`: see
+    /// `counter::pairs`) appended to `out`, and the event's user; `None` (nothing appended)
+    /// when it has none.
+    #[inline(always)]
+    pub(super) fn append_paired_key<'e>(&self, s: u8, ev: &'e TimedEvent, out: &mut String) -> Option<&'e str> {
+        let parts = ev.text.parts();
+        let user = parts.user?;
+        self.append_group_of(s, &parts, out);
+        out.push('\0');
+        push_str(out, parts.item);
+        out.push('\0');
+        Some(user)
+    }
+
     /// Writes the key of the group `ev` counts in under shape `s` (> 0) into `group`; false
     /// when the shape counts distinct users and the event has none.
     pub fn group(&self, s: u8, ev: &TimedEvent, group: &mut String) -> bool {

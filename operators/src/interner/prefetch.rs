@@ -9,26 +9,27 @@
 
 use hashbrown::HashTable;
 
-/// Where a table's probe groups start, for prefetching (`None`: nothing to prefetch).
+/// Where a table's probe groups start, for prefetching (`None`: nothing to prefetch): its
+/// control bytes, its bucket mask and the size of a slot.
 #[derive(Clone, Copy, Default)]
-pub struct SlotPrefetch(Option<(usize, usize)>);
+pub struct SlotPrefetch(Option<(usize, usize, usize)>);
 
 impl SlotPrefetch {
     /// For `table`'s present allocation, reusing `last` (this table's, from an earlier call)
     /// while the table has as many buckets: an allocation changes only by growing or
     /// shrinking, and finding an occupied slot scans the table from its start, which a table
     /// nearly emptied by a sealed window would pay for at every call.
-    pub fn of(table: &HashTable<u32>, last: SlotPrefetch) -> SlotPrefetch {
+    pub fn of<T>(table: &HashTable<T>, last: SlotPrefetch) -> SlotPrefetch {
         let mask = table.num_buckets().wrapping_sub(1);
         if table.is_empty() {
             return SlotPrefetch(None);
         }
-        if matches!(last.0, Some((_, m)) if m == mask) {
+        if matches!(last.0, Some((_, m, _)) if m == mask) {
             return last;
         }
         let anchor = table.iter_buckets().next().and_then(|i| {
-            let slot = table.get_bucket(i)? as *const u32 as usize;
-            Some((slot.wrapping_add((i + 1) * size_of::<u32>()), mask))
+            let slot = table.get_bucket(i)? as *const T as usize;
+            Some((slot.wrapping_add((i + 1) * size_of::<T>()), mask, size_of::<T>()))
         });
         SlotPrefetch(anchor)
     }
@@ -36,10 +37,10 @@ impl SlotPrefetch {
     /// Prefetches the control bytes and the first slots that a lookup by `probe` reads.
     #[inline(always)]
     pub fn fetch(self, probe: u64) {
-        if let Some((ctrl, mask)) = self.0 {
+        if let Some((ctrl, mask, size)) = self.0 {
             let pos = probe as usize & mask;
             prefetch(ctrl.wrapping_add(pos));
-            prefetch(ctrl.wrapping_sub((pos + 1) * size_of::<u32>()));
+            prefetch(ctrl.wrapping_sub((pos + 1) * size));
         }
     }
 }
