@@ -203,7 +203,7 @@ pub struct WindowedCounter {
     /// Per shape, whether it is paired (see `pairs`).
     paired: Vec<bool>,
     /// The users of paired shapes' pairs, interned (see `pairs`).
-    users: Interner,
+    pair_users: Interner,
     /// Per shape, the user the event being applied counts under in a paired shape (scratch of
     /// `apply`).
     shape_users: Vec<Option<ItemIdx>>,
@@ -321,7 +321,7 @@ impl WindowedCounter {
             gen: 1,
             emits: (0, 0),
             paired,
-            users: Interner::with_layout(0, false),
+            pair_users: Interner::with_layout(0, false),
             shape_users: Vec::new(),
             admission: BTreeMap::new(),
             own_recent: Vec::new(),
@@ -391,14 +391,14 @@ impl WindowedCounter {
     pub fn stats(&self) -> CounterStats {
         let mut s = CounterStats {
             live_items: self.interner.len(),
-            live_users: self.users.len(),
+            live_users: self.pair_users.len(),
             live_instances: self.instances.len(),
             without_user: self.without_user,
             emits: self.emits,
             ..Default::default()
         };
         let mut heap = self.interner.heap_bytes()
-            + self.users.heap_bytes()
+            + self.pair_users.heap_bytes()
             + self.sums.heap_bytes()
             + self.candidates.heap_bytes();
         for g in &self.groups {

@@ -123,7 +123,7 @@ impl WindowedCounter {
                     if !pane.pairs.is_empty() {
                         group.last_pairs = pane.pairs.len();
                     }
-                    super::pairs::release(&mut self.users, pane.pairs);
+                    super::pairs::release(&mut self.pair_users, pane.pairs);
                     group.index.remove(&pane.start.0.div_euclid(group.width.as_i64()));
                     group.free_slots.push(slot);
                     freed = true;

@@ -109,7 +109,7 @@ impl WindowedCounter {
                     }
                     let id = match u {
                         None => ItemId::from(self.interner.id(i)),
-                        Some(u) => ItemId::from(format!("{}{}", self.interner.id(i), self.users.id(u))),
+                        Some(u) => ItemId::from(format!("{}{}", self.interner.id(i), self.pair_users.id(u))),
                     };
                     if let Some((_, items)) = key_groups.last_mut() {
                         items.push((id, c));
@@ -202,9 +202,9 @@ impl WindowedCounter {
                         // its count (an older snapshot's is its events), counted once
                         let Some((key, user)) = split_pair(id) else { continue };
                         let idx = self.interner.intern_shaped(key, route_hash(key), shape);
-                        let u = intern_user(&mut self.users, user);
+                        let u = intern_user(&mut self.pair_users, user);
                         let p = self.groups[g].slots[slot].as_mut().expect("live slot");
-                        if !p.add_pair(&mut self.users, idx, u) {
+                        if !p.add_pair(&mut self.pair_users, idx, u) {
                             continue;
                         }
                         count = 1;

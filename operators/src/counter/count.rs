@@ -39,7 +39,7 @@ impl WindowedCounter {
                     &self.shape_counted,
                     &self.paired,
                     &self.interner,
-                    &self.users,
+                    &self.pair_users,
                 );
                 self.prefetch_pairs(run, &looked);
                 for (e, ev) in run.iter().enumerate() {
@@ -147,7 +147,7 @@ impl WindowedCounter {
                         if let Some(u) = self.shape_users[s as usize] {
                             // a paired shape: counted once per user (see `pairs`)
                             let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
-                            if !pane.add_pair(&mut self.users, idx, u) {
+                            if !pane.add_pair(&mut self.pair_users, idx, u) {
                                 continue;
                             }
                         } else if self.shapes.distinct_users(s) {
@@ -188,9 +188,9 @@ impl WindowedCounter {
         let mut missing_user = false;
         for (s, &l) in looked.of(e, self.shapes.len()).iter().enumerate() {
             self.shape_users.push(match l {
-                Looked::Key(w) => looked
-                    .user(w)
-                    .map(|(user, found)| found.unwrap_or_else(|| super::pairs::intern_user(&mut self.users, user))),
+                Looked::Key(w) => looked.user(w).map(|(user, found)| {
+                    found.unwrap_or_else(|| super::pairs::intern_user(&mut self.pair_users, user))
+                }),
                 _ => None,
             });
             keys.push(match l {
@@ -267,7 +267,7 @@ impl WindowedCounter {
                 if let Some(u) = self.shape_users.get(shape).copied().flatten() {
                     // a paired shape: counted once per user (see `pairs`; never excluded)
                     let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
-                    if !pane.add_pair(&mut self.users, idx, u) {
+                    if !pane.add_pair(&mut self.pair_users, idx, u) {
                         continue;
                     }
                 } else if shape > 0 && self.shapes.distinct_users(shape as u8) {

@@ -3,12 +3,11 @@
 //! A distinct-user shape without `by` dims, all of whose windows are tumbling and one pane
 //! wide (and rank by count), is **paired**: its counter key is `NUL item NUL` (the item, no
 //! user) and each pane keeps the set of (key index, user index) pairs it saw, users interned
-//! apart ([`WindowedCounter::users`]). An event counts its key in the pane only when its pair
-//! is new there, so a key's pane count is its number of distinct users in the pane; and since
-//! an instance of such a window is one pane, that is the instance's count. Emission is then the
-//! events windows' (incremental, from the panes' change logs): no user counts per instance, no
-//! recount, and no record per (item, user) key (a prototype of this layout ran a distinct-user
-//! job in 0.68x the time of the string keys, `docs/benchmarks.md`).
+//! apart (`pair_users`). An event counts its key in the pane only when its pair is new there,
+//! so a key's pane count is its number of distinct users in the pane; and since an instance of
+//! such a window is one pane, that is the instance's count. Emission is then the events
+//! windows' (incremental, from the panes' change logs): no user counts per instance, no
+//! recount, and no record per (item, user) key (figures in `docs/benchmarks.md`).
 //!
 //! Why the shape's windows must be one-pane tumbling windows: an instance of several panes
 //! would count a user seen in two of them twice, and an event can be excluded from one
@@ -216,6 +215,6 @@ impl WindowedCounter {
     /// or whose pairs were all known).
     #[inline]
     pub(super) fn release_unpaired(&mut self, u: ItemIdx) {
-        self.users.release_unreferenced(u);
+        self.pair_users.release_unreferenced(u);
     }
 }

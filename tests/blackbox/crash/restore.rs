@@ -112,6 +112,56 @@ fn sigkill_with_per_group_windows_keeps_every_group_exact() {
     );
 }
 
+/// A paired distinct-user window (global, tumbling, one pane per instance: its users are
+/// (item, user) index pairs per pane, written to checkpoints as user keys) beside a hopping
+/// window sharing its panes, killed at random moments and restored onto 1, 2 and 3 workers in
+/// turn: the sealed lists equal the model, and so do the dead letters.
+#[test]
+fn sigkill_with_a_paired_distinct_user_window_keeps_it_exact() {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(41, &checkpointed_job_shape(6000));
+    let config = job_config()
+        .replace(
+            "[[window]]\nname = \"10s\"",
+            "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
+        )
+        .replace("k = 5\n", "k = 5\ncount = \"distinct_users\"\n");
+    assert!(
+        config.contains("distinct_users") && config.contains("user = "),
+        "{config}"
+    );
+    let mut windows = model::crash_windows();
+    windows[0].distinct_users = true;
+    let (want, want_dead) = model::run_grouped(&parts, &windows, 2_000, 30_000);
+    let dir = setup(&parts);
+    std::fs::write(dir.path().join("hotlist.toml"), &config).expect("config");
+    let plan = KillPlan {
+        attempts: 10,
+        kills: 4,
+        commits_before_kill: (6, 6),
+        jitter_ms: 15,
+        seed: 11,
+    };
+    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
+    let KillReport { kills, restored, logs } = kill_and_restart(
+        &plan,
+        |attempt| spawn(dir.path(), workers(attempt)),
+        || committed(dir.path()),
+    );
+    assert!(kills >= 3, "killed only {kills} times:\n{logs}");
+    assert!(restored >= 1, "no restart restored a checkpoint:\n{logs}");
+    let db = dir.path().join("out.db");
+    assert_eq!(
+        hotlist_tests::sqlite_sealed_group_lists(&db, "crash"),
+        want,
+        "sealed lists after {kills} kills\n{logs}"
+    );
+    assert_eq!(
+        hotlist_tests::sqlite_dead_letters(&db, "crash").0,
+        want_dead,
+        "dead letters exactly once after {kills} kills\n{logs}"
+    );
+}
+
 /// SIGTERM stops gracefully: the current epoch becomes a checkpoint, it is committed, exit 0;
 /// the next start restores exactly that checkpoint. `checkpoints list/show/verify` see it.
 #[test]
