@@ -81,15 +81,26 @@ fn sigkill_with_per_group_windows_keeps_every_group_exact() {
     windows[1].max_groups = 2;
     let (want, want_dead) = model::run_grouped(&parts, &windows, 2_000, 30_000);
     assert!(want.keys().any(|k| k.3 == "(other)"), "the input overflows max_groups");
-    let dir = setup(&parts);
-    std::fs::write(dir.path().join("hotlist.toml"), &config).expect("config");
+    kill_restore_and_compare(&parts, &config, (want, want_dead), 7);
+}
+
+/// Runs the job of `config` over `parts`, killed at 4 random moments (spread over the run, so
+/// that restores land inside instances holding many groups) and restored onto 1, 2 and 3
+/// workers in turn, then compares its sealed lists per group and its dead letters with `want`.
+fn kill_restore_and_compare(
+    parts: &[Vec<Vec<u8>>],
+    config: &str,
+    (want, want_dead): (model::GroupLists, model::Dead),
+    seed: u64,
+) {
+    let dir = setup(parts);
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
     let plan = KillPlan {
         attempts: 10,
         kills: 4,
-        // spread over the run, so that restores land inside instances holding many groups
         commits_before_kill: (6, 6),
         jitter_ms: 15,
-        seed: 7,
+        seed,
     };
     let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
     let KillReport { kills, restored, logs } = kill_and_restart(
@@ -131,35 +142,8 @@ fn sigkill_with_a_paired_distinct_user_window_keeps_it_exact() {
     );
     let mut windows = model::crash_windows();
     windows[0].distinct_users = true;
-    let (want, want_dead) = model::run_grouped(&parts, &windows, 2_000, 30_000);
-    let dir = setup(&parts);
-    std::fs::write(dir.path().join("hotlist.toml"), &config).expect("config");
-    let plan = KillPlan {
-        attempts: 10,
-        kills: 4,
-        commits_before_kill: (6, 6),
-        jitter_ms: 15,
-        seed: 11,
-    };
-    let workers = |attempt: usize| if attempt == usize::MAX { 2 } else { 1 + attempt % 3 };
-    let KillReport { kills, restored, logs } = kill_and_restart(
-        &plan,
-        |attempt| spawn(dir.path(), workers(attempt)),
-        || committed(dir.path()),
-    );
-    assert!(kills >= 3, "killed only {kills} times:\n{logs}");
-    assert!(restored >= 1, "no restart restored a checkpoint:\n{logs}");
-    let db = dir.path().join("out.db");
-    assert_eq!(
-        hotlist_tests::sqlite_sealed_group_lists(&db, "crash"),
-        want,
-        "sealed lists after {kills} kills\n{logs}"
-    );
-    assert_eq!(
-        hotlist_tests::sqlite_dead_letters(&db, "crash").0,
-        want_dead,
-        "dead letters exactly once after {kills} kills\n{logs}"
-    );
+    let want = model::run_grouped(&parts, &windows, 2_000, 30_000);
+    kill_restore_and_compare(&parts, &config, want, 11);
 }
 
 /// SIGTERM stops gracefully: the current epoch becomes a checkpoint, it is committed, exit 0;
