@@ -144,7 +144,7 @@ impl WindowedCounter {
                 for i in 0..group.shapes.len() {
                     let s = self.groups[g].shapes[i];
                     if let Some(idx) = keys[s as usize] {
-                        if let Some(u) = self.shape_users[s as usize] {
+                        if let Some(u) = self.shape_users.get(s as usize).copied().flatten() {
                             // a paired shape: counted once per user (see `pairs`)
                             let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
                             if !pane.add_pair(&mut self.pair_users, idx, u) {
@@ -180,19 +180,23 @@ impl WindowedCounter {
     }
 
     /// The keys of the run's event `e` in `looked`, one per shape (`None`: not counted in that
-    /// shape), into `keys`, interned; a paired shape's users into `shape_users`.
+    /// shape), into `keys`, interned; a paired shape's users into `shape_users` (left empty
+    /// when the run has none: a per-group job pays nothing for them).
     #[inline(always)]
     fn keys_of(&mut self, looked: &Lookahead, e: usize, keys: &mut Vec<Option<ItemIdx>>) {
         keys.clear();
         self.shape_users.clear();
         let mut missing_user = false;
+        let users = looked.has_users();
         for (s, &l) in looked.of(e, self.shapes.len()).iter().enumerate() {
-            self.shape_users.push(match l {
-                Looked::Key(w) => looked.user(w).map(|(user, found)| {
-                    found.unwrap_or_else(|| super::pairs::intern_user(&mut self.pair_users, user))
-                }),
-                _ => None,
-            });
+            if users {
+                self.shape_users.push(match l {
+                    Looked::Key(w) => looked.user(w).map(|(user, found)| {
+                        found.unwrap_or_else(|| super::pairs::intern_user(&mut self.pair_users, user))
+                    }),
+                    _ => None,
+                });
+            }
             keys.push(match l {
                 Looked::Uncounted => None, // no counted window has this shape (a window of another counter)
                 Looked::NoUser => {

@@ -81,6 +81,8 @@ impl Lookahead {
         self.user_text.clear();
         self.users.clear();
         let n = shapes.len();
+        // (`user_of` only when a shape is paired: a per-group job reads no users)
+        let any_paired = paired.contains(&true);
         for ev in events {
             for s in 0..n as u8 {
                 // the key is written straight after the run's earlier keys (a bare item id
@@ -124,7 +126,9 @@ impl Lookahead {
                             end: self.text.len() as u32,
                             probe,
                         });
-                        self.user_of.push(user_of);
+                        if any_paired {
+                            self.user_of.push(user_of);
+                        }
                         Looked::Key(self.wanted.len() as u32 - 1)
                     }
                 });
@@ -146,6 +150,12 @@ impl Lookahead {
             };
             users.find_many(wanted.len(), user, &mut self.users_found);
         }
+    }
+
+    /// Whether the run has keys of paired shapes (then their users were looked up).
+    #[inline]
+    pub(super) fn has_users(&self) -> bool {
+        !self.users.is_empty()
     }
 
     /// The user of the run's key `w` (of a paired shape): its id and its index if it was
