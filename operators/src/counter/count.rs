@@ -170,10 +170,9 @@ impl WindowedCounter {
                 self.interner.release_unreferenced(*idx);
             }
         }
-        for s in 0..self.shape_users.len() {
-            if let Some(u) = self.shape_users[s] {
-                self.release_unpaired(u);
-            }
+        // (every paired shape of the event has its one user: released once)
+        if let Some(u) = self.shape_users.iter().copied().flatten().next() {
+            self.release_unpaired(u);
         }
         self.shape_keys = keys;
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))

@@ -254,7 +254,38 @@ impl WindowedCounter {
         let interner = &self.interner;
         let keys = candidates.iter().map(|(c, i)| (interner.id(*i), *c));
         let admission = self.admission.get(&key);
-        group_lists(keys, distinct_users, k, |group| {
+        let mut folds = false;
+        let lists = group_lists(keys, distinct_users, k, |group| {
+            let admitted = admission.is_none_or(|a| a.admits(item_hash(group)));
+            folds |= !admitted;
+            admitted
+        });
+        let shape = self.shapes.of_window(key.window.0 as usize);
+        match folds && self.is_paired(shape) {
+            true => self.paired_folded_lists(key, shape),
+            false => lists,
+        }
+    }
+
+    /// The per-group lists of an instance of paired shape `shape` with groups in `(other)`:
+    /// recounted from its pane's pairs as user keys (`group NUL item NUL user`, count 1), since
+    /// `(other)` counts an item's users over its folded groups once each, which the groups'
+    /// own counts (their users, summed) would not.
+    fn paired_folded_lists(&self, key: InstanceKey, shape: u8) -> Vec<(GroupKey, Vec<RankedItem>)> {
+        let k = self.windows[key.window.0 as usize].k;
+        let (interner, users) = (&self.interner, &self.pair_users);
+        let mut ids: Vec<String> = Vec::new();
+        let (_, panes) = self.panes_of(key);
+        for pane in panes.flatten() {
+            for p in pane.pairs.iter() {
+                let (i, u) = super::pairs::unpair(p);
+                if interner.shape(i) == shape {
+                    ids.push(format!("{}{}", interner.id(i), users.id(u)));
+                }
+            }
+        }
+        let admission = self.admission.get(&key);
+        group_lists(ids.iter().map(|id| (id.as_str(), 1)), true, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
         })
     }

@@ -1,13 +1,16 @@
 //! Paired distinct-user shapes: distinct users counted as (key, user) index pairs per pane.
 //!
-//! A distinct-user shape without `by` dims, all of whose windows are tumbling and one pane
-//! wide (and rank by count), is **paired**: its counter key is `NUL item NUL` (the item, no
-//! user) and each pane keeps the set of (key index, user index) pairs it saw, users interned
-//! apart (`pair_users`). An event counts its key in the pane only when its pair is new there,
-//! so a key's pane count is its number of distinct users in the pane; and since an instance of
-//! such a window is one pane, that is the instance's count. Emission is then the events
-//! windows' (incremental, from the panes' change logs): no user counts per instance, no
-//! recount, and no record per (item, user) key (figures in `docs/benchmarks.md`).
+//! A distinct-user shape, global or per group, all of whose windows are tumbling and one pane
+//! wide (and rank by count), is **paired**: its counter key is `group NUL item NUL` (no user)
+//! and each pane keeps the set of (key index, user index) pairs it saw, users interned apart
+//! (`pair_users`, shared by the job's paired shapes: an event has one user). An event counts
+//! its key in the pane only when its pair is new there, so a key's pane count is its number of
+//! distinct users in the pane; and since an instance of such a window is one pane, that is the
+//! instance's count. Emission is then the events windows' (incremental, from the panes' change
+//! logs): no user counts per instance, no recount, and no record per (item, user) key (figures
+//! in `docs/benchmarks.md`). Except for a per-group instance with groups in `(other)`:
+//! `(other)` counts an item's users once over its folded groups, not the sum of their counts,
+//! so such an instance's lists are recounted from its pane's pairs (`paired_folded_lists`).
 //!
 //! Why the shape's windows must be one-pane tumbling windows: an instance of several panes
 //! would count a user seen in two of them twice, and an event can be excluded from one
@@ -15,7 +18,7 @@
 //! of the shape covering a pane ends with it, so none of its events is ever excluded (an event
 //! late for one is late for all: `count_slow` then counts it nowhere in the shape).
 //!
-//! Snapshots keep today's keys: a pane's pairs are written as `NUL item NUL user` keys of
+//! Snapshots keep today's keys: a pane's pairs are written as `group NUL item NUL user` keys of
 //! count 1, and a restore reads such keys (of any count: an older snapshot's) back into
 //! pairs. A user is referenced once per pair that holds it and forgotten with its last pane.
 
@@ -94,7 +97,7 @@ impl Pairs {
     }
 }
 
-/// Per shape, whether it is paired: distinct users, no `by` dims, and every window of it that
+/// Per shape, whether it is paired: distinct users, and every window of it that
 /// `counted` (see `WindowedCounter::counting`) is a tumbling window of its pane group's width
 /// ranked by count. `widths[w]`: the pane width of window `w`'s group (`None`: not counted).
 pub(super) fn paired_shapes(
@@ -106,7 +109,6 @@ pub(super) fn paired_shapes(
         .map(|s| {
             s > 0
                 && shapes.distinct_users(s)
-                && !shapes.has_by(s)
                 && windows.iter().enumerate().all(|(w, spec)| {
                     shapes.of_window(w) != s
                         || widths[w].is_none_or(|width| {

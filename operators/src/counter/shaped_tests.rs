@@ -531,41 +531,46 @@ proptest! {
 }
 
 /// Distinct-user windows' lists at ticks, global and per group, are built from their last
-/// lists and what changed since, not recounted, and equal the model: the global window here
-/// is paired (tumbling, one pane: its keys count users, see `pairs`) and recounts only its
-/// first emission; the per-group one recounts its first two (its user counts are built at
-/// the second).
+/// lists and what changed since, not recounted, and equal the model. Tumbling, one pane each,
+/// both are paired (their keys count users, see `pairs`) and recount only their first
+/// emission; a hopping per-group window keeps user counts instead and recounts the first two
+/// emissions of each of its instances (its user counts are built at the second).
 #[test]
 fn distinct_user_ticks_emit_incrementally() {
-    let windows: Vec<WindowSpec> = [(3, 0), (4, 10)]
-        .into_iter()
-        .map(|(kind, max_groups)| WindowSpec {
-            rank: Default::default(),
-            name: format!("w{kind}"),
-            size: Span::from_millis(100),
-            slide: Span::from_millis(100),
-            k: 2,
-            key: shape(kind, max_groups),
-        })
-        .collect();
-    let evs: Vec<Ev> = (0..40)
-        .map(|n| Ev {
-            item: (n * 7 % 5) as u8,
-            user: Some((n * 3 % 7) as u8),
-            country: Some((n % 3) as u8),
-            device: 0,
-            ts: n,
-            wm_before: if n == 0 { i64::MIN } else { n - 1 },
-        })
-        .collect();
-    let ticks: Vec<bool> = (0..40).map(|n| n % 4 == 3).collect();
-    let (lists, (incremental, recounted)) = run_with_ticks(&windows, &evs, &ticks, 0, 0);
-    assert_eq!(lists, model(&windows, &evs, 0, &job_dims(&windows)));
-    assert_eq!(
-        (incremental, recounted),
-        (9 + 8, 1 + 2),
-        "ten ticks per window: one recount of the paired window's, two of the per-group one's, then incremental"
-    );
+    // (per window: kind, max_groups, slide; then the (incremental, recounted) emissions
+    // expected over ten ticks: a tumbling window has one instance here, a hopping one two)
+    type Case = (&'static [(u8, u32, u64)], (u64, u64));
+    let cases: [Case; 2] = [
+        (&[(3, 0, 100), (4, 10, 100)], (9 + 9, 1 + 1)),
+        (&[(4, 10, 50)], (2 * 8, 2 * 2)),
+    ];
+    for (spec, expected) in cases {
+        let windows: Vec<WindowSpec> = spec
+            .iter()
+            .map(|&(kind, max_groups, slide)| WindowSpec {
+                rank: Default::default(),
+                name: format!("w{kind}"),
+                size: Span::from_millis(100),
+                slide: Span::from_millis(slide),
+                k: 2,
+                key: shape(kind, max_groups),
+            })
+            .collect();
+        let evs: Vec<Ev> = (0..40)
+            .map(|n| Ev {
+                item: (n * 7 % 5) as u8,
+                user: Some((n * 3 % 7) as u8),
+                country: Some((n % 3) as u8),
+                device: 0,
+                ts: n,
+                wm_before: if n == 0 { i64::MIN } else { n - 1 },
+            })
+            .collect();
+        let ticks: Vec<bool> = (0..40).map(|n| n % 4 == 3).collect();
+        let (lists, emits) = run_with_ticks(&windows, &evs, &ticks, 0, 0);
+        assert_eq!(lists, model(&windows, &evs, 0, &job_dims(&windows)));
+        assert_eq!(emits, expected, "ten ticks per instance of {spec:?}");
+    }
 }
 
 /// A key counted in a pane but excluded from one of its instances (late there) is not yet a

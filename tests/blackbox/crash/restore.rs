@@ -129,21 +129,43 @@ fn kill_restore_and_compare(
 /// turn: the sealed lists equal the model, and so do the dead letters.
 #[test]
 fn sigkill_with_a_paired_distinct_user_window_keeps_it_exact() {
-    let parts = hotlist_tests::inputs::random_grouped_partitions(41, &checkpointed_job_shape(6000));
+    kill_a_paired_window("", 41, 11);
+}
+
+/// The same with the paired window per group (by page, of thousands; `max_groups = 3`): its
+/// `(other)` counts an item's users once over the folded groups (the input has 4 users: a
+/// sum of the groups' counts would be far off), recounted from the pairs, whatever the restore.
+#[test]
+fn sigkill_with_a_per_group_paired_window_keeps_every_group_exact() {
+    kill_a_paired_window("by = [\"page\"]\nmax_groups = 3\n", 43, 13);
+}
+
+/// Kills and restores the job whose 10 s window (tumbling, one pane) counts distinct users,
+/// with `by` (its `by` and `max_groups` lines, or none), against the model.
+fn kill_a_paired_window(by: &str, input_seed: u64, seed: u64) {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(input_seed, &checkpointed_job_shape(6000));
     let config = job_config()
         .replace(
             "[[window]]\nname = \"10s\"",
             "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
         )
-        .replace("k = 5\n", "k = 5\ncount = \"distinct_users\"\n");
+        .replace("k = 5\n", &format!("k = 5\ncount = \"distinct_users\"\n{by}"));
     assert!(
-        config.contains("distinct_users") && config.contains("user = "),
+        config.contains("distinct_users") && config.contains("user = ") && config.contains(by),
         "{config}"
     );
     let mut windows = model::crash_windows();
     windows[0].distinct_users = true;
+    if !by.is_empty() {
+        windows[0].by = vec!["page".into()];
+        windows[0].max_groups = 3;
+    }
     let want = model::run_grouped(&parts, &windows, 2_000, 30_000);
-    kill_restore_and_compare(&parts, &config, want, 11);
+    assert!(
+        by.is_empty() || want.0.keys().any(|k| k.3 == "(other)"),
+        "the input overflows max_groups"
+    );
+    kill_restore_and_compare(&parts, &config, want, seed);
 }
 
 /// SIGTERM stops gracefully: the current epoch becomes a checkpoint, it is committed, exit 0;
