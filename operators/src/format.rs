@@ -183,9 +183,6 @@ pub struct Parser {
     plan: Option<scan::Plan>,
     /// Whether the format reads the usual line's members where they are (see [`Parser::plain`]).
     plain: bool,
-    /// The usual line's dims' names (`/dims/NAME`), in the format's order, as the usual line's
-    /// split compares them.
-    dim_names: Vec<DimName>,
     /// The keys the scan has seen (taken out for each line: a parser is one reader's).
     keys: KnownKeys,
 }
@@ -246,15 +243,10 @@ impl Parser {
     pub fn new(format: Format) -> Parser {
         let plan = (!format.is_contract()).then(|| scan::Plan::new(&format));
         let plain = plan.is_some() && reads_the_usual_line(&format);
-        let dim_names = match plain {
-            true => format.dims.iter().map(|(_, p)| DimName::new(&p.tokens[1])).collect(),
-            false => Vec::new(),
-        };
         Parser {
             format,
             plan,
             plain,
-            dim_names,
             keys: KnownKeys::default(),
         }
     }
@@ -362,8 +354,8 @@ impl Parser {
         // (a format without dims reads no member: not even the scan that finds there are none,
         // a call per line, 4 % of a distinct-user job's instructions)
         for (key, value) in plain.dims().take(if reads_dims { usize::MAX } else { 0 }) {
-            for (i, name) in self.dim_names.iter().enumerate() {
-                if name.is(key) {
+            for (i, (_, p)) in self.format.dims.iter().enumerate() {
+                if p.tokens[1] == key {
                     // a key twice on a pointer's path is bad: the walk words it
                     if seen & (1 << i) != 0 {
                         return None;
@@ -410,34 +402,6 @@ impl Parser {
         let parsed = parse_mapped(line, &self.format, plan, &mut keys, args);
         self.keys.0.set(keys);
         parsed
-    }
-}
-
-/// A dim's name as the usual line's split compares it with a member's key, per line and dim:
-/// a name of up to 16 bytes as one number (comparing two `str`s was a call to `memcmp`, 3 %
-/// of a `by` job's samples, `perf`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct DimName {
-    name: String,
-    word: u128,
-}
-
-impl DimName {
-    fn new(name: &str) -> DimName {
-        DimName {
-            name: name.to_owned(),
-            word: crate::short_copy::le_word(&name.as_bytes()[..name.len().min(16)]),
-        }
-    }
-
-    /// Whether `key` is the name.
-    #[inline(always)]
-    fn is(&self, key: &str) -> bool {
-        key.len() == self.name.len()
-            && match key.len() <= 16 {
-                true => crate::short_copy::le_word(key.as_bytes()) == self.word,
-                false => key == self.name,
-            }
     }
 }
 

@@ -39,8 +39,6 @@ pub(super) struct Lookahead {
     text: String,
     /// The run's keys: each one's span of `text` and its table hash.
     wanted: Vec<Wanted>,
-    /// The run's composed keys (numbers in `wanted`), hashed once the run's keys are written.
-    unhashed: Vec<u32>,
     /// Per key, its index if interned when the run was looked up.
     found: Vec<Option<ItemIdx>>,
     /// Per key, its user's number in `users` (a paired shape's key; `NO_USER`: none).
@@ -51,9 +49,6 @@ pub(super) struct Lookahead {
     /// Per user, its index if interned when the run was looked up.
     users_found: Vec<Option<ItemIdx>>,
 }
-
-/// The probe of a counter key until the run's keys are hashed (see `look`).
-const COMPOSED: u64 = 0;
 
 /// `Lookahead::user_of` of a key without a user.
 const NO_USER: u32 = u32::MAX;
@@ -82,7 +77,6 @@ impl Lookahead {
         self.looked.clear();
         self.text.clear();
         self.wanted.clear();
-        self.unhashed.clear();
         self.user_of.clear();
         self.user_text.clear();
         self.users.clear();
@@ -108,7 +102,7 @@ impl Lookahead {
                                 end: self.user_text.len() as u32,
                                 probe: item_hash(user),
                             });
-                            Some(COMPOSED)
+                            Some(probe_hash(&self.text[start..]))
                         }
                         None => {
                             self.looked.push(Looked::NoUser);
@@ -119,7 +113,7 @@ impl Lookahead {
                     push_str(&mut self.text, ev.item());
                     Some(ev.hash)
                 } else if shapes.append_key(s, ev, &mut self.text) {
-                    Some(COMPOSED)
+                    Some(probe_hash(&self.text[start..]))
                 } else {
                     self.looked.push(Looked::NoUser);
                     continue;
@@ -127,10 +121,6 @@ impl Lookahead {
                 self.looked.push(match probe {
                     None => Looked::Uncounted,
                     Some(probe) => {
-                        if s > 0 {
-                            // (a counter key: its probe comes after the run's keys are written)
-                            self.unhashed.push(self.wanted.len() as u32);
-                        }
                         self.wanted.push(Wanted {
                             start: start as u32,
                             end: self.text.len() as u32,
@@ -143,13 +133,6 @@ impl Lookahead {
                     }
                 });
             }
-        }
-        // (hashed here, not as each key is written: read back at once, a key's bytes could
-        // not be forwarded from the word moves that wrote them, and each hash waited for them
-        // to reach the cache: 1.3 % of a `by` job's samples, `perf`)
-        for &w in &self.unhashed {
-            let k = &mut self.wanted[w as usize];
-            k.probe = probe_hash(&self.text[k.start as usize..k.end as usize]);
         }
         let (wanted, text) = (&self.wanted, self.text.as_str());
         let key = |w: usize| {
