@@ -41,7 +41,7 @@
 //! group's list to `(other)`'s; such a distinct-user instance drops its user counts).
 
 use super::dense::ItemSet;
-use super::shapes::group_lists;
+use super::shapes::{group_lists, top_list};
 use super::users::UserCounts;
 use super::{ItemIdx, Pane, WindowedCounter};
 use crate::group::{compose_key, split_key, GroupKey};
@@ -315,17 +315,8 @@ impl WindowedCounter {
             }
         }
         if !other.is_empty() {
-            let mut items: Vec<(u64, &str)> = other.into_iter().map(|(item, c)| (c, item)).collect();
-            select_top_counted(&mut items, k, |item| item);
-            let list = items
-                .into_iter()
-                .map(|(count, item)| RankedItem {
-                    item_id: item.into(),
-                    count,
-                    trend: None,
-                })
-                .collect();
-            lists.push((GroupKey::other(), list));
+            let items = other.into_iter().map(|(item, c)| (c, item)).collect();
+            lists.push((GroupKey::other(), top_list(items, k)));
             // (in group order, as `group_lists` gives them)
             lists.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
         }

@@ -275,18 +275,20 @@ pub fn group_lists<'a>(
     groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
     groups
         .into_iter()
-        .map(|(group, mut items)| {
-            // (ids compared only among the pairs tied at the K-th count: most of a group's tail is ties)
-            select_top_counted(&mut items, k, |item| item);
-            let list = items
-                .into_iter()
-                .map(|(count, item)| RankedItem {
-                    item_id: item.into(),
-                    count,
-                    trend: None,
-                })
-                .collect();
-            (GroupKey::from_stored(group.to_string()), list)
+        .map(|(group, items)| (GroupKey::from_stored(group.to_string()), top_list(items, k)))
+        .collect()
+}
+
+/// The top `k` of a group's (count, item) pairs, as its list.
+pub(super) fn top_list(mut items: Vec<(u64, &str)>, k: usize) -> Vec<RankedItem> {
+    // (ids compared only among the pairs tied at the K-th count: most of a group's tail is ties)
+    select_top_counted(&mut items, k, |item| item);
+    items
+        .into_iter()
+        .map(|(count, item)| RankedItem {
+            item_id: item.into(),
+            count,
+            trend: None,
         })
         .collect()
 }
