@@ -293,12 +293,11 @@ impl WindowedCounter {
                 .entry(group)
                 .or_insert_with(|| admission.is_none_or(|a| a.admits(item_hash(group))))
         };
-        let kept: Vec<(&str, u64)> = candidates
+        let kept = candidates
             .iter()
             .map(|(c, i)| (interner.id(*i), *c))
-            .filter(|(id, _)| admits(split_key(id).0))
-            .collect();
-        let mut lists = group_lists(kept.into_iter(), false, k, |_| true);
+            .filter(|(id, _)| admits(split_key(id).0));
+        let mut lists = group_lists(kept, false, k, |_| true);
         let mut seen: FxHashSet<(&str, u32)> = FxHashSet::default();
         let mut other: FxHashMap<&str, u64> = FxHashMap::default();
         let (_, panes) = self.panes_of(key);

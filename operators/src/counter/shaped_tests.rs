@@ -333,6 +333,21 @@ fn folded_groups_are_reported() {
     assert!(c.overflow_groups().is_empty(), "a sealed instance is forgotten");
 }
 
+/// Forty events in time order, one per millisecond, over 5 items and 3 countries, event
+/// `n`'s user `user(n)`: the tick tests' input.
+fn forty_in_order(user: impl Fn(i64) -> Option<u8>) -> Vec<Ev> {
+    (0..40)
+        .map(|n| Ev {
+            item: (n * 7 % 5) as u8,
+            user: user(n),
+            country: Some((n % 3) as u8),
+            device: 0,
+            ts: n,
+            wm_before: if n == 0 { i64::MIN } else { n - 1 },
+        })
+        .collect()
+}
+
 /// Runs `evs` through one counter, announcing groups and ending an epoch (with a tick) after
 /// each event whose `ticks` flag is set; returns the latest list per (window, start, group)
 /// (empty ones dropped) and the counter's (incremental, recounted) emissions.
@@ -473,16 +488,7 @@ fn group_ticks_emit_incrementally() {
         k: 2,
         key: shape(1, 10),
     }];
-    let evs: Vec<Ev> = (0..40)
-        .map(|n| Ev {
-            item: (n * 7 % 5) as u8,
-            user: None,
-            country: Some((n % 3) as u8),
-            device: 0,
-            ts: n,
-            wm_before: if n == 0 { i64::MIN } else { n - 1 },
-        })
-        .collect();
+    let evs = forty_in_order(|_| None);
     let ticks: Vec<bool> = (0..40).map(|n| n % 4 == 3).collect();
     let (lists, (incremental, recounted)) = run_with_ticks(&windows, &evs, &ticks, 0, 0);
     assert_eq!(lists, model(&windows, &evs, 0, &job_dims(&windows)));
@@ -556,16 +562,7 @@ fn distinct_user_ticks_emit_incrementally() {
                 key: shape(kind, max_groups),
             })
             .collect();
-        let evs: Vec<Ev> = (0..40)
-            .map(|n| Ev {
-                item: (n * 7 % 5) as u8,
-                user: Some((n * 3 % 7) as u8),
-                country: Some((n % 3) as u8),
-                device: 0,
-                ts: n,
-                wm_before: if n == 0 { i64::MIN } else { n - 1 },
-            })
-            .collect();
+        let evs = forty_in_order(|n| Some((n * 3 % 7) as u8));
         let ticks: Vec<bool> = (0..40).map(|n| n % 4 == 3).collect();
         let (lists, emits) = run_with_ticks(&windows, &evs, &ticks, 0, 0);
         assert_eq!(lists, model(&windows, &evs, 0, &job_dims(&windows)));
