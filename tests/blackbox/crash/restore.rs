@@ -135,6 +135,7 @@ fn sigkill_with_a_paired_distinct_user_window_keeps_it_exact() {
 /// The same with the paired window per group (by page, of thousands; `max_groups = 3`): its
 /// `(other)` counts an item's users once over the folded groups (the input has 4 users: a
 /// sum of the groups' counts would be far off), recounted from the pairs, whatever the restore.
+/// Beside it, a global paired window: two paired shapes sharing the user table and the panes.
 #[test]
 fn sigkill_with_a_per_group_paired_window_keeps_every_group_exact() {
     kill_a_paired_window("by = [\"page\"]\nmax_groups = 3\n", 43, 13);
@@ -156,10 +157,20 @@ fn kill_a_paired_window(by: &str, input_seed: u64, seed: u64) {
     );
     let mut windows = model::crash_windows();
     windows[0].distinct_users = true;
-    if !by.is_empty() {
-        windows[0].by = vec!["page".into()];
-        windows[0].max_groups = 3;
-    }
+    let config = match by.is_empty() {
+        true => config,
+        false => {
+            windows[0].by = vec!["page".into()];
+            windows[0].max_groups = 3;
+            let mut users = model::ModelWindow::new("10s-users", 10_000, 10_000, 5);
+            users.distinct_users = true;
+            windows.push(users);
+            config.replace(
+                "[sink]",
+                "[[window]]\nname = \"10s-users\"\nsize = \"10s\"\nk = 5\ncount = \"distinct_users\"\n[sink]",
+            )
+        }
+    };
     let want = model::run_grouped(&parts, &windows, 2_000, 30_000);
     assert!(
         by.is_empty() || want.0.keys().any(|k| k.3 == "(other)"),
