@@ -42,6 +42,7 @@ mod emit;
 mod emit_tests;
 mod groups;
 mod lookahead;
+mod others;
 mod pairs;
 #[cfg(test)]
 mod shaped_tests;
@@ -138,6 +139,9 @@ struct Instance {
     /// Distinct-user windows: the user count per (group, item), kept up to date from its
     /// second recount while it emits incrementally (see `users`).
     users: Option<users::UserCounts>,
+    /// Paired per-group windows with groups in `(other)`: its user counts per item, kept up
+    /// to date from its first recount with folds (see `others`).
+    other: Option<others::OtherCounts>,
 }
 
 /// Counters for the state gauges.
@@ -194,6 +198,8 @@ pub struct WindowedCounter {
     /// Whether some instance keeps user counts (see `users`; set by `advance`, the only place
     /// they are built or dropped).
     users_kept: bool,
+    /// Whether some instance keeps `(other)`'s counts (see `others`; set by `advance`).
+    others_kept: bool,
     /// Per shape, whether a window this counter counts has it (derived once, read per event).
     shape_counted: Vec<bool>,
     /// The emit generation (1..=255): goes up after each `advance` that emitted (see `emit`).
@@ -318,6 +324,7 @@ impl WindowedCounter {
             lookahead: Default::default(),
             without_user: 0,
             users_kept: false,
+            others_kept: false,
             gen: 1,
             emits: (0, 0),
             paired,
@@ -414,7 +421,8 @@ impl WindowedCounter {
         for inst in self.instances.values() {
             heap += inst.exclusions.capacity() * 13
                 + inst.last.as_ref().map_or(0, emit::Emitted::heap_bytes)
-                + inst.users.as_ref().map_or(0, users::UserCounts::heap_bytes);
+                + inst.users.as_ref().map_or(0, users::UserCounts::heap_bytes)
+                + inst.other.as_ref().map_or(0, others::OtherCounts::heap_bytes);
         }
         heap += self.admission.values().map(InstanceGroups::heap_bytes).sum::<usize>();
         heap += self.trend_exclusions.values().map(|x| x.capacity() * 13).sum::<usize>();

@@ -72,6 +72,7 @@ impl WindowedCounter {
             }
         }
         self.users_kept = self.instances.values().any(|i| i.users.is_some());
+        self.others_kept = self.instances.values().any(|i| i.other.is_some());
         self.free_trend_exclusions(sealed_h);
         let (windows, sealed_until) = (&self.windows, &self.sealed_until);
         self.admission.retain(|key, _| {

@@ -150,6 +150,9 @@ impl WindowedCounter {
                             if !pane.add_pair(&mut self.pair_users, idx, u) {
                                 continue;
                             }
+                            if self.others_kept {
+                                self.note_other(g, slot, idx, u, s);
+                            }
                         } else if self.shapes.distinct_users(s) {
                             self.note_user(g, slot, idx, s, late_h, sealed_h);
                         }
@@ -272,6 +275,9 @@ impl WindowedCounter {
                     let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
                     if !pane.add_pair(&mut self.pair_users, idx, u) {
                         continue;
+                    }
+                    if self.others_kept {
+                        self.note_other(g, slot, idx, u, shape as u8);
                     }
                 } else if shape > 0 && self.shapes.distinct_users(shape as u8) {
                     self.note_user(g, slot, idx, shape as u8, late_h, sealed_h);

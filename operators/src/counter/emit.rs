@@ -31,14 +31,21 @@
 //! a user depends on whether the key was already counted in the instance, which `users` tests
 //! when the event is counted.
 //!
+//! A paired per-group instance (see `pairs`) with groups in `(other)` emits the same way: its
+//! admitted groups' lists from their last lists and the keys changed since (the admitted groups
+//! stay the same while the admission state does), `(other)`'s from the user counts per item it
+//! keeps (`others`): its last list and the items whose count changed since.
+//!
 //! Which windows emit incrementally: plain windows; per-group windows counting events or
-//! distinct users while none of the instance's groups counts in `(other)`; global distinct-user
-//! windows. The full recount stays for: an instance's first emission (a distinct-user
+//! distinct users while none of the instance's groups counts in `(other)`; paired per-group
+//! windows with folds too; global distinct-user windows. The full recount stays for: an
+//! instance's first emission (a distinct-user
 //! instance's first two: see `remember_users`), every instance after a
 //! restore (`force_emit`; user counts are not in snapshots), an instance behind a cut log, an
 //! events instance whose changes are not much fewer than its counters (the plain scan is
-//! cheaper then), and a per-group instance with a group in `(other)` (a fold moves counts from a
-//! group's list to `(other)`'s; such a distinct-user instance drops its user counts).
+//! cheaper then), a paired instance's first emission after its admission state changed, and
+//! any other per-group instance with a group in `(other)` (a fold moves counts from a group's
+//! list to `(other)`'s; such a distinct-user instance drops its user counts).
 
 use super::dense::ItemSet;
 use super::shapes::{group_lists, top_list};
@@ -153,7 +160,9 @@ impl WindowedCounter {
     /// a fold moves counts between lists). Distinct-user windows, global or per group without
     /// folds, too: from their user counts per (group, item) (see `users`).
     fn emits_incrementally(&self, key: InstanceKey, shape: u8) -> bool {
-        shape == 0 || self.admission.get(&key).is_none_or(|a| a.folded() == 0)
+        shape == 0
+            || self.admission.get(&key).is_none_or(|a| a.folded() == 0)
+            || (self.is_paired(shape) && self.other_counts_valid(key))
     }
 
     /// The per-group lists of instance `key` (shape `shape` > 0) from `candidates` (its keys
@@ -172,7 +181,27 @@ impl WindowedCounter {
         per_item: bool,
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let distinct = self.shapes.distinct_users(shape) && !self.is_paired(shape);
-        let mut lists = self.shaped_lists(key, distinct && !per_item, &candidates);
+        let folded_paired = self.is_paired(shape) && self.admission.get(&key).is_some_and(|a| a.folded() > 0);
+        let (mut lists, other_kept) = match folded_paired {
+            true => self.kept_folded_lists(key, shape, &candidates),
+            false => (self.shaped_lists(key, distinct && !per_item, &candidates), false),
+        };
+        // ((other) from its kept counts is checked against the pairs' recount too)
+        let checking = checking || (self.checked && other_kept);
+        if checking && folded_paired {
+            let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
+            let recounted = self.other_counts(key, shape, state).sorted(&self.interner);
+            let kept = self
+                .instances
+                .get(&key)
+                .and_then(|i| i.other.as_ref())
+                .map(|o| o.sorted(&self.interner));
+            assert_eq!(
+                kept,
+                Some(recounted),
+                "(other)'s counts of {key:?} differ from the recount"
+            );
+        }
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
@@ -276,7 +305,8 @@ impl WindowedCounter {
     /// `(other)` counts an item's users once over the folded groups (a user seen in two of them
     /// is one user), which their keys' counts, summed, would not: it is recounted from the
     /// pane's pairs, as (item, user index) pairs, not as user keys written out (a string per
-    /// pair, at every emit: 3× the time of the user keys' recount on a folded 7d window).
+    /// pair, at every emit: 3× the time of the user keys' recount on a folded 7d window). The
+    /// recount that `(other)`'s kept counts are checked against (see `kept_folded_lists`).
     fn paired_folded_lists(
         &self,
         key: InstanceKey,
@@ -320,6 +350,74 @@ impl WindowedCounter {
             lists.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
         }
         lists
+    }
+
+    /// The per-group lists of an instance of paired shape `shape` with groups in `(other)`:
+    /// the admitted groups' from `candidates` (its keys at their users, all or those of its
+    /// last lists and changed since), `(other)`'s from its kept counts (see `others`), built
+    /// from the pane's pairs first when it keeps none under its admission state. Whether
+    /// `(other)`'s were kept (not built now).
+    fn kept_folded_lists(
+        &mut self,
+        key: InstanceKey,
+        shape: u8,
+        candidates: &[(u64, ItemIdx)],
+    ) -> (Vec<(GroupKey, Vec<RankedItem>)>, bool) {
+        let kept = self.other_counts_valid(key);
+        if !kept {
+            let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
+            let built = self.other_counts(key, shape, state);
+            if let Some(inst) = self.instances.get_mut(&key) {
+                inst.other = Some(built);
+            }
+        }
+        let k = self.windows[key.window.0 as usize].k;
+        let interner = &self.interner;
+        let admission = self.admission.get(&key);
+        let mut admitted: FxHashMap<&str, bool> = FxHashMap::default();
+        let kept_keys = candidates.iter().map(|(c, i)| (interner.id(*i), *c)).filter(|(id, _)| {
+            let group = split_key(id).0;
+            *admitted
+                .entry(group)
+                .or_insert_with(|| admission.is_none_or(|a| a.admits(item_hash(group))))
+        });
+        let mut lists = group_lists(kept_keys, false, k, |_| true);
+        let Some(other) = self.instances.get_mut(&key).and_then(|i| i.other.as_mut()) else {
+            return (lists, false);
+        };
+        let mut top = other.candidates(interner);
+        let item = |rep: ItemIdx| super::others::item_of(interner.id(rep));
+        select_top_counted(&mut top, k, item);
+        let list: Vec<RankedItem> = top
+            .iter()
+            .map(|&(count, rep)| RankedItem {
+                item_id: ItemId::from(item(rep)),
+                count,
+                trend: None,
+            })
+            .collect();
+        let reps = top.into_iter().map(|(_, rep)| rep).collect();
+        other.set_listed(reps);
+        if !list.is_empty() {
+            lists.push((GroupKey::other(), list));
+            // (in group order, as `group_lists` gives them)
+            lists.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        }
+        (lists, kept)
+    }
+
+    /// `(other)`'s counts of paired instance `key` (of shape `shape`), recounted from its
+    /// pane's pairs under admission state `state`.
+    fn other_counts(&self, key: InstanceKey, shape: u8, state: (usize, u64)) -> super::others::OtherCounts {
+        let admission = self.admission.get(&key);
+        let mut folded: FxHashMap<&str, bool> = FxHashMap::default();
+        let (_, mut panes) = self.panes_of(key);
+        let pane = panes.next().flatten();
+        super::others::OtherCounts::build(&self.interner, pane, shape, state, |group| {
+            *folded
+                .entry(group)
+                .or_insert_with(|| admission.is_some_and(|a| !a.admits(item_hash(group))))
+        })
     }
 
     /// A plain recount's candidates in O(k) memory: for an instance of one pane and no

@@ -8,9 +8,10 @@
 //! distinct users in the pane; and since an instance of such a window is one pane, that is the
 //! instance's count. Emission is then the events windows' (incremental, from the panes' change
 //! logs): no user counts per instance, no recount, and no record per (item, user) key (figures
-//! in `docs/benchmarks.md`). Except for a per-group instance with groups in `(other)`:
-//! `(other)` counts an item's users once over its folded groups, not the sum of their counts,
-//! so such an instance's lists are recounted from its pane's pairs (`paired_folded_lists`).
+//! in `docs/benchmarks.md`). A per-group instance with groups in `(other)` too: `(other)` counts
+//! an item's users once over its folded groups, not the sum of their counts, so the instance
+//! keeps `(other)`'s user count per item, built from its pane's pairs at a recount and fed
+//! each new pair of a folded group as it is counted (see `others`).
 //!
 //! Why the shape's windows must be one-pane tumbling windows: an instance of several panes
 //! would count a user seen in two of them twice, and an event can be excluded from one

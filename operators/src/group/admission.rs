@@ -121,6 +121,12 @@ impl InstanceGroups {
         self.admitted.last().is_some_and(|&top| hash <= top)
     }
 
+    /// What [`InstanceGroups::admits`] depends on: the number of groups admitted and the
+    /// highest admitted hash. While it stays the same, so does every group's answer.
+    pub fn state(&self) -> (usize, u64) {
+        (self.admitted.len(), self.admitted.last().copied().unwrap_or(0))
+    }
+
     /// How many groups count in `(other)`: exact below [`FOLDED_KEPT`], from there estimated
     /// from the kept hashes (with `j` hashes the lowest of `n` uniform ones, the highest of
     /// them is about `j / n` of the range: `n ≈ (j - 1) / (highest / 2⁶⁴)`).

@@ -1,0 +1,221 @@
+//! `(other)`'s user counts of a paired per-group instance, kept as events are counted, so that
+//! an instance with groups beyond its `max_groups` emits incrementally too (see `emit`).
+//!
+//! In a paired shape (see `pairs`) an instance is one pane, and `(other)`'s count of an item is
+//! its number of distinct users over the folded groups: the (item, user) pairs of the pane's
+//! (key, user) pairs whose key's group is folded. A user seen in two folded groups is one user,
+//! so the groups' counts cannot be summed, and without these counts every emission recounted
+//! the pane's pairs (1 s per emission on a 7d window of 4 M events: a folded job ran 30× the
+//! time of an unfolded one).
+//!
+//! Which groups are folded is a function of the instance's admission state alone: of how many
+//! groups are admitted and of the highest admitted hash (`InstanceGroups::state`). While that
+//! state stays the same, a group that is folded stays folded, so the counts are exact when:
+//! - built from the pane's pairs under one state (a recount, at an emission), and
+//! - every pair the pane gains after, of a folded group, is added
+//!   ([`WindowedCounter::note_other`], when `add_pair` finds it new).
+//!
+//! A change of the state (a group displaced, or the admitted groups filling up) makes them
+//! stale: the next emission recounts and builds them again. Displacements are rare: the
+//! lowest `max_groups` hashes of a growing set change about `max_groups · ln(n / max_groups)`
+//! times over `n` groups. Counts are not in snapshots: after a restore the forced recount
+//! builds them.
+//!
+//! Memory: per item of `(other)` a 12-byte entry (a representative key, the count, the hash of
+//! the item id), per (item, user) pair of the folded groups 8 bytes, and 8 bytes per item
+//! changed since the last emission: as large as the part of the pane's pairs that is folded,
+//! freed with the instance.
+
+use super::pairs::{pair, unpair, Pairs};
+use super::{Pane, WindowedCounter};
+use crate::group::split_key;
+use crate::hash::item_hash;
+use crate::interner::{Interner, ItemIdx};
+use crate::window::InstanceKey;
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+
+/// An entry's count flag: changed since the last emission.
+const CHANGED: u32 = 1 << 31;
+
+/// Per item: a key of it in a folded group (its representative), its count (`CHANGED` or'ed
+/// in), and the 32-bit hash of its item id.
+type OtherEntry = (ItemIdx, u32, u32);
+
+/// `(other)`'s user count per item, for one instance.
+pub(super) struct OtherCounts {
+    /// The admission state they were built under (`InstanceGroups::state`).
+    pub(super) state: (usize, u64),
+    table: HashTable<OtherEntry>,
+    /// (representative, user) pairs counted.
+    pairs: Pairs,
+    /// Representatives of the entries changed since the last emission, with their hashes.
+    changed: Vec<(ItemIdx, u32)>,
+    /// The representatives `(other)` listed last (best first): with the changed ones, its
+    /// next list's candidates. `None`: no list yet (the next one reads every entry).
+    listed: Option<Vec<ItemIdx>>,
+}
+
+/// The item id of a counter key.
+#[inline]
+pub(super) fn item_of(key: &str) -> &str {
+    split_key(key).1
+}
+
+#[inline]
+fn id_hash(item: &str) -> u32 {
+    let h = rustc_hash::FxBuildHasher.hash_one(item);
+    (h ^ (h >> 32)) as u32
+}
+
+/// The table hash of a kept hash (its 32 bits in both halves, as `users` does).
+#[inline]
+fn table_hash(h: u32) -> u64 {
+    u64::from(h) << 32 | u64::from(h)
+}
+
+impl OtherCounts {
+    /// The counts of the pairs of `pane` of shape `shape` whose group `folded` says is folded,
+    /// under admission state `state`.
+    pub(super) fn build<'a>(
+        interner: &'a Interner,
+        pane: Option<&Pane>,
+        shape: u8,
+        state: (usize, u64),
+        mut folded: impl FnMut(&'a str) -> bool,
+    ) -> OtherCounts {
+        let mut other = OtherCounts {
+            state,
+            table: HashTable::new(),
+            pairs: Pairs::default(),
+            changed: Vec::new(),
+            listed: None,
+        };
+        for p in pane.into_iter().flat_map(|p| p.pairs.iter()) {
+            let (key, user) = unpair(p);
+            if interner.shape(key) == shape && folded(split_key(interner.id(key)).0) {
+                other.add(interner, key, user, false);
+            }
+        }
+        other
+    }
+
+    /// Counts user `user` of key `key`'s item unless counted; `log`: mark the item changed.
+    pub(super) fn add(&mut self, interner: &Interner, key: ItemIdx, user: ItemIdx, log: bool) {
+        let item = item_of(interner.id(key));
+        let h = id_hash(item);
+        let entry = self.table.entry(
+            table_hash(h),
+            |e| e.2 == h && item_of(interner.id(e.0)) == item,
+            |e| table_hash(e.2),
+        );
+        let e = match entry {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => v.insert((key, 0, h)).into_mut(),
+        };
+        if !self.pairs.insert(pair(e.0, user)) {
+            return; // this user was counted for the item already
+        }
+        if log && e.1 & CHANGED == 0 {
+            self.changed.push((e.0, h));
+            e.1 |= CHANGED;
+        }
+        e.1 += 1;
+    }
+
+    /// The count of the item whose representative is `rep`.
+    fn count(&self, interner: &Interner, rep: ItemIdx) -> u64 {
+        let item = item_of(interner.id(rep));
+        let h = id_hash(item);
+        self.table
+            .find(table_hash(h), |e| e.2 == h && item_of(interner.id(e.0)) == item)
+            .map_or(0, |e| u64::from(e.1 & !CHANGED))
+    }
+
+    /// `(other)`'s next list's candidates, as (count, representative): its last list and the
+    /// items changed since (each item's count only grows while the state holds, so its top K
+    /// is among them), or every item before its first list. Clears the changes.
+    pub(super) fn candidates(&mut self, interner: &Interner) -> Vec<(u64, ItemIdx)> {
+        let changed = std::mem::take(&mut self.changed);
+        for (rep, h) in &changed {
+            // (an entry's representative never changes: found by it, no record read)
+            if let Some(e) = self.table.find_mut(table_hash(*h), |e| e.0 == *rep) {
+                e.1 &= !CHANGED;
+            }
+        }
+        match self.listed.take() {
+            Some(listed) => {
+                let mut reps: Vec<ItemIdx> = listed.into_iter().chain(changed.into_iter().map(|(r, _)| r)).collect();
+                reps.sort_unstable();
+                reps.dedup();
+                reps.into_iter().map(|r| (self.count(interner, r), r)).collect()
+            }
+            None => self.table.iter().map(|e| (u64::from(e.1 & !CHANGED), e.0)).collect(),
+        }
+    }
+
+    /// Remembers the representatives of the list `(other)` just emitted.
+    pub(super) fn set_listed(&mut self, reps: Vec<ItemIdx>) {
+        self.listed = Some(reps);
+    }
+
+    /// Every (item, count), sorted (to compare with a recount when `checked`).
+    pub(super) fn sorted(&self, interner: &Interner) -> Vec<(String, u32)> {
+        let mut v: Vec<(String, u32)> = self
+            .table
+            .iter()
+            .map(|e| (item_of(interner.id(e.0)).to_string(), e.1 & !CHANGED))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Approximate heap bytes.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.table.capacity() * (std::mem::size_of::<OtherEntry>() + 1)
+            + self.pairs.capacity() * 9
+            + self.changed.capacity() * 8
+            + self.listed.as_ref().map_or(0, |l| l.capacity() * 4)
+    }
+}
+
+impl WindowedCounter {
+    /// After pair (`key`, `user`) of paired shape `shape` was found new in the pane at `slot`
+    /// of pane group `g`: adds the user to `(other)`'s count of the key's item in each
+    /// covering instance of the shape that keeps `(other)`'s counts, is in the state they were
+    /// built under, and folds the key's group. (Every such instance accepted the event: they
+    /// all end with the pane, see `pairs`.)
+    #[inline(never)]
+    pub(super) fn note_other(&mut self, g: usize, slot: usize, key: ItemIdx, user: ItemIdx, shape: u8) {
+        let group = &self.groups[g];
+        let start = group.slots[slot].as_ref().expect("live slot").start;
+        let mut hash = None;
+        for &window in &group.windows {
+            if self.shapes.of_window(window.0 as usize) != shape {
+                continue;
+            }
+            let instance = InstanceKey { window, start };
+            let (Some(inst), Some(admission)) = (self.instances.get_mut(&instance), self.admission.get(&instance))
+            else {
+                continue;
+            };
+            let Some(other) = inst.other.as_mut().filter(|o| o.state == admission.state()) else {
+                continue;
+            };
+            let h = *hash.get_or_insert_with(|| item_hash(split_key(self.interner.id(key)).0));
+            if !admission.admits(h) {
+                other.add(&self.interner, key, user, true);
+            }
+        }
+    }
+
+    /// Whether instance `key`'s `(other)` counts are up to date (see the module docs).
+    pub(super) fn other_counts_valid(&self, key: InstanceKey) -> bool {
+        let state = self.admission.get(&key).map(|a| a.state());
+        self.instances
+            .get(&key)
+            .and_then(|i| i.other.as_ref())
+            .is_some_and(|o| Some(o.state) == state)
+    }
+}
