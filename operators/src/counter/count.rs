@@ -151,7 +151,7 @@ impl WindowedCounter {
                                 continue;
                             }
                             if self.others_kept {
-                                self.note_other(g, slot, idx, u, s);
+                                self.note_other(g, slot, idx, u, s, ev.hash);
                             }
                         } else if self.shapes.distinct_users(s) {
                             self.note_user(g, slot, idx, s, late_h, sealed_h);
@@ -277,7 +277,7 @@ impl WindowedCounter {
                         continue;
                     }
                     if self.others_kept {
-                        self.note_other(g, slot, idx, u, shape as u8);
+                        self.note_other(g, slot, idx, u, shape as u8, ev.hash);
                     }
                 } else if shape > 0 && self.shapes.distinct_users(shape as u8) {
                     self.note_user(g, slot, idx, shape as u8, late_h, sealed_h);

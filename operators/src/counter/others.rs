@@ -63,10 +63,11 @@ pub(super) fn item_of(key: &str) -> &str {
     split_key(key).1
 }
 
+/// The 32 bits an entry keeps of its item's `item_hash` (which every event carries from its
+/// source: not computed again per pair).
 #[inline]
-fn id_hash(item: &str) -> u32 {
-    let h = rustc_hash::FxBuildHasher.hash_one(item);
-    (h ^ (h >> 32)) as u32
+fn kept_hash(item_hash: u64) -> u32 {
+    (item_hash ^ (item_hash >> 32)) as u32
 }
 
 /// The table hash of a kept hash (its 32 bits in both halves, as `users` does).
@@ -94,17 +95,19 @@ impl OtherCounts {
         };
         for p in pane.into_iter().flat_map(|p| p.pairs.iter()) {
             let (key, user) = unpair(p);
-            if interner.shape(key) == shape && folded(split_key(interner.id(key)).0) {
-                other.add(interner, key, user, false);
+            let (group, item, _) = split_key(interner.id(key));
+            if interner.shape(key) == shape && folded(group) {
+                other.add(interner, key, user, item_hash(item), false);
             }
         }
         other
     }
 
-    /// Counts user `user` of key `key`'s item unless counted; `log`: mark the item changed.
-    pub(super) fn add(&mut self, interner: &Interner, key: ItemIdx, user: ItemIdx, log: bool) {
+    /// Counts user `user` of key `key`'s item (whose `item_hash` is `hash`) unless counted;
+    /// `log`: mark the item changed.
+    pub(super) fn add(&mut self, interner: &Interner, key: ItemIdx, user: ItemIdx, hash: u64, log: bool) {
         let item = item_of(interner.id(key));
-        let h = id_hash(item);
+        let h = kept_hash(hash);
         let entry = self.table.entry(
             table_hash(h),
             |e| e.2 == h && item_of(interner.id(e.0)) == item,
@@ -127,7 +130,7 @@ impl OtherCounts {
     /// The count of the item whose representative is `rep`.
     fn count(&self, interner: &Interner, rep: ItemIdx) -> u64 {
         let item = item_of(interner.id(rep));
-        let h = id_hash(item);
+        let h = kept_hash(item_hash(item));
         self.table
             .find(table_hash(h), |e| e.2 == h && item_of(interner.id(e.0)) == item)
             .map_or(0, |e| u64::from(e.1 & !CHANGED))
@@ -182,12 +185,13 @@ impl OtherCounts {
 
 impl WindowedCounter {
     /// After pair (`key`, `user`) of paired shape `shape` was found new in the pane at `slot`
-    /// of pane group `g`: adds the user to `(other)`'s count of the key's item in each
+    /// of pane group `g` (`item_hash`: its event's): adds the user to `(other)`'s count of the
+    /// key's item in each
     /// covering instance of the shape that keeps `(other)`'s counts, is in the state they were
     /// built under, and folds the key's group. (Every such instance accepted the event: they
     /// all end with the pane, see `pairs`.)
     #[inline(never)]
-    pub(super) fn note_other(&mut self, g: usize, slot: usize, key: ItemIdx, user: ItemIdx, shape: u8) {
+    pub(super) fn note_other(&mut self, g: usize, slot: usize, key: ItemIdx, user: ItemIdx, shape: u8, item_hash: u64) {
         let group = &self.groups[g];
         let start = group.slots[slot].as_ref().expect("live slot").start;
         let mut hash = None;
@@ -203,9 +207,9 @@ impl WindowedCounter {
             let Some(other) = inst.other.as_mut().filter(|o| o.state == admission.state()) else {
                 continue;
             };
-            let h = *hash.get_or_insert_with(|| item_hash(split_key(self.interner.id(key)).0));
+            let h = *hash.get_or_insert_with(|| crate::hash::item_hash(split_key(self.interner.id(key)).0));
             if !admission.admits(h) {
-                other.add(&self.interner, key, user, true);
+                other.add(&self.interner, key, user, item_hash, true);
             }
         }
     }
