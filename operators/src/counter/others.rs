@@ -34,7 +34,6 @@ use crate::interner::{Interner, ItemIdx};
 use crate::window::InstanceKey;
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
 
 /// An entry's count flag: changed since the last emission.
 const CHANGED: u32 = 1 << 31;
