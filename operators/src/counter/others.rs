@@ -27,6 +27,7 @@
 //! freed with the instance.
 
 use super::pairs::{pair, unpair, Pairs};
+use super::users::table_hash;
 use super::{Pane, WindowedCounter};
 use crate::group::split_key;
 use crate::hash::item_hash;
@@ -67,12 +68,6 @@ pub(super) fn item_of(key: &str) -> &str {
 #[inline]
 fn kept_hash(item_hash: u64) -> u32 {
     (item_hash ^ (item_hash >> 32)) as u32
-}
-
-/// The table hash of a kept hash (its 32 bits in both halves, as `users` does).
-#[inline]
-fn table_hash(h: u32) -> u64 {
-    u64::from(h) << 32 | u64::from(h)
 }
 
 impl OtherCounts {

@@ -76,7 +76,7 @@ fn part_hash(part: &str) -> u32 {
 /// The table hash of an entry's kept hash (its 32 bits in both halves: the table reads its
 /// bucket from the low bits and its tag from the top ones).
 #[inline]
-fn table_hash(h: u32) -> u64 {
+pub(super) fn table_hash(h: u32) -> u64 {
     u64::from(h) << 32 | u64::from(h)
 }
 
