@@ -21,6 +21,8 @@ mod replay;
 mod dead_letters;
 // a run after a bounded run reads on from its offsets
 mod resume;
+// a sealed event's new user, in a job with two paired distinct-user windows
+mod sealed_users;
 // `hotlist explain` reading instances' offsets again
 mod explain;
 // a re-created topic, messages deleted by retention: refused unless accepted, then counted
