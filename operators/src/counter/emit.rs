@@ -31,21 +31,20 @@
 //! a user depends on whether the key was already counted in the instance, which `users` tests
 //! when the event is counted.
 //!
-//! A paired per-group instance (see `pairs`) with groups in `(other)` emits the same way: its
-//! admitted groups' lists from their last lists and the keys changed since (the admitted groups
+//! A per-group distinct-user instance with groups in `(other)` emits the same way: its
+//! admitted groups' lists from their last lists and what changed since (the admitted groups
 //! stay the same while the admission state does), `(other)`'s from the user counts per item it
 //! keeps (`others`): its last list and the items whose count changed since.
 //!
-//! Which windows emit incrementally: plain windows; per-group windows counting events or
-//! distinct users while none of the instance's groups counts in `(other)`; paired per-group
-//! windows with folds too; global distinct-user windows. The full recount stays for: an
-//! instance's first emission (a distinct-user
-//! instance's first two: see `remember_users`), every instance after a
+//! Which windows emit incrementally: plain windows; per-group windows counting events while
+//! none of the instance's groups counts in `(other)`; distinct-user windows, global or per
+//! group, with folds or without. The full recount stays for: an instance's first emission (a
+//! user-keyed distinct-user instance's first two: see `remember_users`), every instance after a
 //! restore (`force_emit`; user counts are not in snapshots), an instance behind a cut log, an
 //! events instance whose changes are not much fewer than its counters (the plain scan is
-//! cheaper then), a paired instance's first emission after its admission state changed, and
-//! any other per-group instance with a group in `(other)` (a fold moves counts from a group's
-//! list to `(other)`'s; such a distinct-user instance drops its user counts).
+//! cheaper then), a distinct-user instance's first emission after its admission state changed
+//! (a group displaced), and a per-group events instance with a group in `(other)` (a fold moves
+//! counts from a group's list to `(other)`'s).
 
 use super::dense::ItemSet;
 use super::shapes::{group_lists, top_list};
@@ -157,12 +156,11 @@ impl WindowedCounter {
     /// keys changed since: plain windows, and per-group event windows while none of the
     /// instance's groups counts in `(other)` (each key is then one (group, item), its count
     /// never decreases, and a group's new top-K is among its last list and its changed keys;
-    /// a fold moves counts between lists). Distinct-user windows, global or per group without
-    /// folds, too: from their user counts per (group, item) (see `users`).
+    /// a fold moves counts between lists). Distinct-user windows, global or per group, too:
+    /// from their user counts per (group, item) (see `users`; paired ones from their keys'),
+    /// with folds while they keep `(other)`'s counts under their admission state (`others`).
     fn emits_incrementally(&self, key: InstanceKey, shape: u8) -> bool {
-        shape == 0
-            || self.admission.get(&key).is_none_or(|a| a.folded() == 0)
-            || (self.is_paired(shape) && self.other_counts_valid(key))
+        shape == 0 || self.admission.get(&key).is_none_or(|a| a.folded() == 0) || self.other_counts_valid(key)
     }
 
     /// The per-group lists of instance `key` (shape `shape` > 0) from `candidates` (its keys
@@ -181,27 +179,17 @@ impl WindowedCounter {
         per_item: bool,
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let distinct = self.shapes.distinct_users(shape) && !self.is_paired(shape);
-        let folded_paired = self.is_paired(shape) && self.admission.get(&key).is_some_and(|a| a.folded() > 0);
-        let (mut lists, other_kept) = match folded_paired {
+        let paired = self.is_paired(shape);
+        let folded = self.admission.get(&key).is_some_and(|a| a.folded() > 0);
+        // (a user-keyed instance's candidates are per (group, item) from its user counts only
+        // while its `(other)`'s counts are kept: see `emits_incrementally`)
+        debug_assert!(!(folded && per_item) || self.other_counts_valid(key));
+        let (mut lists, other_kept) = match folded && (paired || per_item) {
             true => self.kept_folded_lists(key, shape, &candidates),
             false => (self.shaped_lists(key, distinct && !per_item, &candidates), false),
         };
-        // ((other) from its kept counts is checked against the pairs' recount too)
+        // ((other) from its kept counts is checked against the recount too)
         let checking = checking || (self.checked && other_kept);
-        if checking && folded_paired {
-            let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
-            let recounted = self.other_counts(key, shape, state).sorted(&self.interner);
-            let kept = self
-                .instances
-                .get(&key)
-                .and_then(|i| i.other.as_ref())
-                .map(|o| o.sorted(&self.interner));
-            assert_eq!(
-                kept,
-                Some(recounted),
-                "(other)'s counts of {key:?} differ from the recount"
-            );
-        }
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
@@ -220,6 +208,23 @@ impl WindowedCounter {
                     .and_then(|i| i.users.as_ref())
                     .map(|u| u.sorted(interner));
                 assert_eq!(kept, Some(recounted), "user counts of {key:?} differ from the recount");
+            }
+            if folded && other_kept {
+                let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
+                let recounted = match paired {
+                    true => self.other_counts(key, shape, state),
+                    false => self.keyed_other_counts(key, full.iter().map(|(_, i)| *i), state),
+                };
+                let kept = self
+                    .instances
+                    .get(&key)
+                    .and_then(|i| i.other.as_ref())
+                    .map(|o| o.sorted(&self.interner));
+                assert_eq!(
+                    kept,
+                    Some(recounted.sorted(&self.interner)),
+                    "(other)'s counts of {key:?} differ from the recount"
+                );
             }
         }
         if self.is_sealed(key) {
@@ -364,7 +369,7 @@ impl WindowedCounter {
         candidates: &[(u64, ItemIdx)],
     ) -> (Vec<(GroupKey, Vec<RankedItem>)>, bool) {
         let kept = self.other_counts_valid(key);
-        if !kept {
+        if !kept && self.is_paired(shape) {
             let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
             let built = self.other_counts(key, shape, state);
             if let Some(inst) = self.instances.get_mut(&key) {
@@ -414,6 +419,23 @@ impl WindowedCounter {
         let (_, mut panes) = self.panes_of(key);
         let pane = panes.next().flatten();
         super::others::OtherCounts::build(&self.interner, pane, shape, state, |group| {
+            *folded
+                .entry(group)
+                .or_insert_with(|| admission.is_some_and(|a| !a.admits(item_hash(group))))
+        })
+    }
+
+    /// `(other)`'s counts of user-keyed instance `key` from `keys` (its keys with a positive
+    /// count, of its shape) under admission state `state`.
+    fn keyed_other_counts(
+        &self,
+        key: InstanceKey,
+        keys: impl Iterator<Item = ItemIdx>,
+        state: (usize, u64),
+    ) -> super::others::OtherCounts {
+        let admission = self.admission.get(&key);
+        let mut folded: FxHashMap<&str, bool> = FxHashMap::default();
+        super::others::OtherCounts::build_keyed(&self.interner, keys, state, |group| {
             *folded
                 .entry(group)
                 .or_insert_with(|| admission.is_some_and(|a| !a.admits(item_hash(group))))
@@ -612,8 +634,9 @@ impl WindowedCounter {
 
     /// After distinct-user instance `key` (shape `shape`) emitted `lists`: while it can emit
     /// incrementally, remembers the representatives of the (group, item)s listed, first
-    /// building its user counts from `recounted` (its keys with a positive count) when given;
-    /// else drops its user counts (nothing keeps them up to date any more).
+    /// building its user counts from `recounted` (its keys with a positive count) when given,
+    /// and with groups in `(other)` `(other)`'s counts too; else drops them (nothing keeps them
+    /// up to date any more).
     fn remember_users(
         &mut self,
         key: InstanceKey,
@@ -621,6 +644,18 @@ impl WindowedCounter {
         lists: &[(GroupKey, Vec<RankedItem>)],
         recounted: Option<&Vec<(u64, ItemIdx)>>,
     ) {
+        let state = self.admission.get(&key).filter(|a| a.folded() > 0).map(|a| a.state());
+        let first = self.instances.get(&key).is_some_and(|i| i.emitted == 0);
+        // with groups in `(other)`: its counts too, built with the user counts (see `others`)
+        let other = match (recounted, state) {
+            (Some(all), Some(state)) if !first => {
+                Some(self.keyed_other_counts(key, all.iter().filter(|(c, _)| *c > 0).map(|(_, i)| *i), state))
+            }
+            _ => None,
+        };
+        if let (Some(inst), Some(other)) = (self.instances.get_mut(&key), other) {
+            inst.other = Some(other);
+        }
         let incremental = self.emits_incrementally(key, shape);
         let interner = &self.interner;
         let Some(inst) = self.instances.get_mut(&key) else {
@@ -629,6 +664,7 @@ impl WindowedCounter {
         if !incremental {
             inst.users = None;
             inst.last = None;
+            inst.other = None;
             return;
         }
         if recounted.is_some() && inst.emitted == 0 {

@@ -1,19 +1,22 @@
-//! `(other)`'s user counts of a paired per-group instance, kept as events are counted, so that
-//! an instance with groups beyond its `max_groups` emits incrementally too (see `emit`).
+//! `(other)`'s user counts of a per-group distinct-user instance, kept as events are counted,
+//! so that an instance with groups beyond its `max_groups` emits incrementally too (see `emit`).
 //!
-//! In a paired shape (see `pairs`) an instance is one pane, and `(other)`'s count of an item is
-//! its number of distinct users over the folded groups: the (item, user) pairs of the pane's
-//! (key, user) pairs whose key's group is folded. A user seen in two folded groups is one user,
-//! so the groups' counts cannot be summed, and without these counts every emission recounted
-//! the pane's pairs (1 s per emission on a 7d window of 4 M events: a folded job ran 30× the
-//! time of an unfolded one).
+//! `(other)`'s count of an item is its number of distinct users over the folded groups. A user
+//! seen in two folded groups is one user, so the groups' counts cannot be summed, and without
+//! these counts every emission recounted the instance: a paired instance (one pane, see
+//! `pairs`) all its pane's (key, user) pairs, 1 s per emission on a 7d window of 4 M events (a
+//! folded job ran 30× the time of an unfolded one); a user-keyed one (hopping windows, keys
+//! `group NUL item NUL user`) all its panes' keys (15× on a `10m` window sliding `5m`).
 //!
 //! Which groups are folded is a function of the instance's admission state alone: of how many
 //! groups are admitted and of the highest admitted hash (`InstanceGroups::state`). While that
 //! state stays the same, a group that is folded stays folded, so the counts are exact when:
-//! - built from the pane's pairs under one state (a recount, at an emission), and
-//! - every pair the pane gains after, of a folded group, is added
-//!   ([`WindowedCounter::note_other`], when `add_pair` finds it new).
+//! - built under one state from what the instance counted (a recount, at an emission): a
+//!   paired instance's pane pairs, or a user-keyed instance's keys with a positive count;
+//! - every (item, user) the instance gains after in a folded group is added: a paired pane's
+//!   new pair ([`WindowedCounter::note_other`], when `add_pair` finds it new), or a user-keyed
+//!   key counted in the instance for the first time (`note_user`, which keeps the instance's
+//!   user counts per (group, item) the same way; a user-keyed instance keeps both or neither).
 //!
 //! A change of the state (a group displaced, or the admitted groups filling up) makes them
 //! stale: the next emission recounts and builds them again. Displacements are rare: the
@@ -22,9 +25,10 @@
 //! builds them.
 //!
 //! Memory: per item of `(other)` a 12-byte entry (a representative key, the count, the hash of
-//! the item id), per (item, user) pair of the folded groups 8 bytes, and 8 bytes per item
-//! changed since the last emission: as large as the part of the pane's pairs that is folded,
-//! freed with the instance.
+//! the item id); per (item, user) of the folded groups 8 bytes (paired: the representative and
+//! the user's index) or 12 (user-keyed: the representative, a key naming the user, a hash);
+//! and 8 bytes per item changed since the last emission. As large as the folded part of what
+//! the instance counted, freed with the instance.
 
 use super::pairs::{pair, unpair, Pairs};
 use super::users::table_hash;
@@ -35,6 +39,7 @@ use crate::interner::{Interner, ItemIdx};
 use crate::window::InstanceKey;
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
+use std::hash::BuildHasher;
 
 /// An entry's count flag: changed since the last emission.
 const CHANGED: u32 = 1 << 31;
@@ -48,8 +53,11 @@ pub(super) struct OtherCounts {
     /// The admission state they were built under (`InstanceGroups::state`).
     pub(super) state: (usize, u64),
     table: HashTable<OtherEntry>,
-    /// (representative, user) pairs counted.
+    /// (representative, user) pairs counted (paired shapes: users are indices).
     pairs: Pairs,
+    /// The same for user-keyed shapes (hopping distinct-user windows, whose keys hold their
+    /// users' text): (representative, a key of that item and user, hash of the two).
+    keyed: HashTable<(ItemIdx, ItemIdx, u32)>,
     /// Representatives of the entries changed since the last emission, with their hashes.
     changed: Vec<(ItemIdx, u32)>,
     /// The representatives `(other)` listed last (best first): with the changed ones, its
@@ -80,13 +88,7 @@ impl OtherCounts {
         state: (usize, u64),
         mut folded: impl FnMut(&'a str) -> bool,
     ) -> OtherCounts {
-        let mut other = OtherCounts {
-            state,
-            table: HashTable::new(),
-            pairs: Pairs::default(),
-            changed: Vec::new(),
-            listed: None,
-        };
+        let mut other = OtherCounts::new(state);
         for p in pane.into_iter().flat_map(|p| p.pairs.iter()) {
             let (key, user) = unpair(p);
             let (group, item, _) = split_key(interner.id(key));
@@ -97,28 +99,96 @@ impl OtherCounts {
         other
     }
 
-    /// Counts user `user` of key `key`'s item (whose `item_hash` is `hash`) unless counted;
-    /// `log`: mark the item changed.
-    pub(super) fn add(&mut self, interner: &Interner, key: ItemIdx, user: ItemIdx, hash: u64, log: bool) {
+    fn new(state: (usize, u64)) -> OtherCounts {
+        OtherCounts {
+            state,
+            table: HashTable::new(),
+            pairs: Pairs::default(),
+            keyed: HashTable::new(),
+            changed: Vec::new(),
+            listed: None,
+        }
+    }
+
+    /// The counts of a user-keyed shape's `keys` (`group NUL item NUL user`, each with a
+    /// positive count in the instance) whose group `folded` says is folded, under admission
+    /// state `state`.
+    pub(super) fn build_keyed<'a>(
+        interner: &'a Interner,
+        keys: impl Iterator<Item = ItemIdx>,
+        state: (usize, u64),
+        mut folded: impl FnMut(&'a str) -> bool,
+    ) -> OtherCounts {
+        let mut other = OtherCounts::new(state);
+        for key in keys {
+            if folded(split_key(interner.id(key)).0) {
+                other.add_keyed(interner, key, false);
+            }
+        }
+        other
+    }
+
+    /// The entry of key `key`'s item (`hash`: its `item_hash`), made if new (count 0).
+    fn entry<'t>(
+        table: &'t mut HashTable<OtherEntry>,
+        interner: &Interner,
+        key: ItemIdx,
+        hash: u64,
+    ) -> &'t mut OtherEntry {
         let item = item_of(interner.id(key));
         let h = kept_hash(hash);
-        let entry = self.table.entry(
+        match table.entry(
             table_hash(h),
             |e| e.2 == h && item_of(interner.id(e.0)) == item,
             |e| table_hash(e.2),
-        );
-        let e = match entry {
+        ) {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => v.insert((key, 0, h)).into_mut(),
-        };
-        if !self.pairs.insert(pair(e.0, user)) {
-            return; // this user was counted for the item already
         }
+    }
+
+    /// Counts the user of user-keyed key `key` (counted in the instance for the first time)
+    /// for its item unless counted; `log`: mark the item changed.
+    pub(super) fn add_keyed(&mut self, interner: &Interner, key: ItemIdx, log: bool) {
+        let (_, item, user) = split_key(interner.id(key));
+        let user = user.unwrap_or("");
+        let e = OtherCounts::entry(&mut self.table, interner, key, item_hash(item));
+        let rep = e.0;
+        let h = {
+            let h = rustc_hash::FxBuildHasher.hash_one((rep.0, user));
+            (h ^ (h >> 32)) as u32
+        };
+        let user_of = |k: ItemIdx| split_key(interner.id(k)).2.unwrap_or("");
+        match self.keyed.entry(
+            table_hash(h),
+            |x| x.0 == rep && x.2 == h && user_of(x.1) == user,
+            |x| table_hash(x.2),
+        ) {
+            Entry::Occupied(_) => return, // this user was counted for the item already
+            Entry::Vacant(v) => {
+                v.insert((rep, key, h));
+            }
+        }
+        OtherCounts::counted(e, &mut self.changed, log);
+    }
+
+    /// One more user for entry `e`; `log`: mark it changed.
+    fn counted(e: &mut OtherEntry, changed: &mut Vec<(ItemIdx, u32)>, log: bool) {
         if log && e.1 & CHANGED == 0 {
-            self.changed.push((e.0, h));
+            changed.push((e.0, e.2));
             e.1 |= CHANGED;
         }
         e.1 += 1;
+    }
+
+    /// Counts user `user` of key `key`'s item (whose `item_hash` is `hash`) unless counted;
+    /// `log`: mark the item changed.
+    pub(super) fn add(&mut self, interner: &Interner, key: ItemIdx, user: ItemIdx, hash: u64, log: bool) {
+        let e = OtherCounts::entry(&mut self.table, interner, key, hash);
+        if !self.pairs.insert(pair(e.0, user)) {
+            return; // this user was counted for the item already
+        }
+        OtherCounts::counted(e, &mut self.changed, log);
     }
 
     /// The count of the item whose representative is `rep`.
@@ -172,6 +242,7 @@ impl OtherCounts {
     pub(super) fn heap_bytes(&self) -> usize {
         self.table.capacity() * (std::mem::size_of::<OtherEntry>() + 1)
             + self.pairs.capacity() * 9
+            + self.keyed.capacity() * 13
             + self.changed.capacity() * 8
             + self.listed.as_ref().map_or(0, |l| l.capacity() * 4)
     }

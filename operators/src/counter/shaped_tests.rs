@@ -540,18 +540,20 @@ proptest! {
 /// lists and what changed since, not recounted, and equal the model. Tumbling, one pane each,
 /// both are paired (their keys count users, see `pairs`) and recount only their first
 /// emission; a hopping per-group window keeps user counts instead and recounts the first two
-/// emissions of each of its instances (its user counts are built at the second). A paired
-/// per-group window with groups in `(other)` (`max_groups` 1 of 3 countries) recounts once
-/// too: `(other)`'s counts are built then and kept as pairs are counted (see `others`).
+/// emissions of each of its instances (its user counts are built at the second). With groups
+/// in `(other)` (`max_groups` 1 of 3 countries) they recount as often: `(other)`'s counts are
+/// built with the rest and kept as events are counted (see `others`); before, every emission of
+/// a folded instance recounted.
 #[test]
 fn distinct_user_ticks_emit_incrementally() {
     // (per window: kind, max_groups, slide; then the (incremental, recounted) emissions
     // expected over ten ticks: a tumbling window has one instance here, a hopping one two)
     type Case = (&'static [(u8, u32, u64)], (u64, u64));
-    let cases: [Case; 3] = [
+    let cases: [Case; 4] = [
         (&[(3, 0, 100), (4, 10, 100)], (9 + 9, 1 + 1)),
         (&[(4, 10, 50)], (2 * 8, 2 * 2)),
         (&[(4, 1, 100)], (9, 1)),
+        (&[(4, 1, 50)], (2 * 8, 2 * 2)),
     ];
     for (spec, expected) in cases {
         let windows: Vec<WindowSpec> = spec

@@ -10,7 +10,8 @@
 //! `n_I(key)` by one (an event excluded from `I` raises `c_p` and `x_I` alike), so
 //! `d_I(group, item)` rises by one exactly when `n_I(key)` was 0 before the event:
 //! [`WindowedCounter::note_user`], called before the event is counted, applies that and logs
-//! the (group, item) as changed.
+//! the (group, item) as changed. The same test tells `(other)` of an instance with folded
+//! groups a new (item, user) of a folded group (see `others`).
 //!
 //! The test is cheap in the common case: `n_I(key) = Σ_p (c_p(key) − e_{p,I}(key))`, where
 //! `e_{p,I}` counts the events in pane `p` excluded from `I`, and every term is ≥ 0. So when
@@ -212,8 +213,23 @@ impl WindowedCounter {
                 if counted > excluded {
                     continue; // the instance has counted the key already
                 }
-                if let Some(users) = self.instances.get_mut(&key).and_then(|i| i.users.as_mut()) {
+                let Some(inst) = self.instances.get_mut(&key) else {
+                    continue;
+                };
+                if let Some(users) = inst.users.as_mut() {
                     users.add(&self.interner, idx, true);
+                }
+                // (`(other)`'s counts, when kept: a first user of the item in a folded group)
+                if let Some(other) = inst.other.as_mut() {
+                    let group = crate::group::group_of_key(self.interner.id(idx));
+                    let folded = self
+                        .admission
+                        .get(&key)
+                        .filter(|a| a.state() == other.state)
+                        .is_some_and(|a| !a.admits(crate::hash::item_hash(group)));
+                    if folded {
+                        other.add_keyed(&self.interner, idx, true);
+                    }
                 }
             }
         }
