@@ -141,6 +141,39 @@ fn sigkill_with_a_per_group_paired_window_keeps_every_group_exact() {
     kill_a_paired_window("by = [\"page\"]\nmax_groups = 3\n", 43, 13);
 }
 
+/// A hopping per-group distinct-user window (`30s-hop` by page, `max_groups = 3`; its keys
+/// hold their users' text) beside a tumbling events window, killed at random moments and
+/// restored onto 1, 2 and 3 workers in turn: its `(other)`, whose user counts per item are kept
+/// as events are counted between recounts (see `operators/src/counter/others.rs`) and rebuilt
+/// after each restore, equals the model's, and so does every group's list.
+#[test]
+fn sigkill_with_a_hopping_per_group_distinct_user_window_keeps_every_group_exact() {
+    let parts = hotlist_tests::inputs::random_grouped_partitions(47, &checkpointed_job_shape(6000));
+    let config = job_config()
+        .replace(
+            "[[window]]\nname = \"10s\"",
+            "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
+        )
+        .replace(
+            "k = 4\n",
+            "k = 4\ncount = \"distinct_users\"\nby = [\"page\"]\nmax_groups = 3\n",
+        );
+    assert!(
+        config.contains("max_groups = 3") && config.contains("user = "),
+        "{config}"
+    );
+    let mut windows = model::crash_windows();
+    windows[1].distinct_users = true;
+    windows[1].by = vec!["page".into()];
+    windows[1].max_groups = 3;
+    let want = model::run_grouped(&parts, &windows, 2_000, 30_000);
+    assert!(
+        want.0.keys().any(|k| k.0 == "30s-hop" && k.3 == "(other)"),
+        "the input overflows max_groups"
+    );
+    kill_restore_and_compare(&parts, &config, want, 17);
+}
+
 /// Kills and restores the job whose 10 s window (tumbling, one pane) counts distinct users,
 /// with `by` (its `by` and `max_groups` lines, or none), against the model.
 fn kill_a_paired_window(by: &str, input_seed: u64, seed: u64) {
