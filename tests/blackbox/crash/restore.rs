@@ -148,7 +148,7 @@ fn sigkill_with_a_per_group_paired_window_keeps_every_group_exact() {
 /// after each restore, equals the model's, and so does every group's list.
 #[test]
 fn sigkill_with_a_hopping_per_group_distinct_user_window_keeps_every_group_exact() {
-    let parts = hotlist_tests::inputs::random_grouped_partitions(47, &checkpointed_job_shape(6000));
+    let parts = hotlist_tests::inputs::random_grouped_partitions(47, &checkpointed_job_shape(3000));
     let config = job_config()
         .replace(
             "[[window]]\nname = \"10s\"",
