@@ -47,12 +47,12 @@
 //! counts from a group's list to `(other)`'s).
 
 use super::dense::ItemSet;
-use super::shapes::{group_lists, top_list};
+use super::shapes::group_lists;
 use super::users::UserCounts;
 use super::{ItemIdx, Pane, WindowedCounter};
 use crate::group::{compose_key, split_key, GroupKey};
 use crate::hash::item_hash;
-use crate::interner::in_record_order;
+use crate::interner::{in_record_order, Interner};
 use crate::record::{ItemId, RankedItem};
 use crate::topk::{rank_cmp, select_top_by, select_top_counted};
 use crate::window::InstanceKey;
@@ -310,8 +310,9 @@ impl WindowedCounter {
     /// `(other)` counts an item's users once over the folded groups (a user seen in two of them
     /// is one user), which their keys' counts, summed, would not: it is recounted from the
     /// pane's pairs, as (item, user index) pairs, not as user keys written out (a string per
-    /// pair, at every emit: 3× the time of the user keys' recount on a folded 7d window). The
-    /// recount that `(other)`'s kept counts are checked against (see `kept_folded_lists`).
+    /// pair, at every emit: 3× the time of the user keys' recount on a folded 7d window), by
+    /// building `(other)`'s counts afresh (`OtherCounts::build`). The recount that the kept
+    /// counts are checked against (see `kept_folded_lists`).
     fn paired_folded_lists(
         &self,
         key: InstanceKey,
@@ -319,41 +320,9 @@ impl WindowedCounter {
         candidates: &[(u64, ItemIdx)],
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
-        let interner = &self.interner;
-        let admission = self.admission.get(&key);
-        // per group, whether it keeps its own list (decided once per group)
-        let mut admitted: FxHashMap<&str, bool> = FxHashMap::default();
-        let mut admits = |group| {
-            *admitted
-                .entry(group)
-                .or_insert_with(|| admission.is_none_or(|a| a.admits(item_hash(group))))
-        };
-        let kept = candidates
-            .iter()
-            .map(|(c, i)| (interner.id(*i), *c))
-            .filter(|(id, _)| admits(split_key(id).0));
-        let mut lists = group_lists(kept, false, k, |_| true);
-        let mut seen: FxHashSet<(&str, u32)> = FxHashSet::default();
-        let mut other: FxHashMap<&str, u64> = FxHashMap::default();
-        let (_, panes) = self.panes_of(key);
-        for pane in panes.flatten() {
-            for p in pane.pairs.iter() {
-                let (i, u) = super::pairs::unpair(p);
-                if interner.shape(i) != shape {
-                    continue;
-                }
-                let (group, item, _) = split_key(interner.id(i));
-                if !admits(group) && seen.insert((item, u.0)) {
-                    *other.entry(item).or_insert(0) += 1;
-                }
-            }
-        }
-        if !other.is_empty() {
-            let items = other.into_iter().map(|(item, c)| (c, item)).collect();
-            lists.push((GroupKey::other(), top_list(items, k)));
-            // (in group order, as `group_lists` gives them)
-            lists.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-        }
+        let mut lists = self.admitted_lists(key, candidates);
+        let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
+        push_other_list(&self.interner, &mut self.other_counts(key, shape, state), k, &mut lists);
         lists
     }
 
@@ -377,52 +346,47 @@ impl WindowedCounter {
             }
         }
         let k = self.windows[key.window.0 as usize].k;
+        let mut lists = self.admitted_lists(key, candidates);
         let interner = &self.interner;
-        let admission = self.admission.get(&key);
-        let mut admitted: FxHashMap<&str, bool> = FxHashMap::default();
-        let kept_keys = candidates.iter().map(|(c, i)| (interner.id(*i), *c)).filter(|(id, _)| {
-            let group = split_key(id).0;
-            *admitted
-                .entry(group)
-                .or_insert_with(|| admission.is_none_or(|a| a.admits(item_hash(group))))
-        });
-        let mut lists = group_lists(kept_keys, false, k, |_| true);
         let Some(other) = self.instances.get_mut(&key).and_then(|i| i.other.as_mut()) else {
             return (lists, false);
         };
-        let mut top = other.candidates(interner);
-        let item = |rep: ItemIdx| super::others::item_of(interner.id(rep));
-        select_top_counted(&mut top, k, item);
-        let list: Vec<RankedItem> = top
-            .iter()
-            .map(|&(count, rep)| RankedItem {
-                item_id: ItemId::from(item(rep)),
-                count,
-                trend: None,
-            })
-            .collect();
-        let reps = top.into_iter().map(|(_, rep)| rep).collect();
-        other.set_listed(reps);
-        if !list.is_empty() {
-            lists.push((GroupKey::other(), list));
-            // (in group order, as `group_lists` gives them)
-            lists.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-        }
+        push_other_list(interner, other, k, &mut lists);
         (lists, kept)
+    }
+
+    /// Per group (its key's text), whether instance `key` gives it a list of its own (decided
+    /// once per group: a look-up instead of a hash and an admission test per key).
+    fn admits_groups<'a>(&'a self, key: InstanceKey) -> impl FnMut(&'a str) -> bool + 'a {
+        let admission = self.admission.get(&key);
+        let mut admitted: FxHashMap<&str, bool> = FxHashMap::default();
+        move |group| {
+            *admitted
+                .entry(group)
+                .or_insert_with(|| admission.is_none_or(|a| a.admits(item_hash(group))))
+        }
+    }
+
+    /// The admitted groups' lists of instance `key` from `candidates` (one key per (group,
+    /// item) at its count: a distinct-user window's representatives, or a paired one's keys).
+    fn admitted_lists(&self, key: InstanceKey, candidates: &[(u64, ItemIdx)]) -> Vec<(GroupKey, Vec<RankedItem>)> {
+        let k = self.windows[key.window.0 as usize].k;
+        let interner = &self.interner;
+        let mut admits = self.admits_groups(key);
+        let kept = candidates
+            .iter()
+            .map(|(c, i)| (interner.id(*i), *c))
+            .filter(|(id, _)| admits(split_key(id).0));
+        group_lists(kept, false, k, |_| true)
     }
 
     /// `(other)`'s counts of paired instance `key` (of shape `shape`), recounted from its
     /// pane's pairs under admission state `state`.
     fn other_counts(&self, key: InstanceKey, shape: u8, state: (usize, u64)) -> super::others::OtherCounts {
-        let admission = self.admission.get(&key);
-        let mut folded: FxHashMap<&str, bool> = FxHashMap::default();
+        let mut admits = self.admits_groups(key);
         let (_, mut panes) = self.panes_of(key);
         let pane = panes.next().flatten();
-        super::others::OtherCounts::build(&self.interner, pane, shape, state, |group| {
-            *folded
-                .entry(group)
-                .or_insert_with(|| admission.is_some_and(|a| !a.admits(item_hash(group))))
-        })
+        super::others::OtherCounts::build(&self.interner, pane, shape, state, |group| !admits(group))
     }
 
     /// `(other)`'s counts of user-keyed instance `key` from `keys` (its keys with a positive
@@ -433,13 +397,8 @@ impl WindowedCounter {
         keys: impl Iterator<Item = ItemIdx>,
         state: (usize, u64),
     ) -> super::others::OtherCounts {
-        let admission = self.admission.get(&key);
-        let mut folded: FxHashMap<&str, bool> = FxHashMap::default();
-        super::others::OtherCounts::build_keyed(&self.interner, keys, state, |group| {
-            *folded
-                .entry(group)
-                .or_insert_with(|| admission.is_some_and(|a| !a.admits(item_hash(group))))
-        })
+        let mut admits = self.admits_groups(key);
+        super::others::OtherCounts::build_keyed(&self.interner, keys, state, |group| !admits(group))
     }
 
     /// A plain recount's candidates in O(k) memory: for an instance of one pane and no
@@ -761,5 +720,32 @@ impl WindowedCounter {
             }
         }
         oldest
+    }
+}
+
+/// Adds `(other)`'s top `k` from `other` (its last list and the items changed since, or all of
+/// them) to `lists`, in group order, and remembers it in `other` for the next one.
+fn push_other_list(
+    interner: &Interner,
+    other: &mut super::others::OtherCounts,
+    k: usize,
+    lists: &mut Vec<(GroupKey, Vec<RankedItem>)>,
+) {
+    let mut top = other.candidates(interner);
+    let item = |rep: ItemIdx| super::others::item_of(interner.id(rep));
+    select_top_counted(&mut top, k, item);
+    let list: Vec<RankedItem> = top
+        .iter()
+        .map(|&(count, rep)| RankedItem {
+            item_id: ItemId::from(item(rep)),
+            count,
+            trend: None,
+        })
+        .collect();
+    other.set_listed(top.into_iter().map(|(_, rep)| rep).collect());
+    if !list.is_empty() {
+        lists.push((GroupKey::other(), list));
+        // (in group order, as `group_lists` gives them)
+        lists.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
     }
 }

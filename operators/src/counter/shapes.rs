@@ -280,7 +280,7 @@ pub fn group_lists<'a>(
 }
 
 /// The top `k` of a group's (count, item) pairs, as its list.
-pub(super) fn top_list(mut items: Vec<(u64, &str)>, k: usize) -> Vec<RankedItem> {
+fn top_list(mut items: Vec<(u64, &str)>, k: usize) -> Vec<RankedItem> {
     // (ids compared only among the pairs tied at the K-th count: most of a group's tail is ties)
     select_top_counted(&mut items, k, |item| item);
     items

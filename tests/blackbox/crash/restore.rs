@@ -59,11 +59,7 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
 #[test]
 fn sigkill_with_per_group_windows_keeps_every_group_exact() {
     let parts = hotlist_tests::inputs::random_grouped_partitions(33, &checkpointed_job_shape(6000));
-    let config = job_config()
-        .replace(
-            "[[window]]\nname = \"10s\"",
-            "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
-        )
+    let config = job_config_with_users()
         .replace("k = 5\n", "k = 5\nby = [\"page\"]\nmax_groups = 3\n")
         .replace(
             "k = 4\n",
@@ -149,15 +145,10 @@ fn sigkill_with_a_per_group_paired_window_keeps_every_group_exact() {
 #[test]
 fn sigkill_with_a_hopping_per_group_distinct_user_window_keeps_every_group_exact() {
     let parts = hotlist_tests::inputs::random_grouped_partitions(47, &checkpointed_job_shape(3000));
-    let config = job_config()
-        .replace(
-            "[[window]]\nname = \"10s\"",
-            "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
-        )
-        .replace(
-            "k = 4\n",
-            "k = 4\ncount = \"distinct_users\"\nby = [\"page\"]\nmax_groups = 3\n",
-        );
+    let config = job_config_with_users().replace(
+        "k = 4\n",
+        "k = 4\ncount = \"distinct_users\"\nby = [\"page\"]\nmax_groups = 3\n",
+    );
     assert!(
         config.contains("max_groups = 3") && config.contains("user = "),
         "{config}"
@@ -174,16 +165,19 @@ fn sigkill_with_a_hopping_per_group_distinct_user_window_keeps_every_group_exact
     kill_restore_and_compare(&parts, &config, want, 17);
 }
 
+/// The crash job's config, its users read from `/user` (for windows counting distinct users).
+fn job_config_with_users() -> String {
+    job_config().replace(
+        "[[window]]\nname = \"10s\"",
+        "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
+    )
+}
+
 /// Kills and restores the job whose 10 s window (tumbling, one pane) counts distinct users,
 /// with `by` (its `by` and `max_groups` lines, or none), against the model.
 fn kill_a_paired_window(by: &str, input_seed: u64, seed: u64) {
     let parts = hotlist_tests::inputs::random_grouped_partitions(input_seed, &checkpointed_job_shape(6000));
-    let config = job_config()
-        .replace(
-            "[[window]]\nname = \"10s\"",
-            "[source.format]\nuser = \"/user\"\n[[window]]\nname = \"10s\"",
-        )
-        .replace("k = 5\n", &format!("k = 5\ncount = \"distinct_users\"\n{by}"));
+    let config = job_config_with_users().replace("k = 5\n", &format!("k = 5\ncount = \"distinct_users\"\n{by}"));
     assert!(
         config.contains("distinct_users") && config.contains("user = ") && config.contains(by),
         "{config}"
