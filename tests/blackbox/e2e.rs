@@ -540,3 +540,88 @@ fn trend_windows_into_postgres_with_redis_fanout() {
         );
     }
 }
+
+/// A per-group distinct-user window with groups in `(other)` (tumbling, so paired: see
+/// `operators/src/counter/pairs.rs`), on standard input in two parts: after the first, the job
+/// emits a provisional list of `(other)` (its user counts per item are built then); the second
+/// brings new users of the same items in the same folded groups, counted into those kept counts
+/// (`operators/src/counter/others.rs`), and the end of input seals the window. Its lists equal
+/// the model's, `(other)` counting a user once over its groups.
+#[test]
+fn a_folded_paired_window_counts_users_after_its_first_list() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = "[job]\nid = \"folded\"\n[source]\nkind = \"file\"\npath = \"-\"\n\
+                  [source.format]\nuser = \"/user\"\n\
+                  [time]\nmax_out_of_orderness = \"0s\"\nallowed_lateness = \"0s\"\nemit_interval = \"5ms\"\n\
+                  [[window]]\nname = \"w\"\nsize = \"1m\"\nk = 5\nby = [\"page\"]\ncount = \"distinct_users\"\nmax_groups = 1\n\
+                  [sink]\nkind = \"sqlite\"\npath = \"out.db\"\n";
+    std::fs::write(dir.path().join("hotlist.toml"), config).expect("config");
+    let start = 1_713_462_000_000i64; // a minute boundary
+    let line = |n: i64, item: &str, page: &str, user: &str| {
+        format!(
+            "{{\"item_id\":\"{item}\",\"ts\":{},\"dims\":{{\"page\":\"{page}\"}},\"user\":\"{user}\"}}",
+            start + n
+        )
+    };
+    let first: Vec<String> = [("x", "p1", "a"), ("x", "p2", "b"), ("x", "p3", "c"), ("y", "p2", "a")]
+        .iter()
+        .enumerate()
+        .map(|(n, (i, p, u))| line(n as i64, i, p, u))
+        .collect();
+    let then: Vec<String> = [
+        ("x", "p2", "d"),
+        ("x", "p3", "e"),
+        ("x", "p3", "b"),
+        ("y", "p3", "b"),
+        ("y", "p1", "c"),
+        ("y", "p2", "e"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(n, (i, p, u))| line(100 + n as i64, i, p, u))
+    .collect();
+    let mut child = std::process::Command::new(hotlist_tests::hotlist_bin())
+        .args(["run", "--config", "hotlist.toml", "--progress", "never"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for l in &first {
+        writeln!(stdin, "{l}").expect("write stdin");
+    }
+    stdin.flush().expect("flush stdin");
+    // the job's first list of (other), provisional: its counts are kept from here on
+    let db = dir.path().join("out.db");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let other_listed = || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row("SELECT count(*) FROM topk WHERE group_key = '(other)'", [], |r| {
+                    r.get(0)
+                })
+            })
+            .is_ok_and(|n: i64| n > 0)
+    };
+    while !other_listed() {
+        assert!(std::time::Instant::now() < deadline, "no provisional list of (other)");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for l in &then {
+        writeln!(stdin, "{l}").expect("write stdin");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Vec<u8>> = first.iter().chain(&then).map(|l| l.clone().into_bytes()).collect();
+    let mut w = ModelWindow::new("w", 60_000, 60_000, 5);
+    w.by = vec!["page".into()];
+    w.distinct_users = true;
+    w.max_groups = 1;
+    let (want, _) = model::run_grouped(&[lines], &[w], 0, 0);
+    assert!(want.keys().any(|k| k.3 == "(other)"), "two pages fold");
+    assert_eq!(hotlist_tests::sqlite_sealed_group_lists(&db, "folded"), want);
+}
