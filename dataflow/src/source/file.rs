@@ -12,13 +12,14 @@
 //! replay reads its range without reading every line before it (positions stay line numbers).
 
 use super::lines::{Line, LineReader};
+use super::read_ahead::FileInput;
 use super::{PartitionReader, ReadStatus, Record};
 use crate::config::FileRange;
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use hotlist_operators::replay::{ByteMark, MARK_CHECK_BYTES};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -26,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex};
 /// Reads a JSON-lines file, or one range of it (`source.split`): its stripes, in turn.
 pub struct FileReader {
     path: PathBuf,
-    lines: LineReader<BufReader<File>>,
+    lines: LineReader<FileInput>,
     /// The range read (`None`: the whole file).
     range: Option<FileRange>,
     /// The stripe being read (see [`FileRange`]; `range.stripes()` once none is left).
@@ -65,9 +66,10 @@ impl FileReader {
     /// Opens `path`, whose lines may be up to `max_record_bytes` long.
     pub fn open(path: &Path, max_record_bytes: usize) -> Result<FileReader> {
         let file = File::open(path).with_context(|| format!("cannot open input file {}", path.display()))?;
+        let input = FileInput::open(file).with_context(|| format!("cannot open input file {}", path.display()))?;
         Ok(FileReader {
             path: path.to_path_buf(),
-            lines: LineReader::new(BufReader::with_capacity(1 << 20, file), max_record_bytes),
+            lines: LineReader::new(input, max_record_bytes),
             range: None,
             stripe: 0,
             end: None,
@@ -98,7 +100,7 @@ impl FileReader {
     /// starts at or after stripe `j`'s cut (nor, then, at any later one).
     fn enter_stripe(&mut self, j: u64) -> std::io::Result<()> {
         let Some(r) = self.range else { return Ok(()) };
-        let file = self.lines.get_ref().get_ref();
+        let file = self.lines.get_ref().file();
         let Some(start) = line_start(file, r.hint(j))? else {
             self.stripe = r.stripes();
             self.end = Some(0);
@@ -148,7 +150,7 @@ impl FileReader {
     /// Reads on from line `line` + 1, which starts at `mark` — if the file still has the bytes
     /// it had there when the mark was taken; otherwise it changed since (an error saying so).
     pub fn seek_to(&mut self, line: u64, mark: ByteMark) -> Result<()> {
-        let len = self.lines.get_ref().get_ref().metadata().map(|m| m.len()).unwrap_or(0);
+        let len = self.lines.get_ref().file().metadata().map(|m| m.len()).unwrap_or(0);
         if len < mark.offset {
             bail!(
                 "{} has {len} bytes, fewer than the {} before line {}: it changed since it was read",
@@ -168,7 +170,7 @@ impl FileReader {
         }
         if let Some(r) = self.range {
             // the range's stripe the mark is in: the last of them starting at or before it
-            let file = self.lines.get_ref().get_ref();
+            let file = self.lines.get_ref().file();
             let starts_by = |t: u64| -> Result<bool> {
                 let j = t * u64::from(r.count) + u64::from(r.index);
                 let start = line_start(file, r.hint(j))
@@ -207,7 +209,7 @@ impl FileReader {
         let mut buf = vec![0u8; (offset - from) as usize];
         self.lines
             .get_ref()
-            .get_ref()
+            .file()
             .read_exact_at(&mut buf, from)
             .with_context(|| format!("cannot read {} at byte {from}", self.path.display()))?;
         Ok(buf)

@@ -18,7 +18,8 @@
 //! dispatches to them; `file`, `generator` the readers of files, stdin and the generator;
 //! `kafka/` everything Kafka (the reader, data loss, partitions added while the job runs, how
 //! a partition a bounded run finished goes on, reading a range again by offset); `lines`
-//! splitting files and stdin into lines of bounded size.
+//! splitting files and stdin into lines of bounded size; `read_ahead` a file read ahead on a
+//! helper thread.
 
 mod accept;
 pub mod file;
@@ -27,6 +28,7 @@ mod held;
 pub mod kafka;
 pub mod lines;
 mod operator;
+mod read_ahead;
 mod reader;
 pub mod replay;
 mod replay_notes;
