@@ -193,6 +193,7 @@ fn start_workers(
     let handoff = Arc::new(Mutex::new(Some(handoff)));
     let worker_plan = Arc::new(plan.clone());
     let (stats, shutdown, failed, ctx) = (stats.clone(), shutdown.clone(), failed.clone(), ctx.clone());
+    crate::source::read_ahead::use_spare_cores(plan.workers);
     // timely connects the cluster inside `execute`, without a time limit
     let watchdog = plan.cluster.as_ref().map(connect_watchdog::start);
     if plan.cluster.is_some() {

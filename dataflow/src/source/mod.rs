@@ -28,7 +28,7 @@ mod held;
 pub mod kafka;
 pub mod lines;
 mod operator;
-mod read_ahead;
+pub(crate) mod read_ahead;
 mod reader;
 pub mod replay;
 mod replay_notes;

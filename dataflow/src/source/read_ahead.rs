@@ -12,7 +12,8 @@
 //! their buffers reused: 3 MiB a reader (the chunk lent out and two asked for), against the
 //! 1 MiB buffer of a reader without a helper. Helper threads are
 //! bounded per process ([`MAX_THREADS`]): a job of many files reads the rest of them as before,
-//! through a `BufReader` ([`FileInput::Direct`]).
+//! through a `BufReader` ([`FileInput::Direct`]), as do all where the workers take every core
+//! ([`use_spare_cores`]).
 //!
 //! The same bytes as a plain read, whatever the timing: a chunk is asked for by its offset, and
 //! an answer shorter than a chunk (the file's end, as it was then) drops the asks past it, so
@@ -23,7 +24,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -46,6 +47,23 @@ const DIRECT_BUFFER: usize = CHUNK;
 /// Helper threads running.
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether readers may take helper threads (see [`use_spare_cores`]).
+static SPARE_CORES: AtomicBool = AtomicBool::new(true);
+
+/// Lets file readers read ahead on helper threads only where this process's `workers` leave a
+/// core spare. On 2 cores, 2 workers with helpers were 1.05× slower (the 4-window job, 16 M
+/// events, `-n 11`): every core already parses, so a helper's copy only moves work between
+/// them and adds the hand-over; 1 worker with them was 0.94× (Nexmark Q5).
+pub fn use_spare_cores(workers: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    SPARE_CORES.store(has_spare_core(workers, cores), Ordering::Release);
+}
+
+/// Whether `workers` threads leave one of `cores` spare.
+fn has_spare_core(workers: usize, cores: usize) -> bool {
+    workers < cores
+}
+
 /// A file's bytes, buffered: read ahead on a helper thread when one is free, else read on the
 /// caller's thread.
 pub enum FileInput {
@@ -56,8 +74,12 @@ pub enum FileInput {
 }
 
 impl FileInput {
-    /// `file` read ahead if a helper thread is free (and starts), else directly.
+    /// `file` read ahead if the process has a core to spare and a helper thread is free (and
+    /// starts), else directly.
     pub fn open(file: File) -> io::Result<FileInput> {
+        if !SPARE_CORES.load(Ordering::Acquire) {
+            return Ok(FileInput::direct(file));
+        }
         let Some(slot) = Slot::take() else {
             return Ok(FileInput::direct(file));
         };
@@ -471,6 +493,14 @@ mod tests {
         let e = r.fill_buf().expect_err("a directory cannot be read");
         assert_eq!(e.raw_os_error(), Some(21), "{e}");
         assert!(r.fill_buf().is_err(), "asked again, failed again");
+    }
+
+    #[test]
+    fn helpers_only_where_a_core_is_spare() {
+        assert!(has_spare_core(1, 2));
+        assert!(!has_spare_core(2, 2));
+        assert!(!has_spare_core(4, 2));
+        assert!(!has_spare_core(1, 1));
     }
 
     /// Readers past the process's helper threads read directly, and a reader dropped gives
