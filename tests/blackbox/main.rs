@@ -56,6 +56,8 @@ mod store_limits;
 // one file read as byte ranges (`source.split`): every line once, on any worker count; a
 // restore onto a file whose ranges would move is refused
 mod file_split;
+// a file of several MiB read ahead on a helper thread and on the workers: the model's lists
+mod read_ahead;
 // the dashboard's and alert rules' metrics, each exported by a run of the job or `serve`
 mod dashboard;
 // Rust UDFs (`[[udf]]`) computing ids, dims and a filter, against a model of them; panics, restores
