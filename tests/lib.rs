@@ -78,6 +78,12 @@ pub fn run_hotlist(dir: &std::path::Path, args: &[&str], expect_ok: bool) -> Out
     out
 }
 
+/// Asserts that `job`'s SQLite store `db` holds the model's sealed lists and dead letters.
+pub fn assert_sqlite_as_model(db: &std::path::Path, job: &str, lists: &model::Lists, dead: &model::Dead) {
+    assert_eq!(&sqlite_sealed_lists(db, job), lists, "{job}: lists");
+    assert_eq!(&sqlite_dead_letters(db, job).0, dead, "{job}: dead letters");
+}
+
 /// The sealed lists a job stored in a SQLite `topk` table: checks every row is final and ranks
 /// are dense from 1.
 pub fn sqlite_sealed_lists(db: &std::path::Path, job: &str) -> model::Lists {

@@ -92,16 +92,7 @@ fn runs_seal_the_models_lists(dir: &std::path::Path, ranges: &[Vec<Vec<u8>>], na
         let args = ["run", "--config", &toml, "--progress", "never", "--workers", workers];
         hotlist_tests::run_hotlist(dir, &args, true);
         let db = dir.join(format!("{job}.db"));
-        assert_eq!(
-            hotlist_tests::sqlite_sealed_lists(&db, &job),
-            want_lists,
-            "{job}: lists"
-        );
-        assert_eq!(
-            hotlist_tests::sqlite_dead_letters(&db, &job).0,
-            want_dead,
-            "{job}: dead letters"
-        );
+        hotlist_tests::assert_sqlite_as_model(&db, &job, &want_lists, &want_dead);
         let conn = rusqlite::Connection::open(&db).expect("open db");
         let sources: Vec<String> = conn
             .prepare("SELECT DISTINCT source FROM dead_letters WHERE job = ?1 ORDER BY source")

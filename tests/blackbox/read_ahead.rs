@@ -59,15 +59,6 @@ fn a_file_of_several_chunks_seals_the_models_lists_read_ahead_or_not() {
         let args = ["run", "--config", &toml, "--progress", "never", "--workers", workers];
         hotlist_tests::run_hotlist(dir.path(), &args, true);
         let db = dir.path().join(format!("{job}.db"));
-        assert_eq!(
-            hotlist_tests::sqlite_sealed_lists(&db, &job),
-            want_lists,
-            "{job}: lists"
-        );
-        assert_eq!(
-            hotlist_tests::sqlite_dead_letters(&db, &job).0,
-            want_dead,
-            "{job}: dead letters"
-        );
+        hotlist_tests::assert_sqlite_as_model(&db, &job, &want_lists, &want_dead);
     }
 }
