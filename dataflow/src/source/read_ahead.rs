@@ -10,9 +10,9 @@
 //!
 //! Bounded: at most [`IN_FLIGHT`] chunks asked for at a time, each of [`CHUNK`] bytes, and
 //! their buffers reused: 3 MiB a reader (the chunk lent out and two asked for), against the
-//! 1 MiB buffer of a reader without a helper. Helper threads are
-//! bounded per process ([`MAX_THREADS`]): a job of many files reads the rest of them as before,
-//! through a `BufReader` ([`FileInput::Direct`]), as do all where the workers take every core
+//! 1 MiB buffer of a reader without a helper. Helper threads are bounded per process
+//! ([`MAX_THREADS`]): a job of many files reads the rest of them as before, through a
+//! `BufReader` ([`FileInput::Direct`]), as do all where the workers take every core
 //! ([`use_spare_cores`]).
 //!
 //! The same bytes as a plain read, whatever the timing: a chunk is asked for by its offset, and
@@ -216,7 +216,7 @@ impl ReadAhead {
         let (answer_tx, answer_rx) = bounded::<Answer>(IN_FLIGHT);
         let read_file = Arc::clone(&file);
         let helper = std::thread::Builder::new()
-            .name("hotlist:read-ahead".into())
+            .name("hotlist-read-ahead".into())
             .spawn(move || help(&read_file, &ask_rx, &answer_tx));
         match helper {
             Ok(helper) => Ok(ReadAhead {
