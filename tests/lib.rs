@@ -322,6 +322,19 @@ batch_size = 24
 max_epochs_in_flight = 2
 "#;
 
+/// `hotlist` with `args` in `dir`, in the background, reading the stdin the test writes; its
+/// stdout and stderr are piped (for `wait_with_output`).
+pub fn spawn_on_stdin(dir: &std::path::Path, args: &[&str]) -> Child {
+    Command::new(hotlist_bin())
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hotlist")
+}
+
 /// `hotlist run --config hotlist.toml --progress never --workers <workers>` in `dir`, in the
 /// background, logging at info; its stderr is piped (for `wait_with_output`).
 pub fn spawn_run(dir: &std::path::Path, workers: usize) -> Child {

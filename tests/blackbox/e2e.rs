@@ -181,14 +181,8 @@ fn stdin_source_matches_the_model() {
         CONFIG.replace("path = \"in/*.jsonl\"", "path = \"-\""),
     )
     .expect("config");
-    let mut child = std::process::Command::new(hotlist_tests::hotlist_bin())
-        .args(["run", "--config", "hotlist.toml", "--progress", "never"])
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child =
+        hotlist_tests::spawn_on_stdin(dir.path(), &["run", "--config", "hotlist.toml", "--progress", "never"]);
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().expect("stdin");
@@ -581,14 +575,8 @@ fn a_folded_paired_window_counts_users_after_its_first_list() {
     .enumerate()
     .map(|(n, (i, p, u))| line(100 + n as i64, i, p, u))
     .collect();
-    let mut child = std::process::Command::new(hotlist_tests::hotlist_bin())
-        .args(["run", "--config", "hotlist.toml", "--progress", "never"])
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child =
+        hotlist_tests::spawn_on_stdin(dir.path(), &["run", "--config", "hotlist.toml", "--progress", "never"]);
     let mut stdin = child.stdin.take().expect("stdin");
     for l in &first {
         writeln!(stdin, "{l}").expect("write stdin");
