@@ -21,6 +21,7 @@
 //! on a pointer's path stay bad.
 
 mod scan;
+mod shape;
 #[cfg(test)]
 mod tests;
 mod walk;

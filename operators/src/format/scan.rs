@@ -9,6 +9,7 @@
 //! error details. Where it answers, it answers as the walk does (property-tested in
 //! `tests.rs`): so a record's verdict does not depend on which path read it.
 
+use super::shape::Shapes;
 use super::walk::{all_targets, bits, is_index, tokens, Cap, Caps};
 use super::Format;
 use std::borrow::Cow;
@@ -75,6 +76,20 @@ impl Plan {
         }
         Plan { nodes }
     }
+
+    /// The targets whose pointer ends at node `node`.
+    pub(super) fn here(&self, node: usize) -> u64 {
+        self.nodes[node].here
+    }
+
+    /// The child of node `node` that object key `key` leads to.
+    pub(super) fn child(&self, node: usize, key: &[u8]) -> Option<usize> {
+        self.nodes[node]
+            .children
+            .iter()
+            .find(|c| *c.token == *key)
+            .map(|c| c.node)
+    }
 }
 
 /// Members of an object remembered per plan node (a wider object's later members are read
@@ -95,6 +110,9 @@ pub struct Keys {
     /// `n * KNOWN_MEMBERS + m`, every node's once one is remembered); none yet where `len`
     /// is 0.
     known: Vec<KnownKey>,
+    /// The shapes of the last records, which read a record of one before any key is looked
+    /// at.
+    shapes: Shapes,
     /// Members read through `known` (for the tests).
     #[cfg(test)]
     hits: usize,
@@ -110,6 +128,11 @@ impl Keys {
     /// How many members were read through what is remembered.
     pub(super) fn hits(&self) -> usize {
         self.hits
+    }
+
+    /// How many records were read through a remembered shape.
+    pub(super) fn shape_hits(&self) -> usize {
+        self.shapes.hits()
     }
 }
 
@@ -140,6 +163,9 @@ fn slot(node: usize, member: usize) -> Option<usize> {
 /// remembering new ones: `Some` when the record is valid JSON and every capture is certain;
 /// `None` leaves `caps` partly written.
 pub fn scan<'a>(text: &'a str, plan: &Plan, keys: &mut Keys, caps: &mut Caps<'a>) -> Option<()> {
+    if keys.shapes.read(text, caps) {
+        return Some(());
+    }
     let mut s = Scanner {
         text,
         bytes: text.as_bytes(),
@@ -150,7 +176,11 @@ pub fn scan<'a>(text: &'a str, plan: &Plan, keys: &mut Keys, caps: &mut Caps<'a>
     s.ws();
     s.value(0, 0, caps)?;
     s.ws();
-    (s.pos == s.bytes.len()).then_some(())
+    if s.pos != s.bytes.len() {
+        return None;
+    }
+    keys.shapes.learn(text, plan);
+    Some(())
 }
 
 struct Scanner<'a, 'p> {
@@ -568,7 +598,7 @@ impl<'a> Scanner<'a, '_> {
 /// Stores what the targets in `here` found (moved into the last, cloned for the others: most
 /// values are one target's).
 #[inline]
-fn capture<'a>(caps: &mut Caps<'a>, here: u64, cap: Cap<'a>) {
+pub(super) fn capture<'a>(caps: &mut Caps<'a>, here: u64, cap: Cap<'a>) {
     if here == 0 {
         return;
     }
