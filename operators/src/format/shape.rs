@@ -160,7 +160,7 @@ impl Shape {
                     let end = crate::swar::string_stop(bytes, pos)?;
                     if here != 0 {
                         // (both ends are ASCII quotes: char boundaries)
-                        capture(caps, here, Cap::Str(Cow::Borrowed(text.get(pos..end)?)));
+                        put(caps, here, Cap::Str(Cow::Borrowed(text.get(pos..end)?)));
                     }
                     pos = end;
                 }
@@ -186,7 +186,7 @@ impl Shape {
                         for i in bits(here & 0b111) {
                             caps.written[i] = text.get(start..pos);
                         }
-                        capture(caps, here, Cap::Int(if negative { -magnitude } else { magnitude }));
+                        put(caps, here, Cap::Int(if negative { -magnitude } else { magnitude }));
                     }
                 }
                 Slot::Number => pos = number_end(bytes, pos)?,
@@ -398,8 +398,18 @@ impl Builder<'_, '_> {
     }
 }
 
+/// Stores what the targets in `here` found (most values are one target's: stored in line).
+#[inline(always)]
+fn put<'a>(caps: &mut Caps<'a>, here: u64, cap: Cap<'a>) {
+    if here.is_power_of_two() {
+        *caps.slot(here.trailing_zeros() as usize) = cap;
+    } else {
+        capture(caps, here, cap);
+    }
+}
+
 /// The end of the JSON number at `pos`.
-#[inline]
+#[inline(always)]
 fn number_end(bytes: &[u8], mut pos: usize) -> Option<usize> {
     pos += usize::from(bytes.get(pos) == Some(&b'-'));
     pos = match bytes.get(pos)? {

@@ -701,7 +701,9 @@ fn vary(v: &Value, seed: u64, wild: u64, n: &mut u64) -> Value {
             if *n != wild {
                 return match leaf {
                     Value::Number(x) if x.is_f64() => Value::from((pick % 10_000) as f64 / 8.0 + 0.5),
-                    Value::Number(_) if pick.is_multiple_of(5) => Value::from(123_456_789_012_345_678i64 - (pick % 7) as i64),
+                    Value::Number(_) if pick.is_multiple_of(5) => {
+                        Value::from(123_456_789_012_345_678i64 - (pick % 7) as i64)
+                    }
                     Value::Number(_) => Value::from((pick % 100_000) as i64 - 50_000),
                     Value::String(_) => Value::from("z".repeat((pick % 40) as usize)),
                     other => other.clone(),
