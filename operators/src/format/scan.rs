@@ -159,9 +159,9 @@ fn slot(node: usize, member: usize) -> Option<usize> {
 }
 
 /// Scans `text` into `caps` (which must hold `Cap::Missing` everywhere) by `plan` (of
-/// `format`), reading keys seen before through `keys` (only ever used with `plan`) and
-/// remembering new ones: `Some` when the record is valid JSON and every capture is certain;
-/// `None` leaves `caps` partly written.
+/// `format`), reading a record of a kept shape through it, and keys seen before through `keys`
+/// (only ever used with `plan`), and remembering new ones: `Some` when the record is valid
+/// JSON and every capture is certain; `None` leaves `caps` partly written.
 pub fn scan<'a>(text: &'a str, plan: &Plan, keys: &mut Keys, caps: &mut Caps<'a>) -> Option<()> {
     if keys.shapes.read(text, caps) {
         return Some(());
