@@ -134,6 +134,11 @@ impl Keys {
     pub(super) fn shape_hits(&self) -> usize {
         self.shapes.hits()
     }
+
+    /// How many shapes were tried to build.
+    pub(super) fn shape_builds(&self) -> usize {
+        self.shapes.builds()
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]

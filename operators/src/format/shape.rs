@@ -37,8 +37,9 @@ const MAX_SLOTS: usize = 64;
 /// Objects nested deeper than this build no shape.
 const MAX_SHAPE_DEPTH: usize = 32;
 
-/// A build costs this much credit; every record no shape took earns one (so ever-new shapes
-/// cost one build every this many records).
+/// A build (after the first [`MAX_SHAPES`]) costs this much credit; every record no shape took
+/// earns one (so ever-new shapes, or records no shape can be built of, cost one try every this
+/// many records).
 const BUILD_COST: u32 = 16;
 
 /// The most credit saved up.
@@ -51,9 +52,13 @@ pub struct Shapes {
     /// replaces the last).
     shapes: Vec<Shape>,
     credit: u32,
-    /// Records read through a shape (for the tests).
+    /// Builds tried (up to 255: the first [`MAX_SHAPES`] are free).
+    tried: u8,
+    /// Records read through a shape, and builds tried (for the tests).
     #[cfg(test)]
     hits: usize,
+    #[cfg(test)]
+    builds: usize,
 }
 
 impl Shapes {
@@ -83,19 +88,30 @@ impl Shapes {
     /// there is credit for it.
     #[cold]
     pub fn learn(&mut self, text: &str, plan: &Plan) {
-        // (the first shapes are free: a stream of one shape builds it at its first record)
-        let free = self.shapes.len() < MAX_SHAPES;
+        // (the first tries are free: a stream of one shape builds it at its first record; a
+        // try that builds nothing, a record with an array say, costs as much as one that does)
         self.credit = (self.credit + 1).min(MAX_CREDIT);
-        if !free && self.credit < BUILD_COST {
+        if self.tried >= MAX_SHAPES as u8 && self.credit < BUILD_COST {
             return;
         }
+        self.tried = self.tried.saturating_add(1);
+        self.credit = self.credit.saturating_sub(BUILD_COST);
+        #[cfg(test)]
+        {
+            self.builds += 1;
+        }
         let Some(shape) = Shape::of(text, plan) else { return };
-        if free {
+        if self.shapes.len() < MAX_SHAPES {
             self.shapes.push(shape);
         } else {
-            self.credit -= BUILD_COST;
             self.shapes[MAX_SHAPES - 1] = shape;
         }
+    }
+
+    /// Shapes tried to build (for the tests).
+    #[cfg(test)]
+    pub(super) fn builds(&self) -> usize {
+        self.builds
     }
 
     /// Records read through a shape.

@@ -821,6 +821,20 @@ fn the_scan_reads_records_through_a_kept_shape() {
     let before = keys.shape_hits();
     read(&mut keys, &bid("1000", "u"));
     assert_eq!(keys.shape_hits(), before + 1, "the bid's shape is one of the kept");
+    // records no shape can be built of (an array): tried once every 16 records, not each
+    let mut keys = scan::Keys::default();
+    for i in 0..160 {
+        read(
+            &mut keys,
+            &format!(r#"{{"Bid":{{"auction":{i},"date_time":5,"a":[1]}}}}"#),
+        );
+    }
+    assert_eq!(keys.shape_hits(), 0);
+    assert!(
+        (4..=4 + 10).contains(&keys.shape_builds()),
+        "{} builds",
+        keys.shape_builds()
+    );
 }
 
 /// Which records the fast scan takes, and which it leaves to the walk (whose reading is the
