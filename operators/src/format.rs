@@ -20,6 +20,7 @@
 //! Malformed JSON, trailing garbage, a line that is not one object, and a key that occurs twice
 //! on a pointer's path stay bad.
 
+mod number;
 mod scan;
 mod shape;
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! error details. Where it answers, it answers as the walk does (property-tested in
 //! `tests.rs`): so a record's verdict does not depend on which path read it.
 
+use super::number;
 use super::shape::Shapes;
 use super::walk::{all_targets, bits, is_index, tokens, Cap, Caps};
 use super::Format;
@@ -82,13 +83,14 @@ impl Plan {
         self.nodes[node].here
     }
 
+    /// Which of node `node`'s children (its place among them) object key `key` leads to.
+    pub(super) fn child_place(&self, node: usize, key: &[u8]) -> Option<usize> {
+        self.nodes[node].children.iter().position(|c| *c.token == *key)
+    }
+
     /// The child of node `node` that object key `key` leads to.
     pub(super) fn child(&self, node: usize, key: &[u8]) -> Option<usize> {
-        self.nodes[node]
-            .children
-            .iter()
-            .find(|c| *c.token == *key)
-            .map(|c| c.node)
+        self.child_place(node, key).map(|c| self.nodes[node].children[c].node)
     }
 }
 
@@ -329,44 +331,11 @@ impl<'a> Scanner<'a, '_> {
         }
     }
 
-    /// Consumes digits; how many.
-    #[inline]
-    fn digits(&mut self) -> usize {
-        let start = self.pos;
-        self.pos = crate::swar::digits_end(self.bytes, self.pos);
-        self.pos - start
-    }
-
     /// Consumes a JSON number; whether it has a fraction, and whether an exponent.
     fn number(&mut self) -> Option<(bool, bool)> {
-        if self.peek()? == b'-' {
-            self.pos += 1;
-        }
-        match self.peek()? {
-            b'0' => self.pos += 1,
-            b'1'..=b'9' => {
-                self.digits();
-            }
-            _ => return None,
-        }
-        let fraction = self.peek() == Some(b'.');
-        if fraction {
-            self.pos += 1;
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        let exponent = matches!(self.peek(), Some(b'e' | b'E'));
-        if exponent {
-            self.pos += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        Some((fraction, exponent))
+        let number = number::number_at(self.bytes, self.pos)?;
+        self.pos = number.end;
+        Some((number.fraction, number.exponent))
     }
 
     /// A captured number: an integer of at most 18 digits; anything else is the walk's.
@@ -378,17 +347,7 @@ impl<'a> Scanner<'a, '_> {
             // exponent forms may overflow)
             return None;
         }
-        let written = &self.bytes[start..self.pos];
-        let (negative, digits) = match written.strip_prefix(b"-") {
-            Some(d) => (true, d),
-            None => (false, written),
-        };
-        if digits.len() > 18 || (negative && digits == b"0") {
-            // (serde_json reads `-0` as a float, and longer integers may overflow)
-            return None;
-        }
-        let magnitude = crate::swar::digits_value(digits) as i64;
-        Some(Cap::Int(if negative { -magnitude } else { magnitude }))
+        number::captured_integer(&self.bytes[start..self.pos]).map(Cap::Int)
     }
 
     /// Skips any value, `depth` levels deep (a scalar here, a container out of line: most
@@ -548,7 +507,7 @@ impl<'a> Scanner<'a, '_> {
                         return None;
                     }
                     let key = self.plain_bytes()?;
-                    let found = children.iter().position(|c| *c.token == *key);
+                    let found = self.plan.child_place(node, key);
                     self.remember_key(node, member, start, found);
                     self.expect(b':')?;
                     found.map(|c| &children[c])

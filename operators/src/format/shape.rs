@@ -20,6 +20,7 @@
 //! another shape builds a new one only on credit ([`BUILD_COST`]), so a stream of ever-new
 //! shapes costs at most one build every sixteen records.
 
+use super::number;
 use super::scan::{capture, Plan};
 use super::walk::{bits, Cap, Caps};
 use std::borrow::Cow;
@@ -182,30 +183,18 @@ impl Shape {
                 }
                 Slot::Int(here) => {
                     let start = pos;
-                    let negative = bytes.get(pos) == Some(&b'-');
-                    pos += usize::from(negative);
-                    let digits = pos;
-                    pos = match bytes.get(pos)? {
-                        b'0' => pos + 1,
-                        b'1'..=b'9' => crate::swar::digits_end(bytes, pos + 1),
-                        _ => return None,
-                    };
-                    let digits = &bytes[digits..pos];
-                    if digits.len() > 18 {
-                        return None;
-                    }
+                    pos = number::integer_end(bytes, pos)?;
+                    // (the scan's captured integers only, captured here or not: any other
+                    // integer is the scan's)
+                    let value = number::captured_integer(&bytes[start..pos])?;
                     if here != 0 {
-                        if negative && digits == b"0" {
-                            return None; // (a float to serde_json: the walk's)
-                        }
-                        let magnitude = crate::swar::digits_value(digits) as i64;
                         for i in bits(here & 0b111) {
                             caps.written[i] = text.get(start..pos);
                         }
-                        put(caps, here, Cap::Int(if negative { -magnitude } else { magnitude }));
+                        put(caps, here, Cap::Int(value));
                     }
                 }
-                Slot::Number => pos = number_end(bytes, pos)?,
+                Slot::Number => pos = number::number_at(bytes, pos)?.end,
             }
         }
         None
@@ -381,20 +370,15 @@ impl Builder<'_, '_> {
             b'-' | b'0'..=b'9' if on_way => {
                 self.slot(Slot::Int(here))?;
                 let start = self.pos;
-                self.pos += usize::from(self.bytes[start] == b'-');
-                let digits = self.pos;
-                self.pos = match self.bytes.get(self.pos)? {
-                    b'0' => self.pos + 1,
-                    b'1'..=b'9' => crate::swar::digits_end(self.bytes, self.pos + 1),
-                    _ => return None,
-                };
+                self.pos = number::integer_end(self.bytes, start)?;
                 // (a fraction or exponent: the scan's; it follows no integer's piece)
-                let plain = self.pos - digits <= 18 && !matches!(self.bytes.get(self.pos), Some(b'.' | b'e' | b'E'));
+                let plain = number::captured_integer(&self.bytes[start..self.pos]).is_some()
+                    && !matches!(self.bytes.get(self.pos), Some(b'.' | b'e' | b'E'));
                 plain.then_some(())
             }
             b'-' | b'0'..=b'9' => {
                 self.slot(Slot::Number)?;
-                self.pos = number_end(self.bytes, self.pos)?;
+                self.pos = number::number_at(self.bytes, self.pos)?.end;
                 Some(())
             }
             b't' | b'f' | b'n' if here == 0 => {
@@ -422,32 +406,4 @@ fn put<'a>(caps: &mut Caps<'a>, here: u64, cap: Cap<'a>) {
     } else {
         capture(caps, here, cap);
     }
-}
-
-/// The end of the JSON number at `pos`.
-#[inline(always)]
-fn number_end(bytes: &[u8], mut pos: usize) -> Option<usize> {
-    pos += usize::from(bytes.get(pos) == Some(&b'-'));
-    pos = match bytes.get(pos)? {
-        b'0' => pos + 1,
-        b'1'..=b'9' => crate::swar::digits_end(bytes, pos + 1),
-        _ => return None,
-    };
-    if bytes.get(pos) == Some(&b'.') {
-        let end = crate::swar::digits_end(bytes, pos + 1);
-        if end == pos + 1 {
-            return None;
-        }
-        pos = end;
-    }
-    if let Some(b'e' | b'E') = bytes.get(pos) {
-        pos += 1;
-        pos += usize::from(matches!(bytes.get(pos), Some(b'+' | b'-')));
-        let end = crate::swar::digits_end(bytes, pos);
-        if end == pos {
-            return None;
-        }
-        pos = end;
-    }
-    Some(pos)
 }
