@@ -64,3 +64,51 @@ pub(super) fn captured_integer(written: &[u8]) -> Option<i64> {
     let magnitude = crate::swar::digits_value(digits) as i64;
     Some(if negative { -magnitude } else { magnitude })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// serde_json's verdict on `text` as one number in an array: `None` if it rejects it,
+    /// else whether it is a float (a fraction or an exponent) and its `i64` if it is one.
+    fn serde_number(text: &str) -> Option<(bool, Option<i64>)> {
+        let values: Vec<serde_json::Value> = serde_json::from_str(&format!("[{text}]")).ok()?;
+        match values.as_slice() {
+            [serde_json::Value::Number(n)] => Some((n.is_f64(), n.as_i64())),
+            _ => None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// The grammar takes a text, followed by a value's end, exactly when serde_json reads
+        /// it as one number; one with a fraction or exponent is a float to serde_json; and a
+        /// capture takes every integer of at most 18 digits with serde_json's value, but `-0`
+        /// (a float to serde_json), and no longer one.
+        #[test]
+        fn the_grammar_reads_numbers_as_serde_json_does(text in "[-+0-9.eE]{0,24}|-?[0-9]{1,22}") {
+            let model = serde_number(&text);
+            let bytes = format!("{text}]");
+            let found = number_at(bytes.as_bytes(), 0).filter(|n| n.end == text.len());
+            prop_assert_eq!(found.is_some(), model.is_some(), "{}", text);
+            if let (Some(n), Some((float, integer))) = (found, model) {
+                if n.fraction || n.exponent {
+                    prop_assert!(float, "{}", text);
+                } else {
+                    prop_assert_eq!(integer_end(bytes.as_bytes(), 0), Some(n.end));
+                    // (serde_json reads longer integers as floats past `u64`'s range)
+                    let digits = text.trim_start_matches('-').len();
+                    let captured = captured_integer(text.as_bytes());
+                    if digits <= 18 && text != "-0" {
+                        prop_assert!(captured.is_some(), "{}", text);
+                        prop_assert_eq!(captured, integer, "{}", text);
+                    } else {
+                        prop_assert_eq!(captured, None, "{}", text);
+                    }
+                }
+            }
+        }
+    }
+}
