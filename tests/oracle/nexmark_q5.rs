@@ -52,20 +52,16 @@ fn q5_reads_bids_of_one_shape_with_other_values_as_the_walk_does() {
         |l| l.replace("https://", r"https:\/\/"),
         |l| l.replacen(r#""extra":""#, r#""extra":"é"#, 1),
         |l| l.replacen(r#""price":"#, r#""price":-1.5e3,"p":"#, 1),
-        |l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("a bid");
-            let auction = v["Bid"]["auction"].as_u64().expect("auction");
-            l.replacen(
-                &format!(r#""auction":{auction}"#),
-                &format!(r#""auction":"{auction}""#),
-                1,
-            )
-        },
+        |l| auction(l, &format!("\"{}\"", auction_of(l))),
     ];
+    /// A bid's auction, as a number.
+    fn auction_of(l: &str) -> u64 {
+        let v: serde_json::Value = serde_json::from_str(l).expect("a bid");
+        v["Bid"]["auction"].as_u64().expect("auction")
+    }
     // (values changed in place: the record keeps the bids' shape)
     fn auction(l: &str, to: &str) -> String {
-        let v: serde_json::Value = serde_json::from_str(l).expect("a bid");
-        let auction = v["Bid"]["auction"].as_u64().expect("auction");
+        let auction = auction_of(l);
         l.replacen(&format!(r#""auction":{auction},"#), &format!(r#""auction":{to},"#), 1)
     }
     let bad: [Change; 5] = [
