@@ -357,7 +357,7 @@ impl Parser {
         // a call per line, 4 % of a distinct-user job's instructions)
         for (key, value) in plain.dims().take(if reads_dims { usize::MAX } else { 0 }) {
             for (i, (_, p)) in self.format.dims.iter().enumerate() {
-                if p.tokens[1] == key {
+                if crate::short_copy::same(p.tokens[1].as_bytes(), key.as_bytes()) {
                     // a key twice on a pointer's path is bad: the walk words it
                     if seen & (1 << i) != 0 {
                         return None;

@@ -47,7 +47,8 @@
 //!   elsewhere) and digits eight at a time, for the plain line's id and the field mapping's
 //!   scan, and the newlines of 64 bytes as one mask, for the line reader;
 //! - [`short_copy`]: short strings (ids, users, dim values) copied as a few word moves, without
-//!   a `memcpy` call, for the event text and the counter and group keys;
+//!   a `memcpy` call, for the event text and the counter and group keys, and compared as words,
+//!   without a `memcmp` call, for dim names and a record shape's last bytes;
 //! - [`message`]: the records that carry the features' payloads: control records (group
 //!   announcements, replay notes), per-worker lists (sketch shares), published lists
 //!   (certificates);

@@ -224,10 +224,11 @@ impl Shape {
                     }
                 }
             }
-            // (the record's last bytes)
+            // (the record's last bytes; compared in words where they are few, as they are at
+            // the end of a record: a call to `memcmp` was 1.6 % of a Nexmark Q5 run, `perf`)
             None => {
                 let at = part.at as usize;
-                if bytes.get(pos..end)? != &self.text[at..at + len] {
+                if !crate::short_copy::same(bytes.get(pos..end)?, &self.text[at..at + len]) {
                     return None;
                 }
             }
