@@ -118,11 +118,11 @@ impl<const W: usize> Key<W> {
     /// The probe of a short id: the key it has with shape 0, to find its record by one
     /// compare of the whole key ([`Key::is_short`]); `None` for an id too long to be inline.
     ///
-    /// Built and compared in registers, as two words: copied byte by byte into a zeroed key and
-    /// then compared as whole words, a look-up stalled on every probe (a load that spans several
-    /// smaller stores cannot be forwarded from them, so it waits until they reach the cache).
-    /// That cost 3 % of counting. A wide key as an array (28 bytes) was returned through the
-    /// stack and loaded back the same way: 58 % of the look-up's samples in a `by` job (`perf`).
+    /// Built and compared in registers, as two words. (Copied byte by byte into a zeroed key and
+    /// then compared as whole words, a look-up stalled on every probe: a load that spans several
+    /// smaller stores cannot be forwarded from them, so it waits until they reach the cache.
+    /// That cost 3 % of counting. A wide probe as a 28-byte array was returned through the
+    /// stack and loaded back: 58 % of the look-up's samples in a `by` job, `perf`.)
     #[inline(always)]
     pub fn short(id: &str) -> Option<ShortProbe> {
         const { assert!(W <= 32, "two words of key") };
@@ -134,7 +134,7 @@ impl<const W: usize> Key<W> {
         let (head, tail) = id.split_at(id.len().min(14));
         Some(ShortProbe {
             head: id.len() as u128 | le_word(head) << 16,
-            tail: le_word(tail),
+            tail: if W > 16 { le_word(tail) } else { 0 },
         })
     }
 
