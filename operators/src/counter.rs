@@ -56,7 +56,7 @@ mod users;
 
 pub use dead_letters::render_event;
 pub(crate) use dead_letters::{out_of_range, sealed_letter};
-pub use shapes::{group_lists, job_dims, needs_user, Shapes};
+pub use shapes::{group_lists, job_dims, keyed_prefix, needs_user, Shapes};
 
 use crate::group::{GroupKey, InstanceGroups};
 use crate::interner::{Inline, Interner, ItemIdx};

@@ -17,13 +17,15 @@
 
 use super::{InMessage, Record};
 use crate::udf::{Outcome, UdfRunner};
+use hotlist_operators::counter::keyed_prefix;
 use hotlist_operators::event::{check_event_time, BadRecord, ParsedEvent};
-use hotlist_operators::format::Parser;
+use hotlist_operators::format::{Parser, Pointer};
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{DeadLetter, DeadReason, EventText, ItemId, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
+use hotlist_operators::window::WindowSpec;
 use std::sync::Arc;
 
 /// What one activation read, waiting to be handed to the outputs.
@@ -70,6 +72,15 @@ pub struct Rules {
     pub user_required: bool,
     /// The UDF uses run on each batch of lines (empty: none; see `source::pending`).
     pub udfs: Arc<UdfRunner>,
+    /// `name=` of the one dim every window counts events per, when the job's events are
+    /// written as their counter keys (see [`keyed_prefix`]).
+    pub keyed: Option<String>,
+}
+
+/// [`Rules::keyed`] of a job with these windows, whose records' dims are `dims` (the
+/// format's, in the order it reads them).
+pub fn keyed_rule(windows: &[WindowSpec], dims: &[(String, Pointer)]) -> Option<String> {
+    keyed_prefix(windows).filter(|p| matches!(dims, [(d, _)] if p.strip_suffix('=') == Some(d.as_str())))
 }
 
 /// Where one record goes: its partition and position, and the batch and tallies it lands in.
@@ -269,6 +280,12 @@ fn route_fields<D: AsRef<str>>(
         at.reject(line.to_vec(), DeadReason::Bad, in_message(detail, message));
         return None;
     }
+    // (a job counting per one dim: the event written as its key, see `EventText::keyed`)
+    if let (Some(prefix), [value], None) = (&rules.keyed, dims, user) {
+        if let Some(text) = EventText::keyed(prefix, value.as_ref(), item) {
+            return Some((text, ts, item_hash(item)));
+        }
+    }
     Some((EventText::new(item, user, dims), ts, item_hash(item)))
 }
 
@@ -314,6 +331,7 @@ mod tests {
             format: Parser::new(Format::default()),
             user_required: false,
             udfs: Default::default(),
+            keyed: None,
         }
     }
 
@@ -508,5 +526,44 @@ mod tests {
             dead[0].1,
             "user: /Bid/bidder finds nothing (every window counts distinct users)"
         );
+    }
+
+    /// A job counting per one dim gets its events as their keys, with the id's hash; a value
+    /// that needs an escape, or an event with a user, keeps the second form. Read back, both
+    /// are the same event.
+    #[test]
+    fn a_keyed_job_gets_its_events_as_their_keys() {
+        let mut rules = rules(0);
+        let (windows, dims) = (
+            vec![{
+                let mut w = WindowSpec::tumbling("1m", Span::from_millis(60_000), 5);
+                w.key.by = vec!["country".into()];
+                w
+            }],
+            vec![("country".to_string(), Pointer::parse("/country").unwrap())],
+        );
+        rules.keyed = keyed_rule(&windows, &dims);
+        assert_eq!(rules.keyed.as_deref(), Some("country="));
+        assert_eq!(keyed_rule(&windows, &[]), None, "the format reads no dim");
+        let (mut out, mut tally) = (
+            Batch {
+                events: vec![],
+                dead: vec![],
+            },
+            Tally::default(),
+        );
+        for (value, user, keyed) in [("C12", None, true), ("a b", None, false), ("C12", Some("u1"), false)] {
+            let mut at = Place {
+                partition: PartitionId(0),
+                position: 1,
+                out: &mut out,
+                tally: &mut tally,
+            };
+            let (text, _, hash) =
+                route_fields("item-7", Millis(5), user, &[value], b"{}", None, &mut at, &rules).expect("an event");
+            assert_eq!(text.counter_key().is_some(), keyed, "{value:?} {user:?}");
+            assert_eq!((text.item_id(), text.dim(0), text.user()), ("item-7", value, user));
+            assert_eq!(hash, item_hash("item-7"), "routed by its item");
+        }
     }
 }

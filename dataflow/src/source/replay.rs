@@ -254,6 +254,7 @@ fn replay_rules(plan: &JobPlan) -> Rules {
         format: Parser::new(plan.input.format.clone()),
         user_required: plan.input.user_required,
         udfs: plan.udf_runner.clone(),
+        keyed: super::accept::keyed_rule(&plan.window_specs(), &plan.input.format.dims),
     }
 }
 

@@ -178,6 +178,7 @@ impl SourceState {
                 format: Parser::new(plan.input.format.clone()),
                 user_required: plan.input.user_required,
                 udfs: plan.udf_runner.clone(),
+                keyed: super::accept::keyed_rule(&plan.window_specs(), &plan.input.format.dims),
             },
             out_of_orderness: plan.time.max_out_of_orderness,
             stats,

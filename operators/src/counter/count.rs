@@ -8,7 +8,7 @@ use super::dead_letters::{out_of_range, sealed_letter};
 use super::lookahead::{Lookahead, Looked, RUN};
 use super::{horizon, pairs::Pairs, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
-use crate::interner::{prefetch, Inline, ItemIdx, RecordMut};
+use crate::interner::{prefetch, probe_hash, Inline, ItemIdx, RecordMut};
 use crate::record::{DeadLetter, TimedEvent};
 use crate::time::Millis;
 use crate::window::InstanceKey;
@@ -31,8 +31,16 @@ impl WindowedCounter {
             self.found = found;
         } else {
             let mut looked = std::mem::take(&mut self.lookahead);
+            let keyed = self
+                .shapes
+                .keyed()
+                .filter(|&s| !self.shape_counted[0] && !self.paired[s as usize]);
             for (i, run) in events.chunks(RUN).enumerate() {
                 prefetch_run(events, i + 1);
+                if let Some(s) = keyed.filter(|_| run.iter().all(|e| e.text.counter_key().is_some())) {
+                    self.apply_keyed(run, s, dead);
+                    continue;
+                }
                 looked.look(
                     run,
                     &self.shapes,
@@ -109,16 +117,59 @@ impl WindowedCounter {
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 
+    /// `apply_all` of a run of keyed events (each one's text is its key of shape `s`, the
+    /// only one counted: see `EventText::keyed`), looked up as the plain path looks up ids,
+    /// without writing their keys anew (`Lookahead`).
+    fn apply_keyed(&mut self, run: &[TimedEvent], s: u8, dead: &mut Vec<DeadLetter>) {
+        let mut probes = [0u64; RUN];
+        let mut keys: [&str; RUN] = [""; RUN];
+        for (e, ev) in run.iter().enumerate() {
+            keys[e] = ev.text.counter_key().unwrap_or_default();
+            probes[e] = probe_hash(keys[e]);
+        }
+        let mut found = std::mem::take(&mut self.found);
+        self.interner.find_many(run.len(), |e| (keys[e], probes[e]), &mut found);
+        let mut shape_keys = std::mem::take(&mut self.shape_keys);
+        for (e, ev) in run.iter().enumerate() {
+            if let Err(bad) = check_event_time(ev.ts) {
+                dead.push(out_of_range(ev, bad));
+                continue;
+            }
+            shape_keys.clear();
+            shape_keys.resize(self.shapes.len(), None);
+            shape_keys[s as usize] = Some(match found[e] {
+                Some(idx) => {
+                    debug_assert_eq!(self.interner.id(idx), keys[e], "a stale index");
+                    idx
+                }
+                None => self.interner.intern_probed(keys[e], probes[e], s),
+            });
+            self.shape_users.clear();
+            dead.extend(self.apply_keys(ev, &shape_keys));
+        }
+        self.shape_keys = shape_keys;
+        self.found = found;
+    }
+
     /// `apply` for a counter with per-group or distinct-user windows: the event, the run's
     /// event `e` in `looked`, is counted under one key per shape of each pane group.
     fn apply_shaped(&mut self, ev: &TimedEvent, looked: &Lookahead, e: usize) -> Option<DeadLetter> {
         if let Err(bad) = check_event_time(ev.ts) {
             return Some(out_of_range(ev, bad));
         }
-        let late_h = ev.wm_before.minus(self.allowed_lateness);
-        let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut keys = std::mem::take(&mut self.shape_keys);
         self.keys_of(looked, e, &mut keys);
+        let dead = self.apply_keys(ev, &keys);
+        self.shape_keys = keys;
+        dead
+    }
+
+    /// `apply` of an event in range whose keys, one per shape (`None`: not counted in that
+    /// shape), are interned in `keys`, and a paired shape's users in `shape_users`.
+    #[inline(always)]
+    fn apply_keys(&mut self, ev: &TimedEvent, keys: &[Option<ItemIdx>]) -> Option<DeadLetter> {
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut sealed_drop = false;
         // whether every key was counted for sure (one pane group, its fast path): then none
         // is left unreferenced, and the look at each key's record below is skipped
@@ -164,7 +215,7 @@ impl WindowedCounter {
                 }
                 continue;
             }
-            let (_, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &keys);
+            let (_, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, keys);
             sealed_drop |= sealed;
             all_counted = false;
         }
@@ -177,7 +228,6 @@ impl WindowedCounter {
         if let Some(u) = self.shape_users.iter().copied().flatten().next() {
             self.release_unpaired(u);
         }
-        self.shape_keys = keys;
         sealed_drop.then(|| sealed_letter(ev, self.global_wm))
     }
 

@@ -25,6 +25,8 @@ pub struct Shapes {
     by_dims: Vec<Vec<(usize, String)>>,
     /// Per window (by id), its shape.
     window_shape: Vec<u8>,
+    /// The shape of a job's events written as its keys (see [`keyed_prefix`]).
+    keyed: Option<u8>,
 }
 
 /// The dims a job's events carry, in `EventText::dim` order: the sorted union of its
@@ -34,6 +36,19 @@ pub fn job_dims(windows: &[WindowSpec]) -> Vec<String> {
     dims.sort_unstable();
     dims.dedup();
     dims
+}
+
+/// The group key's text before the value (`name=`) of the one dim every window of the job
+/// counts events per, when there is one: the source then writes each event as the key its
+/// windows count it under (`EventText::keyed`). `None` for any other job: one with a global
+/// window, distinct users, two dims, or windows of several shapes.
+pub fn keyed_prefix(windows: &[WindowSpec]) -> Option<String> {
+    let first = &windows.first()?.key;
+    let one_dim = |w: &WindowSpec| w.key.by == first.by && !w.key.distinct_users;
+    match first.by.as_slice() {
+        [dim] if windows.iter().all(one_dim) => Some(format!("{dim}=")),
+        _ => None,
+    }
 }
 
 /// Whether some window of the job counts distinct users (events then need a user).
@@ -79,10 +94,18 @@ impl Shapes {
             })
             .collect();
         Shapes {
+            keyed: keyed_prefix(windows).map(|_| 1),
             shapes,
             by_dims,
             window_shape,
         }
+    }
+
+    /// The shape whose keys a keyed event's text holds (see [`keyed_prefix`]; `None`: the
+    /// windows count events otherwise, and no event's text is a key of theirs).
+    #[inline(always)]
+    pub fn keyed(&self) -> Option<u8> {
+        self.keyed
     }
 
     /// The shape window `w` (by id) counts.
@@ -291,4 +314,45 @@ fn top_list(mut items: Vec<(u64, &str)>, k: usize) -> Vec<RankedItem> {
             trend: None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Span;
+
+    fn window(by: &[&str], distinct_users: bool) -> WindowSpec {
+        let mut w = WindowSpec::tumbling("w", Span::from_millis(60_000), 10);
+        w.key = KeyShape {
+            by: by.iter().map(|d| d.to_string()).collect(),
+            distinct_users,
+            ..KeyShape::default()
+        };
+        w
+    }
+
+    /// Only a job whose every window counts events per the same one dim is keyed.
+    #[test]
+    fn a_job_is_keyed_when_every_window_counts_events_per_one_dim() {
+        let by = |d: &[&str]| window(d, false);
+        let keyed = |ws: &[WindowSpec]| (keyed_prefix(ws), Shapes::new(ws).keyed());
+        assert_eq!(keyed(&[by(&["country"])]), (Some("country=".into()), Some(1)));
+        assert_eq!(
+            keyed(&[by(&["country"]), by(&["country"])]),
+            (Some("country=".into()), Some(1))
+        );
+        for not in [
+            vec![],
+            vec![by(&[])],
+            vec![by(&["country"]), by(&[])],
+            vec![by(&[]), by(&["country"])],
+            vec![by(&["country"]), by(&["device"])],
+            vec![by(&["country", "device"])],
+            vec![window(&["country"], true)],
+            vec![by(&["country"]), window(&["country"], true)],
+            vec![window(&[], true)],
+        ] {
+            assert_eq!(keyed(&not), (None, None), "{not:?}");
+        }
+    }
 }
