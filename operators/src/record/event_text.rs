@@ -73,14 +73,36 @@ impl EventText {
             fields += varint_len(d.as_ref().len()) + d.as_ref().len();
         }
         let total = 1 + varint_len(fields) + fields + item.len();
-        // written straight into the string's buffer (inline for a typical event), each value
-        // as a few word moves (`short_copy`): building it on the stack and copying it in was a
-        // call to `memcpy` per value and one for the whole (7 % of a per-group job's time, `perf`)
+        // SAFETY: `total` counts the writes below one by one: `str`s end to end with ASCII
+        // bytes (NUL and varints < 0x80) between them
+        unsafe {
+            EventText::filled(total, |out| {
+                out.byte(FIELDS);
+                out.varint(fields);
+                out.varint(header);
+                if let Some(u) = user {
+                    out.varint(u.len());
+                    out.bytes(u.as_bytes());
+                }
+                for d in dims {
+                    out.varint(d.as_ref().len());
+                    out.bytes(d.as_ref().as_bytes());
+                }
+                out.bytes(item.as_bytes());
+            })
+        }
+    }
+
+    /// A text of `total` bytes that `write` writes straight into the string's buffer (inline
+    /// for a typical event), each value as a few word moves (`short_copy`): building it on the
+    /// stack and copying it in was a call to `memcpy` per value and one for the whole (7 % of a
+    /// per-group job's time, `perf`). Safety: `write` writes exactly `total` bytes, and they
+    /// are UTF-8 (checked in debug builds: the count).
+    #[inline(always)]
+    unsafe fn filled(total: usize, write: impl FnOnce(&mut Fill)) -> EventText {
         let mut text = CompactString::with_capacity(total);
         // SAFETY: `spare_capacity_mut` is at least `total` bytes (the capacity asked for), and
-        // `Fill` writes exactly `total` of them before `set_len` (`total` counts the writes
-        // below one by one; checked in debug builds): `str`s end to end with ASCII bytes (NUL
-        // and varints < 0x80) between them, so they are UTF-8.
+        // `write` writes exactly `total` of them, UTF-8, before `set_len` (the caller's)
         unsafe {
             let spare = text.spare_capacity_mut();
             assert!(spare.len() >= total, "a string of the capacity asked for");
@@ -88,19 +110,8 @@ impl EventText {
                 at: spare.as_mut_ptr().cast::<u8>(),
                 written: 0,
             };
-            out.byte(FIELDS);
-            out.varint(fields);
-            out.varint(header);
-            if let Some(u) = user {
-                out.varint(u.len());
-                out.bytes(u.as_bytes());
-            }
-            for d in dims {
-                out.varint(d.as_ref().len());
-                out.bytes(d.as_ref().as_bytes());
-            }
-            out.bytes(item.as_bytes());
-            debug_assert_eq!(out.written, total, "the fields' length as computed");
+            write(&mut out);
+            debug_assert_eq!(out.written, total, "the length as computed");
             text.set_len(total);
         }
         EventText(text)
@@ -116,24 +127,16 @@ impl EventText {
         }
         debug_assert!(prefix.ends_with('=') && !prefix.contains('\0'), "a dim's `name=`");
         let total = 1 + prefix.len() + value.len() + 1 + item.len();
-        let mut text = CompactString::with_capacity(total);
-        // SAFETY: as in `new`: `total` bytes are written, of `str`s and ASCII bytes
-        unsafe {
-            let spare = text.spare_capacity_mut();
-            assert!(spare.len() >= total, "a string of the capacity asked for");
-            let mut out = Fill {
-                at: spare.as_mut_ptr().cast::<u8>(),
-                written: 0,
-            };
-            out.byte(KEYED);
-            out.bytes(prefix.as_bytes());
-            out.bytes(value.as_bytes());
-            out.byte(0);
-            out.bytes(item.as_bytes());
-            debug_assert_eq!(out.written, total, "the length as computed");
-            text.set_len(total);
-        }
-        Some(EventText(text))
+        // SAFETY: `total` bytes are written: `str`s and ASCII bytes
+        Some(unsafe {
+            EventText::filled(total, |out| {
+                out.byte(KEYED);
+                out.bytes(prefix.as_bytes());
+                out.bytes(value.as_bytes());
+                out.byte(0);
+                out.bytes(item.as_bytes());
+            })
+        })
     }
 
     /// The key a text of the third form is counted under (`name=value NUL id`; `None`: another
