@@ -71,13 +71,44 @@ mod tests {
     use proptest::prelude::*;
 
     /// serde_json's verdict on `text` as one number in an array: `None` if it rejects it,
-    /// else whether it is a float (a fraction or an exponent) and its `i64` if it is one.
+    /// else whether it is a float (a fraction or an exponent) and its `i64` if it is one. (A
+    /// float past `f64`'s range, `1e309`, is a number by the grammar, which is only the
+    /// syntax, and serde_json refuses it for its value, before it reads on: such a text is
+    /// asked again with its exponent `0`, valid exactly when it is.)
     fn serde_number(text: &str) -> Option<(bool, Option<i64>)> {
-        let values: Vec<serde_json::Value> = serde_json::from_str(&format!("[{text}]")).ok()?;
+        let values: Vec<serde_json::Value> = match serde_json::from_str(&format!("[{text}]")) {
+            Ok(values) => values,
+            Err(e) if e.to_string().starts_with("number out of range") => {
+                return serde_number(&exponent_zero(text)).map(|_| (true, None));
+            }
+            Err(_) => return None,
+        };
         match values.as_slice() {
             [serde_json::Value::Number(n)] => Some((n.is_f64(), n.as_i64())),
             _ => None,
         }
+    }
+
+    /// `text` with the digits of its first exponent (after `e` or `E` and a sign) one `0`.
+    fn exponent_zero(text: &str) -> String {
+        let Some(e) = text.find(['e', 'E']) else {
+            return text.to_string();
+        };
+        let rest = &text[e + 1..];
+        let sign = usize::from(rest.starts_with(['+', '-']));
+        let digits = rest[sign..].bytes().take_while(u8::is_ascii_digit).count();
+        match digits {
+            0 => text.to_string(),
+            _ => format!("{}0{}", &text[..e + 1 + sign], &rest[sign + digits..]),
+        }
+    }
+
+    #[test]
+    fn a_float_past_f64s_range_is_a_number_by_the_grammar() {
+        assert_eq!(exponent_zero("1e310E"), "1e0E");
+        assert_eq!(exponent_zero("-2.5E+999"), "-2.5E+0");
+        assert_eq!(serde_number("1e309"), Some((true, None)));
+        assert_eq!(serde_number("1e310E"), None);
     }
 
     proptest! {
