@@ -132,14 +132,16 @@ impl WindowedCounter {
         }
         let mut found = std::mem::take(&mut self.found);
         self.interner.find_many(run.len(), |e| (keys[e], probes[e]), &mut found);
+        // (one key an event, of shape `s`: the other shapes' stay `None`)
         let mut shape_keys = std::mem::take(&mut self.shape_keys);
+        shape_keys.clear();
+        shape_keys.resize(self.shapes.len(), None);
+        self.shape_users.clear();
         for (e, ev) in run.iter().enumerate() {
             if let Err(bad) = check_event_time(ev.ts) {
                 dead.push(out_of_range(ev, bad));
                 continue;
             }
-            shape_keys.clear();
-            shape_keys.resize(self.shapes.len(), None);
             shape_keys[s as usize] = Some(match found[e] {
                 Some(idx) => {
                     debug_assert_eq!(self.interner.id(idx), keys[e], "a stale index");
@@ -147,7 +149,6 @@ impl WindowedCounter {
                 }
                 None => self.interner.intern_probed(keys[e], probes[e], s),
             });
-            self.shape_users.clear();
             self.apply_keys(ev, &shape_keys, dead);
         }
         self.shape_keys = shape_keys;

@@ -112,15 +112,6 @@ impl Lookahead {
                 } else if s == 0 {
                     push_str(&mut self.text, ev.item());
                     Some(ev.hash)
-                } else if let Some(key) = ev.text.counter_key().filter(|_| shapes.keyed() == Some(s)) {
-                    // a keyed event's text is its key: copied as it is, hashed where it has
-                    // long been (not just after it was written)
-                    debug_assert!({
-                        let mut k = String::new();
-                        shapes.key(s, ev, &mut k) && k == key
-                    });
-                    push_str(&mut self.text, key);
-                    Some(probe_hash(key))
                 } else if shapes.append_key(s, ev, &mut self.text) {
                     Some(probe_hash(&self.text[start..]))
                 } else {
