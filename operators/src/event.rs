@@ -162,52 +162,27 @@ pub(crate) struct PlainLine<'a> {
     pub item_id: &'a str,
     /// The integer after `ts`, as written (not yet checked for range or converted).
     pub ts: i64,
-    /// The dims object's members, `"K":"V",…` without the braces (empty when the object is
-    /// empty or absent).
-    pub dims: &'a [u8],
     /// The user, when the line has one.
     pub user: Option<&'a str>,
-    /// The dims' members as the split found them, when there are at most [`RECORDED`].
-    members: Members<'a>,
-}
-
-/// How many of a line's dims members its split keeps (the usual line has one or two).
-const RECORDED: usize = 2;
-
-/// A line's dims members kept by its split, so that reading them does not scan them again
-/// (the second scan, a byte at a time, was ~100 instructions of every line of a per-group
-/// job, `cachegrind`): the first [`RECORDED`] as (key, value) and how many there are
-/// (more than `RECORDED`, or not kept: they are scanned again).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-struct Members<'a> {
-    first: [(&'a str, &'a str); RECORDED],
-    count: usize,
-}
-
-impl<'a> Members<'a> {
-    /// Keeps one more member.
-    #[inline(always)]
-    fn push(&mut self, key: &'a [u8], value: &'a [u8]) {
-        if let Some(at) = self.first.get_mut(self.count) {
-            // SAFETY: `plain_string` checked both as ASCII.
-            *at = unsafe { (std::str::from_utf8_unchecked(key), std::str::from_utf8_unchecked(value)) };
-        }
-        self.count = self.count.saturating_add(1);
-    }
 }
 
 impl<'a> PlainLine<'a> {
     /// `bytes` split, or `None` when it is not of the shape.
     #[inline]
     pub(crate) fn split(bytes: &'a [u8]) -> Option<PlainLine<'a>> {
-        Self::split_keeping::<false>(bytes)
+        Self::split_visiting(bytes, |_, _| true)
     }
 
-    /// [`PlainLine::split`], keeping the dims' members (`MEMBERS`) for [`PlainLine::dims`]
-    /// (without, `dims` scans them again; keeping them costs a line that has dims a few
-    /// stores).
-    #[inline]
-    pub(crate) fn split_keeping<const MEMBERS: bool>(bytes: &'a [u8]) -> Option<PlainLine<'a>> {
+    /// [`PlainLine::split`], handing each of the dims' members to `member` as (key, value) in
+    /// line order as the split finds them; `None` also when `member` refuses one (`false`).
+    /// (Kept in an array and read back through an iterator, the members were copied twice
+    /// through the stack: store-forwarding stalls on the hottest instructions of a `by`
+    /// job's source, `perf`.)
+    #[inline(always)]
+    pub(crate) fn split_visiting(
+        bytes: &'a [u8],
+        member: impl FnMut(&'a str, &'a str) -> bool,
+    ) -> Option<PlainLine<'a>> {
         const HEAD: &[u8] = b"{\"item_id\":\"";
         const MID: &[u8] = b"\",\"ts\":";
         bytes.strip_prefix(HEAD)?;
@@ -221,15 +196,10 @@ impl<'a> PlainLine<'a> {
             None => (false, number),
         };
         let (digits, tail) = number.split_at(crate::swar::digits_end(number, 0));
-        // (not kept: `dims` scans them, as it does when there are more than it keeps)
-        let mut members = Members {
-            count: if MEMBERS { 0 } else { usize::MAX },
-            ..Members::default()
-        };
-        let (dims, user) = if tail == b"}" {
-            (&[][..], None)
+        let user = if tail == b"}" {
+            None
         } else {
-            plain_members::<MEMBERS>(tail, &mut members)?
+            plain_members(tail, member)?
         };
         // (JSON has no leading zeros; `-0` is a float to the JSON parser)
         let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || negative);
@@ -249,81 +219,25 @@ impl<'a> PlainLine<'a> {
         Some(PlainLine {
             item_id,
             ts: if negative { -magnitude } else { magnitude },
-            dims,
             user,
-            members,
         })
-    }
-
-    /// The dims' members in line order, as (key, value).
-    #[inline]
-    pub(crate) fn dims(&self) -> PlainPairs<'a> {
-        PlainPairs {
-            rest: self.dims,
-            members: self.members,
-            at: 0,
-        }
-    }
-}
-
-/// The `"K":"V"` members of a [`PlainLine`]'s dims (checked by [`PlainLine::split`]): those
-/// its split kept, or when there were more, scanned again.
-pub(crate) struct PlainPairs<'a> {
-    rest: &'a [u8],
-    members: Members<'a>,
-    at: usize,
-}
-
-impl<'a> Iterator for PlainPairs<'a> {
-    type Item = (&'a str, &'a str);
-
-    #[inline]
-    fn next(&mut self) -> Option<(&'a str, &'a str)> {
-        if self.members.count <= RECORDED {
-            let member = self.members.first[..self.members.count].get(self.at)?;
-            self.at += 1;
-            return Some(*member);
-        }
-        self.scan()
-    }
-}
-
-impl<'a> PlainPairs<'a> {
-    /// The next member of `rest`, scanned.
-    #[inline(never)]
-    fn scan(&mut self) -> Option<(&'a str, &'a str)> {
-        let rest = self.rest.strip_prefix(b"\"")?;
-        let k = rest.iter().position(|&b| b == b'"')?;
-        let after = rest[k..].strip_prefix(b"\":\"")?;
-        let v = after.iter().position(|&b| b == b'"')?;
-        self.rest = after[v + 1..].strip_prefix(b",").unwrap_or(&[]);
-        // SAFETY: `split` checked both as ASCII.
-        unsafe {
-            Some((
-                std::str::from_utf8_unchecked(&rest[..k]),
-                std::str::from_utf8_unchecked(&after[..v]),
-            ))
-        }
     }
 }
 
 /// What follows an event's `ts` number: `,"dims":{"K":"V",…}` and/or `,"user":"U"` (each at
-/// most once, either order) and then the object's end, byte for byte (see [`PlainLine`]); the
-/// dims' members and the user, or `None`.
-fn plain_members<'a, const MEMBERS: bool>(
-    mut tail: &'a [u8],
-    members: &mut Members<'a>,
-) -> Option<(&'a [u8], Option<&'a str>)> {
-    let (mut dims, mut user) = (None, None);
+/// most once, either order) and then the object's end, byte for byte (see [`PlainLine`]),
+/// each dims member handed to `member`; the user, or `None` (not of the shape, or a member
+/// refused).
+#[inline]
+fn plain_members<'a>(mut tail: &'a [u8], mut member: impl FnMut(&'a str, &'a str) -> bool) -> Option<Option<&'a str>> {
+    let (mut dims, mut user) = (false, None);
     loop {
         if tail == b"}" {
-            return Some((dims.unwrap_or(&[][..]), user));
+            return Some(user);
         }
-        if let Some(rest) = tail.strip_prefix(b",\"dims\":{").filter(|_| dims.is_none()) {
-            let after = plain_object::<MEMBERS>(rest, members)?;
-            // the members, without the closing brace
-            dims = Some(&rest[..rest.len() - after.len() - 1]);
-            tail = after;
+        if let Some(rest) = tail.strip_prefix(b",\"dims\":{").filter(|_| !dims) {
+            dims = true;
+            tail = plain_object(rest, &mut member)?;
         } else if let Some(rest) = tail.strip_prefix(b",\"user\":\"").filter(|_| user.is_none()) {
             let after = plain_string(rest)?;
             // SAFETY: `plain_string` checked it as ASCII.
@@ -335,9 +249,10 @@ fn plain_members<'a, const MEMBERS: bool>(
     }
 }
 
-/// After an object's `{`: `"K":"V"` pairs of [`plain_string`]s, comma-separated, and the `}`;
-/// what follows it, or `None`.
-fn plain_object<'a, const MEMBERS: bool>(mut rest: &'a [u8], members: &mut Members<'a>) -> Option<&'a [u8]> {
+/// After an object's `{`: `"K":"V"` pairs of [`plain_string`]s, comma-separated, each handed
+/// to `member`, and the `}`; what follows it, or `None`.
+#[inline]
+fn plain_object<'a>(mut rest: &'a [u8], member: &mut impl FnMut(&'a str, &'a str) -> bool) -> Option<&'a [u8]> {
     if let Some(after) = rest.strip_prefix(b"}") {
         return Some(after);
     }
@@ -347,11 +262,15 @@ fn plain_object<'a, const MEMBERS: bool>(mut rest: &'a [u8], members: &mut Membe
         let value = rest.strip_prefix(b":\"")?;
         rest = plain_string(value)?;
         // (each string ends at its closing quote, the byte before `rest`)
-        if MEMBERS {
-            members.push(
-                &key[..key.len() - value.len() - 3],
-                &value[..value.len() - rest.len() - 1],
-            );
+        // SAFETY: `plain_string` checked both as ASCII.
+        let (k, v) = unsafe {
+            (
+                std::str::from_utf8_unchecked(&key[..key.len() - value.len() - 3]),
+                std::str::from_utf8_unchecked(&value[..value.len() - rest.len() - 1]),
+            )
+        };
+        if !member(k, v) {
+            return None;
         }
         match rest.split_first()? {
             (b',', after) => rest = after,

@@ -334,12 +334,22 @@ impl Parser {
     /// per format dim, `""` where the line has none).
     #[inline(always)]
     fn plain_into<'a>(&self, line: &'a [u8], dims: &mut [&'a str]) -> Option<(&'a str, Millis, Option<&'a str>)> {
-        // (the dims' members kept by the split where there are dims to read)
-        let reads_dims = !dims.is_empty();
-        let plain = match reads_dims {
-            true => PlainLine::split_keeping::<true>(line)?,
-            false => PlainLine::split(line)?,
-        };
+        // each dims member matched as the split finds it (a format without dims reads no member)
+        let names = &self.format.dims;
+        let mut seen = 0u64;
+        let plain = PlainLine::split_visiting(line, |key, value| {
+            for (i, (_, p)) in names.iter().enumerate() {
+                if crate::short_copy::same(p.tokens[1].as_bytes(), key.as_bytes()) {
+                    // a key twice on a pointer's path is bad: the walk words it
+                    if seen & (1 << i) != 0 {
+                        return false;
+                    }
+                    seen |= 1 << i;
+                    dims[i] = value;
+                }
+            }
+            true
+        })?;
         check_item_id_size(plain.item_id).ok()?;
         let ts = Millis(self.format.ts_unit.to_millis(plain.ts)?);
         if !ts.is_event_time() {
@@ -352,21 +362,6 @@ impl Parser {
                 Some(user)
             }
         };
-        let mut seen = 0u64;
-        // (a format without dims reads no member: not even the scan that finds there are none,
-        // a call per line, 4 % of a distinct-user job's instructions)
-        for (key, value) in plain.dims().take(if reads_dims { usize::MAX } else { 0 }) {
-            for (i, (_, p)) in self.format.dims.iter().enumerate() {
-                if crate::short_copy::same(p.tokens[1].as_bytes(), key.as_bytes()) {
-                    // a key twice on a pointer's path is bad: the walk words it
-                    if seen & (1 << i) != 0 {
-                        return None;
-                    }
-                    seen |= 1 << i;
-                    dims[i] = value;
-                }
-            }
-        }
         self.format.bounds.check(dims).ok()?;
         Some((plain.item_id, ts, user))
     }

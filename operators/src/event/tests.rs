@@ -123,21 +123,30 @@ fn the_plain_path_takes_the_usual_line_only() {
     }
 }
 
-/// A line's dims members read the same whether its split kept them (up to two), kept
-/// too few (three) or kept none.
+/// A line's split hands over each of its dims' members in line order, and a member refused
+/// makes the line not one of the usual shape.
 #[test]
-fn the_members_read_alike_kept_or_not() {
+fn the_split_hands_over_every_member_in_order() {
     for members in ["", r#""a":"1""#, r#""a":"1","b":"2""#, r#""a":"1","b":"2","c":"3""#] {
         let line = format!(r#"{{"item_id":"i","ts":1,"dims":{{{members}}},"user":"u"}}"#);
-        let read = |l: PlainLine<'_>| l.dims().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
-        let kept = read(PlainLine::split_keeping::<true>(line.as_bytes()).expect("usual"));
-        let scanned = read(PlainLine::split(line.as_bytes()).expect("usual"));
+        let mut seen = Vec::new();
+        let split = PlainLine::split_visiting(line.as_bytes(), |k, v| {
+            seen.push(format!("{k}={v}"));
+            true
+        });
+        assert_eq!(
+            split.map(|l| (l.item_id, l.ts, l.user)),
+            Some(("i", 1, Some("u"))),
+            "{line}"
+        );
         let want: Vec<String> = members
             .split(',')
             .filter(|m| !m.is_empty())
             .map(|m| m.replace('"', "").replace(':', "="))
             .collect();
-        assert_eq!((&kept, &scanned), (&want, &want), "{line}");
+        assert_eq!(seen, want, "{line}");
+        let refused = PlainLine::split_visiting(line.as_bytes(), |k, _| k != "b");
+        assert_eq!(refused.is_none(), members.contains("\"b\""), "{line}");
     }
 }
 
