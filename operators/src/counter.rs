@@ -40,6 +40,7 @@ mod dense;
 mod emit;
 #[cfg(test)]
 mod emit_tests;
+mod group_tops;
 mod groups;
 mod lookahead;
 mod others;

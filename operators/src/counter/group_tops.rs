@@ -1,0 +1,179 @@
+//! The per-group top-K lists of an events window's keys (`group NUL item`, one per (group,
+//! item)) built in one pass as the keys stream in, each group's pairs cut to its top K
+//! whenever they reach a cap: the count of its K-th then becomes the group's floor, and a pair
+//! below it is not kept (ranking is a total order, so the top K of the whole is the top K of
+//! the top K so far and the rest). [`group_lists`](super::group_lists) builds the same lists
+//! from every key kept first; this is what a recount of one pane feeds its keys to, so that a
+//! key is read from its record together with its count (see `single_pane_group_lists`).
+
+use crate::group::group_of_key;
+use crate::topk::select_top_counted;
+use rustc_hash::FxHashMap;
+
+/// Per group, its best (count, key) pairs so far.
+pub(super) struct GroupTops<'a, T> {
+    k: usize,
+    /// How many pairs a group keeps before it is cut to its top `k`.
+    cap: usize,
+    /// Each group's place in `groups`.
+    index: FxHashMap<&'a str, usize>,
+    groups: Vec<GroupTop<'a, T>>,
+}
+
+/// One group's best pairs so far.
+struct GroupTop<'a, T> {
+    group: &'a str,
+    /// A pair counted below it cannot rank (0 until the group is first cut).
+    floor: u64,
+    pairs: Vec<(u64, T)>,
+}
+
+impl<'a, T: Copy> GroupTops<'a, T> {
+    /// Lists of `k` (`k` > 0) per group.
+    pub(super) fn new(k: usize) -> GroupTops<'a, T> {
+        debug_assert!(k > 0, "a list of no items needs no pass");
+        GroupTops {
+            k,
+            cap: (2 * k).max(256),
+            index: FxHashMap::default(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// Adds key `key` (`group NUL item`, a positive `count`) as `t`, `id(t)` being `key`.
+    /// `admits` is asked once per group whether it keeps its own list; `false` when it does
+    /// not (the lists are then not these: the key is not added).
+    #[inline]
+    pub(super) fn add(
+        &mut self,
+        key: &'a str,
+        count: u64,
+        t: T,
+        id: impl Fn(T) -> &'a str,
+        admits: impl FnOnce(&str) -> bool,
+    ) -> bool {
+        let group = group_of_key(key);
+        let at = match self.index.get(group) {
+            Some(&at) => at,
+            None => {
+                if !admits(group) {
+                    return false;
+                }
+                self.groups.push(GroupTop {
+                    group,
+                    floor: 0,
+                    pairs: Vec::new(),
+                });
+                self.index.insert(group, self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        let top = &mut self.groups[at];
+        if count >= top.floor {
+            top.pairs.push((count, t));
+            if top.pairs.len() == self.cap {
+                select_top_counted(&mut top.pairs, self.k, id);
+                top.floor = top.pairs.last().map_or(0, |p| p.0);
+            }
+        }
+        true
+    }
+
+    /// Each group with its top-`k` pairs, best first, the groups in key order.
+    pub(super) fn finish(self, id: impl Fn(T) -> &'a str + Copy) -> Vec<(&'a str, Vec<(u64, T)>)> {
+        let k = self.k;
+        let mut groups: Vec<(&str, Vec<(u64, T)>)> = self
+            .groups
+            .into_iter()
+            .map(|mut g| {
+                select_top_counted(&mut g.pairs, k, id);
+                (g.group, g.pairs)
+            })
+            .collect();
+        groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        groups
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::group_lists;
+    use proptest::prelude::*;
+
+    /// The lists of `keys` (key, count) as `group_lists` builds them from every key.
+    fn lists_of(keys: &[(String, u64)], k: usize) -> Vec<(String, Vec<(String, u64)>)> {
+        let mut tops = GroupTops::new(k);
+        for (i, (key, count)) in keys.iter().enumerate() {
+            assert!(tops.add(key, *count, i, |i| keys[i].0.as_str(), |_| true));
+        }
+        tops.finish(|i| keys[i].0.as_str())
+            .into_iter()
+            .map(|(g, pairs)| {
+                let items = pairs
+                    .into_iter()
+                    .map(|(c, i)| (keys[i].0[g.len() + 1..].to_string(), c))
+                    .collect();
+                (g.to_string(), items)
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// One pass with cuts gives `group_lists`' lists: keys of a few groups, counts with
+        /// many ties, more keys than a group keeps before its first cut.
+        #[test]
+        fn one_pass_lists_equal_group_lists(
+            raw in prop::collection::vec((0u8..4, 0u16..2000, 1u64..6), 0..3000),
+            k in 1usize..12,
+        ) {
+            // one count per key: a key is one (group, item)
+            let mut seen = std::collections::BTreeMap::new();
+            for (g, item, count) in raw {
+                seen.entry(format!("country=C{g}\0item-{item}")).or_insert(count);
+            }
+            let keys: Vec<(String, u64)> = seen.into_iter().collect();
+            // (BTreeMap order is key order: shuffle it by a fixed permutation so that cuts
+            // see ranks out of order)
+            let mut keys = keys;
+            let n = keys.len();
+            if n > 1 {
+                for i in 0..n {
+                    keys.swap(i, (i * 7919 + 13) % n);
+                }
+            }
+            let want: Vec<(String, Vec<(String, u64)>)> =
+                group_lists(keys.iter().map(|(k, c)| (k.as_str(), *c)), false, k, |_| true)
+                    .into_iter()
+                    .map(|(g, items)| {
+                        (g.as_str().to_string(), items.into_iter().map(|r| (r.item_id.to_string(), r.count)).collect())
+                    })
+                    .collect();
+            prop_assert_eq!(lists_of(&keys, k), want);
+        }
+    }
+
+    /// A group that does not keep its own list stops the pass, and is asked about once.
+    #[test]
+    fn a_refused_group_stops_the_pass() {
+        let keys = ["a=1\0x", "a=1\0y", "b=2\0x"];
+        let mut tops = GroupTops::new(3);
+        let mut asked = Vec::new();
+        let mut add = |i: usize| {
+            tops.add(
+                keys[i],
+                1,
+                i,
+                |i| keys[i],
+                |g| {
+                    asked.push(g.to_string());
+                    g != "b=2"
+                },
+            )
+        };
+        assert!(add(0));
+        assert!(add(1));
+        assert!(!add(2));
+        assert_eq!(asked, ["a=1", "b=2"]);
+    }
+}
