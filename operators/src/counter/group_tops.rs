@@ -7,6 +7,7 @@
 //! key is read from its record together with its count (see `single_pane_group_lists`).
 
 use crate::group::group_of_key;
+use crate::short_copy::le_word;
 use crate::topk::select_top_counted;
 use rustc_hash::FxHashMap;
 
@@ -15,8 +16,11 @@ pub(super) struct GroupTops<'a, T> {
     k: usize,
     /// How many pairs a group keeps before it is cut to its top `k`.
     cap: usize,
-    /// Each group's place in `groups`.
-    index: FxHashMap<&'a str, usize>,
+    /// Each group's place in `groups`: by its bytes as a number when at most 16 long (a group
+    /// holds no NUL, so the number tells it apart: see `le_word`), else by the string. (Found
+    /// by the string, every key's look-up called `memcmp`.)
+    short: FxHashMap<u128, usize>,
+    long: FxHashMap<&'a str, usize>,
     groups: Vec<GroupTop<'a, T>>,
 }
 
@@ -35,7 +39,8 @@ impl<'a, T: Copy> GroupTops<'a, T> {
         GroupTops {
             k,
             cap: (2 * k).max(256),
-            index: FxHashMap::default(),
+            short: FxHashMap::default(),
+            long: FxHashMap::default(),
             groups: Vec::new(),
         }
     }
@@ -53,19 +58,28 @@ impl<'a, T: Copy> GroupTops<'a, T> {
         admits: impl FnOnce(&str) -> bool,
     ) -> bool {
         let group = group_of_key(key);
-        let at = match self.index.get(group) {
+        let word = (group.len() <= 16).then(|| le_word(group.as_bytes()));
+        let found = match word {
+            Some(w) => self.short.get(&w),
+            None => self.long.get(group),
+        };
+        let at = match found {
             Some(&at) => at,
             None => {
                 if !admits(group) {
                     return false;
                 }
+                let at = self.groups.len();
                 self.groups.push(GroupTop {
                     group,
                     floor: 0,
                     pairs: Vec::new(),
                 });
-                self.index.insert(group, self.groups.len() - 1);
-                self.groups.len() - 1
+                match word {
+                    Some(w) => self.short.insert(w, at),
+                    None => self.long.insert(group, at),
+                };
+                at
             }
         };
         let top = &mut self.groups[at];
@@ -121,7 +135,7 @@ mod tests {
 
     proptest! {
         /// One pass with cuts gives `group_lists`' lists: keys of a few groups, counts with
-        /// many ties, more keys than a group keeps before its first cut.
+        /// many ties, more keys than a group keeps before its first cut, groups short and long.
         #[test]
         fn one_pass_lists_equal_group_lists(
             raw in prop::collection::vec((0u8..4, 0u16..2000, 1u64..6), 0..3000),
@@ -130,7 +144,12 @@ mod tests {
             // one count per key: a key is one (group, item)
             let mut seen = std::collections::BTreeMap::new();
             for (g, item, count) in raw {
-                seen.entry(format!("country=C{g}\0item-{item}")).or_insert(count);
+                // (groups past 16 bytes are found by their string, shorter ones by a number)
+                let group = match g {
+                    3 => "country=a-name-longer-than-sixteen".to_string(),
+                    g => format!("country=C{g}"),
+                };
+                seen.entry(format!("{group}\0item-{item}")).or_insert(count);
             }
             let keys: Vec<(String, u64)> = seen.into_iter().collect();
             // (BTreeMap order is key order: shuffle it by a fixed permutation so that cuts

@@ -123,6 +123,19 @@ fn the_plain_path_takes_the_usual_line_only() {
     }
 }
 
+/// An id that is not ASCII is split too (checked as UTF-8), and one that is not UTF-8 is left
+/// to the JSON parser.
+#[test]
+fn an_id_past_ascii_is_split_when_it_is_utf8() {
+    let line = r#"{"item_id":"café-😀-and-more-than-sixteen-bytes","ts":5,"dims":{"a":"1"}}"#;
+    let split = PlainLine::split(line.as_bytes()).map(|l| (l.item_id, l.ts));
+    assert_eq!(split, Some(("café-😀-and-more-than-sixteen-bytes", 5)));
+    let mut bad = br#"{"item_id":"caf"#.to_vec();
+    bad.extend_from_slice(&[0xc3, b'x']);
+    bad.extend_from_slice(br#"","ts":5}"#);
+    assert!(PlainLine::split(&bad).is_none());
+}
+
 /// A line's split hands over each of its dims' members in line order, and a member refused
 /// makes the line not one of the usual shape.
 #[test]
