@@ -47,7 +47,6 @@
 //! counts from a group's list to `(other)`'s).
 
 use super::dense::ItemSet;
-use super::group_tops::GroupTops;
 use super::shapes::group_lists;
 use super::users::UserCounts;
 use super::{ItemIdx, Pane, WindowedCounter};
@@ -166,7 +165,7 @@ impl WindowedCounter {
     /// a fold moves counts between lists). Distinct-user windows, global or per group, too:
     /// from their user counts per (group, item) (see `users`; paired ones from their keys'),
     /// with folds while they keep `(other)`'s counts under their admission state (`others`).
-    fn emits_incrementally(&self, key: InstanceKey, shape: u8) -> bool {
+    pub(super) fn emits_incrementally(&self, key: InstanceKey, shape: u8) -> bool {
         shape == 0 || self.admission.get(&key).is_none_or(|a| a.folded() == 0) || self.other_counts_valid(key)
     }
 
@@ -285,7 +284,7 @@ impl WindowedCounter {
     /// `group_lists` of an instance's (count, key) pairs of one shape, under its admission
     /// (`distinct_users`: count an item's keys; else sum their counts, as for a distinct-user
     /// window's representative keys at their items' user counts).
-    fn shaped_lists(
+    pub(super) fn shaped_lists(
         &self,
         key: InstanceKey,
         distinct_users: bool,
@@ -445,76 +444,6 @@ impl WindowedCounter {
         Some(top)
     }
 
-    /// The per-group lists of an instance of an events window with `by` dims (shape `shape`)
-    /// over one pane and without exclusions, recounted in one pass: each key is read from its
-    /// record with its count and kept only while it can rank in its group ([`GroupTops`]).
-    /// (Recounted into candidates first, a key's record was read twice, the second time a cache
-    /// miss for most keys: 60 % of `group_lists`' samples in a per-group job, `perf`.)
-    /// Remembers the listed keys and withdraws gone groups, as [`Self::group_top_k`] does.
-    /// `None` for any other instance, and when a group counts in `(other)` (the general path).
-    fn single_pane_group_lists(
-        &mut self,
-        key: InstanceKey,
-        shape: u8,
-        g_of: usize,
-        k: usize,
-    ) -> Option<Vec<(GroupKey, Vec<RankedItem>)>> {
-        self.members_in_record_order(key, g_of);
-        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
-        let (mut lists, listed) = {
-            let (n, mut panes) = self.panes_of(key);
-            if n != 1 || !no_exclusions || k == 0 {
-                return None;
-            }
-            let interner = &self.interner;
-            let admission = self.admission.get(&key);
-            let id = |i: ItemIdx| interner.id(i);
-            let mut tops = GroupTops::new(k);
-            let mut all_admitted = true;
-            if let Some(p) = panes.next().flatten() {
-                self.pane_counts(g_of, p, |i, c| {
-                    if c == 0 || !all_admitted || interner.shape(i) != shape {
-                        return;
-                    }
-                    let admits = |group: &str| admission.is_none_or(|a| a.admits(item_hash(group)));
-                    all_admitted = tops.add(interner.id(i), c, i, id, admits);
-                });
-            }
-            if !all_admitted {
-                return None;
-            }
-            let groups = tops.finish(id);
-            let listed: Vec<ItemIdx> = groups.iter().flat_map(|(_, pairs)| pairs.iter().map(|p| p.1)).collect();
-            let lists: Vec<(GroupKey, Vec<RankedItem>)> = groups
-                .into_iter()
-                .map(|(group, pairs)| {
-                    let items = pairs
-                        .into_iter()
-                        .map(|(count, i)| RankedItem {
-                            item_id: ItemId::from(&interner.id(i)[group.len() + 1..]),
-                            count,
-                            trend: None,
-                        })
-                        .collect();
-                    (GroupKey::from_stored(group.to_string()), items)
-                })
-                .collect();
-            (lists, listed)
-        };
-        if self.checked {
-            let mut full = self.full_candidates(key, g_of);
-            let interner = &self.interner;
-            full.retain(|(_, i)| interner.shape(*i) == shape);
-            let recounted = self.shaped_lists(key, false, &full);
-            assert_eq!(lists, recounted, "one-pass lists of {key:?} differ from the recount");
-        }
-        if !self.is_sealed(key) && self.emits_incrementally(key, shape) {
-            self.remember(key, listed);
-        }
-        self.withdraw_gone(key, &mut lists);
-        Some(lists)
-    }
-
     /// Every (count, item) of an instance with a positive count, recounted from its panes.
     pub(super) fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, ItemIdx)> {
         self.members_in_record_order(key, g_of);
@@ -557,7 +486,7 @@ impl WindowedCounter {
     /// candidates' keys after it (`group_lists`): in the order they were counted, every read
     /// was a cache miss (80 % of `group_lists`' samples in a per-group job were its first read
     /// of a key's record). A member's place in the list means nothing else.
-    fn members_in_record_order(&mut self, key: InstanceKey, g_of: usize) {
+    pub(super) fn members_in_record_order(&mut self, key: InstanceKey, g_of: usize) {
         let spec = &self.windows[key.window.0 as usize];
         let group = &mut self.groups[g_of];
         let w = group.width.as_i64();

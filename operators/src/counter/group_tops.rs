@@ -4,11 +4,16 @@
 //! below it is not kept (ranking is a total order, so the top K of the whole is the top K of
 //! the top K so far and the rest). [`group_lists`](super::group_lists) builds the same lists
 //! from every key kept first; this is what a recount of one pane feeds its keys to, so that a
-//! key is read from its record together with its count (see `single_pane_group_lists`).
+//! key is read from its record together with its count
+//! ([`WindowedCounter::single_pane_group_lists`], below).
 
-use crate::group::group_of_key;
+use super::{ItemIdx, WindowedCounter};
+use crate::group::{group_of_key, GroupKey};
+use crate::hash::item_hash;
+use crate::record::{ItemId, RankedItem};
 use crate::short_copy::le_word;
 use crate::topk::select_top_counted;
+use crate::window::InstanceKey;
 use rustc_hash::FxHashMap;
 
 /// Per group, its best (count, key) pairs so far.
@@ -106,6 +111,78 @@ impl<'a, T: Copy> GroupTops<'a, T> {
             .collect();
         groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
         groups
+    }
+}
+
+impl WindowedCounter {
+    /// The per-group lists of an instance of an events window with `by` dims (shape `shape`)
+    /// over one pane and without exclusions, recounted in one pass: each key is read from its
+    /// record with its count and kept only while it can rank in its group ([`GroupTops`]).
+    /// (Recounted into candidates first, a key's record was read twice, the second time a cache
+    /// miss for most keys: 60 % of `group_lists`' samples in a per-group job, `perf`.)
+    /// Remembers the listed keys and withdraws gone groups, as [`Self::group_top_k`] does.
+    /// `None` for any other instance, and when a group counts in `(other)` (the general path).
+    pub(super) fn single_pane_group_lists(
+        &mut self,
+        key: InstanceKey,
+        shape: u8,
+        g_of: usize,
+        k: usize,
+    ) -> Option<Vec<(GroupKey, Vec<RankedItem>)>> {
+        let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
+        if self.panes_of(key).0 != 1 || !no_exclusions || k == 0 {
+            return None;
+        }
+        self.members_in_record_order(key, g_of);
+        let (mut lists, listed) = {
+            let (_, mut panes) = self.panes_of(key);
+            let interner = &self.interner;
+            let admission = self.admission.get(&key);
+            let id = |i: ItemIdx| interner.id(i);
+            let mut tops = GroupTops::new(k);
+            let mut all_admitted = true;
+            if let Some(p) = panes.next().flatten() {
+                self.pane_counts(g_of, p, |i, c| {
+                    if c == 0 || !all_admitted || interner.shape(i) != shape {
+                        return;
+                    }
+                    let admits = |group: &str| admission.is_none_or(|a| a.admits(item_hash(group)));
+                    all_admitted = tops.add(interner.id(i), c, i, id, admits);
+                });
+            }
+            if !all_admitted {
+                return None;
+            }
+            let groups = tops.finish(id);
+            let listed: Vec<ItemIdx> = groups.iter().flat_map(|(_, pairs)| pairs.iter().map(|p| p.1)).collect();
+            let lists: Vec<(GroupKey, Vec<RankedItem>)> = groups
+                .into_iter()
+                .map(|(group, pairs)| {
+                    let items = pairs
+                        .into_iter()
+                        .map(|(count, i)| RankedItem {
+                            item_id: ItemId::from(&interner.id(i)[group.len() + 1..]),
+                            count,
+                            trend: None,
+                        })
+                        .collect();
+                    (GroupKey::from_stored(group.to_string()), items)
+                })
+                .collect();
+            (lists, listed)
+        };
+        if self.checked {
+            let mut full = self.full_candidates(key, g_of);
+            let interner = &self.interner;
+            full.retain(|(_, i)| interner.shape(*i) == shape);
+            let recounted = self.shaped_lists(key, false, &full);
+            assert_eq!(lists, recounted, "one-pass lists of {key:?} differ from the recount");
+        }
+        if !self.is_sealed(key) && self.emits_incrementally(key, shape) {
+            self.remember(key, listed);
+        }
+        self.withdraw_gone(key, &mut lists);
+        Some(lists)
     }
 }
 

@@ -185,6 +185,14 @@ fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> 
         .collect()
 }
 
+/// The lists of a single counter (worker 0), empty ones left out.
+fn one_worker(got: PerWorker) -> Lists {
+    got.into_iter()
+        .map(|(key, mut per_worker)| (key, per_worker.remove(&0).unwrap_or_default()))
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
+}
+
 fn collect(lists: Vec<LocalList>, into: &mut PerWorker) {
     for l in lists {
         let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
@@ -378,12 +386,7 @@ fn run_with_ticks(windows: &[WindowSpec], evs: &[Ev], ticks: &[bool], ooo: i64, 
     }
     c.note_groups(&notes);
     collect(c.advance(Millis::MAX, false), &mut got);
-    let lists = got
-        .into_iter()
-        .map(|(key, mut per_worker)| (key, per_worker.remove(&0).unwrap_or_default()))
-        .filter(|(_, v)| !v.is_empty())
-        .collect();
-    (lists, c.stats().emits)
+    (one_worker(got), c.stats().emits)
 }
 
 proptest! {
@@ -720,12 +723,7 @@ fn a_paired_window_restores_user_keys_of_any_count() {
         assert!(r.apply(&timed(e, &dims)).is_none());
     }
     collect(r.advance(Millis::MAX, false), &mut after);
-    let lists: Lists = after
-        .into_iter()
-        .map(|(key, mut per_worker)| (key, per_worker.remove(&0).unwrap_or_default()))
-        .filter(|(_, v)| !v.is_empty())
-        .collect();
-    assert_eq!(lists, model(&windows, &evs, 0, &dims));
+    assert_eq!(one_worker(after), model(&windows, &evs, 0, &dims));
     let s = r.stats();
     assert_eq!((s.live_items, s.live_users), (0, 0));
 }
@@ -775,12 +773,7 @@ proptest! {
             collect(c.advance(Millis(max_seen - ooo), true), &mut got);
         }
         collect(c.advance(Millis::MAX, false), &mut got);
-        let lists: Lists = got
-            .into_iter()
-            .map(|(key, mut per_worker)| (key, per_worker.remove(&0).unwrap_or_default()))
-            .filter(|(_, v)| !v.is_empty())
-            .collect();
-        prop_assert_eq!(lists, model(&windows, &evs, lateness, &dims));
+        prop_assert_eq!(one_worker(got), model(&windows, &evs, lateness, &dims));
         let s = c.stats();
         prop_assert_eq!((s.live_counters, s.live_items, s.live_panes), (0, 0, 0));
     }
