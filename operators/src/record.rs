@@ -16,7 +16,7 @@ pub type ItemId = CompactString;
 pub struct PartitionId(pub u32);
 
 mod event_text;
-pub use event_text::{EventText, TextParts};
+pub use event_text::{EventText, KeyedText, TextParts};
 
 /// An accepted event on its way to the window counter (64 bytes: one cache line).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

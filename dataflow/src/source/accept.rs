@@ -19,10 +19,10 @@ use super::{InMessage, Record};
 use crate::udf::{Outcome, UdfRunner};
 use hotlist_operators::counter::keyed_prefix;
 use hotlist_operators::event::{check_event_time, BadRecord, ParsedEvent};
-use hotlist_operators::format::{Parser, Pointer};
+use hotlist_operators::format::{Parser, PlainFields, Pointer};
 use hotlist_operators::hash::item_hash;
 use hotlist_operators::lateness::LatenessJudge;
-use hotlist_operators::record::{DeadLetter, DeadReason, EventText, ItemId, PartitionId, TimedEvent};
+use hotlist_operators::record::{DeadLetter, DeadReason, EventText, ItemId, KeyedText, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::watermark::PartitionClock;
 use hotlist_operators::window::WindowSpec;
@@ -123,7 +123,7 @@ pub fn accept_with(
     let message = rec.message();
     // (the item's hash taken from the id it was packed from: read back out of a packed text,
     // the id cost a call and a decode per event)
-    let (text, ts, hash, raw): (EventText, Millis, u64, Option<&[u8]>) = match *rec {
+    let (text, ts, hash, raw): (Text<'_>, Millis, u64, Option<&[u8]>) = match *rec {
         Record::TooLarge { head, len, at: m } => {
             let what = if m.is_some() { "message" } else { "record" };
             let detail = format!(
@@ -136,24 +136,24 @@ pub fn accept_with(
         }
         Record::Line(line) | Record::LineAt(line, _) => {
             let routed = match resolved {
-                Some(outcome) => route_line(outcome, line, message, &mut at, rules),
+                Some(outcome) => built(route_line(outcome, line, message, &mut at, rules)),
                 // (the parse read where it was written: moved into an `Outcome` or out of its
                 // `Result`, its copy stalled on the stores that had just written it, 12 % of
                 // this function's samples)
                 None => match rules.format.plain_fields(line) {
                     // the usual line: its fields packed straight into the event
-                    Some(f) => route_fields(f.item_id, f.ts, f.user, f.dims(), line, message, &mut at, rules),
-                    None => match &rules.format.parse_unusual(line) {
+                    Some(f) => route_plain(&f, line, message, &mut at, rules),
+                    None => built(match &rules.format.parse_unusual(line) {
                         Ok(ev) => route_event(ev, None, line, message, &mut at, rules),
                         Err(bad) => route_bad(bad, line, message, &mut at),
-                    },
+                    }),
                 },
             };
             let (text, ts, hash) = routed?;
             (text, ts, hash, Some(line))
         }
         Record::Event(item, ts) => match check_event_time(ts) {
-            Ok(ts) => (EventText::item(item), ts, item_hash(item), None),
+            Ok(ts) => (Text::Built(EventText::item(item)), ts, item_hash(item), None),
             Err(bad) => {
                 at.reject(rendered(item, ts), DeadReason::Bad, bad.to_string());
                 return None;
@@ -195,15 +195,47 @@ pub fn accept_with(
         }
     }
     debug_assert_eq!(hash, item_hash(text.item_id()));
-    at.out.events.push(TimedEvent {
+    let (partition, position) = (at.partition, at.position);
+    text.push_to(&mut at.out.events, |text| TimedEvent {
         text,
         ts,
         wm_before,
         hash,
-        partition: at.partition,
-        position: at.position,
+        partition,
+        position,
     });
     None
+}
+
+/// An accepted record's text: built, or a keyed text, written only where its event lies in
+/// the batch (see [`KeyedText`]).
+enum Text<'a> {
+    Built(EventText),
+    Keyed(KeyedText<'a>),
+}
+
+impl Text<'_> {
+    fn item_id(&self) -> &str {
+        match self {
+            Text::Built(text) => text.item_id(),
+            Text::Keyed(keyed) => keyed.item(),
+        }
+    }
+
+    /// Pushes the event `event` makes of a text to `events`: of this one, or, for a keyed
+    /// text, of a placeholder this text is then written over.
+    #[inline(always)]
+    fn push_to(self, events: &mut Vec<TimedEvent>, event: impl FnOnce(EventText) -> TimedEvent) {
+        match self {
+            Text::Built(text) => events.push(event(text)),
+            Text::Keyed(keyed) => {
+                events.push(event(EventText::EMPTY));
+                if let Some(ev) = events.last_mut() {
+                    keyed.write_over(&mut ev.text);
+                }
+            }
+        }
+    }
 }
 
 /// A parsed line's item, time and extras; `None` when it was blank (counted as such), bad
@@ -258,6 +290,39 @@ fn route_event(
 ) -> Option<(EventText, Millis, u64)> {
     let item = item.map_or(&*ev.item_id, |i| i.as_str());
     route_fields(item, ev.ts, ev.user.as_deref(), &ev.dims, line, message, at, rules)
+}
+
+/// `route_fields` of the usual line's fields: in a keyed job, the text left to write where
+/// the event lies (see [`KeyedText`]).
+#[inline(always)]
+fn route_plain<'a>(
+    f: &PlainFields<'a>,
+    line: &[u8],
+    message: Option<InMessage>,
+    at: &mut Place<'_>,
+    rules: &'a Rules,
+) -> Option<(Text<'a>, Millis, u64)> {
+    if let (Some(prefix), &[value], None, false) = (&rules.keyed, f.dims(), f.user, rules.user_required) {
+        if let Some(keyed) = KeyedText::new(prefix, value, f.item_id) {
+            return Some((Text::Keyed(keyed), f.ts, item_hash(f.item_id)));
+        }
+    }
+    built(route_fields(
+        f.item_id,
+        f.ts,
+        f.user,
+        f.dims(),
+        line,
+        message,
+        at,
+        rules,
+    ))
+}
+
+/// A route's built text as a [`Text`].
+#[inline(always)]
+fn built<'a>(routed: Option<(EventText, Millis, u64)>) -> Option<(Text<'a>, Millis, u64)> {
+    routed.map(|(text, ts, hash)| (Text::Built(text), ts, hash))
 }
 
 /// An event's fields packed into its text, with its time and its item's hash; `None` when
@@ -565,5 +630,69 @@ mod tests {
             assert_eq!((text.item_id(), text.dim(0), text.user()), ("item-7", value, user));
             assert_eq!(hash, item_hash("item-7"), "routed by its item");
         }
+    }
+
+    /// The usual line of a job counting per one dim becomes an event whose text is its key,
+    /// written where the event lies in the batch, over nothing of the event before it; a
+    /// value that needs an escape keeps the second form, and a late line is a dead letter
+    /// naming its id.
+    #[test]
+    fn a_keyed_jobs_usual_lines_are_written_as_their_keys() {
+        let w = {
+            let mut w = WindowSpec::tumbling("1m", Span::from_millis(60_000), 5);
+            w.key.by = vec!["country".into()];
+            w
+        };
+        let format = Format {
+            dims: vec![("country".to_string(), Pointer::parse("/dims/country").unwrap())],
+            ..Format::default()
+        };
+        let mut rules = rules(0);
+        rules.judge = LatenessJudge::new(vec![w.clone()], Span::ZERO);
+        rules.keyed = keyed_rule(&[w], &format.dims);
+        rules.format = Parser::new(format);
+        let lines: [&[u8]; 4] = [
+            br#"{"item_id":"item-123456","ts":120000,"dims":{"country":"C12"}}"#,
+            br#"{"item_id":"item-8","ts":120001,"dims":{"country":"a b"}}"#,
+            br#"{"item_id":"i","ts":120002,"dims":{"country":"C1"}}"#,
+            br#"{"item_id":"item-9","ts":1,"dims":{"country":"C1"}}"#,
+        ];
+        assert!(rules.format.plain_fields(lines[0]).is_some(), "the usual line");
+        let (mut out, mut tally) = (
+            Batch {
+                events: vec![],
+                dead: vec![],
+            },
+            Tally::default(),
+        );
+        let mut clock = PartitionClock::new(Span::ZERO);
+        for (i, line) in lines.into_iter().enumerate() {
+            let at = Place {
+                partition: PartitionId(0),
+                position: i as u64,
+                out: &mut out,
+                tally: &mut tally,
+            };
+            accept_with(&Record::Line(line), None, at, &mut clock, &rules);
+        }
+        let texts: Vec<(Option<&str>, &str, &str)> = out
+            .events
+            .iter()
+            .map(|e| (e.text.counter_key(), e.item(), e.text.dim(0)))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                (Some("country=C12\0item-123456"), "item-123456", "C12"),
+                (None, "item-8", "a b"),
+                (Some("country=C1\0i"), "i", "C1"),
+            ]
+        );
+        for e in &out.events {
+            assert_eq!(e.hash, item_hash(e.item()), "routed by its item");
+        }
+        assert_eq!(out.dead.len(), 1, "{:?}", out.dead);
+        assert_eq!(out.dead[0].reason, DeadReason::Late);
+        assert_eq!(out.dead[0].raw, lines[3], "the late line as read");
     }
 }

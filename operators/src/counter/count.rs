@@ -142,17 +142,52 @@ impl WindowedCounter {
                 dead.push(out_of_range(ev, bad));
                 continue;
             }
-            shape_keys[s as usize] = Some(match found[e] {
+            let idx = match found[e] {
                 Some(idx) => {
                     debug_assert_eq!(self.interner.id(idx), keys[e], "a stale index");
                     idx
                 }
                 None => self.interner.intern_probed(keys[e], probes[e], s),
-            });
+            };
+            if self.count_keyed(ev, idx, s) {
+                continue;
+            }
+            shape_keys[s as usize] = Some(idx);
             self.apply_keys(ev, &shape_keys, dead);
         }
         self.shape_keys = shape_keys;
         self.found = found;
+    }
+
+    /// `apply_keys` of a keyed event (its key `idx`, of shape `s`) in its common case: one
+    /// pane group, whose only shape is `s`, the event on time for every instance covering its
+    /// pane. Whether it was that case (and so counted; else `apply_keys` decides). (The
+    /// general loop over shapes and users, for one key without a user, was most of what a
+    /// keyed run cost beyond its look-ups.)
+    #[inline(always)]
+    fn count_keyed(&mut self, ev: &TimedEvent, idx: ItemIdx, s: u8) -> bool {
+        let late_h = ev.wm_before.minus(self.allowed_lateness);
+        let sealed_h = self.global_wm.minus(self.allowed_lateness);
+        if self.groups.len() != 1 || ev.ts < late_h {
+            return false;
+        }
+        let Some(slot) = self.pane_slot(0, ev.ts, sealed_h) else {
+            return false;
+        };
+        let group = &self.groups[0];
+        let pane = group.slots[slot].as_ref().expect("cached slot is live");
+        if group.shapes.as_slice() != [s]
+            || pane.first_end <= late_h
+            || pane.first_end <= sealed_h.max(group.sealed_until)
+        {
+            return false;
+        }
+        let note_every = pane.excluded;
+        let first = self.count(0, slot, idx);
+        if self.notes_own_groups() && (first || note_every) && self.shapes.has_by(s) {
+            self.note_own(0, slot, idx, ev.text.counter_key(), s, sealed_h);
+        }
+        true
     }
 
     /// `apply` for a counter with per-group or distinct-user windows: the event, the run's
@@ -217,7 +252,7 @@ impl WindowedCounter {
                         }
                         let first = self.count(g, slot, idx);
                         if self.notes_own_groups() && (first || note_every) && self.shapes.has_by(s) {
-                            self.note_own(g, slot, idx, s, sealed_h);
+                            self.note_own(g, slot, idx, None, s, sealed_h);
                         }
                     }
                 }

@@ -78,9 +78,21 @@ impl WindowedCounter {
     /// with `by` dims. (Out of line: once per key and pane. Most keys' groups were noted in
     /// their pane already, which a small cache tells.)
     #[inline(never)]
-    pub(super) fn note_own(&mut self, g: usize, slot: usize, idx: ItemIdx, s: u8, sealed_h: Millis) {
+    pub(super) fn note_own(
+        &mut self,
+        g: usize,
+        slot: usize,
+        idx: ItemIdx,
+        text_key: Option<&str>,
+        s: u8,
+        sealed_h: Millis,
+    ) {
         let start = self.groups[g].slots[slot].as_ref().expect("live slot").start;
-        let group = group_of_key(self.interner.id(idx));
+        // (the key as the event's text holds it when it does, in cache: the record's copy of a
+        // key past its inline bytes is in the arena, and reading it was half of this
+        // function's samples, `perf`)
+        debug_assert!(text_key.is_none_or(|k| k == self.interner.id(idx)), "the key counted");
+        let group = group_of_key(text_key.unwrap_or_else(|| self.interner.id(idx)));
         let noted = Noted::of(g, s, start, group);
         let at = noted.slot();
         if self.own_recent[at] == Some(noted) {

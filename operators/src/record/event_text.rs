@@ -96,15 +96,25 @@ impl EventText {
     /// A text of `total` bytes that `write` writes straight into the string's buffer (inline
     /// for a typical event), each value as a few word moves (`short_copy`): building it on the
     /// stack and copying it in was a call to `memcpy` per value and one for the whole (7 % of a
-    /// per-group job's time, `perf`). Safety: `write` writes exactly `total` bytes, and they
-    /// are UTF-8 (checked in debug builds: the count).
+    /// per-group job's time, `perf`). Safety: as [`EventText::fill`].
     #[inline(always)]
     unsafe fn filled(total: usize, write: impl FnOnce(&mut Fill)) -> EventText {
-        let mut text = CompactString::with_capacity(total);
+        let mut text = EventText::EMPTY;
+        // SAFETY: the caller's
+        unsafe { text.fill(total, write) };
+        text
+    }
+
+    /// Makes `self` a text of `total` bytes that `write` writes, where `self` lies. Safety:
+    /// `write` writes exactly `total` bytes, and they are UTF-8 (checked in debug builds: the
+    /// count).
+    #[inline(always)]
+    unsafe fn fill(&mut self, total: usize, write: impl FnOnce(&mut Fill)) {
+        self.0 = CompactString::with_capacity(total);
         // SAFETY: `spare_capacity_mut` is at least `total` bytes (the capacity asked for), and
         // `write` writes exactly `total` of them, UTF-8, before `set_len` (the caller's)
         unsafe {
-            let spare = text.spare_capacity_mut();
+            let spare = self.0.spare_capacity_mut();
             assert!(spare.len() >= total, "a string of the capacity asked for");
             let mut out = Fill {
                 at: spare.as_mut_ptr().cast::<u8>(),
@@ -112,31 +122,22 @@ impl EventText {
             };
             write(&mut out);
             debug_assert_eq!(out.written, total, "the length as computed");
-            text.set_len(total);
+            self.0.set_len(total);
         }
-        EventText(text)
     }
 
+    /// The empty text (a placeholder: an event's text is never empty).
+    pub const EMPTY: EventText = EventText(CompactString::const_new(""));
+
     /// The text of an event without a user in a job whose windows all count events per one
-    /// dim, as the key they count it under: `prefix` (that dim's `name=`), `value`, NUL, then
-    /// the id. `None` when the value needs an escape in a group key (the second form then).
+    /// dim, as the key they count it under (see [`KeyedText`]); `None` when the value needs an
+    /// escape in a group key (the second form then).
     #[inline(always)]
     pub fn keyed(prefix: &str, value: &str, item: &str) -> Option<EventText> {
-        if !crate::group::needs_no_escape(value) {
-            return None;
-        }
-        debug_assert!(prefix.ends_with('=') && !prefix.contains('\0'), "a dim's `name=`");
-        let total = 1 + prefix.len() + value.len() + 1 + item.len();
-        // SAFETY: `total` bytes are written: `str`s and ASCII bytes
-        Some(unsafe {
-            EventText::filled(total, |out| {
-                out.byte(KEYED);
-                out.bytes(prefix.as_bytes());
-                out.bytes(value.as_bytes());
-                out.byte(0);
-                out.bytes(item.as_bytes());
-            })
-        })
+        let keyed = KeyedText::new(prefix, value, item)?;
+        let mut text = EventText::EMPTY;
+        keyed.write_over(&mut text);
+        Some(text)
     }
 
     /// The key a text of the third form is counted under (`name=value NUL id`; `None`: another
@@ -466,6 +467,51 @@ fn varint_len(mut v: usize) -> usize {
     n
 }
 
+/// The text of the third form, not yet written: `prefix` (a dim's `name=`), `value`, NUL,
+/// then the id, the very key a job whose windows all count events per that dim counts the
+/// event under. A source writes it where the event lies in its batch
+/// ([`KeyedText::write_over`]): built first and moved there, its bytes were read back while
+/// their stores were still on their way, a stall at each move (a third of the `by` job's
+/// `accept_with` samples, `perf`).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyedText<'a> {
+    prefix: &'a str,
+    value: &'a str,
+    item: &'a str,
+}
+
+impl<'a> KeyedText<'a> {
+    /// The text of an event of item `item` whose dim has `value`, counted by windows whose
+    /// keys start with `prefix`; `None` when the value needs an escape in a group key.
+    #[inline(always)]
+    pub fn new(prefix: &'a str, value: &'a str, item: &'a str) -> Option<KeyedText<'a>> {
+        debug_assert!(prefix.ends_with('=') && !prefix.contains('\0'), "a dim's `name=`");
+        crate::group::needs_no_escape(value).then_some(KeyedText { prefix, value, item })
+    }
+
+    /// The item id.
+    #[inline(always)]
+    pub fn item(&self) -> &'a str {
+        self.item
+    }
+
+    /// Makes `text` this text, written where it lies.
+    #[inline(always)]
+    pub fn write_over(&self, text: &mut EventText) {
+        let total = 1 + self.prefix.len() + self.value.len() + 1 + self.item.len();
+        // SAFETY: `total` bytes are written: `str`s and ASCII bytes
+        unsafe {
+            text.fill(total, |out| {
+                out.byte(KEYED);
+                out.bytes(self.prefix.as_bytes());
+                out.bytes(self.value.as_bytes());
+                out.byte(0);
+                out.bytes(self.item.as_bytes());
+            })
+        }
+    }
+}
+
 /// A writer of bytes into a buffer known to be large enough (see `EventText::new`).
 struct Fill {
     at: *mut u8,
@@ -608,7 +654,16 @@ mod tests {
             prop_assert!(EventText::check(t.as_packed()).is_ok());
             let sent = serde_json::to_string(&t).unwrap();
             let back: EventText = serde_json::from_str(&sent).unwrap();
-            prop_assert_eq!(back, t);
+            prop_assert_eq!(&back, &t);
+            // written where a text lies (as a source writes it into its batch), over a text
+            // of any form, inline or not: the same text
+            let keyed = KeyedText::new(&prefix, &value, &item).expect("keyed above");
+            prop_assert_eq!(keyed.item(), item.as_str());
+            let long = format!("{item}{value}{}", "x".repeat(24));
+            for mut over in [EventText::EMPTY, packed, EventText::item(&long)] {
+                keyed.write_over(&mut over);
+                prop_assert_eq!(&over, &t);
+            }
         }
 
         /// A string that is not one `new` builds is refused, never read out of bounds.
