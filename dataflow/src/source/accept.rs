@@ -405,6 +405,15 @@ mod tests {
     type Outcome = (Vec<(DeadReason, String)>, Vec<(String, i64)>, Millis, u64);
 
     fn run(records: Vec<Record<'_>>, rules: &Rules) -> Outcome {
+        let (out, clock, tally) = accept_all(records, rules);
+        let dead = out.dead.into_iter().map(|d| (d.reason, d.detail)).collect();
+        let events = out.events.into_iter().map(|e| (e.item().to_string(), e.ts.0)).collect();
+        (dead, events, clock.watermark(), tally.bad)
+    }
+
+    /// The batch of `records` accepted one after another (positions from 1), the partition's
+    /// clock after them and its tallies.
+    fn accept_all(records: Vec<Record<'_>>, rules: &Rules) -> (Batch, PartitionClock, Tally) {
         let (mut out, mut tally) = (
             Batch {
                 events: vec![],
@@ -422,9 +431,7 @@ mod tests {
             };
             accept_with(&rec, None, at, &mut clock, rules);
         }
-        let dead = out.dead.into_iter().map(|d| (d.reason, d.detail)).collect();
-        let events = out.events.into_iter().map(|e| (e.item().to_string(), e.ts.0)).collect();
-        (dead, events, clock.watermark(), tally.bad)
+        (out, clock, tally)
     }
 
     /// A line read without a resolved parse: a blank one is skipped (no dead letter, not bad),
@@ -658,23 +665,7 @@ mod tests {
             br#"{"item_id":"item-9","ts":1,"dims":{"country":"C1"}}"#,
         ];
         assert!(rules.format.plain_fields(lines[0]).is_some(), "the usual line");
-        let (mut out, mut tally) = (
-            Batch {
-                events: vec![],
-                dead: vec![],
-            },
-            Tally::default(),
-        );
-        let mut clock = PartitionClock::new(Span::ZERO);
-        for (i, line) in lines.into_iter().enumerate() {
-            let at = Place {
-                partition: PartitionId(0),
-                position: i as u64,
-                out: &mut out,
-                tally: &mut tally,
-            };
-            accept_with(&Record::Line(line), None, at, &mut clock, &rules);
-        }
+        let (out, _, _) = accept_all(lines.iter().map(|&l| Record::Line(l)).collect(), &rules);
         let texts: Vec<(Option<&str>, &str, &str)> = out
             .events
             .iter()
