@@ -137,6 +137,8 @@ impl WindowedCounter {
         shape_keys.clear();
         shape_keys.resize(self.shapes.len(), None);
         self.shape_users.clear();
+        // (the counter's shape of things, the same for every event of the run)
+        let one_group = self.groups.len() == 1 && self.groups[0].shapes.as_slice() == [s];
         for (e, ev) in run.iter().enumerate() {
             if let Err(bad) = check_event_time(ev.ts) {
                 dead.push(out_of_range(ev, bad));
@@ -149,7 +151,7 @@ impl WindowedCounter {
                 }
                 None => self.interner.intern_probed(keys[e], probes[e], s),
             };
-            if self.count_keyed(ev, idx, s) {
+            if one_group && self.count_keyed(ev, idx, s) {
                 continue;
             }
             shape_keys[s as usize] = Some(idx);
@@ -159,16 +161,18 @@ impl WindowedCounter {
         self.found = found;
     }
 
-    /// `apply_keys` of a keyed event (its key `idx`, of shape `s`) in its common case: one
-    /// pane group, whose only shape is `s`, the event on time for every instance covering its
-    /// pane. Whether it was that case (and so counted; else `apply_keys` decides). (The
+    /// `apply_keys` of a keyed event (its key `idx`, of shape `s`) in a counter of one pane
+    /// group, whose only shape is `s`, in its common case: the event on time for every
+    /// instance covering its pane. Whether it was that case (and so counted; else
+    /// `apply_keys` decides). (The
     /// general loop over shapes and users, for one key without a user, was most of what a
     /// keyed run cost beyond its look-ups.)
     #[inline(always)]
     fn count_keyed(&mut self, ev: &TimedEvent, idx: ItemIdx, s: u8) -> bool {
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
-        if self.groups.len() != 1 || ev.ts < late_h {
+        debug_assert!(self.groups.len() == 1 && self.groups[0].shapes.as_slice() == [s]);
+        if ev.ts < late_h {
             return false;
         }
         let Some(slot) = self.pane_slot(0, ev.ts, sealed_h) else {
@@ -176,10 +180,7 @@ impl WindowedCounter {
         };
         let group = &self.groups[0];
         let pane = group.slots[slot].as_ref().expect("cached slot is live");
-        if group.shapes.as_slice() != [s]
-            || pane.first_end <= late_h
-            || pane.first_end <= sealed_h.max(group.sealed_until)
-        {
+        if pane.first_end <= late_h || pane.first_end <= sealed_h.max(group.sealed_until) {
             return false;
         }
         let note_every = pane.excluded;
