@@ -1,0 +1,348 @@
+//! A model, not the counter: what a per-group window's counting costs in two layouts of its
+//! keys, against the global window's, on the matrix's stream (Zipf 1.1 over 1 M items, 50
+//! countries skewed as `scripts/bench` draws them, 600 k events a minute, 1m panes).
+//!
+//! - `global`: one record per item, its count in it;
+//! - `keyed`: one record per (country, item) key (`country=C12 NUL item-1`, 26 bytes of key in
+//!   the record), its count in it: the layout of a `by` window's keys in the counter today;
+//! - `two-level`: one record per item, its countries' counts in it (two inline, more on the
+//!   heap, found by a scan), found by the item's hash;
+//! - `dense`: the same, but an item past four countries keeps its counts in an array by
+//!   country (its look-up an index; a real counter would number a shape's groups first).
+//!
+//! Every layout is the same small table (`hashbrown`'s, indices into a `Vec` of records, as
+//! the interner's), so only the layout differs. With two live panes (the default
+//! `allowed_lateness` of 1m: a pane seals when the one after the next starts), a record's
+//! counts of the older pane move to that pane's map when the newer pane counts it, as the
+//! counter's inline counts do; `ONE_LIVE=1` keeps one pane live. A pane's records are freed
+//! when it seals. Only counting is modelled: no source, lists or group notes.
+//!
+//! `cargo run --release -p hotlist-operators --example keyed_layouts [EVENTS]`
+
+use hashbrown::HashTable;
+use hotlist_operators::hash::item_hash;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+use std::time::Instant;
+
+const ITEMS: usize = 1_000_000;
+const PER_MINUTE: usize = 600_000;
+
+/// xorshift64*: a fixed stream.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// (item rank, country) per event, in time order.
+fn events(n: usize) -> Vec<(u32, u8)> {
+    let mut cdf = Vec::with_capacity(ITEMS);
+    let mut total = 0.0;
+    for r in 0..ITEMS {
+        total += 1.0 / ((r + 1) as f64).powf(1.1);
+        cdf.push(total);
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    (0..n)
+        .map(|_| {
+            let u = rng.unit() * total;
+            let rank = cdf.partition_point(|c| *c < u).min(ITEMS - 1) as u32;
+            let r = rng.unit();
+            (rank, (50.0 * r * r) as u8)
+        })
+        .collect()
+}
+
+/// A record: its key (`W` bytes at most), the minute of its newest counts, and the counts.
+#[derive(Clone)]
+struct Rec<const W: usize, C> {
+    key: [u8; W],
+    len: u8,
+    minute: i32,
+    counts: C,
+}
+
+/// The table of one layout: records found by hash and key, freed when no live pane has them.
+struct Table<const W: usize, C> {
+    table: HashTable<u32>,
+    recs: Vec<Rec<W, C>>,
+    free: Vec<u32>,
+    /// Per live minute, the counts moved out of records: (record, country) → count.
+    moved: FxHashMap<i32, FxHashMap<(u32, u8), u32>>,
+    live: i32,
+}
+
+impl<const W: usize, C: Default + Clone> Table<W, C> {
+    fn new(live: i32) -> Self {
+        Table {
+            table: HashTable::new(),
+            recs: Vec::new(),
+            free: Vec::new(),
+            moved: FxHashMap::default(),
+            live,
+        }
+    }
+
+    /// Minute `m` starts: the records no live pane counted are freed.
+    fn start(&mut self, m: i32) {
+        let oldest = m - self.live + 1;
+        self.moved.retain(|&k, _| k >= oldest);
+        let (recs, free) = (&mut self.recs, &mut self.free);
+        self.table.retain(|&mut i| {
+            let keep = recs[i as usize].minute >= oldest;
+            if !keep {
+                recs[i as usize].len = 0;
+                free.push(i);
+            }
+            keep
+        });
+    }
+
+    /// The record of `key` (hash `h`), made with `minute = i32::MIN` if new.
+    #[inline]
+    fn find_or_add(&mut self, key: &[u8], h: u64) -> u32 {
+        let recs = &self.recs;
+        if let Some(&i) = self
+            .table
+            .find(h, |&i| &recs[i as usize].key[..recs[i as usize].len as usize] == key)
+        {
+            return i;
+        }
+        let mut rec = Rec {
+            key: [0; W],
+            len: key.len() as u8,
+            minute: i32::MIN,
+            counts: C::default(),
+        };
+        rec.key[..key.len()].copy_from_slice(key);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.recs[i as usize] = rec;
+                i
+            }
+            None => {
+                self.recs.push(rec);
+                (self.recs.len() - 1) as u32
+            }
+        };
+        let recs = &self.recs;
+        self.table.insert_unique(h, i, |&j| {
+            let r = &recs[j as usize];
+            item_hash(std::str::from_utf8(&r.key[..r.len as usize]).unwrap_or(""))
+        });
+        i
+    }
+}
+
+/// One record per key, its count in it (`global` with items as keys, `keyed` with keys).
+fn one_level<const W: usize>(evs: &[(u32, u8)], live: i32, key: impl Fn(u32, u8, &mut String)) -> u64 {
+    let mut t: Table<W, u32> = Table::new(live);
+    let mut buf = String::new();
+    let mut pairs = 0u64;
+    for (e, &(rank, c)) in evs.iter().enumerate() {
+        let m = (e / PER_MINUTE) as i32;
+        if e % PER_MINUTE == 0 {
+            t.start(m);
+        }
+        key(rank, c, &mut buf);
+        let i = t.find_or_add(buf.as_bytes(), item_hash(&buf));
+        let rec = &mut t.recs[i as usize];
+        if rec.minute == m {
+            rec.counts += 1;
+            continue;
+        }
+        if rec.minute == m - 1 && live > 1 {
+            t.moved.entry(m - 1).or_default().insert((i, 0), rec.counts);
+        }
+        rec.minute = m;
+        rec.counts = 1;
+        pairs += 1;
+    }
+    pairs
+}
+
+/// One record per item, its countries' counts of its newest minute in it.
+fn two_level(evs: &[(u32, u8)], live: i32, items: &[String]) -> u64 {
+    let mut t: Table<14, SmallVec<[(u8, u32); 2]>> = Table::new(live);
+    let mut pairs = 0u64;
+    for (e, &(rank, c)) in evs.iter().enumerate() {
+        let m = (e / PER_MINUTE) as i32;
+        if e % PER_MINUTE == 0 {
+            t.start(m);
+        }
+        let item = &items[rank as usize];
+        let i = t.find_or_add(item.as_bytes(), item_hash(item));
+        let rec = &mut t.recs[i as usize];
+        if rec.minute == m {
+            match rec.counts.iter_mut().find(|g| g.0 == c) {
+                Some(g) => g.1 += 1,
+                None => {
+                    rec.counts.push((c, 1));
+                    pairs += 1;
+                }
+            }
+            continue;
+        }
+        if rec.minute == m - 1 && live > 1 {
+            let moved = t.moved.entry(m - 1).or_default();
+            for &(g, n) in rec.counts.iter() {
+                moved.insert((i, g), n);
+            }
+        }
+        rec.minute = m;
+        rec.counts.clear();
+        rec.counts.push((c, 1));
+        pairs += 1;
+    }
+    pairs
+}
+
+/// An item's countries' counts: a few in a short list, many in an array by country (whose
+/// look-up is an index, not a scan of up to 50 entries).
+#[derive(Clone, Default)]
+enum Counts {
+    #[default]
+    None,
+    Few(SmallVec<[(u8, u32); 2]>),
+    Dense(Box<[u32; 64]>),
+}
+
+impl Counts {
+    /// Adds one to country `c`'s count; whether it is its first.
+    #[inline]
+    fn add(&mut self, c: u8) -> bool {
+        match self {
+            Counts::Dense(d) => {
+                d[c as usize] += 1;
+                d[c as usize] == 1
+            }
+            Counts::Few(f) => match f.iter().position(|g| g.0 == c) {
+                Some(at) => {
+                    f[at].1 += 1;
+                    false
+                }
+                None if f.len() < 4 => {
+                    f.push((c, 1));
+                    true
+                }
+                None => {
+                    let mut d = Box::new([0u32; 64]);
+                    for &(g, n) in f.iter() {
+                        d[g as usize] = n;
+                    }
+                    d[c as usize] = 1;
+                    *self = Counts::Dense(d);
+                    true
+                }
+            },
+            Counts::None => {
+                *self = Counts::Few(SmallVec::from_elem((c, 1), 1));
+                true
+            }
+        }
+    }
+
+    /// Every (country, count), then none left.
+    fn drain(&mut self, mut f: impl FnMut(u8, u32)) {
+        match self {
+            Counts::Dense(d) => {
+                for (g, n) in d.iter_mut().enumerate() {
+                    if *n > 0 {
+                        f(g as u8, *n);
+                        *n = 0;
+                    }
+                }
+            }
+            Counts::Few(l) => {
+                for &(g, n) in l.iter() {
+                    f(g, n);
+                }
+                l.clear();
+            }
+            Counts::None => {}
+        }
+    }
+}
+
+/// `two_level` with [`Counts`].
+fn two_level_dense(evs: &[(u32, u8)], live: i32, items: &[String]) -> u64 {
+    let mut t: Table<14, Counts> = Table::new(live);
+    let mut pairs = 0u64;
+    for (e, &(rank, c)) in evs.iter().enumerate() {
+        let m = (e / PER_MINUTE) as i32;
+        if e % PER_MINUTE == 0 {
+            t.start(m);
+        }
+        let item = &items[rank as usize];
+        let i = t.find_or_add(item.as_bytes(), item_hash(item));
+        let rec = &mut t.recs[i as usize];
+        if rec.minute != m {
+            let moved = t.moved.entry(m - 1).or_default();
+            let keep = rec.minute == m - 1 && live > 1;
+            rec.counts.drain(|g, n| {
+                if keep {
+                    moved.insert((i, g), n);
+                }
+            });
+            rec.minute = m;
+        }
+        pairs += u64::from(rec.counts.add(c));
+    }
+    pairs
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(8_000_000);
+    let live = if std::env::var_os("ONE_LIVE").is_some() { 1 } else { 2 };
+    let evs = events(n);
+    let items: Vec<String> = (0..ITEMS).map(|r| format!("item-{r}")).collect();
+    let prefixes: Vec<String> = (0..50).map(|c| format!("country=C{c}\0")).collect();
+    println!("{n} events, {live} live pane(s)");
+    for round in 1..=5 {
+        let t = Instant::now();
+        let g = one_level::<14>(&evs, live, |r, _, b| {
+            b.clear();
+            b.push_str(&items[r as usize]);
+        });
+        let global = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let k = one_level::<26>(&evs, live, |r, c, b| {
+            b.clear();
+            b.push_str(&prefixes[c as usize]);
+            b.push_str(&items[r as usize]);
+        });
+        let keyed = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let two = two_level(&evs, live, &items);
+        let two_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let dense = two_level_dense(&evs, live, &items);
+        let dense_s = t.elapsed().as_secs_f64();
+        assert_eq!(k, two, "the layouts count the same (country, item, minute) keys");
+        assert_eq!(k, dense, "the layouts count the same (country, item, minute) keys");
+        let rate = |s: f64| n as f64 / s / 1e6;
+        println!(
+            "round {round}: global {:.2} M/s ({g} keys), keyed {:.2} M/s ({k}) {:.2}x of global, \
+             two-level {:.2} M/s {:.2}x of global, {:.2}x of keyed; dense {:.2}x of global, {:.2}x of keyed",
+            rate(global),
+            rate(keyed),
+            global / keyed,
+            rate(two_s),
+            global / two_s,
+            keyed / two_s,
+            global / dense_s,
+            keyed / dense_s
+        );
+    }
+}
