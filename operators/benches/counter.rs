@@ -20,6 +20,10 @@ use hotlist_operators::record::{EventText, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
 use hotlist_operators::window::WindowSpec;
 
+#[path = "common/stream.rs"]
+mod stream;
+use stream::{Rng, Zipf};
+
 const ITEMS: usize = 1_000_000;
 const EVENTS: usize = 2_000_000;
 /// Events per epoch (the dataflow's epochs hold tens of thousands of events).
@@ -31,33 +35,13 @@ const TICK: usize = 20;
 const STEP_MS: i64 = 1;
 const EVERY: usize = 4;
 
-/// xorshift64*: a fixed stream, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// The events: item ranks drawn from Zipf(1.1) by inverse CDF, in time order.
 fn events(with_extra: bool) -> Vec<TimedEvent> {
-    let mut cdf = Vec::with_capacity(ITEMS);
-    let mut total = 0.0;
-    for n in 0..ITEMS {
-        total += 1.0 / ((n + 1) as f64).powf(1.1);
-        cdf.push(total);
-    }
+    let zipf = Zipf::new(ITEMS, 1.1);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     (0..EVENTS)
         .map(|i| {
-            let u = rng.unit() * total;
-            let rank = cdf.partition_point(|c| *c < u).min(ITEMS - 1);
+            let rank = zipf.rank(&mut rng);
             let item = format!("item-{rank}");
             let text = match with_extra {
                 true => {

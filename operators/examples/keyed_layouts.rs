@@ -25,36 +25,20 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::time::Instant;
 
+#[path = "../benches/common/stream.rs"]
+mod stream;
+use stream::{Rng, Zipf};
+
 const ITEMS: usize = 1_000_000;
 const PER_MINUTE: usize = 600_000;
 
-/// xorshift64*: a fixed stream.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// (item rank, country) per event, in time order.
 fn events(n: usize) -> Vec<(u32, u8)> {
-    let mut cdf = Vec::with_capacity(ITEMS);
-    let mut total = 0.0;
-    for r in 0..ITEMS {
-        total += 1.0 / ((r + 1) as f64).powf(1.1);
-        cdf.push(total);
-    }
+    let zipf = Zipf::new(ITEMS, 1.1);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     (0..n)
         .map(|_| {
-            let u = rng.unit() * total;
-            let rank = cdf.partition_point(|c| *c < u).min(ITEMS - 1) as u32;
+            let rank = zipf.rank(&mut rng) as u32;
             let r = rng.unit();
             (rank, (50.0 * r * r) as u8)
         })
@@ -169,91 +153,78 @@ fn one_level<const W: usize>(evs: &[(u32, u8)], live: i32, key: impl Fn(u32, u8,
     pairs
 }
 
-/// One record per item, its countries' counts of its newest minute in it.
-fn two_level(evs: &[(u32, u8)], live: i32, items: &[String]) -> u64 {
-    let mut t: Table<14, SmallVec<[(u8, u32); 2]>> = Table::new(live);
-    let mut pairs = 0u64;
-    for (e, &(rank, c)) in evs.iter().enumerate() {
-        let m = (e / PER_MINUTE) as i32;
-        if e % PER_MINUTE == 0 {
-            t.start(m);
-        }
-        let item = &items[rank as usize];
-        let i = t.find_or_add(item.as_bytes(), item_hash(item));
-        let rec = &mut t.recs[i as usize];
-        if rec.minute == m {
-            match rec.counts.iter_mut().find(|g| g.0 == c) {
-                Some(g) => g.1 += 1,
-                None => {
-                    rec.counts.push((c, 1));
-                    pairs += 1;
-                }
-            }
-            continue;
-        }
-        if rec.minute == m - 1 && live > 1 {
-            let moved = t.moved.entry(m - 1).or_default();
-            for &(g, n) in rec.counts.iter() {
-                moved.insert((i, g), n);
-            }
-        }
-        rec.minute = m;
-        rec.counts.clear();
-        rec.counts.push((c, 1));
-        pairs += 1;
-    }
-    pairs
-}
-
-/// An item's countries' counts: a few in a short list, many in an array by country (whose
-/// look-up is an index, not a scan of up to 50 entries).
-#[derive(Clone, Default)]
-enum Counts {
-    #[default]
-    None,
-    Few(SmallVec<[(u8, u32); 2]>),
-    Dense(Box<[u32; 64]>),
-}
-
-impl Counts {
+/// An item's countries' counts of its newest minute.
+trait GroupCounts: Default + Clone {
     /// Adds one to country `c`'s count; whether it is its first.
+    fn add(&mut self, c: u8) -> bool;
+    /// Hands every (country, count) to `f`, then holds none.
+    fn take_all(&mut self, f: impl FnMut(u8, u32));
+}
+
+/// A short list, found by a scan (past two, on the heap).
+type Few = SmallVec<[(u8, u32); 2]>;
+
+impl GroupCounts for Few {
     #[inline]
     fn add(&mut self, c: u8) -> bool {
-        match self {
-            Counts::Dense(d) => {
-                d[c as usize] += 1;
-                d[c as usize] == 1
+        match self.iter().position(|g| g.0 == c) {
+            Some(at) => {
+                self[at].1 += 1;
+                false
             }
-            Counts::Few(f) => match f.iter().position(|g| g.0 == c) {
-                Some(at) => {
-                    f[at].1 += 1;
-                    false
-                }
-                None if f.len() < 4 => {
-                    f.push((c, 1));
-                    true
-                }
-                None => {
-                    let mut d = Box::new([0u32; 64]);
-                    for &(g, n) in f.iter() {
-                        d[g as usize] = n;
-                    }
-                    d[c as usize] = 1;
-                    *self = Counts::Dense(d);
-                    true
-                }
-            },
-            Counts::None => {
-                *self = Counts::Few(SmallVec::from_elem((c, 1), 1));
+            None => {
+                self.push((c, 1));
                 true
             }
         }
     }
 
-    /// Every (country, count), then none left.
-    fn drain(&mut self, mut f: impl FnMut(u8, u32)) {
+    fn take_all(&mut self, mut f: impl FnMut(u8, u32)) {
+        for &(g, n) in self.iter() {
+            f(g, n);
+        }
+        self.clear();
+    }
+}
+
+/// A few in a short list, many in an array by country (its look-up an index, not a scan of up
+/// to 50 entries).
+#[derive(Clone, Default)]
+enum Dense {
+    #[default]
+    None,
+    Few(Few),
+    Many(Box<[u32; 64]>),
+}
+
+impl GroupCounts for Dense {
+    #[inline]
+    fn add(&mut self, c: u8) -> bool {
         match self {
-            Counts::Dense(d) => {
+            Dense::Many(d) => {
+                d[c as usize] += 1;
+                d[c as usize] == 1
+            }
+            Dense::Few(f) if f.len() < 4 || f.iter().any(|g| g.0 == c) => f.add(c),
+            Dense::Few(f) => {
+                let mut d = Box::new([0u32; 64]);
+                for &(g, n) in f.iter() {
+                    d[g as usize] = n;
+                }
+                d[c as usize] = 1;
+                *self = Dense::Many(d);
+                true
+            }
+            Dense::None => {
+                *self = Dense::Few(SmallVec::from_elem((c, 1), 1));
+                true
+            }
+        }
+    }
+
+    fn take_all(&mut self, mut f: impl FnMut(u8, u32)) {
+        match self {
+            Dense::Many(d) => {
                 for (g, n) in d.iter_mut().enumerate() {
                     if *n > 0 {
                         f(g as u8, *n);
@@ -261,20 +232,15 @@ impl Counts {
                     }
                 }
             }
-            Counts::Few(l) => {
-                for &(g, n) in l.iter() {
-                    f(g, n);
-                }
-                l.clear();
-            }
-            Counts::None => {}
+            Dense::Few(l) => l.take_all(f),
+            Dense::None => {}
         }
     }
 }
 
-/// `two_level` with [`Counts`].
-fn two_level_dense(evs: &[(u32, u8)], live: i32, items: &[String]) -> u64 {
-    let mut t: Table<14, Counts> = Table::new(live);
+/// One record per item, its countries' counts of its newest minute in it (`C`).
+fn two_level<C: GroupCounts>(evs: &[(u32, u8)], live: i32, items: &[String]) -> u64 {
+    let mut t: Table<14, C> = Table::new(live);
     let mut pairs = 0u64;
     for (e, &(rank, c)) in evs.iter().enumerate() {
         let m = (e / PER_MINUTE) as i32;
@@ -285,9 +251,9 @@ fn two_level_dense(evs: &[(u32, u8)], live: i32, items: &[String]) -> u64 {
         let i = t.find_or_add(item.as_bytes(), item_hash(item));
         let rec = &mut t.recs[i as usize];
         if rec.minute != m {
-            let moved = t.moved.entry(m - 1).or_default();
             let keep = rec.minute == m - 1 && live > 1;
-            rec.counts.drain(|g, n| {
+            let moved = t.moved.entry(m - 1).or_default();
+            rec.counts.take_all(|g, n| {
                 if keep {
                     moved.insert((i, g), n);
                 }
@@ -324,10 +290,10 @@ fn main() {
         });
         let keyed = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let two = two_level(&evs, live, &items);
+        let two = two_level::<Few>(&evs, live, &items);
         let two_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let dense = two_level_dense(&evs, live, &items);
+        let dense = two_level::<Dense>(&evs, live, &items);
         let dense_s = t.elapsed().as_secs_f64();
         assert_eq!(k, two, "the layouts count the same (country, item, minute) keys");
         assert_eq!(k, dense, "the layouts count the same (country, item, minute) keys");
