@@ -46,6 +46,8 @@ mod lookahead;
 mod others;
 mod pairs;
 #[cfg(test)]
+mod shaped_fixtures;
+#[cfg(test)]
 mod shaped_tests;
 mod shapes;
 #[cfg(test)]

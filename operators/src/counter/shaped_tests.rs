@@ -1,206 +1,14 @@
 //! Per-group and distinct-user windows against a brute-force model: random windows of every
 //! key shape sharing panes, random users and dims (some missing), disorder and lateness, a
-//! snapshot restored onto 1–3 workers mid-stream.
+//! snapshot restored onto 1–3 workers mid-stream. The model and the fixtures are in
+//! `shaped_fixtures`.
 
+use super::shaped_fixtures::*;
 use super::*;
-use crate::group::{GroupKey, KeyShape};
 use crate::message::LocalList;
-use crate::record::{EventText, PartitionId, TimedEvent};
+use crate::record::TimedEvent;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// (window, start, group) → its list.
-type Lists = BTreeMap<(u16, i64, String), Vec<(String, u64)>>;
-/// (window, start, group) → per worker, its latest list.
-type PerWorker = BTreeMap<(u16, i64, String), BTreeMap<u32, Vec<(String, u64)>>>;
-/// (window, start, group) → per item, who counted (users, or event numbers).
-type Who = BTreeMap<(u16, i64, String), BTreeMap<String, BTreeSet<Option<String>>>>;
-
-fn shape(kind: u8, max_groups: u32) -> KeyShape {
-    KeyShape {
-        max_groups,
-        ..shape_of(kind)
-    }
-}
-
-fn shape_of(kind: u8) -> KeyShape {
-    let by = |d: &[&str]| d.iter().map(|s| s.to_string()).collect();
-    match kind {
-        0 => KeyShape::default(),
-        1 => KeyShape {
-            by: by(&["country"]),
-            ..KeyShape::default()
-        },
-        2 => KeyShape {
-            by: by(&["country", "device"]),
-            ..KeyShape::default()
-        },
-        3 => KeyShape {
-            distinct_users: true,
-            ..KeyShape::default()
-        },
-        _ => KeyShape {
-            by: by(&["country"]),
-            distinct_users: true,
-            ..KeyShape::default()
-        },
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Ev {
-    item: u8,
-    user: Option<u8>,
-    country: Option<u8>,
-    device: u8,
-    ts: i64,
-    wm_before: i64,
-}
-
-fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
-    // every fourth item's id (and key) is too long for a record: it lives in the arena
-    let item = if e.item.is_multiple_of(4) {
-        format!("i{}-long-enough-for-the-arena", e.item)
-    } else {
-        format!("i{}", e.item)
-    };
-    let values: Vec<String> = dims
-        .iter()
-        .map(|d| match d.as_str() {
-            "country" => e
-                .country
-                .map_or(String::new(), |c| ["US", "a b", "é"][c as usize % 3].to_string()),
-            _ => format!("d{}", e.device),
-        })
-        .collect();
-    // (one dim and no user: the text is the event's key, as a source writes it for a job
-    // counting per that dim, whatever the windows here; the counter reads both forms)
-    let keyed = match (dims, e.user) {
-        ([d], None) => EventText::keyed(&format!("{d}="), &values[0], &item),
-        _ => None,
-    };
-    TimedEvent {
-        hash: crate::hash::item_hash(&item),
-        text: keyed.unwrap_or_else(|| EventText::new(&item, e.user.map(|u| format!("u{u}")).as_deref(), &values)),
-        ts: Millis(e.ts),
-        wm_before: Millis(e.wm_before),
-        partition: PartitionId(0),
-        position: 0,
-    }
-}
-
-/// Windows of K 3 from (key shape kind, size: 10, 20/5 hopping or 7, max groups).
-fn windows_of(kinds: &[(u8, usize, u32)]) -> Vec<WindowSpec> {
-    windows_sized(kinds, [(10, 10), (20, 5), (7, 7)], 3)
-}
-
-/// Windows of K 2 from (key shape kind, size: 10, 20/5 or 30/10 hopping, max groups), for
-/// the tests that tick between epochs.
-fn ticked_windows(kinds: &[(u8, usize, u32)]) -> Vec<WindowSpec> {
-    windows_sized(kinds, [(10, 10), (20, 5), (30, 10)], 2)
-}
-
-/// Windows of K `k` from (key shape kind, index of its (size, slide) in `sizes`, max groups).
-fn windows_sized(kinds: &[(u8, usize, u32)], sizes: [(u64, u64); 3], k: usize) -> Vec<WindowSpec> {
-    kinds
-        .iter()
-        .enumerate()
-        .map(|(i, &(kind, size, max_groups))| WindowSpec {
-            rank: Default::default(),
-            name: format!("w{i}"),
-            size: Span::from_millis(sizes[size].0),
-            slide: Span::from_millis(sizes[size].1),
-            k,
-            key: shape(kind, max_groups),
-        })
-        .collect()
-}
-
-/// The model: per (window, instance, group), per item, its events or its distinct users.
-fn model(windows: &[WindowSpec], evs: &[Ev], lateness: i64, dims: &[String]) -> Lists {
-    let mut counts: Who = BTreeMap::new();
-    let mut events: BTreeMap<(u16, i64, String, String), u64> = BTreeMap::new();
-    for (n, e) in evs.iter().enumerate() {
-        let t = timed(e, dims);
-        for (wi, w) in windows.iter().enumerate() {
-            if w.key.distinct_users && e.user.is_none() {
-                continue;
-            }
-            let pairs: Vec<(&str, String)> = w
-                .key
-                .by
-                .iter()
-                .map(|d| {
-                    let p = dims.iter().position(|x| x == d).unwrap();
-                    (d.as_str(), t.text.dim(p).to_string())
-                })
-                .collect();
-            let group = GroupKey::from_pairs(pairs.iter().map(|(d, v)| (*d, v.as_str()))).to_string();
-            for start in w.starts_covering(Millis(e.ts)) {
-                if e.wm_before != i64::MIN && e.wm_before >= w.end_of(start).0 + lateness {
-                    continue;
-                }
-                let key = (wi as u16, start.0, group.clone());
-                let who = if w.key.distinct_users {
-                    e.user.map(|u| format!("u{u}"))
-                } else {
-                    Some(n.to_string())
-                };
-                counts
-                    .entry(key.clone())
-                    .or_default()
-                    .entry(t.item().to_string())
-                    .or_default()
-                    .insert(who);
-                *events.entry((key.0, key.1, key.2, t.item().to_string())).or_default() += 1;
-            }
-        }
-    }
-    // per instance, the groups beyond max_groups (the highest key hashes) count in (other)
-    let mut instance_groups: BTreeMap<(u16, i64), Vec<String>> = BTreeMap::new();
-    for (w, start, group) in counts.keys() {
-        instance_groups.entry((*w, *start)).or_default().push(group.clone());
-    }
-    let mut folded: Who = BTreeMap::new();
-    for ((w, start, group), items) in counts {
-        let spec = &windows[w as usize];
-        let mut groups = instance_groups[&(w, start)].clone();
-        groups.sort_by_key(|g| crate::hash::item_hash(g));
-        let kept =
-            spec.key.by.is_empty() || groups.iter().position(|g| *g == group).unwrap() < spec.key.max_groups as usize;
-        let group = if kept { group } else { "(other)".to_string() };
-        let into = folded.entry((w, start, group)).or_default();
-        for (item, who) in items {
-            into.entry(item).or_default().extend(who);
-        }
-    }
-    folded
-        .into_iter()
-        .map(|(key, items)| {
-            let mut v: Vec<(String, u64)> = items.into_iter().map(|(i, who)| (i, who.len() as u64)).collect();
-            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            v.truncate(windows[key.0 as usize].k);
-            (key, v)
-        })
-        .collect()
-}
-
-/// The lists of a single counter (worker 0), empty ones left out.
-fn one_worker(got: PerWorker) -> Lists {
-    got.into_iter()
-        .map(|(key, mut per_worker)| (key, per_worker.remove(&0).unwrap_or_default()))
-        .filter(|(_, v)| !v.is_empty())
-        .collect()
-}
-
-fn collect(lists: Vec<LocalList>, into: &mut PerWorker) {
-    for l in lists {
-        let items = l.items.iter().map(|r| (r.item_id.to_string(), r.count)).collect();
-        into.entry((l.instance.window.0, l.instance.start.0, l.group.to_string()))
-            .or_default()
-            .insert(l.worker, items);
-    }
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
@@ -216,96 +24,164 @@ proptest! {
         every in 1usize..40,
         own in any::<bool>(),
     ) {
-        let windows = windows_of(&kinds);
-        let dims = job_dims(&windows);
-        let mut evs = Vec::new();
-        let (mut t, mut max_ts) = (0i64, i64::MIN);
-        for (item, user, country, device, step, back, late) in raw {
-            t += step;
-            let ts = t - back - if late { 40 } else { 0 };
-            let wm_before = if max_ts == i64::MIN { i64::MIN } else { max_ts - ooo };
-            evs.push(Ev { item, user, country, device, ts, wm_before });
-            max_ts = max_ts.max(ts);
-        }
-        let span = Span::from_millis(lateness as u64);
-        let mut c = WindowedCounter::new(windows.clone(), span, 0);
-        // (`own`: the one counter before the cut, and the one after it when one worker
-        // restores, note their own groups: the dataflow's single worker)
-        if own {
-            c.note_own_groups();
-        }
-        // group announcements, made before routing (as the dataflow does), given to every worker
-        let mut noter = crate::group::GroupNoter::new(&windows, span);
-        let mut note = |ev: &TimedEvent, announced: bool| {
-            let mut notes = Vec::new();
-            if let Some(n) = noter.as_mut().filter(|_| announced) {
-                n.note(ev, &mut notes);
-            }
-            notes
-        };
-        let mut got = BTreeMap::new();
-        let cut = cut.min(evs.len());
-        let mut max_seen = i64::MIN;
+        lists_equal_the_model(raw, windows_of(&kinds), Run { ooo, lateness, cut, workers, every, own })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// The same with many groups: up to 40 countries (some past 16 bytes, some that need an
+    /// escape in a group key), `max_groups` up to 63, so an item counts in more groups than a
+    /// few; and up to six windows over six pane widths, so some pane groups are past the
+    /// [`INLINE_GROUPS`](crate::interner::INLINE_GROUPS) that keep counts in records.
+    #[test]
+    fn many_groups_and_pane_widths_equal_the_model(
+        raw in proptest::collection::vec((0u8..6, proptest::option::weighted(0.5, 0u8..4), proptest::option::weighted(0.95, 0u8..40), 0u8..2, 0i64..4, 0i64..20, proptest::bool::weighted(0.05)), 0..300),
+        kinds in proptest::collection::vec((0u8..5, 0usize..6, 1u32..64), 1..7),
+        ooo in 0i64..6,
+        lateness in 0i64..12,
+        cut in 0usize..300,
+        workers in 1usize..4,
+        every in 1usize..40,
+        own in any::<bool>(),
+    ) {
+        let sizes = [(10, 10), (20, 5), (7, 7), (9, 3), (4, 4), (6, 2)];
+        let windows = windows_sized(&kinds, sizes, 3);
+        lists_equal_the_model(raw, windows, Run { ooo, lateness, cut, workers, every, own })?;
+    }
+}
+
+/// An event as the strategies draw it: item, user, country, device, step, back, late.
+type RawEv = (u8, Option<u8>, Option<u8>, u8, i64, i64, bool);
+
+/// How [`lists_equal_the_model`] runs a stream: the disorder, the lateness, where the one counter
+/// is snapshotted and restored onto `workers`, the events of an epoch after it, and whether the
+/// counters note their own groups.
+struct Run {
+    ooo: i64,
+    lateness: i64,
+    cut: usize,
+    workers: usize,
+    every: usize,
+    own: bool,
+}
+
+/// The stream `raw` counted by `windows` as
+/// `run` says gives the model's sealed lists, and the counters end with nothing live.
+fn lists_equal_the_model(raw: Vec<RawEv>, windows: Vec<WindowSpec>, run: Run) -> Result<(), TestCaseError> {
+    let Run {
+        ooo,
+        lateness,
+        cut,
+        workers,
+        every,
+        own,
+    } = run;
+    let dims = job_dims(&windows);
+    let mut evs = Vec::new();
+    let (mut t, mut max_ts) = (0i64, i64::MIN);
+    for (item, user, country, device, step, back, late) in raw {
+        t += step;
+        let ts = t - back - if late { 40 } else { 0 };
+        let wm_before = if max_ts == i64::MIN { i64::MIN } else { max_ts - ooo };
+        evs.push(Ev {
+            item,
+            user,
+            country,
+            device,
+            ts,
+            wm_before,
+        });
+        max_ts = max_ts.max(ts);
+    }
+    let span = Span::from_millis(lateness as u64);
+    let mut c = WindowedCounter::new(windows.clone(), span, 0);
+    // (`own`: the one counter before the cut, and the one after it when one worker
+    // restores, note their own groups: the dataflow's single worker)
+    if own {
+        c.note_own_groups();
+    }
+    // group announcements, made before routing (as the dataflow does), given to every worker
+    let mut noter = crate::group::GroupNoter::new(&windows, span);
+    let mut note = |ev: &TimedEvent, announced: bool| {
         let mut notes = Vec::new();
-        for e in &evs[..cut] {
-            let t = timed(e, &dims);
-            prop_assert!(c.apply(&t).is_none());
-            notes.extend(note(&t, !own));
-            max_seen = max_seen.max(e.ts);
+        if let Some(n) = noter.as_mut().filter(|_| announced) {
+            n.note(ev, &mut notes);
         }
-        c.note_groups(&notes);
-        let wm = if max_seen == i64::MIN { Millis::MIN } else { Millis(max_seen - ooo) };
-        collect(c.advance(wm, true), &mut got);
-        // restore onto `workers` workers, route the rest by item, finish
-        let snap = c.snapshot();
-        let mut cs: Vec<WindowedCounter> = (0..workers)
-            .map(|w| WindowedCounter::restore(windows.clone(), span, w as u32, workers, std::slice::from_ref(&snap)).unwrap())
-            .collect();
-        let own = own && workers == 1;
-        if own {
-            cs[0].note_own_groups();
-        }
-        // the merger starts afresh from a restore: lists of instances sealed before it stay
-        let mut before = std::mem::take(&mut got);
-        before.retain(|(w, start, _), _| windows[*w as usize].end_of(Millis(*start)) <= wm.minus(span));
-        // epochs of `every` events, each ending with its announcements and a tick
-        let mut notes = Vec::new();
-        for (n, e) in evs[cut..].iter().enumerate() {
-            let t = timed(e, &dims);
-            let w = crate::hash::key_group(t.hash) as usize % workers;
-            prop_assert!(cs[w].apply(&t).is_none());
-            notes.extend(note(&t, !own));
-            max_seen = max_seen.max(e.ts);
-            if n % every == every - 1 {
-                for c in cs.iter_mut() {
-                    c.note_groups(&notes);
-                    collect(c.advance(Millis(max_seen - ooo), true), &mut got);
-                }
-                notes.clear();
+        notes
+    };
+    let mut got = BTreeMap::new();
+    let cut = cut.min(evs.len());
+    let mut max_seen = i64::MIN;
+    let mut notes = Vec::new();
+    for e in &evs[..cut] {
+        let t = timed(e, &dims);
+        prop_assert!(c.apply(&t).is_none());
+        notes.extend(note(&t, !own));
+        max_seen = max_seen.max(e.ts);
+    }
+    c.note_groups(&notes);
+    let wm = if max_seen == i64::MIN {
+        Millis::MIN
+    } else {
+        Millis(max_seen - ooo)
+    };
+    collect(c.advance(wm, true), &mut got);
+    // restore onto `workers` workers, route the rest by item, finish
+    let snap = c.snapshot();
+    let mut cs: Vec<WindowedCounter> = (0..workers)
+        .map(|w| {
+            WindowedCounter::restore(windows.clone(), span, w as u32, workers, std::slice::from_ref(&snap)).unwrap()
+        })
+        .collect();
+    let own = own && workers == 1;
+    if own {
+        cs[0].note_own_groups();
+    }
+    // the merger starts afresh from a restore: lists of instances sealed before it stay
+    let mut before = std::mem::take(&mut got);
+    before.retain(|(w, start, _), _| windows[*w as usize].end_of(Millis(*start)) <= wm.minus(span));
+    // epochs of `every` events, each ending with its announcements and a tick
+    let mut notes = Vec::new();
+    for (n, e) in evs[cut..].iter().enumerate() {
+        let t = timed(e, &dims);
+        let w = crate::hash::key_group(t.hash) as usize % workers;
+        prop_assert!(cs[w].apply(&t).is_none());
+        notes.extend(note(&t, !own));
+        max_seen = max_seen.max(e.ts);
+        if n % every == every - 1 {
+            for c in cs.iter_mut() {
+                c.note_groups(&notes);
+                collect(c.advance(Millis(max_seen - ooo), true), &mut got);
             }
-        }
-        for c in cs.iter_mut() {
-            c.note_groups(&notes);
-            collect(c.advance(Millis::MAX, false), &mut got);
-        }
-        for (key, lists) in before {
-            got.entry(key).or_insert(lists);
-        }
-        let mut merged: Lists = BTreeMap::new();
-        for (key, per_worker) in got {
-            let k = windows[key.0 as usize].k;
-            let mut all: Vec<(String, u64)> = per_worker.into_values().flatten().collect();
-            all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            all.truncate(k);
-            merged.insert(key, all);
-        }
-        merged.retain(|_, v| !v.is_empty());
-        prop_assert_eq!(merged, model(&windows, &evs, lateness, &dims));
-        for c in &cs {
-            let s = c.stats();
-            prop_assert_eq!((s.live_counters, s.live_items, s.live_panes, s.live_users), (0, 0, 0, 0));
+            notes.clear();
         }
     }
+    for c in cs.iter_mut() {
+        c.note_groups(&notes);
+        collect(c.advance(Millis::MAX, false), &mut got);
+    }
+    for (key, lists) in before {
+        got.entry(key).or_insert(lists);
+    }
+    let mut merged: Lists = BTreeMap::new();
+    for (key, per_worker) in got {
+        let k = windows[key.0 as usize].k;
+        let mut all: Vec<(String, u64)> = per_worker.into_values().flatten().collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(k);
+        merged.insert(key, all);
+    }
+    merged.retain(|_, v| !v.is_empty());
+    prop_assert_eq!(merged, model(&windows, &evs, lateness, &dims));
+    for c in &cs {
+        let s = c.stats();
+        prop_assert_eq!(
+            (s.live_counters, s.live_items, s.live_panes, s.live_users),
+            (0, 0, 0, 0)
+        );
+    }
+    Ok(())
 }
 
 /// The groups in `(other)` are reported per window while the instance lives: three groups with
@@ -506,6 +382,93 @@ fn group_ticks_emit_incrementally() {
         (9, 1),
         "ten ticks: one recount (the first emission), then incremental"
     );
+}
+
+/// A snapshot holds each key shape's counts under the text of its counter key (`group NUL
+/// item`, `group NUL item NUL user`; a group value escaped), whatever the counter keeps in
+/// memory: checkpoints written by one build are read by the next, so this text is a format.
+#[test]
+fn snapshots_hold_each_shape_under_its_key_text() {
+    let windows = windows_sized(&[(1, 0, 10), (2, 0, 10), (3, 0, 10), (4, 0, 10)], [(10, 10)], 3);
+    let dims = job_dims(&windows);
+    let mut c = WindowedCounter::new(windows, Span::ZERO, 0);
+    // (item, user, country: "US" or "a b", device, ts)
+    for (item, user, country, device, ts) in [(1, 1, 0, 0, 1), (1, 2, 0, 0, 2), (2, 1, 1, 1, 3), (1, 1, 0, 0, 4)] {
+        let e = Ev {
+            item,
+            user: Some(user),
+            country: Some(country),
+            device,
+            ts,
+            wm_before: i64::MIN,
+        };
+        assert!(c.apply(&timed(&e, &dims)).is_none());
+    }
+    let snap = c.snapshot();
+    let got: BTreeSet<(String, u64)> = snap
+        .key_groups
+        .iter()
+        .flat_map(|kg| kg.panes.iter())
+        .flat_map(|p| p.items.iter().map(|(id, n)| (id.to_string(), *n)))
+        .collect();
+    let want: BTreeSet<(String, u64)> = [
+        ("country=US\0i1", 3),
+        ("country=a%20b\0i2", 1),
+        ("country=US&device=d0\0i1", 3),
+        ("country=a%20b&device=d1\0i2", 1),
+        ("\0i1\0u1", 1),
+        ("\0i1\0u2", 1),
+        ("\0i2\0u1", 1),
+        ("country=US\0i1\0u1", 1),
+        ("country=US\0i1\0u2", 1),
+        ("country=a%20b\0i2\0u1", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    assert_eq!(got, want);
+}
+
+/// Emit generations are 8 bits for per-group windows too: when they wrap, no change goes
+/// unlogged (a key outside the lists, last logged in generation 1, changes again once the
+/// generation is 1 again; the counter checks each incremental list against the recount).
+#[test]
+fn group_generations_wrap_without_losing_changes() {
+    let windows = windows_sized(&[(1, 0, 10), (1, 1, 10)], [(20, 10), (7, 7)], 1);
+    let dims = job_dims(&windows);
+    let at = |item: u8, ts: i64, wm_before: i64| {
+        let e = Ev {
+            item,
+            user: None,
+            country: Some(0),
+            device: 0,
+            ts,
+            wm_before,
+        };
+        timed(&e, &dims)
+    };
+    let mut c = WindowedCounter::new(windows, Span::ZERO, 0);
+    c.note_own_groups();
+    c.apply(&at(1, 1, i64::MIN));
+    c.apply(&at(2, 1, i64::MIN));
+    c.advance(Millis(1), true);
+    assert_eq!(c.gen, 2);
+    // emissions elsewhere (instances after 20) move the generation on
+    while c.gen != 1 {
+        c.apply(&at(3, 25, 1));
+        c.advance(Millis(1), true);
+    }
+    // (two events: the count stays inline, where only the generation decides the logging)
+    c.apply(&at(2, 3, 1));
+    c.apply(&at(2, 3, 1));
+    let out = c.advance(Millis(1), true);
+    let first = out
+        .iter()
+        .find(|l| l.instance.start == Millis(0) && l.instance.window.0 == 0)
+        .expect("[0, 20) emitted");
+    assert_eq!(first.group.to_string(), "country=US");
+    assert_eq!(first.items[0].item_id, "i2", "i2's change was logged");
+    assert!(c.stats().emits.0 > 255);
 }
 
 proptest! {
