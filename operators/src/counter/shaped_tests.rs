@@ -15,39 +15,25 @@ proptest! {
     /// Sealed per-group and distinct-user lists equal the model, whatever the restore.
     #[test]
     fn shaped_lists_equal_the_model(
-        raw in proptest::collection::vec((0u8..6, proptest::option::weighted(0.9, 0u8..4), proptest::option::weighted(0.8, 0u8..3), 0u8..2, 0i64..5, 0i64..20, proptest::bool::weighted(0.05)), 0..250),
+        raw in raw_events(0.9, 3, 5, 250),
         kinds in proptest::collection::vec((0u8..5, 0usize..3, 1u32..5), 1..5),
-        ooo in 0i64..6,
-        lateness in 0i64..12,
-        cut in 0usize..250,
-        workers in 1usize..4,
-        every in 1usize..40,
-        own in any::<bool>(),
+        run in runs(250),
     ) {
-        lists_equal_the_model(raw, windows_of(&kinds), Run { ooo, lateness, cut, workers, every, own })?;
+        lists_equal_the_model(raw, windows_of(&kinds), run)?;
     }
-}
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     /// The same with many groups: up to 40 countries (some past 16 bytes, some that need an
     /// escape in a group key), `max_groups` up to 63, so an item counts in more groups than a
     /// few; and up to six windows over six pane widths, so some pane groups are past the
     /// [`INLINE_GROUPS`](crate::interner::INLINE_GROUPS) that keep counts in records.
     #[test]
     fn many_groups_and_pane_widths_equal_the_model(
-        raw in proptest::collection::vec((0u8..6, proptest::option::weighted(0.5, 0u8..4), proptest::option::weighted(0.95, 0u8..40), 0u8..2, 0i64..4, 0i64..20, proptest::bool::weighted(0.05)), 0..300),
+        raw in raw_events(0.5, 40, 4, 300),
         kinds in proptest::collection::vec((0u8..5, 0usize..6, 1u32..64), 1..7),
-        ooo in 0i64..6,
-        lateness in 0i64..12,
-        cut in 0usize..300,
-        workers in 1usize..4,
-        every in 1usize..40,
-        own in any::<bool>(),
+        run in runs(300),
     ) {
         let sizes = [(10, 10), (20, 5), (7, 7), (9, 3), (4, 4), (6, 2)];
-        let windows = windows_sized(&kinds, sizes, 3);
-        lists_equal_the_model(raw, windows, Run { ooo, lateness, cut, workers, every, own })?;
+        lists_equal_the_model(raw, windows_sized(&kinds, sizes, 3), run)?;
     }
 }
 
@@ -57,6 +43,7 @@ type RawEv = (u8, Option<u8>, Option<u8>, u8, i64, i64, bool);
 /// How [`lists_equal_the_model`] runs a stream: the disorder, the lateness, where the one counter
 /// is snapshotted and restored onto `workers`, the events of an epoch after it, and whether the
 /// counters note their own groups.
+#[derive(Clone, Debug)]
 struct Run {
     ooo: i64,
     lateness: i64,
@@ -66,8 +53,39 @@ struct Run {
     own: bool,
 }
 
-/// The stream `raw` counted by `windows` as
-/// `run` says gives the model's sealed lists, and the counters end with nothing live.
+/// Streams of up to `events` events: six items, a user with probability `users` (of four), a
+/// country of `countries` (one in twenty missing when many, else one in five), steps below
+/// `step`.
+fn raw_events(users: f64, countries: u8, step: i64, events: usize) -> impl Strategy<Value = Vec<RawEv>> {
+    let with_country = if countries > 3 { 0.95 } else { 0.8 };
+    let event = (
+        0u8..6,
+        proptest::option::weighted(users, 0u8..4),
+        proptest::option::weighted(with_country, 0u8..countries),
+        0u8..2,
+        0i64..step,
+        0i64..20,
+        proptest::bool::weighted(0.05),
+    );
+    proptest::collection::vec(event, 0..events)
+}
+
+/// Runs drawn for streams of up to `events` events.
+fn runs(events: usize) -> impl Strategy<Value = Run> {
+    (0i64..6, 0i64..12, 0usize..events, 1usize..4, 1usize..40, any::<bool>()).prop_map(
+        |(ooo, lateness, cut, workers, every, own)| Run {
+            ooo,
+            lateness,
+            cut,
+            workers,
+            every,
+            own,
+        },
+    )
+}
+
+/// The stream `raw` counted by `windows` as `run` says gives the model's sealed lists, and the
+/// counters end with nothing live.
 fn lists_equal_the_model(raw: Vec<RawEv>, windows: Vec<WindowSpec>, run: Run) -> Result<(), TestCaseError> {
     let Run {
         ooo,
