@@ -3,6 +3,7 @@
 //! several workers, and a snapshot restored onto another worker count mid-stream.
 
 use super::*;
+use crate::group::KeyShape;
 use crate::hash::{item_hash, key_group};
 use crate::message::LocalList;
 use crate::record::{EventText, PartitionId, RankedItem, TimedEvent};
@@ -88,7 +89,10 @@ fn model_lists(
     out
 }
 
-fn facts(items: &[RankedItem]) -> Vec<(String, u64, Vec<u64>)> {
+/// A list as the model writes it: (item, count, history) each.
+type Facts = Vec<(String, u64, Vec<u64>)>;
+
+fn facts(items: &[RankedItem]) -> Facts {
     items
         .iter()
         .map(|r| {
@@ -101,8 +105,8 @@ fn facts(items: &[RankedItem]) -> Vec<(String, u64, Vec<u64>)> {
 /// Per-worker counters with items routed by key group, as the dataflow routes them.
 struct Workers {
     counters: Vec<WindowedCounter>,
-    /// Per (window, instance start), each worker's latest list.
-    latest: BTreeMap<(u16, i64), BTreeMap<u32, Vec<RankedItem>>>,
+    /// Per (window, instance start, group), each worker's latest list.
+    latest: BTreeMap<(u16, i64, String), BTreeMap<u32, Vec<RankedItem>>>,
 }
 
 impl Workers {
@@ -114,7 +118,7 @@ impl Workers {
         for l in lists {
             let per = self
                 .latest
-                .entry((l.instance.window.0, l.instance.start.0))
+                .entry((l.instance.window.0, l.instance.start.0, l.group.as_str().to_string()))
                 .or_default();
             per.insert(l.worker, l.items);
         }
@@ -134,28 +138,36 @@ impl Workers {
             .map(|w| WindowedCounter::restore(windows.to_vec(), lateness, w as u32, n, &snaps).expect("restores"))
             .collect();
         self.latest
-            .retain(|(w, start), _| windows[*w as usize].end_of(Millis(*start)) <= wm.minus(lateness));
+            .retain(|(w, start, _), _| windows[*w as usize].end_of(Millis(*start)) <= wm.minus(lateness));
     }
 
-    /// The merged final list of each instance of window `w`.
-    fn merged(&self, w: u16, k: usize) -> BTreeMap<i64, Vec<RankedItem>> {
+    /// The merged final list of each (instance start, group) of window `w`.
+    fn merged(&self, w: u16, k: usize) -> BTreeMap<(i64, String), Vec<RankedItem>> {
         self.latest
             .iter()
-            .filter(|((win, _), _)| *win == w)
-            .map(|((_, start), per)| (*start, merge_top_k(per.values().map(|v| v.as_slice()), k)))
+            .filter(|((win, _, _), _)| *win == w)
+            .map(|((_, start, group), per)| {
+                (
+                    (*start, group.clone()),
+                    merge_top_k(per.values().map(|v| v.as_slice()), k),
+                )
+            })
             .filter(|(_, l)| !l.is_empty())
             .collect()
     }
 }
 
 proptest::proptest! {
-    /// Sealed trend lists equal the model's on any stream, worker count and restore.
+    /// Sealed trend lists equal the model's on any stream, worker count and restore; per group
+    /// (`by = ["country"]`), each group's lists are the model's over its events alone (its
+    /// baselines its own).
     #[test]
     fn final_trend_lists_equal_the_model(
-        events in proptest::collection::vec((0u8..6, 0i64..4, 0i64..12, proptest::bool::weighted(0.05)), 0..300),
+        events in proptest::collection::vec((0u8..6, 0usize..3, 0i64..4, 0i64..12, proptest::bool::weighted(0.05)), 0..300),
         baseline in 1u32..5,
         min_count in 1u64..4,
         with_hopping in proptest::bool::ANY,
+        per_group in proptest::bool::ANY,
         ooo in 0i64..8,
         lateness in 0u64..15,
         advance_every in 1usize..30,
@@ -163,6 +175,9 @@ proptest::proptest! {
         restore_at in proptest::option::of((0usize..300, 1usize..4)),
     ) {
         let mut windows = vec![trend_window(baseline, min_count)];
+        if per_group {
+            windows[0].key = KeyShape { by: vec!["country".to_string()], distinct_users: false, max_groups: 100 };
+        }
         if with_hopping {
             // same pane width: shares the trend window's panes, and its exclusions
             windows.push(WindowSpec { rank: Rank::Count, slide: Span::from_millis(10), ..WindowSpec::tumbling("hop", Span::from_millis(30), 3) });
@@ -172,19 +187,22 @@ proptest::proptest! {
             counters: (0..workers).map(|w| WindowedCounter::new(windows.clone(), lateness, w as u32)).collect(),
             latest: BTreeMap::new(),
         };
-        let mut naive: BTreeMap<i64, BTreeMap<String, u64>> = BTreeMap::new();
+        // per group, per instance start, per item: its count
+        let mut naive: BTreeMap<String, BTreeMap<i64, BTreeMap<String, u64>>> = BTreeMap::new();
         let mut t = 0i64;
         let mut max_ts: Option<i64> = None;
-        for (n, (item, step, back, late)) in events.iter().enumerate() {
+        for (n, (item, country, step, back, late)) in events.iter().enumerate() {
             t += step;
             let ts = t - back - if *late { 60 } else { 0 };
             let wm_before = max_ts.map_or(i64::MIN, |m| m - ooo);
-            let item = format!("i{item}");
+            let (item, country) = (format!("i{item}"), ["US", "FR", "JP"][*country]);
             let w = ws.worker_of(&item);
-            ws.counters[w].apply(&ev(&item, ts, wm_before));
+            let text = EventText::new(&item, None, &[country]);
+            ws.counters[w].apply(&TimedEvent { text, ..ev(&item, ts, wm_before) });
             let start = ts.div_euclid(10) * 10;
             if wm_before == i64::MIN || wm_before < start + 10 + lateness.as_i64() {
-                *naive.entry(start).or_default().entry(item).or_insert(0) += 1;
+                let group = if per_group { format!("country={country}") } else { String::new() };
+                *naive.entry(group).or_default().entry(start).or_default().entry(item).or_insert(0) += 1;
             }
             max_ts = Some(max_ts.map_or(ts, |m| m.max(ts)));
             if n % advance_every == 0 {
@@ -197,9 +215,14 @@ proptest::proptest! {
         }
         ws.advance(Millis::MAX, false);
         let rule = windows[0].rank.trend().expect("a trend window");
-        let got: BTreeMap<i64, Vec<(String, u64, Vec<u64>)>> =
-            ws.merged(0, 3).into_iter().map(|(s, l)| (s, facts(&l))).collect();
-        prop_assert_eq!(got, model_lists(&naive, rule, 10, 3));
+        let got: BTreeMap<(i64, String), Facts> = ws.merged(0, 3).into_iter().map(|(key, l)| (key, facts(&l))).collect();
+        let want: BTreeMap<(i64, String), Facts> = naive
+            .iter()
+            .flat_map(|(group, counts)| {
+                model_lists(counts, rule, 10, 3).into_iter().map(move |(start, list)| ((start, group.clone()), list))
+            })
+            .collect();
+        prop_assert_eq!(got, want);
         for c in &ws.counters {
             let s = c.stats();
             prop_assert_eq!((s.live_counters, s.live_items, s.live_panes, s.live_instances), (0, 0, 0, 0));
