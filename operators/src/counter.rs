@@ -43,6 +43,7 @@ mod emit_tests;
 mod group_tops;
 mod groups;
 mod lookahead;
+mod numbers;
 mod others;
 mod pairs;
 #[cfg(test)]

@@ -7,25 +7,22 @@
 //! key is read from its record together with its count
 //! ([`WindowedCounter::single_pane_group_lists`], below).
 
+use super::numbers::GroupNumbers;
 use super::{ItemIdx, WindowedCounter};
 use crate::group::{group_of_key, GroupKey};
 use crate::hash::item_hash;
 use crate::record::{ItemId, RankedItem};
-use crate::short_copy::le_word;
 use crate::topk::select_top_counted;
 use crate::window::InstanceKey;
-use rustc_hash::FxHashMap;
 
 /// Per group, its best (count, key) pairs so far.
 pub(super) struct GroupTops<'a, T> {
     k: usize,
     /// How many pairs a group keeps before it is cut to its top `k`.
     cap: usize,
-    /// Each group's place in `groups`: by its bytes as a number when at most 16 long (a group
-    /// holds no NUL, so the number tells it apart: see `le_word`), else by the string. (Found
-    /// by the string, every key's look-up called `memcmp`.)
-    short: FxHashMap<u128, usize>,
-    long: FxHashMap<&'a str, usize>,
+    /// Each group's place in `groups`: its number. (Found by the string, every key's look-up
+    /// called `memcmp`.)
+    numbers: GroupNumbers,
     groups: Vec<GroupTop<'a, T>>,
 }
 
@@ -44,8 +41,7 @@ impl<'a, T: Copy> GroupTops<'a, T> {
         GroupTops {
             k,
             cap: (2 * k).max(256),
-            short: FxHashMap::default(),
-            long: FxHashMap::default(),
+            numbers: GroupNumbers::default(),
             groups: Vec::new(),
         }
     }
@@ -63,27 +59,20 @@ impl<'a, T: Copy> GroupTops<'a, T> {
         admits: impl FnOnce(&str) -> bool,
     ) -> bool {
         let group = group_of_key(key);
-        let word = (group.len() <= 16).then(|| le_word(group.as_bytes()));
-        let found = match word {
-            Some(w) => self.short.get(&w),
-            None => self.long.get(group),
-        };
-        let at = match found {
-            Some(&at) => at,
+        let at = match self.numbers.find(group) {
+            Some(n) => n.index(),
             None => {
                 if !admits(group) {
                     return false;
                 }
-                let at = self.groups.len();
+                // (numbers are given densely from 0 and none is freed in one pass)
+                let at = self.numbers.number(group).index();
+                debug_assert_eq!(at, self.groups.len());
                 self.groups.push(GroupTop {
                     group,
                     floor: 0,
                     pairs: Vec::new(),
                 });
-                match word {
-                    Some(w) => self.short.insert(w, at),
-                    None => self.long.insert(group, at),
-                };
                 at
             }
         };
