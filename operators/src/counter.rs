@@ -33,8 +33,10 @@
 //!   `dead_letters`: the events the counters cannot count.
 
 mod advance;
+mod change_log;
 mod checkpoint;
 mod count;
+mod counter_id;
 mod dead_letters;
 mod dense;
 mod emit;
@@ -66,6 +68,8 @@ use crate::group::{GroupKey, InstanceGroups};
 use crate::interner::{Inline, Interner, ItemIdx};
 use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
+use change_log::ChangeLog;
+use counter_id::Counter;
 use rustc_hash::FxBuildHasher;
 use std::collections::BTreeMap;
 
@@ -82,7 +86,7 @@ const INLINE_MAX: u32 = if cfg!(test) { 3 } else { Inline::MAX_COUNT };
 struct Pane {
     start: Millis,
     /// Counts not held inline.
-    counts: FxMap<ItemIdx, u64>,
+    counts: FxMap<Counter, u64>,
     /// This pane's number relative to the group base, when inline counters can hold it.
     rel: Option<i32>,
     /// Items that became inline for this pane (some may have moved their count to `counts`).
@@ -97,11 +101,9 @@ struct Pane {
     /// End of the instance containing this pane that ends first (all covering instances of
     /// an event in this pane end at or after it).
     first_end: Millis,
-    /// Change log: items whose count here changed, once per emit generation for inline counts
-    /// (see `emit`); `log[0]` is entry number `log_start` of the pane's life.
-    log: Vec<ItemIdx>,
-    /// The number of the first entry still in `log`.
-    log_start: u64,
+    /// Change log: counters whose count here changed, once per emit generation for inline
+    /// counts (see `emit`).
+    log: ChangeLog,
     /// Whether an event counted here was excluded from a covering instance (see `users`).
     excluded: bool,
     /// Paired shapes' (key, user) pairs seen in the pane (see `pairs`).
@@ -131,7 +133,7 @@ struct PaneGroup {
 /// Per-instance bookkeeping: emission state and late-event exclusions.
 #[derive(Default)]
 struct Instance {
-    exclusions: FxMap<ItemIdx, u64>,
+    exclusions: FxMap<Counter, u64>,
     touched: u64,
     /// The apply sequence of its last emission (0: never emitted since made or restored).
     emitted: u64,
@@ -224,7 +226,7 @@ pub struct WindowedCounter {
     own_recent: Vec<Option<groups::Noted>>,
     /// The late-event exclusions of sealed trend-window instances, kept while a later
     /// instance's baseline reads them (see `trend`).
-    trend_exclusions: BTreeMap<InstanceKey, FxMap<ItemIdx, u64>>,
+    trend_exclusions: BTreeMap<InstanceKey, FxMap<Counter, u64>>,
     /// Tests: emit incrementally whenever possible, and check each such list against the
     /// recount (panics on a difference).
     checked: bool,
@@ -383,16 +385,17 @@ impl WindowedCounter {
         )
     }
 
-    /// Calls `f` with every (item, count) of a pane of group `g`: its map and its inline members.
-    fn pane_counts(&self, g: usize, pane: &Pane, mut f: impl FnMut(ItemIdx, u64)) {
-        for (i, c) in &pane.counts {
-            f(*i, *c);
+    /// Calls `f` with every (counter, count) of a pane of group `g`: its map and its inline
+    /// members.
+    fn pane_counts(&self, g: usize, pane: &Pane, mut f: impl FnMut(Counter, u64)) {
+        for (c, n) in &pane.counts {
+            f(*c, *n);
         }
         if let Some(rel) = pane.rel {
             for &i in &pane.members {
                 let inl = self.interner.inline(i, g);
                 if inl.pane == rel {
-                    f(i, inl.count() as u64);
+                    f(Counter::of(i), inl.count() as u64);
                 }
             }
         }
@@ -417,19 +420,20 @@ impl WindowedCounter {
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
                 s.live_counters += p.counts.len() + p.inline_live;
-                heap += p.counts.capacity() * (std::mem::size_of::<(ItemIdx, u64)>() + 1)
+                heap += p.counts.capacity() * (std::mem::size_of::<(Counter, u64)>() + 1)
                     + p.pairs.capacity() * (8 + 1)
-                    + (p.members.capacity() + p.log.capacity()) * 4;
+                    + p.members.capacity() * 4
+                    + p.log.heap_bytes();
             }
         }
         for inst in self.instances.values() {
-            heap += inst.exclusions.capacity() * 13
+            heap += inst.exclusions.capacity() * 17
                 + inst.last.as_ref().map_or(0, emit::Emitted::heap_bytes)
                 + inst.users.as_ref().map_or(0, users::UserCounts::heap_bytes)
                 + inst.other.as_ref().map_or(0, others::OtherCounts::heap_bytes);
         }
         heap += self.admission.values().map(InstanceGroups::heap_bytes).sum::<usize>();
-        heap += self.trend_exclusions.values().map(|x| x.capacity() * 13).sum::<usize>();
+        heap += self.trend_exclusions.values().map(|x| x.capacity() * 17).sum::<usize>();
         s.heap_bytes = heap;
         s
     }

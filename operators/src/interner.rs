@@ -25,6 +25,9 @@ use key::{Key, NARROW, WIDE};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ItemIdx(pub u32);
 
+/// Indices stay below this (a counter's change log marks an entry's kind in the top bit).
+pub const MAX_ITEMS: u32 = 1 << 31;
+
 /// Pane groups with an inline counter in each record (others use pane maps only).
 pub const INLINE_GROUPS: usize = 4;
 
@@ -167,8 +170,8 @@ impl<const N: usize, const W: usize> Records<N, W> {
             NO_SLOT => {
                 let i = u32::try_from(self.records.len())
                     .ok()
-                    .filter(|&i| i != NO_SLOT)
-                    .expect("more than 4 billion live items on one worker");
+                    .filter(|&i| i < MAX_ITEMS)
+                    .expect("more than 2 billion live items on one worker");
                 self.records.push(record);
                 i
             }

@@ -118,7 +118,7 @@ impl WindowedCounter {
                         None => released.clear(),
                     }
                     let members = released.len();
-                    released.extend(pane.counts.keys());
+                    released.extend(pane.counts.keys().map(|c| c.item()));
                     released[members..].sort_unstable();
                     self.interner.release_all(released);
                     if !pane.pairs.is_empty() {

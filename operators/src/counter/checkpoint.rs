@@ -4,7 +4,7 @@
 
 use super::pairs::{intern_user, split_pair, unpair};
 use super::trend::retention;
-use super::{horizon, WindowedCounter};
+use super::{horizon, Counter, WindowedCounter};
 use crate::group::{route_hash, GroupNote};
 use crate::hash::key_group;
 use crate::interner::ItemIdx;
@@ -39,11 +39,11 @@ impl WindowedCounter {
             .chain(&self.trend_exclusions);
         for (key, excluded) in exclusions {
             let mut per_kg: BTreeMap<u32, Vec<(ItemId, u64)>> = BTreeMap::new();
-            for (i, c) in excluded {
+            for (c, n) in excluded {
                 per_kg
-                    .entry(key_group(self.interner.hash(*i)))
+                    .entry(key_group(self.interner.hash(c.item())))
                     .or_default()
-                    .push((ItemId::from(self.interner.id(*i)), *c));
+                    .push((ItemId::from(self.interner.id(c.item())), *n));
             }
             for (kg, mut items) in per_kg {
                 items.sort();
@@ -92,9 +92,10 @@ impl WindowedCounter {
                 // the worker thread, which waits for it).
                 // (a paired shape's keys are written as its pairs: see `pairs`)
                 let mut counts: Vec<(u32, ItemIdx, u64, Option<ItemIdx>)> = Vec::new();
-                self.pane_counts(g, pane, |i, c| {
-                    if c > 0 && !self.is_paired(self.interner.shape(i)) {
-                        counts.push((key_group(self.interner.hash(i)), i, c, None));
+                self.pane_counts(g, pane, |c, n| {
+                    let i = c.item();
+                    if n > 0 && !self.is_paired(self.interner.shape(i)) {
+                        counts.push((key_group(self.interner.hash(i)), i, n, None));
                     }
                 });
                 for p in pane.pairs.iter() {
@@ -212,7 +213,7 @@ impl WindowedCounter {
                     }
                 };
                 let p = self.groups[g].slots[slot].as_mut().expect("live slot");
-                match p.counts.entry(idx) {
+                match p.counts.entry(Counter::of(idx)) {
                     Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(count),
                     Entry::Vacant(v) => {
                         v.insert(count);
@@ -243,7 +244,7 @@ impl WindowedCounter {
                     true => self.trend_exclusions.entry(ex.instance).or_default(),
                     false => &mut self.instances.entry(ex.instance).or_default().exclusions,
                 };
-                let excluded = exclusions.entry(idx).or_insert(0);
+                let excluded = exclusions.entry(Counter::of(idx)).or_insert(0);
                 *excluded = excluded.saturating_add(*count);
             }
             if !sealed {

@@ -6,7 +6,7 @@
 
 use super::dead_letters::{out_of_range, sealed_letter};
 use super::lookahead::{Lookahead, Looked, RUN};
-use super::{horizon, pairs::Pairs, FxMap, Pane, WindowedCounter, INLINE_MAX};
+use super::{horizon, pairs::Pairs, ChangeLog, Counter, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
 use crate::interner::{prefetch, probe_hash, Inline, ItemIdx, RecordMut};
 use crate::record::{DeadLetter, TimedEvent};
@@ -391,12 +391,13 @@ impl WindowedCounter {
                 continue;
             }
             let Some(idx) = keys[shape as usize] else { continue };
+            let c = Counter::of(idx);
             if sealed {
-                *self.trend_exclusions.entry(key).or_default().entry(idx).or_insert(0) += 1;
+                *self.trend_exclusions.entry(key).or_default().entry(c).or_insert(0) += 1;
                 continue;
             }
             let inst = self.instances.entry(key).or_default();
-            *inst.exclusions.entry(idx).or_insert(0) += 1;
+            *inst.exclusions.entry(c).or_insert(0) += 1;
             inst.touched = self.seq;
             self.groups[g].slots[slot].as_mut().expect("live slot").excluded = true;
         }
@@ -417,7 +418,7 @@ impl WindowedCounter {
                 inl.increment();
                 if inl.logged() != gen {
                     inl.set_logged(gen);
-                    pane.log.push(idx);
+                    pane.log.push(Counter::of(idx));
                 }
                 return false;
             }
@@ -435,9 +436,10 @@ impl WindowedCounter {
         pane.touched = seq;
         // the record once (its width resolved once), not at every access
         let mut rec = self.interner.record_mut(idx);
+        let c = Counter::of(idx);
         let Some(rel) = pane.rel else {
-            let first = map_increment(pane, idx, &mut rec);
-            pane.log.push(idx); // (map counts are logged at every change: they are rare)
+            let first = map_increment(pane, c, &mut rec);
+            pane.log.push(c); // (map counts are logged at every change: they are rare)
             return first;
         };
         let was = rec.inline[g];
@@ -447,18 +449,18 @@ impl WindowedCounter {
             debug_assert!(was.count() >= INLINE_MAX);
             rec.inline[g] = Inline::EMPTY;
             pane.inline_live -= 1;
-            pane.counts.insert(idx, was.count() as u64 + 1);
-            pane.log.push(idx);
+            pane.counts.insert(c, was.count() as u64 + 1);
+            pane.log.push(c);
             return false;
         }
-        pane.log.push(idx);
+        pane.log.push(c);
         if was.pane != Inline::EMPTY.pane && rel < was.pane {
             // An older pane than the inline one (out of order): its count lives in the map.
-            return map_increment(pane, idx, &mut rec);
+            return map_increment(pane, c, &mut rec);
         }
-        if let Some(c) = pane.counts.get_mut(&idx) {
+        if let Some(n) = pane.counts.get_mut(&c) {
             // This pane's count already moved to the map (overflow): keep it there.
-            *c += 1;
+            *n += 1;
             return false;
         }
         // This pane becomes the item's inline pane; the previous inline count moves to its map.
@@ -471,7 +473,7 @@ impl WindowedCounter {
             let old_no = base + was.pane as i64;
             let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
             let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
-            old.counts.insert(idx, was.count() as u64);
+            old.counts.insert(c, was.count() as u64);
             old.inline_live -= 1;
         }
         true
@@ -555,8 +557,7 @@ impl WindowedCounter {
             touched: 0,
             last_end,
             first_end,
-            log: Vec::new(),
-            log_start: 0,
+            log: ChangeLog::default(),
             excluded: false,
             pairs: Pairs::with_capacity(group.last_pairs),
         };
@@ -576,10 +577,11 @@ impl WindowedCounter {
     }
 }
 
-/// Counts one event of `idx` in `pane`'s map; whether it is its first count there.
+/// Counts one event of counter `c` (of record `rec`) in `pane`'s map; whether it is its first
+/// count there.
 #[inline]
-fn map_increment(pane: &mut Pane, idx: ItemIdx, rec: &mut RecordMut<'_>) -> bool {
-    match pane.counts.entry(idx) {
+fn map_increment(pane: &mut Pane, c: Counter, rec: &mut RecordMut<'_>) -> bool {
+    match pane.counts.entry(c) {
         Entry::Occupied(mut o) => {
             *o.get_mut() += 1;
             false

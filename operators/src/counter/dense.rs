@@ -1,8 +1,17 @@
 //! Per-item scratch for building lists, indexed by the interned item index: summing an item's
 //! panes is an array add instead of a hash-map probe (that probe was most of an emission), and
-//! an incremental list's candidates are told apart by one bit per item.
+//! an incremental list's candidates are told apart by one bit per item. For counters of a
+//! record alone (`Counter::of`): a counter with a group number is not dense by its record.
 
+use super::Counter;
 use crate::interner::ItemIdx;
+
+/// The record of counter `c`, which has no group number.
+#[inline(always)]
+fn record(c: Counter) -> ItemIdx {
+    debug_assert!(c.group().is_none(), "a grouped counter in a dense set");
+    c.item()
+}
 
 /// Sums per item, zero outside a use; `touched` lists the items with a non-zero sum.
 #[derive(Default)]
@@ -12,9 +21,10 @@ pub(super) struct DenseSums {
 }
 
 impl DenseSums {
-    /// Adds `c` to item `i`'s sum.
+    /// Adds `c` to counter `counter`'s sum.
     #[inline]
-    pub(super) fn add(&mut self, i: ItemIdx, c: u64) {
+    pub(super) fn add(&mut self, counter: Counter, c: u64) {
+        let i = record(counter);
         let n = i.0 as usize;
         if n >= self.sums.len() {
             self.sums.resize((n + 1).next_power_of_two(), 0);
@@ -25,25 +35,26 @@ impl DenseSums {
         self.sums[n] += c;
     }
 
-    /// Subtracts `c` from item `i`'s sum (not below zero; an item without a sum is left alone).
+    /// Subtracts `c` from counter `counter`'s sum (not below zero; one without a sum is left
+    /// alone).
     #[inline]
-    pub(super) fn sub(&mut self, i: ItemIdx, c: u64) {
-        if let Some(s) = self.sums.get_mut(i.0 as usize) {
+    pub(super) fn sub(&mut self, counter: Counter, c: u64) {
+        if let Some(s) = self.sums.get_mut(record(counter).0 as usize) {
             *s = s.saturating_sub(c);
         }
     }
 
-    /// The items added to since the last drain (an item once, in the order first added).
-    pub(super) fn items(&self) -> &[ItemIdx] {
-        &self.touched
+    /// The counters added to since the last drain (each once, in the order first added).
+    pub(super) fn items(&self) -> impl ExactSizeIterator<Item = Counter> + '_ {
+        self.touched.iter().map(|&i| Counter::of(i))
     }
 
-    /// Calls `f` with every (positive sum, item), and resets the sums.
-    pub(super) fn drain(&mut self, mut f: impl FnMut(u64, ItemIdx)) {
+    /// Calls `f` with every (positive sum, counter), and resets the sums.
+    pub(super) fn drain(&mut self, mut f: impl FnMut(u64, Counter)) {
         for &i in &self.touched {
             let s = std::mem::take(&mut self.sums[i.0 as usize]);
             if s > 0 {
-                f(s, i);
+                f(s, Counter::of(i));
             }
         }
         self.touched.clear();
@@ -71,9 +82,10 @@ pub(super) struct ItemSet {
 }
 
 impl ItemSet {
-    /// Adds item `i`.
+    /// Adds counter `c`.
     #[inline]
-    pub(super) fn insert(&mut self, i: ItemIdx) {
+    pub(super) fn insert(&mut self, c: Counter) {
+        let i = record(c);
         let (word, bit) = (i.0 as usize / 64, 1u64 << (i.0 % 64));
         if word >= self.bits.len() {
             self.bits.resize((word + 1).next_power_of_two(), 0);
@@ -85,8 +97,8 @@ impl ItemSet {
     }
 
     /// The members, each once, in the order first inserted.
-    pub(super) fn items(&self) -> &[ItemIdx] {
-        &self.items
+    pub(super) fn items(&self) -> impl ExactSizeIterator<Item = Counter> + '_ {
+        self.items.iter().map(|&i| Counter::of(i))
     }
 
     /// Empties the set (its bits are cleared member by member, not word by word).
@@ -115,16 +127,17 @@ mod tests {
         fn item_set_is_a_set(rounds in proptest::collection::vec(proptest::collection::vec(0u32..5_000, 0..60), 1..6)) {
             let mut set = ItemSet::default();
             for round in rounds {
-                let mut model: Vec<ItemIdx> = Vec::new();
+                let mut model: Vec<Counter> = Vec::new();
                 for i in round {
-                    set.insert(ItemIdx(i));
-                    if !model.contains(&ItemIdx(i)) {
-                        model.push(ItemIdx(i));
+                    let c = Counter::of(ItemIdx(i));
+                    set.insert(c);
+                    if !model.contains(&c) {
+                        model.push(c);
                     }
                 }
-                prop_assert_eq!(set.items(), &model[..]);
+                prop_assert_eq!(set.items().collect::<Vec<_>>(), model);
                 set.clear();
-                prop_assert!(set.items().is_empty());
+                prop_assert_eq!(set.items().len(), 0);
                 prop_assert!(set.bits.iter().all(|w| *w == 0));
             }
         }

@@ -49,7 +49,7 @@
 use super::dense::ItemSet;
 use super::shapes::group_lists;
 use super::users::UserCounts;
-use super::{ItemIdx, Pane, WindowedCounter};
+use super::{Counter, ItemIdx, Pane, WindowedCounter};
 use crate::group::{compose_key, split_key, GroupKey};
 use crate::hash::item_hash;
 use crate::interner::{in_record_order, Interner};
@@ -64,8 +64,8 @@ const LOG_MARGIN: usize = if cfg!(test) { 2 } else { 4096 };
 
 /// What an instance emitted last, for its next incremental emission.
 pub(super) struct Emitted {
-    /// The items of its last list, best first.
-    items: Vec<ItemIdx>,
+    /// The counters of its last list, best first.
+    items: Vec<Counter>,
     /// Per pane of the instance, in time order: the log entry number read up to.
     cursors: Vec<u64>,
 }
@@ -73,14 +73,14 @@ pub(super) struct Emitted {
 impl Emitted {
     /// Approximate heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.items.capacity() * 4 + self.cursors.capacity() * 8
+        self.items.capacity() * 8 + self.cursors.capacity() * 8
     }
 }
 
 impl Pane {
     /// The number of the entry after the log's last.
     fn log_end(&self) -> u64 {
-        self.log_start + self.log.len() as u64
+        self.log.end()
     }
 }
 
@@ -127,27 +127,27 @@ impl WindowedCounter {
         };
         if self.groups[g_of].shapes.len() > 1 {
             let interner = &self.interner;
-            candidates.retain(|(_, i)| interner.shape(*i) == shape);
+            candidates.retain(|(_, c)| interner.shape(c.item()) == shape);
         }
         if shape != 0 {
             return self.group_top_k(key, shape, g_of, candidates, checking, distinct && incremental_used);
         }
         let interner = &self.interner;
-        select_top_counted(&mut candidates, k, |i| interner.id(i));
+        select_top_counted(&mut candidates, k, |c| interner.id(c.item()));
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
-            full.retain(|(_, i)| interner.shape(*i) == 0);
+            full.retain(|(_, c)| interner.shape(c.item()) == 0);
             select_top_by(&mut full, k, |a, b| {
-                rank_cmp(a.0, interner.id(a.1), b.0, interner.id(b.1))
+                rank_cmp(a.0, interner.id(a.1.item()), b.0, interner.id(b.1.item()))
             });
             assert_eq!(candidates, full, "incremental list of {key:?} differs from the recount");
         }
         let interner = &self.interner;
         let list = candidates
             .iter()
-            .map(|(count, i)| RankedItem {
-                item_id: ItemId::from(interner.id(*i)),
+            .map(|(count, c)| RankedItem {
+                item_id: ItemId::from(interner.id(c.item())),
                 count: *count,
                 trend: None,
             })
@@ -180,7 +180,7 @@ impl WindowedCounter {
         key: InstanceKey,
         shape: u8,
         g_of: usize,
-        candidates: Vec<(u64, ItemIdx)>,
+        candidates: Vec<(u64, Counter)>,
         checking: bool,
         per_item: bool,
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
@@ -199,7 +199,7 @@ impl WindowedCounter {
         if checking {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
-            full.retain(|(_, i)| interner.shape(*i) == shape);
+            full.retain(|(_, c)| interner.shape(c.item()) == shape);
             let full_lists = self.shaped_lists(key, distinct, &full);
             assert_eq!(
                 lists, full_lists,
@@ -207,7 +207,7 @@ impl WindowedCounter {
             );
             if distinct {
                 let interner = &self.interner;
-                let recounted = UserCounts::build(interner, full.iter().map(|(_, i)| *i)).sorted(interner);
+                let recounted = UserCounts::build(interner, full.iter().map(|(_, c)| c.item())).sorted(interner);
                 let kept = self
                     .instances
                     .get(&key)
@@ -219,7 +219,7 @@ impl WindowedCounter {
                 let state = self.admission.get(&key).map(|a| a.state()).unwrap_or_default();
                 let recounted = match paired {
                     true => self.other_counts(key, shape, state),
-                    false => self.keyed_other_counts(key, full.iter().map(|(_, i)| *i), state),
+                    false => self.keyed_other_counts(key, full.iter().map(|(_, c)| c.item()), state),
                 };
                 let kept = self
                     .instances
@@ -251,14 +251,14 @@ impl WindowedCounter {
                 .min();
             let least = least.unwrap_or(u64::MAX);
             let interner = &self.interner;
-            let items: Vec<ItemIdx> = candidates
+            let items: Vec<Counter> = candidates
                 .iter()
-                .filter(|(c, _)| *c >= least)
-                .filter(|(_, i)| {
-                    let (group, item, _) = split_key(interner.id(*i));
+                .filter(|(n, _)| *n >= least)
+                .filter(|(_, c)| {
+                    let (group, item, _) = split_key(interner.id(c.item()));
                     listed.contains(&(group, item))
                 })
-                .map(|(_, i)| *i)
+                .map(|(_, c)| *c)
                 .collect();
             self.remember(key, items);
         }
@@ -288,7 +288,7 @@ impl WindowedCounter {
         &self,
         key: InstanceKey,
         distinct_users: bool,
-        candidates: &[(u64, ItemIdx)],
+        candidates: &[(u64, Counter)],
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
         let admission = self.admission.get(&key);
@@ -298,7 +298,7 @@ impl WindowedCounter {
             return self.paired_folded_lists(key, shape, candidates);
         }
         let interner = &self.interner;
-        let keys = candidates.iter().map(|(c, i)| (interner.id(*i), *c));
+        let keys = candidates.iter().map(|(n, c)| (interner.id(c.item()), *n));
         let mut folds = false;
         let lists = group_lists(keys, distinct_users, k, |group| {
             let admitted = admission.is_none_or(|a| a.admits(item_hash(group)));
@@ -323,7 +323,7 @@ impl WindowedCounter {
         &self,
         key: InstanceKey,
         shape: u8,
-        candidates: &[(u64, ItemIdx)],
+        candidates: &[(u64, Counter)],
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
         let mut lists = self.admitted_lists(key, candidates);
@@ -341,7 +341,7 @@ impl WindowedCounter {
         &mut self,
         key: InstanceKey,
         shape: u8,
-        candidates: &[(u64, ItemIdx)],
+        candidates: &[(u64, Counter)],
     ) -> (Vec<(GroupKey, Vec<RankedItem>)>, bool) {
         let kept = self.other_counts_valid(key);
         if !kept && self.is_paired(shape) {
@@ -375,13 +375,13 @@ impl WindowedCounter {
 
     /// The admitted groups' lists of instance `key` from `candidates` (one key per (group,
     /// item) at its count: a distinct-user window's representatives, or a paired one's keys).
-    fn admitted_lists(&self, key: InstanceKey, candidates: &[(u64, ItemIdx)]) -> Vec<(GroupKey, Vec<RankedItem>)> {
+    fn admitted_lists(&self, key: InstanceKey, candidates: &[(u64, Counter)]) -> Vec<(GroupKey, Vec<RankedItem>)> {
         let k = self.windows[key.window.0 as usize].k;
         let interner = &self.interner;
         let mut admits = self.admits_groups(key);
         let kept = candidates
             .iter()
-            .map(|(c, i)| (interner.id(*i), *c))
+            .map(|(n, c)| (interner.id(c.item()), *n))
             .filter(|(id, _)| admits(split_key(id).0));
         group_lists(kept, false, k, |_| true)
     }
@@ -411,7 +411,7 @@ impl WindowedCounter {
     /// exclusions, at least its top `k` bare items (ranked by count, then id), never every
     /// item (a 1d window over 13 M items would need 200 MB for the (count, item) pairs at each
     /// recount); `None` for other instances (`full_candidates` then).
-    fn top_of_single_pane(&mut self, key: InstanceKey, g_of: usize, k: usize) -> Option<Vec<(u64, ItemIdx)>> {
+    fn top_of_single_pane(&mut self, key: InstanceKey, g_of: usize, k: usize) -> Option<Vec<(u64, Counter)>> {
         self.members_in_record_order(key, g_of);
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
         let (n, mut panes) = self.panes_of(key);
@@ -419,41 +419,41 @@ impl WindowedCounter {
             return None;
         }
         let interner = &self.interner;
-        let id = |i: ItemIdx| interner.id(i);
+        let id = |c: Counter| interner.id(c.item());
         // keep at most `cap` pairs; when full, cut to the top k and raise the floor to the
         // k-th count: a pair below it can no longer rank (ranking is a total order, so the top
         // k of the whole is the top k of (the top k so far ∪ the rest))
         let cap = (2 * k).max(1024);
-        let mut top: Vec<(u64, ItemIdx)> = Vec::with_capacity(cap);
+        let mut top: Vec<(u64, Counter)> = Vec::with_capacity(cap);
         let mut floor = 0;
         if let Some(p) = panes.next().flatten() {
-            self.pane_counts(g_of, p, |i, c| {
-                if c < floor || interner.shape(i) != 0 {
+            self.pane_counts(g_of, p, |c, n| {
+                if n < floor || interner.shape(c.item()) != 0 {
                     return;
                 }
                 if top.len() == cap {
                     select_top_counted(&mut top, k, id);
                     floor = top.last().map_or(0, |x| x.0);
-                    if c < floor {
+                    if n < floor {
                         return;
                     }
                 }
-                top.push((c, i));
+                top.push((n, c));
             });
         }
         Some(top)
     }
 
     /// Every (count, item) of an instance with a positive count, recounted from its panes.
-    pub(super) fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, ItemIdx)> {
+    pub(super) fn full_candidates(&mut self, key: InstanceKey, g_of: usize) -> Vec<(u64, Counter)> {
         self.members_in_record_order(key, g_of);
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
-        let single: Option<Vec<(u64, ItemIdx)>> = {
+        let single: Option<Vec<(u64, Counter)>> = {
             let (n, mut panes) = self.panes_of(key);
             (n == 1 && no_exclusions).then(|| {
                 let mut v = Vec::new();
                 if let Some(p) = panes.next().flatten() {
-                    self.pane_counts(g_of, p, |i, c| v.push((c, i)));
+                    self.pane_counts(g_of, p, |c, n| v.push((n, c)));
                 }
                 v
             })
@@ -465,18 +465,18 @@ impl WindowedCounter {
                 {
                     let (_, panes) = self.panes_of(key);
                     for p in panes.flatten() {
-                        self.pane_counts(g_of, p, |i, c| sums.add(i, c));
+                        self.pane_counts(g_of, p, |c, n| sums.add(c, n));
                     }
                 }
                 if let Some(inst) = self.instances.get(&key) {
-                    for (i, c) in &inst.exclusions {
-                        sums.sub(*i, *c);
+                    for (c, n) in &inst.exclusions {
+                        sums.sub(*c, *n);
                     }
                 }
-                let mut c = Vec::with_capacity(sums.items().len());
-                sums.drain(|count, i| c.push((count, i)));
+                let mut candidates = Vec::with_capacity(sums.items().len());
+                sums.drain(|n, c| candidates.push((n, c)));
                 self.sums = sums;
-                c
+                candidates
             }
         }
     }
@@ -498,16 +498,16 @@ impl WindowedCounter {
         }
     }
 
-    /// The count of item `i` in pane `p` of group `g` (inline or in the map).
+    /// The count of counter `c` in pane `p` of group `g` (inline or in the map).
     #[inline]
-    pub(super) fn count_in(&self, g: usize, p: &Pane, i: ItemIdx) -> u64 {
+    pub(super) fn count_in(&self, g: usize, p: &Pane, c: Counter) -> u64 {
         if let Some(rel) = p.rel {
-            let inl = self.interner.inline(i, g);
+            let inl = self.interner.inline(c.item(), g);
             if inl.pane == rel {
                 return inl.count() as u64;
             }
         }
-        p.counts.get(&i).copied().unwrap_or(0)
+        p.counts.get(&c).copied().unwrap_or(0)
     }
 
     /// Moves to the next emit generation. Generations are 8 bits (they share the inline
@@ -526,7 +526,7 @@ impl WindowedCounter {
     /// The (count, item) pairs the new top-K of plain instance `key` (of pane group `g`) is
     /// among: its last list and the items changed since, at their current counts. `None` when
     /// it must (no last list, a cut log) or had better (many changes) be recounted in full.
-    pub(super) fn incremental_candidates(&mut self, key: InstanceKey, g: usize) -> Option<Vec<(u64, ItemIdx)>> {
+    pub(super) fn incremental_candidates(&mut self, key: InstanceKey, g: usize) -> Option<Vec<(u64, Counter)>> {
         let mut set = std::mem::take(&mut self.candidates);
         let candidates = self.changed_candidates(key, g, &mut set);
         set.clear();
@@ -535,7 +535,7 @@ impl WindowedCounter {
     }
 
     /// `incremental_candidates` with `set` as scratch.
-    fn changed_candidates(&self, key: InstanceKey, g: usize, set: &mut ItemSet) -> Option<Vec<(u64, ItemIdx)>> {
+    fn changed_candidates(&self, key: InstanceKey, g: usize, set: &mut ItemSet) -> Option<Vec<(u64, Counter)>> {
         let inst = self.instances.get(&key)?;
         let last = inst.last.as_ref()?;
         let (_, panes) = self.panes_of(key);
@@ -545,7 +545,7 @@ impl WindowedCounter {
         let mut changes = 0usize;
         for (p, cursor) in panes.iter().zip(&last.cursors) {
             let Some(p) = p else { continue };
-            if *cursor < p.log_start {
+            if *cursor < p.log.start() {
                 return None; // the log was cut past this instance's cursor
             }
             counters += p.counts.len() + p.inline_live;
@@ -555,24 +555,23 @@ impl WindowedCounter {
         if !self.checked && (changes + last.items.len()) * (live + 1) >= counters {
             return None;
         }
-        for i in &last.items {
-            set.insert(*i);
+        for c in &last.items {
+            set.insert(*c);
         }
         for (p, cursor) in panes.iter().zip(&last.cursors) {
             if let Some(p) = p {
-                let from = (cursor - p.log_start) as usize;
-                for i in &p.log[from..] {
-                    set.insert(*i);
+                for c in p.log.since(*cursor) {
+                    set.insert(c);
                 }
             }
         }
         let exclusions = &inst.exclusions;
         let mut candidates = Vec::with_capacity(set.items().len());
-        for &i in set.items() {
-            let counted: u64 = panes.iter().flatten().map(|p| self.count_in(g, p, i)).sum();
-            let count = counted.saturating_sub(exclusions.get(&i).copied().unwrap_or(0));
+        for c in set.items() {
+            let counted: u64 = panes.iter().flatten().map(|p| self.count_in(g, p, c)).sum();
+            let count = counted.saturating_sub(exclusions.get(&c).copied().unwrap_or(0));
             if count > 0 {
-                candidates.push((count, i));
+                candidates.push((count, c));
             }
         }
         Some(candidates)
@@ -581,7 +580,7 @@ impl WindowedCounter {
     /// The (user count, representative key) pairs the new lists of distinct-user instance `key`
     /// are among: its last lists' (group, item)s and those whose user count changed since.
     /// `None` when it must be recounted (no last lists or no user counts).
-    fn user_candidates(&mut self, key: InstanceKey) -> Option<Vec<(u64, ItemIdx)>> {
+    fn user_candidates(&mut self, key: InstanceKey) -> Option<Vec<(u64, Counter)>> {
         let inst = self.instances.get_mut(&key)?;
         let (Some(last), Some(users)) = (inst.last.as_ref(), inst.users.as_mut()) else {
             return None;
@@ -589,10 +588,15 @@ impl WindowedCounter {
         let interner = &self.interner;
         let set = &mut self.sums;
         // (a sum of 1 marks a candidate: the set dedups them)
-        for i in last.items.iter().chain(&users.take_changed()) {
-            set.add(*i, 1);
+        for c in last
+            .items
+            .iter()
+            .copied()
+            .chain(users.take_changed().into_iter().map(Counter::of))
+        {
+            set.add(c, 1);
         }
-        let candidates = set.items().iter().map(|&i| (users.count(interner, i), i)).collect();
+        let candidates = set.items().map(|c| (users.count(interner, c.item()), c)).collect();
         set.clear();
         Some(candidates)
     }
@@ -607,14 +611,14 @@ impl WindowedCounter {
         key: InstanceKey,
         shape: u8,
         lists: &[(GroupKey, Vec<RankedItem>)],
-        recounted: Option<&Vec<(u64, ItemIdx)>>,
+        recounted: Option<&Vec<(u64, Counter)>>,
     ) {
         let state = self.admission.get(&key).filter(|a| a.folded() > 0).map(|a| a.state());
         let first = self.instances.get(&key).is_some_and(|i| i.emitted == 0);
         // with groups in `(other)`: its counts too, built with the user counts (see `others`)
         let other = match (recounted, state) {
             (Some(all), Some(state)) if !first => {
-                Some(self.keyed_other_counts(key, all.iter().filter(|(c, _)| *c > 0).map(|(_, i)| *i), state))
+                Some(self.keyed_other_counts(key, all.iter().filter(|(n, _)| *n > 0).map(|(_, c)| c.item()), state))
             }
             _ => None,
         };
@@ -645,7 +649,7 @@ impl WindowedCounter {
         if let Some(all) = recounted {
             inst.users = Some(UserCounts::build(
                 interner,
-                all.iter().filter(|(c, _)| *c > 0).map(|(_, i)| *i),
+                all.iter().filter(|(n, _)| *n > 0).map(|(_, c)| c.item()),
             ));
         }
         let Some(users) = inst.users.as_ref() else {
@@ -656,7 +660,7 @@ impl WindowedCounter {
         for (group, listed) in lists {
             for r in listed {
                 compose_key(group.as_str(), r.item_id.as_str(), None, &mut part);
-                items.extend(users.rep(interner, &part));
+                items.extend(users.rep(interner, &part).map(Counter::of));
             }
         }
         // (no pane cursors: the user counts log the changes)
@@ -668,7 +672,7 @@ impl WindowedCounter {
 
     /// Records what plain instance `key` just emitted (`items`, best first) and reads its panes'
     /// logs up to their ends.
-    pub(super) fn remember(&mut self, key: InstanceKey, items: Vec<ItemIdx>) {
+    pub(super) fn remember(&mut self, key: InstanceKey, items: Vec<Counter>) {
         let (_, panes) = self.panes_of(key);
         // (a pane not created yet will log from entry 0)
         let cursors = panes.map(|p| p.map_or(0, Pane::log_end)).collect();
@@ -685,23 +689,18 @@ impl WindowedCounter {
                 let keep_from = match &self.groups[g].slots[slot] {
                     Some(p) if !p.log.is_empty() => match emitted {
                         true => self.oldest_cursor(g, p),
-                        false => p.log_start,
+                        false => p.log.start(),
                     },
                     _ => continue,
                 };
                 let Some(p) = self.groups[g].slots[slot].as_mut() else {
                     continue;
                 };
-                let keep_from = keep_from.clamp(p.log_start, p.log_end());
-                p.log.drain(..(keep_from - p.log_start) as usize);
-                p.log_start = keep_from;
+                p.log.trim_to(keep_from);
                 if p.log.len() > 2 * (p.counts.len() + p.inline_live) + LOG_MARGIN {
-                    p.log_start = p.log_end();
-                    p.log.clear();
+                    p.log.cut();
                 }
-                if p.log.capacity() > 4 * p.log.len() + LOG_MARGIN {
-                    p.log.shrink_to(2 * p.log.len());
-                }
+                p.log.shrink(LOG_MARGIN);
             }
         }
     }

@@ -8,7 +8,7 @@
 //! ([`WindowedCounter::single_pane_group_lists`], below).
 
 use super::numbers::GroupNumbers;
-use super::{ItemIdx, WindowedCounter};
+use super::{Counter, WindowedCounter};
 use crate::group::{group_of_key, GroupKey};
 use crate::hash::item_hash;
 use crate::record::{ItemId, RankedItem};
@@ -127,30 +127,30 @@ impl WindowedCounter {
             let (_, mut panes) = self.panes_of(key);
             let interner = &self.interner;
             let admission = self.admission.get(&key);
-            let id = |i: ItemIdx| interner.id(i);
+            let id = |c: Counter| interner.id(c.item());
             let mut tops = GroupTops::new(k);
             let mut all_admitted = true;
             if let Some(p) = panes.next().flatten() {
-                self.pane_counts(g_of, p, |i, c| {
-                    if c == 0 || !all_admitted || interner.shape(i) != shape {
+                self.pane_counts(g_of, p, |c, n| {
+                    if n == 0 || !all_admitted || interner.shape(c.item()) != shape {
                         return;
                     }
                     let admits = |group: &str| admission.is_none_or(|a| a.admits(item_hash(group)));
-                    all_admitted = tops.add(interner.id(i), c, i, id, admits);
+                    all_admitted = tops.add(interner.id(c.item()), n, c, id, admits);
                 });
             }
             if !all_admitted {
                 return None;
             }
             let groups = tops.finish(id);
-            let listed: Vec<ItemIdx> = groups.iter().flat_map(|(_, pairs)| pairs.iter().map(|p| p.1)).collect();
+            let listed: Vec<Counter> = groups.iter().flat_map(|(_, pairs)| pairs.iter().map(|p| p.1)).collect();
             let lists: Vec<(GroupKey, Vec<RankedItem>)> = groups
                 .into_iter()
                 .map(|(group, pairs)| {
                     let items = pairs
                         .into_iter()
-                        .map(|(count, i)| RankedItem {
-                            item_id: ItemId::from(&interner.id(i)[group.len() + 1..]),
+                        .map(|(count, c)| RankedItem {
+                            item_id: ItemId::from(&interner.id(c.item())[group.len() + 1..]),
                             count,
                             trend: None,
                         })
@@ -163,7 +163,7 @@ impl WindowedCounter {
         if self.checked {
             let mut full = self.full_candidates(key, g_of);
             let interner = &self.interner;
-            full.retain(|(_, i)| interner.shape(*i) == shape);
+            full.retain(|(_, c)| interner.shape(c.item()) == shape);
             let recounted = self.shaped_lists(key, false, &full);
             assert_eq!(lists, recounted, "one-pass lists of {key:?} differ from the recount");
         }

@@ -22,6 +22,18 @@ use rustc_hash::FxHashMap;
 pub(super) struct GroupNo(u32);
 
 impl GroupNo {
+    /// The number `n`.
+    #[inline(always)]
+    pub(super) fn from_raw(n: u32) -> GroupNo {
+        GroupNo(n)
+    }
+
+    /// Its number.
+    #[inline(always)]
+    pub(super) fn raw(self) -> u32 {
+        self.0
+    }
+
     /// Its place in a `Vec` indexed by number.
     #[inline]
     pub(super) fn index(self) -> usize {

@@ -13,7 +13,7 @@
 //! so the incremental argument of `emit` does not hold), and an open instance's list is dirty
 //! when a pane of its baseline changed, so a late event in an earlier instance revises it.
 
-use super::{FxMap, ItemIdx, Pane, WindowedCounter};
+use super::{Counter, FxMap, Pane, WindowedCounter};
 use crate::group::GroupKey;
 use crate::hash::item_hash;
 use crate::record::RankedItem;
@@ -31,7 +31,7 @@ pub(super) fn retention(w: &WindowSpec) -> Span {
 }
 
 /// One instance of a baseline: its pane (`None`: it had no events) and its exclusions.
-type Before<'a> = (Option<&'a Pane>, Option<&'a FxMap<ItemIdx, u64>>);
+type Before<'a> = (Option<&'a Pane>, Option<&'a FxMap<Counter, u64>>);
 
 impl WindowedCounter {
     /// The lists of trend window instance `key`: every key of the instance scored against its
@@ -45,7 +45,7 @@ impl WindowedCounter {
         let mut candidates = self.full_candidates(key, g);
         if self.groups[g].shapes.len() > 1 {
             let interner = &self.interner;
-            candidates.retain(|(_, i)| interner.shape(*i) == shape);
+            candidates.retain(|(_, c)| interner.shape(c.item()) == shape);
         }
         let admission = self.admission.get(&key);
         // a key below min_count cannot rank unless its group folds into (other) with others
@@ -54,8 +54,8 @@ impl WindowedCounter {
         let interner = &self.interner;
         let keys = candidates
             .iter()
-            .filter(|(c, _)| folds || *c >= rule.min_count)
-            .map(|&(c, i)| (interner.id(i), c, self.history(g, &before, i)));
+            .filter(|(n, _)| folds || *n >= rule.min_count)
+            .map(|&(n, c)| (interner.id(c.item()), n, self.history(g, &before, c)));
         let mut lists = trend_lists(keys, shape == 0, rule, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
         });
@@ -93,13 +93,13 @@ impl WindowedCounter {
             .collect()
     }
 
-    /// Key `i`'s counts in the baseline instances `before`, oldest first.
-    fn history(&self, g: usize, before: &[Before<'_>], i: ItemIdx) -> Vec<u64> {
+    /// Counter `c`'s counts in the baseline instances `before`, oldest first.
+    fn history(&self, g: usize, before: &[Before<'_>], c: Counter) -> Vec<u64> {
         before
             .iter()
             .map(|(pane, excluded)| {
-                let counted = pane.map_or(0, |p| self.count_in(g, p, i));
-                counted.saturating_sub(excluded.and_then(|x| x.get(&i)).copied().unwrap_or(0))
+                let counted = pane.map_or(0, |p| self.count_in(g, p, c));
+                counted.saturating_sub(excluded.and_then(|x| x.get(&c)).copied().unwrap_or(0))
             })
             .collect()
     }

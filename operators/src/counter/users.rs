@@ -31,7 +31,7 @@
 //! table's growth was 5 % of a distinct-user job, `perf`). Equality is still decided on the
 //! keys' text: the hash only rules out a record read where it differs.
 
-use super::{horizon, WindowedCounter};
+use super::{horizon, Counter, WindowedCounter};
 use crate::group::split_key;
 use crate::interner::{Interner, ItemIdx};
 use crate::time::Millis;
@@ -189,7 +189,8 @@ impl WindowedCounter {
         }
         let group = &self.groups[g];
         let pane = group.slots[slot].as_ref().expect("live slot");
-        if !pane.excluded && self.count_in(g, pane, idx) > 0 {
+        let c = Counter::of(idx);
+        if !pane.excluded && self.count_in(g, pane, c) > 0 {
             return; // counted in this pane, never excluded: in every covering instance
         }
         let pane_start = pane.start;
@@ -206,10 +207,10 @@ impl WindowedCounter {
                 }
                 let key = InstanceKey { window, start };
                 let excluded = match self.instances.get(&key) {
-                    Some(inst) if inst.users.is_some() => inst.exclusions.get(&idx).copied().unwrap_or(0),
+                    Some(inst) if inst.users.is_some() => inst.exclusions.get(&c).copied().unwrap_or(0),
                     _ => continue,
                 };
-                let counted: u64 = self.panes_of(key).1.flatten().map(|p| self.count_in(g, p, idx)).sum();
+                let counted: u64 = self.panes_of(key).1.flatten().map(|p| self.count_in(g, p, c)).sum();
                 if counted > excluded {
                     continue; // the instance has counted the key already
                 }
