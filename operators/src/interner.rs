@@ -9,10 +9,12 @@
 //! which is where the time went (cache misses). When the count drops to zero the record is
 //! forgotten and its index reused, so memory follows the live state, not history.
 
+mod group_block;
 mod key;
 mod order;
 mod prefetch;
 
+pub use group_block::{GroupBlock, GroupCount, DENSE};
 pub use order::in_record_order;
 use order::IndexBits;
 pub use prefetch::prefetch;
@@ -89,14 +91,53 @@ impl Inline {
     }
 }
 
-/// An item record with `N` inline counters and a `W`-byte key. No hash: the table's probe hash
-/// is recomputed from the id when the table grows (8 bytes per record saved, an xxh3 of a short
-/// id per move). 28 bytes with one inline counter and a narrow key: the id (up to 14 bytes
-/// inline, see [`Key`]) and its shape, the reference count, the counters.
-struct Record<const N: usize, const W: usize> {
+/// An item record with `N` inline counters, a `W`-byte key and a group block or none (`B`: see
+/// [`BlockSlot`]). No hash: the table's probe hash is recomputed from the id when the table
+/// grows (8 bytes per record saved, an xxh3 of a short id per move). 28 bytes with one inline
+/// counter, a narrow key and no block: the id (up to 14 bytes inline, see [`Key`]) and its
+/// shape, the reference count, the counters; 48 with a block (16 bytes, and the alignment of
+/// its box).
+struct Record<const N: usize, const W: usize, B> {
     key: Key<W>,
     refs: u32,
     inline: [Inline; N],
+    block: B,
+}
+
+/// What a record holds for its groups' counts: [`NoBlock`] or a [`GroupBlock`]. (A type,
+/// not an array of 0 or 1 blocks: an empty array of them still aligns the record to 8 bytes,
+/// and a 28-byte record became 32.)
+trait BlockSlot: Sized {
+    const NONE: Self;
+    fn slot(&self) -> Option<&GroupBlock>;
+    fn slot_mut(&mut self) -> Option<&mut GroupBlock>;
+}
+
+/// No group block (zero bytes).
+struct NoBlock;
+
+impl BlockSlot for NoBlock {
+    const NONE: NoBlock = NoBlock;
+    #[inline(always)]
+    fn slot(&self) -> Option<&GroupBlock> {
+        None
+    }
+    #[inline(always)]
+    fn slot_mut(&mut self) -> Option<&mut GroupBlock> {
+        None
+    }
+}
+
+impl BlockSlot for GroupBlock {
+    const NONE: GroupBlock = GroupBlock::EMPTY;
+    #[inline(always)]
+    fn slot(&self) -> Option<&GroupBlock> {
+        Some(self)
+    }
+    #[inline(always)]
+    fn slot_mut(&mut self) -> Option<&mut GroupBlock> {
+        Some(self)
+    }
 }
 
 /// The hash the table finds a record by: the hash of its whole id (for a bare id, its pinned
@@ -121,11 +162,11 @@ const COMPACT_AT: usize = if cfg!(test) { 64 } else { 1 << 16 };
 /// The records of one inline width. The width is fixed per job (its pane groups, up to
 /// [`INLINE_GROUPS`]): a one-window job's record is 28 bytes, not the 72 of four counters, a
 /// stored hash and a `CompactString`, and the hot path still touches one record per event.
-struct Records<const N: usize, const W: usize> {
+struct Records<const N: usize, const W: usize, B> {
     table: HashTable<u32>,
     /// Where the table's slots are, for prefetching (see [`SlotPrefetch`]).
     slots: std::cell::Cell<SlotPrefetch>,
-    records: Vec<Record<N, W>>,
+    records: Vec<Record<N, W, B>>,
     /// The first free slot ([`NO_SLOT`]: none). Free slots are linked through their `refs`
     /// field (a free slot has no references to count): a `Vec` of free indices cost 4 bytes per
     /// item at the moment a large window sealed and freed all its items at once.
@@ -138,7 +179,7 @@ struct Records<const N: usize, const W: usize> {
     dead: usize,
 }
 
-impl<const N: usize, const W: usize> Default for Records<N, W> {
+impl<const N: usize, const W: usize, B> Default for Records<N, W, B> {
     fn default() -> Self {
         Records {
             table: HashTable::new(),
@@ -152,7 +193,7 @@ impl<const N: usize, const W: usize> Default for Records<N, W> {
     }
 }
 
-impl<const N: usize, const W: usize> Records<N, W> {
+impl<const N: usize, const W: usize, B: BlockSlot> Records<N, W, B> {
     #[inline]
     fn intern(&mut self, id: &str, probe: u64, shape: u8) -> ItemIdx {
         if let Some(idx) = self.find(id, probe) {
@@ -165,6 +206,7 @@ impl<const N: usize, const W: usize> Records<N, W> {
             key: Key::new(id, shape, &mut self.arena),
             refs: 0,
             inline: [Inline::EMPTY; N],
+            block: B::NONE,
         };
         let i = match self.free_head {
             NO_SLOT => {
@@ -245,10 +287,10 @@ impl<const N: usize, const W: usize> Records<N, W> {
             if let Some(&r) = self.table.iter_hash(key(i).1).next() {
                 // its first and last byte: a record of up to 64 bytes spans at most two cache
                 // lines, and the key compared is as often on the second as on the first
-                const { assert!(std::mem::size_of::<Record<N, W>>() <= 64) };
-                let at = &self.records[r as usize] as *const Record<N, W> as usize;
+                const { assert!(std::mem::size_of::<Record<N, W, B>>() <= 64) };
+                let at = &self.records[r as usize] as *const Record<N, W, B> as usize;
                 prefetch::prefetch(at);
-                prefetch::prefetch(at + std::mem::size_of::<Record<N, W>>() - 1);
+                prefetch::prefetch(at + std::mem::size_of::<Record<N, W, B>>() - 1);
             }
         }
         found.clear();
@@ -317,6 +359,7 @@ impl<const N: usize, const W: usize> Records<N, W> {
         self.dead += rec.key.arena_len();
         rec.key = Key::EMPTY;
         rec.inline = [Inline::EMPTY; N];
+        rec.block = B::NONE;
         rec.refs = self.free_head;
         self.free_head = idx.0;
         self.free_len += 1;
@@ -355,18 +398,31 @@ impl<const N: usize, const W: usize> Records<N, W> {
             self.arena.len() - self.dead,
             self.records.iter().map(|r| r.key.arena_len()).sum::<usize>()
         );
+        let blocks: usize = match B::NONE.slot() {
+            None => 0,
+            Some(_) => self
+                .records
+                .iter()
+                .filter_map(|r| r.block.slot())
+                .map(GroupBlock::heap_bytes)
+                .sum(),
+        };
         self.table.capacity() * (4 + 1)
-            + self.records.capacity() * std::mem::size_of::<Record<N, W>>()
+            + self.records.capacity() * std::mem::size_of::<Record<N, W, B>>()
             + self.arena.capacity()
+            + blocks
     }
 }
 
-/// One record's reference count and inline counters, to change together: the hot path
-/// resolves the record (and the table's width) once per count, not at every access.
+/// One record's reference count, inline counters and group blocks, to change together: the
+/// hot path resolves the record (and the table's width) once per count, not at every access.
 pub struct RecordMut<'a> {
     refs: &'a mut u32,
     /// The inline counters, one per pane group that has one (see [`Interner::inline`]).
     pub inline: &'a mut [Inline],
+    /// Its group block, for the first pane group, when the table has them (see
+    /// [`Interner::has_blocks`]).
+    pub block: Option<&'a mut GroupBlock>,
 }
 
 impl RecordMut<'_> {
@@ -377,16 +433,22 @@ impl RecordMut<'_> {
     }
 }
 
-/// The record table, at one of three inline widths.
+/// The record table, at one of three inline widths, two key widths, with group blocks or
+/// without.
 pub struct Interner(Width);
 
 enum Width {
-    One(Records<1, NARROW>),
-    Two(Records<2, NARROW>),
-    Four(Records<INLINE_GROUPS, NARROW>),
-    OneWide(Records<1, WIDE>),
-    TwoWide(Records<2, WIDE>),
-    FourWide(Records<INLINE_GROUPS, WIDE>),
+    One(Records<1, NARROW, NoBlock>),
+    Two(Records<2, NARROW, NoBlock>),
+    Four(Records<INLINE_GROUPS, NARROW, NoBlock>),
+    OneWide(Records<1, WIDE, NoBlock>),
+    TwoWide(Records<2, WIDE, NoBlock>),
+    FourWide(Records<INLINE_GROUPS, WIDE, NoBlock>),
+    // (with a block: four inline counters would pass 64 bytes, so two at most)
+    OneBlock(Records<1, NARROW, GroupBlock>),
+    TwoBlock(Records<2, NARROW, GroupBlock>),
+    OneWideBlock(Records<1, WIDE, GroupBlock>),
+    TwoWideBlock(Records<2, WIDE, GroupBlock>),
 }
 
 /// `$body` with `$r` bound to the records, whatever their width.
@@ -399,6 +461,10 @@ macro_rules! each {
             Width::OneWide($r) => $body,
             Width::TwoWide($r) => $body,
             Width::FourWide($r) => $body,
+            Width::OneBlock($r) => $body,
+            Width::TwoBlock($r) => $body,
+            Width::OneWideBlock($r) => $body,
+            Width::TwoWideBlock($r) => $body,
         }
     };
 }
@@ -432,14 +498,46 @@ impl Interner {
         })
     }
 
+    /// [`Interner::with_layout`] with a group block in each record, for the first pane group
+    /// (see [`GroupBlock`]): inline counters for the first one or two pane groups only.
+    pub fn with_blocks(groups: usize, counter_keys: bool) -> Interner {
+        Interner(match (groups, counter_keys) {
+            (0 | 1, false) => Width::OneBlock(Records::default()),
+            (_, false) => Width::TwoBlock(Records::default()),
+            (0 | 1, true) => Width::OneWideBlock(Records::default()),
+            (_, true) => Width::TwoWideBlock(Records::default()),
+        })
+    }
+
     /// How many pane groups have an inline counter in each record (1, 2 or 4).
     #[inline(always)]
     pub fn inline_groups(&self) -> usize {
         match &self.0 {
-            Width::One(_) | Width::OneWide(_) => 1,
-            Width::Two(_) | Width::TwoWide(_) => 2,
+            Width::One(_) | Width::OneWide(_) | Width::OneBlock(_) | Width::OneWideBlock(_) => 1,
+            Width::Two(_) | Width::TwoWide(_) | Width::TwoBlock(_) | Width::TwoWideBlock(_) => 2,
             Width::Four(_) | Width::FourWide(_) => INLINE_GROUPS,
         }
+    }
+
+    /// Whether each record has a group block (for the first pane group).
+    #[inline(always)]
+    pub fn has_blocks(&self) -> bool {
+        matches!(
+            &self.0,
+            Width::OneBlock(_) | Width::TwoBlock(_) | Width::OneWideBlock(_) | Width::TwoWideBlock(_)
+        )
+    }
+
+    /// The group block of `idx` (`None`: the table has none).
+    #[inline(always)]
+    pub fn block(&self, idx: ItemIdx) -> Option<&GroupBlock> {
+        each!(&self.0, r => r.records[idx.0 as usize].block.slot())
+    }
+
+    /// The group block of `idx` (`None`: the table has none), to change.
+    #[inline(always)]
+    pub fn block_mut(&mut self, idx: ItemIdx) -> Option<&mut GroupBlock> {
+        each!(&mut self.0, r => r.records[idx.0 as usize].block.slot_mut())
     }
 
     /// The index of bare item id `id` (with its pinned `hash`, `item_hash(id)`), interning it
@@ -524,16 +622,21 @@ impl Interner {
             RecordMut {
                 refs: &mut rec.refs,
                 inline: &mut rec.inline,
+                block: rec.block.slot_mut(),
             }
         })
     }
 
-    /// Resets every inline counter's logged generation to 0 (none), when generations wrap.
+    /// Resets every inline counter's and group count's logged generation to 0 (none), when
+    /// generations wrap.
     pub fn clear_logged(&mut self) {
         each!(&mut self.0, r => {
             for rec in &mut r.records {
                 for inl in &mut rec.inline {
                     inl.set_logged(0);
+                }
+                if let Some(block) = rec.block.slot_mut() {
+                    block.clear_logged();
                 }
             }
         })
@@ -749,13 +852,18 @@ mod tests {
     #[test]
     fn records_are_as_wide_as_the_job_needs() {
         // the 16-byte key (id of up to 14 bytes inline, shape), refs, 8 bytes per inline counter
-        assert_eq!(std::mem::size_of::<Record<1, NARROW>>(), 28);
-        assert_eq!(std::mem::size_of::<Record<2, NARROW>>(), 36);
-        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS, NARROW>>(), 52);
+        assert_eq!(std::mem::size_of::<Record<1, NARROW, NoBlock>>(), 28);
+        assert_eq!(std::mem::size_of::<Record<2, NARROW, NoBlock>>(), 36);
+        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS, NARROW, NoBlock>>(), 52);
         // with counter keys (26 bytes inline), as large as with a `CompactString` before
-        assert_eq!(std::mem::size_of::<Record<1, WIDE>>(), 40);
-        assert_eq!(std::mem::size_of::<Record<2, WIDE>>(), 48);
-        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS, WIDE>>(), 64);
+        assert_eq!(std::mem::size_of::<Record<1, WIDE, NoBlock>>(), 40);
+        assert_eq!(std::mem::size_of::<Record<2, WIDE, NoBlock>>(), 48);
+        assert_eq!(std::mem::size_of::<Record<INLINE_GROUPS, WIDE, NoBlock>>(), 64);
+        // with a group block
+        assert_eq!(std::mem::size_of::<Record<1, NARROW, GroupBlock>>(), 48);
+        assert_eq!(std::mem::size_of::<Record<2, NARROW, GroupBlock>>(), 56);
+        assert_eq!(std::mem::size_of::<Record<1, WIDE, GroupBlock>>(), 56);
+        assert_eq!(std::mem::size_of::<Record<2, WIDE, GroupBlock>>(), 64);
         let layouts = [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (9, 4)];
         for ((groups, width), counter_keys) in layouts.into_iter().flat_map(|l| [(l, false), (l, true)]) {
             let mut i = Interner::with_layout(groups, counter_keys);
@@ -769,5 +877,48 @@ mod tests {
             i.release(k);
             assert!(i.is_empty());
         }
+        for (groups, width) in [(0, 1), (1, 1), (2, 2), (3, 2), (9, 2)] {
+            for counter_keys in [false, true] {
+                let i = Interner::with_blocks(groups, counter_keys);
+                assert_eq!((i.inline_groups(), i.has_blocks()), (width, true));
+            }
+            assert!(!Interner::with_layout(groups, false).has_blocks());
+        }
+    }
+
+    /// A record's group block holds its counts until the record is forgotten; a reused slot
+    /// starts with an empty one; a generation wrap clears its logged generations; its box is
+    /// in the heap bytes.
+    #[test]
+    fn blocks_live_and_die_with_their_record() {
+        let mut i = Interner::with_blocks(1, false);
+        let a = i.intern("a", item_hash("a"));
+        i.retain(a);
+        let empty_heap = i.heap_bytes();
+        {
+            let block = i.block_mut(a).expect("a table with blocks");
+            assert_eq!(block.pane(), GroupBlock::EMPTY.pane());
+            block.move_to(3, |_, _| unreachable!("an empty block"));
+            for g in 0..5 {
+                assert!(block.insert(g, GroupCount::new(1 + g, 7)));
+            }
+        }
+        {
+            let mut rec = i.record_mut(a);
+            let block = rec.block.as_mut().expect("a table with blocks");
+            block.get_mut(2).expect("held").increment();
+            assert_eq!(block.get(2), Some(GroupCount::new(4, 7)));
+        }
+        assert!(i.heap_bytes() > empty_heap, "the block's box is counted");
+        i.clear_logged();
+        assert_eq!(i.block(a).and_then(|b| b.get(2)), Some(GroupCount::new(4, 0)));
+        assert_eq!(i.block(a).map(|b| (b.pane(), b.len())), Some((3, 5)));
+        i.release(a);
+        let b = i.intern("b", item_hash("b"));
+        assert_eq!(b, a, "the slot is reused");
+        assert_eq!(
+            i.block(b).map(|b| (b.pane(), b.len())),
+            Some((GroupBlock::EMPTY.pane(), 0))
+        );
     }
 }
