@@ -45,6 +45,8 @@ mod emit_tests;
 mod group_tops;
 mod groups;
 mod lookahead;
+#[cfg(test)]
+mod numbered_tests;
 mod numbers;
 mod others;
 mod pairs;
@@ -70,10 +72,17 @@ use crate::time::{Millis, Span};
 use crate::window::{InstanceKey, WindowId, WindowSpec};
 use change_log::ChangeLog;
 use counter_id::Counter;
+use numbers::GroupNo;
 use rustc_hash::FxBuildHasher;
 use std::collections::BTreeMap;
 
 type FxMap<K, V> = hashbrown::HashMap<K, V, FxBuildHasher>;
+
+/// Whether per-group windows counting events count per (item record, group number) in the
+/// item's group block, instead of per `group NUL item` key record (docs/plans/counter-key-model.md,
+/// step 4): on in unit tests (a differential test compares both), off in the product until the
+/// lists are built from numbered counters without their key texts (step 5).
+const NUMBERED: bool = cfg!(test);
 
 /// Largest inline count; beyond it the count moves to the pane map. Tiny in unit tests so
 /// that path is exercised.
@@ -93,6 +102,11 @@ struct Pane {
     members: Vec<ItemIdx>,
     /// Members whose count is still inline.
     inline_live: usize,
+    /// Items whose group block became this pane's (numbered shapes: see `count`; some may
+    /// have moved their counts to `counts`).
+    grouped_members: Vec<ItemIdx>,
+    /// Counts still in those blocks.
+    grouped_live: usize,
     /// Apply sequence of the last change (for dirty tracking).
     touched: u64,
     /// End of the instance containing this pane that ends last, over the group's windows:
@@ -159,6 +173,8 @@ pub struct CounterStats {
     pub live_items: usize,
     /// Live users of paired distinct-user windows (see `pairs`).
     pub live_users: usize,
+    /// Live group numbers (numbered per-group windows: see `numbers`).
+    pub live_groups: usize,
     /// Live panes.
     pub live_panes: usize,
     /// Live window instances.
@@ -193,8 +209,13 @@ pub struct WindowedCounter {
     sealed_until: Vec<Millis>,
     /// The key shapes of the windows.
     shapes: Shapes,
-    /// Per shape, the key the event being applied counts under (scratch of `apply`).
-    shape_keys: Vec<Option<ItemIdx>>,
+    /// Per shape, the counter the event being applied counts in (scratch of `apply`).
+    shape_keys: Vec<Option<Counter>>,
+    /// Per shape, whether its counters are (item record, group number), not key records: a
+    /// shape with `by` dims counting events, when the counter numbers groups (see `count`).
+    numbered: Vec<bool>,
+    /// The groups of numbered shapes, numbered.
+    numbers: numbers::GroupNumbers,
     /// `apply_all`'s lookups of a run of events (kept to reuse its allocation).
     found: Vec<Option<ItemIdx>>,
     /// `apply_all`'s keys of a run of events (per-group and distinct-user windows).
@@ -243,6 +264,34 @@ pub fn sealed_after_end(windows: &[WindowSpec], max_event_time: Millis) -> Vec<M
     windows.iter().map(|w| w.last_end_covering(max_event_time)).collect()
 }
 
+/// The pane groups of `windows` (those with `counted[w]` set; all when `counted` is empty),
+/// empty, their shapes not yet filled in.
+fn pane_groups(windows: &[WindowSpec], counted: &[bool]) -> Vec<PaneGroup> {
+    let mut groups: Vec<PaneGroup> = Vec::new();
+    for (i, w) in windows.iter().enumerate() {
+        if counted.get(i) == Some(&false) {
+            continue;
+        }
+        let id = WindowId(i as u16);
+        match groups.iter_mut().find(|g| g.width == w.pane_width()) {
+            Some(g) => g.windows.push(id),
+            None => groups.push(PaneGroup {
+                width: w.pane_width(),
+                shapes: Vec::new(),
+                base: None,
+                windows: vec![id],
+                slots: Vec::new(),
+                free_slots: Vec::new(),
+                index: FxMap::default(),
+                cached: None,
+                sealed_until: Millis::MIN,
+                last_pairs: 0,
+            }),
+        }
+    }
+    groups
+}
+
 /// The sealing horizon of window `w`: its instances ending at or before it are sealed.
 #[inline]
 pub(crate) fn horizon(sealed_h: Millis, sealed_until: &[Millis], w: WindowId) -> Millis {
@@ -266,28 +315,19 @@ impl WindowedCounter {
         allowed_lateness: Span,
         worker: u32,
     ) -> WindowedCounter {
-        let mut groups: Vec<PaneGroup> = Vec::new();
-        for (i, w) in windows.iter().enumerate() {
-            if counted.get(i) == Some(&false) {
-                continue;
-            }
-            let id = WindowId(i as u16);
-            match groups.iter_mut().find(|g| g.width == w.pane_width()) {
-                Some(g) => g.windows.push(id),
-                None => groups.push(PaneGroup {
-                    width: w.pane_width(),
-                    shapes: Vec::new(),
-                    base: None,
-                    windows: vec![id],
-                    slots: Vec::new(),
-                    free_slots: Vec::new(),
-                    index: FxMap::default(),
-                    cached: None,
-                    sealed_until: Millis::MIN,
-                    last_pairs: 0,
-                }),
-            }
-        }
+        WindowedCounter::counting_numbered(windows, counted, allowed_lateness, worker, NUMBERED)
+    }
+
+    /// [`Self::counting`], numbering the groups of per-group windows counting events
+    /// (`number_groups`) or counting them under key texts (see [`NUMBERED`]).
+    fn counting_numbered(
+        windows: Vec<WindowSpec>,
+        counted: &[bool],
+        allowed_lateness: Span,
+        worker: u32,
+        number_groups: bool,
+    ) -> WindowedCounter {
+        let mut groups = pane_groups(&windows, counted);
         let shapes = Shapes::new(&windows);
         for g in groups.iter_mut() {
             for w in &g.windows {
@@ -309,7 +349,15 @@ impl WindowedCounter {
             })
             .collect();
         let paired = pairs::paired_shapes(&windows, &shapes, &widths);
-        let interner = Interner::with_layout(groups.len(), !shapes.all_plain());
+        let numbered: Vec<bool> = (0..shapes.len() as u8)
+            .map(|s| number_groups && shapes.has_by(s) && !shapes.distinct_users(s))
+            .collect();
+        // (key records only for the shapes that still count under key texts)
+        let key_texts = (1..shapes.len() as u8).any(|s| !numbered[s as usize]);
+        let interner = match numbered.contains(&true) {
+            true => Interner::with_blocks(groups.len(), key_texts),
+            false => Interner::with_layout(groups.len(), key_texts),
+        };
         WindowedCounter {
             windows,
             allowed_lateness,
@@ -326,6 +374,8 @@ impl WindowedCounter {
             shapes,
             shape_counted,
             shape_keys: Vec::new(),
+            numbered,
+            numbers: Default::default(),
             found: Vec::new(),
             lookahead: Default::default(),
             without_user: 0,
@@ -385,8 +435,8 @@ impl WindowedCounter {
         )
     }
 
-    /// Calls `f` with every (counter, count) of a pane of group `g`: its map and its inline
-    /// members.
+    /// Calls `f` with every (counter, count) of a pane of group `g`: its map, its inline
+    /// members and its members' group blocks.
     fn pane_counts(&self, g: usize, pane: &Pane, mut f: impl FnMut(Counter, u64)) {
         for (c, n) in &pane.counts {
             f(*c, *n);
@@ -398,6 +448,33 @@ impl WindowedCounter {
                     f(Counter::of(i), inl.count() as u64);
                 }
             }
+            for &i in &pane.grouped_members {
+                if let Some(block) = self.interner.block(i).filter(|b| b.pane() == rel) {
+                    block.for_each(|gid, n| f(Counter::grouped(i, GroupNo::from_raw(gid)), u64::from(n.count())));
+                }
+            }
+        }
+    }
+
+    /// The key shape of counter `c`.
+    #[inline]
+    fn shape_of(&self, c: Counter) -> u8 {
+        match c.group() {
+            Some(gid) => self.numbers.shape(gid),
+            None => self.interner.shape(c.item()),
+        }
+    }
+
+    /// The key text of counter `c`: its record's key, or for a numbered counter `group NUL
+    /// item` as a key record would hold it (snapshots, and lists built from key texts).
+    fn counter_text(&self, c: Counter) -> std::borrow::Cow<'_, str> {
+        match c.group() {
+            Some(gid) => {
+                let mut key = String::new();
+                crate::group::compose_key(self.numbers.text(gid), self.interner.id(c.item()), None, &mut key);
+                std::borrow::Cow::Owned(key)
+            }
+            None => std::borrow::Cow::Borrowed(self.interner.id(c.item())),
         }
     }
 
@@ -406,12 +483,14 @@ impl WindowedCounter {
         let mut s = CounterStats {
             live_items: self.interner.len(),
             live_users: self.pair_users.len(),
+            live_groups: self.numbers.len(),
             live_instances: self.instances.len(),
             without_user: self.without_user,
             emits: self.emits,
             ..Default::default()
         };
         let mut heap = self.interner.heap_bytes()
+            + self.numbers.heap_bytes()
             + self.pair_users.heap_bytes()
             + self.sums.heap_bytes()
             + self.candidates.heap_bytes();
@@ -419,10 +498,10 @@ impl WindowedCounter {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
-                s.live_counters += p.counts.len() + p.inline_live;
+                s.live_counters += p.counts.len() + p.inline_live + p.grouped_live;
                 heap += p.counts.capacity() * (std::mem::size_of::<(Counter, u64)>() + 1)
                     + p.pairs.capacity() * (8 + 1)
-                    + p.members.capacity() * 4
+                    + (p.members.capacity() + p.grouped_members.capacity()) * 4
                     + p.log.heap_bytes();
             }
         }

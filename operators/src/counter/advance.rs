@@ -3,8 +3,9 @@
 //! per-window horizons that an earlier end of input sealed (`sealed_until`).
 
 use super::dense::DenseSums;
+use super::numbers::GroupNo;
 use super::{horizon, WindowedCounter};
-use crate::interner::{in_record_order, Inline};
+use crate::interner::{in_record_order, GroupBlock, Inline};
 use crate::message::LocalList;
 use crate::record::ListSource;
 use crate::time::Millis;
@@ -117,8 +118,26 @@ impl WindowedCounter {
                         }
                         None => released.clear(),
                     }
+                    // the numbered counters still in group blocks on this pane: a reference to
+                    // their record and to their group's number each
+                    if let (Some(rel), 0) = (pane.rel, groups_index) {
+                        let mut grouped = pane.grouped_members;
+                        in_record_order(&mut grouped);
+                        for idx in grouped {
+                            let numbers = &mut self.numbers;
+                            if let Some(block) = self.interner.block_mut(idx).filter(|b| b.pane() == rel) {
+                                block.move_to(GroupBlock::EMPTY.pane(), |gid, _| {
+                                    released.push(idx);
+                                    numbers.release(GroupNo::from_raw(gid));
+                                });
+                            }
+                        }
+                    }
                     let members = released.len();
                     released.extend(pane.counts.keys().map(|c| c.item()));
+                    for gid in pane.counts.keys().filter_map(|c| c.group()) {
+                        self.numbers.release(gid);
+                    }
                     released[members..].sort_unstable();
                     self.interner.release_all(released);
                     if !pane.pairs.is_empty() {

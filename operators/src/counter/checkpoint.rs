@@ -4,8 +4,9 @@
 
 use super::pairs::{intern_user, split_pair, unpair};
 use super::trend::retention;
-use super::{horizon, Counter, WindowedCounter};
-use crate::group::{route_hash, GroupNote};
+use super::{horizon, Counter, WindowedCounter, NUMBERED};
+use crate::group::{route_hash, split_key, GroupNote};
+use crate::hash::item_hash;
 use crate::hash::key_group;
 use crate::interner::ItemIdx;
 use crate::record::ItemId;
@@ -43,7 +44,7 @@ impl WindowedCounter {
                 per_kg
                     .entry(key_group(self.interner.hash(c.item())))
                     .or_default()
-                    .push((ItemId::from(self.interner.id(c.item())), *n));
+                    .push((ItemId::from(self.counter_text(*c).as_ref()), *n));
             }
             for (kg, mut items) in per_kg {
                 items.sort();
@@ -91,16 +92,16 @@ impl WindowedCounter {
                 // Group by key group with an integer sort (no string comparisons: this runs on
                 // the worker thread, which waits for it).
                 // (a paired shape's keys are written as its pairs: see `pairs`)
-                let mut counts: Vec<(u32, ItemIdx, u64, Option<ItemIdx>)> = Vec::new();
+                // (a numbered counter's item record is its item's: routed by its hash too)
+                let mut counts: Vec<(u32, Counter, u64, Option<ItemIdx>)> = Vec::new();
                 self.pane_counts(g, pane, |c, n| {
-                    let i = c.item();
-                    if n > 0 && !self.is_paired(self.interner.shape(i)) {
-                        counts.push((key_group(self.interner.hash(i)), i, n, None));
+                    if n > 0 && !self.is_paired(self.shape_of(c)) {
+                        counts.push((key_group(self.interner.hash(c.item())), c, n, None));
                     }
                 });
                 for p in pane.pairs.iter() {
                     let (i, u) = unpair(p);
-                    counts.push((key_group(self.interner.hash(i)), i, 1, Some(u)));
+                    counts.push((key_group(self.interner.hash(i)), Counter::of(i), 1, Some(u)));
                 }
                 counts.sort_unstable_by_key(|(kg, _, _, _)| *kg);
                 let mut key_groups: Vec<(u32, Vec<(ItemId, u64)>)> = Vec::new();
@@ -109,8 +110,8 @@ impl WindowedCounter {
                         key_groups.push((kg, Vec::new()));
                     }
                     let id = match u {
-                        None => ItemId::from(self.interner.id(i)),
-                        Some(u) => ItemId::from(format!("{}{}", self.interner.id(i), self.pair_users.id(u))),
+                        None => ItemId::from(self.counter_text(i).as_ref()),
+                        Some(u) => ItemId::from(format!("{}{}", self.interner.id(i.item()), self.pair_users.id(u))),
                     };
                     if let Some((_, items)) = key_groups.last_mut() {
                         items.push((id, c));
@@ -145,6 +146,20 @@ impl WindowedCounter {
         workers: usize,
         snapshots: &[CounterSnapshot],
     ) -> Result<WindowedCounter, SnapshotError> {
+        WindowedCounter::restore_numbered(windows, counted, allowed_lateness, worker, workers, snapshots, NUMBERED)
+    }
+
+    /// [`Self::restore_counting`] into a counter that numbers groups or not (see
+    /// [`super::NUMBERED`]): snapshots hold key texts either way.
+    pub(super) fn restore_numbered(
+        windows: Vec<WindowSpec>,
+        counted: &[bool],
+        allowed_lateness: Span,
+        worker: u32,
+        workers: usize,
+        snapshots: &[CounterSnapshot],
+        number_groups: bool,
+    ) -> Result<WindowedCounter, SnapshotError> {
         let workers = workers.max(1);
         if worker as usize >= workers {
             return Err(SnapshotError::Invalid(format!(
@@ -156,7 +171,7 @@ impl WindowedCounter {
             return Err(SnapshotError::Incompatible);
         }
         crate::snapshot::validate_counters(snapshots, &windows, allowed_lateness)?;
-        let mut c = WindowedCounter::counting(windows, counted, allowed_lateness, worker);
+        let mut c = WindowedCounter::counting_numbered(windows, counted, allowed_lateness, worker, number_groups);
         c.global_wm = snapshots.iter().map(|s| s.watermark).fold(c.global_wm, Millis::max);
         for s in snapshots {
             c.seal_until(&s.sealed_until);
@@ -180,6 +195,18 @@ impl WindowedCounter {
         Ok(c)
     }
 
+    /// The counter of snapshot key `id` (validated) of a shape `shape` that is not paired,
+    /// interned (and numbered) without a reference: a key record, or for a numbered shape its
+    /// item's record and its group's number.
+    fn restored_counter(&mut self, id: &str, shape: u8) -> Counter {
+        if !self.numbered[shape as usize] {
+            return Counter::of(self.interner.intern_shaped(id, route_hash(id), shape));
+        }
+        let (group, item, _) = split_key(id);
+        let item = self.interner.intern(item, item_hash(item));
+        Counter::grouped(item, self.numbers.number(group, shape))
+    }
+
     /// Adds one validated key group's panes and exclusions (panes of sealed instances only are
     /// skipped: nothing will read them).
     fn restore_key_group(&mut self, kg: &KeyGroupState) {
@@ -196,8 +223,8 @@ impl WindowedCounter {
                 // (a key no window of this job counts was refused by validation)
                 let Some(shape) = self.shapes.of_key(id) else { continue };
                 let mut count = *count;
-                let idx = match self.is_paired(shape) {
-                    false => self.interner.intern_shaped(id, route_hash(id), shape),
+                let c = match self.is_paired(shape) {
+                    false => self.restored_counter(id, shape),
                     true => {
                         // `group NUL item NUL user`: a pair of its key and its user, whatever
                         // its count (an older snapshot's is its events), counted once
@@ -209,15 +236,18 @@ impl WindowedCounter {
                             continue;
                         }
                         count = 1;
-                        idx
+                        Counter::of(idx)
                     }
                 };
                 let p = self.groups[g].slots[slot].as_mut().expect("live slot");
-                match p.counts.entry(Counter::of(idx)) {
+                match p.counts.entry(c) {
                     Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(count),
                     Entry::Vacant(v) => {
                         v.insert(count);
-                        self.interner.retain(idx);
+                        self.interner.retain(c.item());
+                        if let Some(gid) = c.group() {
+                            self.numbers.retain(gid);
+                        }
                     }
                 }
             }
@@ -238,13 +268,13 @@ impl WindowedCounter {
                     continue; // (none: no event of a paired shape is excluded, see `pairs`)
                 }
                 // (the key is counted in the instance's pane, restored before: it is live)
-                let idx = self.interner.intern_shaped(id, route_hash(id), shape);
+                let c = self.restored_counter(id, shape);
                 let exclusions = match sealed {
                     // a sealed trend instance: only its later instances' baselines read it
                     true => self.trend_exclusions.entry(ex.instance).or_default(),
                     false => &mut self.instances.entry(ex.instance).or_default().exclusions,
                 };
-                let excluded = exclusions.entry(Counter::of(idx)).or_insert(0);
+                let excluded = exclusions.entry(c).or_insert(0);
                 *excluded = excluded.saturating_add(*count);
             }
             if !sealed {

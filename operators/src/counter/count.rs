@@ -6,13 +6,16 @@
 
 use super::dead_letters::{out_of_range, sealed_letter};
 use super::lookahead::{Lookahead, Looked, RUN};
+use super::numbers::{GroupNo, GroupNumbers};
 use super::{horizon, pairs::Pairs, ChangeLog, Counter, FxMap, Pane, WindowedCounter, INLINE_MAX};
 use crate::event::check_event_time;
-use crate::interner::{prefetch, probe_hash, Inline, ItemIdx, RecordMut};
+use crate::group::group_of_key;
+use crate::interner::{prefetch, probe_hash, GroupBlock, GroupCount, Inline, ItemIdx, RecordMut};
 use crate::record::{DeadLetter, TimedEvent};
 use crate::time::Millis;
 use crate::window::InstanceKey;
 use hashbrown::hash_map::Entry;
+use smallvec::SmallVec;
 
 impl WindowedCounter {
     /// Counts `events` in order, as [`WindowedCounter::apply`] each, pushing their dead
@@ -46,6 +49,7 @@ impl WindowedCounter {
                     &self.shapes,
                     &self.shape_counted,
                     &self.paired,
+                    &self.numbered,
                     &self.interner,
                     &self.pair_users,
                 );
@@ -104,11 +108,11 @@ impl WindowedCounter {
             let pane = group.slots[slot].as_mut().expect("cached slot is live");
             if pane.first_end > late_h && pane.first_end > sealed_h.max(group.sealed_until) {
                 // Fast path: on time for every covering instance.
-                self.count(g, slot, idx);
+                self.count_record(g, slot, idx);
                 counted = true;
                 continue;
             }
-            let (accepted, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &[Some(idx)]);
+            let (accepted, sealed) = self.count_slow(g, slot, ev, late_h, sealed_h, &[Some(Counter::of(idx))]);
             counted |= accepted;
             sealed_drop |= sealed;
         }
@@ -124,14 +128,24 @@ impl WindowedCounter {
     /// only one counted: see `EventText::keyed`), looked up as the plain path looks up ids,
     /// without writing their keys anew (`Lookahead`).
     fn apply_keyed(&mut self, run: &[TimedEvent], s: u8, dead: &mut Vec<DeadLetter>) {
+        let numbered = self.numbered[s as usize];
         let mut probes = [0u64; RUN];
         let mut keys: [&str; RUN] = [""; RUN];
         for (e, ev) in run.iter().enumerate() {
             keys[e] = ev.text.counter_key().unwrap_or_default();
-            probes[e] = probe_hash(keys[e]);
+            // (a numbered shape counts in the item's record: found by the item's own hash)
+            probes[e] = match numbered {
+                true => ev.hash,
+                false => probe_hash(keys[e]),
+            };
         }
         let mut found = std::mem::take(&mut self.found);
-        self.interner.find_many(run.len(), |e| (keys[e], probes[e]), &mut found);
+        match numbered {
+            true => self
+                .interner
+                .find_many(run.len(), |e| (run[e].item(), probes[e]), &mut found),
+            false => self.interner.find_many(run.len(), |e| (keys[e], probes[e]), &mut found),
+        }
         // (one key an event, of shape `s`: the other shapes' stay `None`)
         let mut shape_keys = std::mem::take(&mut self.shape_keys);
         shape_keys.clear();
@@ -144,17 +158,27 @@ impl WindowedCounter {
                 dead.push(out_of_range(ev, bad));
                 continue;
             }
-            let idx = match found[e] {
-                Some(idx) => {
-                    debug_assert_eq!(self.interner.id(idx), keys[e], "a stale index");
-                    idx
+            let c = match numbered {
+                true => {
+                    let item = match found[e] {
+                        Some(idx) => idx,
+                        None => self.interner.intern(ev.item(), ev.hash),
+                    };
+                    debug_assert_eq!(self.interner.id(item), ev.item(), "a stale index");
+                    Counter::grouped(item, self.numbers.number(group_of_key(keys[e]), s))
                 }
-                None => self.interner.intern_probed(keys[e], probes[e], s),
+                false => Counter::of(match found[e] {
+                    Some(idx) => {
+                        debug_assert_eq!(self.interner.id(idx), keys[e], "a stale index");
+                        idx
+                    }
+                    None => self.interner.intern_probed(keys[e], probes[e], s),
+                }),
             };
-            if one_group && self.count_keyed(ev, idx, s) {
+            if one_group && self.count_keyed(ev, c, s) {
                 continue;
             }
-            shape_keys[s as usize] = Some(idx);
+            shape_keys[s as usize] = Some(c);
             self.apply_keys(ev, &shape_keys, dead);
         }
         self.shape_keys = shape_keys;
@@ -168,7 +192,7 @@ impl WindowedCounter {
     /// general loop over shapes and users, for one key without a user, was most of what a
     /// keyed run cost beyond its look-ups.)
     #[inline(always)]
-    fn count_keyed(&mut self, ev: &TimedEvent, idx: ItemIdx, s: u8) -> bool {
+    fn count_keyed(&mut self, ev: &TimedEvent, c: Counter, s: u8) -> bool {
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         debug_assert!(self.groups.len() == 1 && self.groups[0].shapes.as_slice() == [s]);
@@ -184,9 +208,9 @@ impl WindowedCounter {
             return false;
         }
         let note_every = pane.excluded;
-        let first = self.count(0, slot, idx);
+        let first = self.count(0, slot, c);
         if self.notes_own_groups() && (first || note_every) && self.shapes.has_by(s) {
-            self.note_own(0, slot, idx, ev.text.counter_key(), s, sealed_h);
+            self.note_own(0, slot, c, ev.text.counter_key(), s, sealed_h);
         }
         true
     }
@@ -211,7 +235,7 @@ impl WindowedCounter {
     /// read back from the stores that had just written it, +28 % of the distinct-user
     /// counter's samples, `perf`.)
     #[inline(always)]
-    fn apply_keys(&mut self, ev: &TimedEvent, keys: &[Option<ItemIdx>], dead: &mut Vec<DeadLetter>) {
+    fn apply_keys(&mut self, ev: &TimedEvent, keys: &[Option<Counter>], dead: &mut Vec<DeadLetter>) {
         let late_h = ev.wm_before.minus(self.allowed_lateness);
         let sealed_h = self.global_wm.minus(self.allowed_lateness);
         let mut sealed_drop = false;
@@ -238,22 +262,22 @@ impl WindowedCounter {
                 let note_every = pane.excluded;
                 for i in 0..group.shapes.len() {
                     let s = self.groups[g].shapes[i];
-                    if let Some(idx) = keys[s as usize] {
+                    if let Some(c) = keys[s as usize] {
                         if let Some(u) = self.shape_users.get(s as usize).copied().flatten() {
                             // a paired shape: counted once per user (see `pairs`)
                             let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
-                            if !pane.add_pair(&mut self.pair_users, idx, u) {
+                            if !pane.add_pair(&mut self.pair_users, c.item(), u) {
                                 continue;
                             }
                             if self.others_kept {
-                                self.note_other(g, slot, idx, u, s, ev.hash);
+                                self.note_other(g, slot, c.item(), u, s, ev.hash);
                             }
                         } else if self.shapes.distinct_users(s) {
-                            self.note_user(g, slot, idx, s, late_h, sealed_h);
+                            self.note_user(g, slot, c.item(), s, late_h, sealed_h);
                         }
-                        let first = self.count(g, slot, idx);
+                        let first = self.count(g, slot, c);
                         if self.notes_own_groups() && (first || note_every) && self.shapes.has_by(s) {
-                            self.note_own(g, slot, idx, None, s, sealed_h);
+                            self.note_own(g, slot, c, None, s, sealed_h);
                         }
                     }
                 }
@@ -264,9 +288,7 @@ impl WindowedCounter {
             all_counted = false;
         }
         if !all_counted {
-            for idx in keys.iter().flatten() {
-                self.interner.release_unreferenced(*idx);
-            }
+            self.release_uncounted(keys);
         }
         // (every paired shape of the event has its one user: released once)
         if let Some(u) = self.shape_users.iter().copied().flatten().next() {
@@ -281,7 +303,7 @@ impl WindowedCounter {
     /// shape), into `keys`, interned; a paired shape's users into `shape_users` (left empty
     /// when the run has none: a per-group job pays nothing for them).
     #[inline(always)]
-    fn keys_of(&mut self, looked: &Lookahead, e: usize, keys: &mut Vec<Option<ItemIdx>>) {
+    fn keys_of(&mut self, looked: &Lookahead, e: usize, keys: &mut Vec<Option<Counter>>) {
         keys.clear();
         self.shape_users.clear();
         let mut missing_user = false;
@@ -304,7 +326,19 @@ impl WindowedCounter {
                 Looked::Key(w) => {
                     let (key, probe, found) = looked.key(w);
                     debug_assert!(found.is_none_or(|idx| self.interner.id(idx) == key), "a stale index");
-                    Some(found.unwrap_or_else(|| self.interner.intern_probed(key, probe, s as u8)))
+                    Some(Counter::of(
+                        found.unwrap_or_else(|| self.interner.intern_probed(key, probe, s as u8)),
+                    ))
+                }
+                Looked::Grouped(w, group) => {
+                    // (the key looked up is the bare item id, under its own hash)
+                    let (item, hash, found) = looked.key(w);
+                    debug_assert!(found.is_none_or(|idx| self.interner.id(idx) == item), "a stale index");
+                    let item = found.unwrap_or_else(|| self.interner.intern(item, hash));
+                    Some(Counter::grouped(
+                        item,
+                        self.numbers.number(looked.group(group), s as u8),
+                    ))
                 }
             });
         }
@@ -323,7 +357,7 @@ impl WindowedCounter {
         ev: &TimedEvent,
         late_h: Millis,
         sealed_h: Millis,
-        keys: &[Option<ItemIdx>],
+        keys: &[Option<Counter>],
     ) -> (bool, bool) {
         let mut sealed_drop = false;
         let mut accepted: u64 = 0; // bit per shape
@@ -365,33 +399,32 @@ impl WindowedCounter {
             }
         }
         for (shape, key) in keys.iter().enumerate() {
-            if let Some(idx) = key.filter(|_| accepted & (1 << shape) != 0) {
+            if let Some(c) = key.filter(|_| accepted & (1 << shape) != 0) {
                 if let Some(u) = self.shape_users.get(shape).copied().flatten() {
                     // a paired shape: counted once per user (see `pairs`; never excluded)
                     let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
-                    if !pane.add_pair(&mut self.pair_users, idx, u) {
+                    if !pane.add_pair(&mut self.pair_users, c.item(), u) {
                         continue;
                     }
                     if self.others_kept {
-                        self.note_other(g, slot, idx, u, shape as u8, ev.hash);
+                        self.note_other(g, slot, c.item(), u, shape as u8, ev.hash);
                     }
                 } else if shape > 0 && self.shapes.distinct_users(shape as u8) {
-                    self.note_user(g, slot, idx, shape as u8, late_h, sealed_h);
+                    self.note_user(g, slot, c.item(), shape as u8, late_h, sealed_h);
                 }
-                self.count(g, slot, idx);
+                self.count(g, slot, c);
             }
         }
         for (key, shape) in admitted {
-            if let Some(idx) = keys[shape as usize] {
-                self.note_own_in(key, idx, sealed_h);
+            if let Some(c) = keys[shape as usize] {
+                self.note_own_in(key, c, sealed_h);
             }
         }
         for (key, shape, sealed) in excluded {
             if accepted & (1 << shape) == 0 {
                 continue;
             }
-            let Some(idx) = keys[shape as usize] else { continue };
-            let c = Counter::of(idx);
+            let Some(c) = keys[shape as usize] else { continue };
             if sealed {
                 *self.trend_exclusions.entry(key).or_default().entry(c).or_insert(0) += 1;
                 continue;
@@ -404,10 +437,19 @@ impl WindowedCounter {
         (accepted != 0, sealed_drop)
     }
 
-    /// Counts one event of item `idx` in the pane at `slot` of group `g`; whether it is the
-    /// item's first count there.
+    /// Counts one event of counter `c` in the pane at `slot` of group `g`; whether it is the
+    /// counter's first count there.
     #[inline(always)]
-    fn count(&mut self, g: usize, slot: usize, idx: ItemIdx) -> bool {
+    fn count(&mut self, g: usize, slot: usize, c: Counter) -> bool {
+        match c.group() {
+            None => self.count_record(g, slot, c.item()),
+            Some(gid) => self.count_grouped(g, slot, c.item(), gid),
+        }
+    }
+
+    /// `count` of the counter of record `idx` alone (a bare item id, or a key record).
+    #[inline(always)]
+    fn count_record(&mut self, g: usize, slot: usize, idx: ItemIdx) -> bool {
         // The common case inline: the pane is the item's inline one and the count fits.
         let (seq, gen) = (self.seq, self.gen);
         let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
@@ -477,6 +519,125 @@ impl WindowedCounter {
             old.inline_live -= 1;
         }
         true
+    }
+
+    /// `count` of the counter of item `item` in group `gid` (a numbered shape): in the
+    /// item's group block while the pane is the block's (pane group 0 only), else in the pane's
+    /// map.
+    #[inline(always)]
+    fn count_grouped(&mut self, g: usize, slot: usize, item: ItemIdx, gid: GroupNo) -> bool {
+        let (seq, gen) = (self.seq, self.gen);
+        let pane = self.groups[g].slots[slot].as_mut().expect("live slot");
+        if let (Some(rel), 0) = (pane.rel, g) {
+            if let Some(n) = self
+                .interner
+                .block_mut(item)
+                .filter(|b| b.pane() == rel)
+                .and_then(|b| b.get_mut(gid.raw()))
+                .filter(|n| n.count() < INLINE_MAX)
+            {
+                pane.touched = seq;
+                n.increment();
+                if n.logged() != gen {
+                    n.set_logged(gen);
+                    pane.log.push(Counter::grouped(item, gid));
+                }
+                return false;
+            }
+        }
+        self.count_grouped_other(g, slot, item, gid)
+    }
+
+    /// `count_grouped` past its common case (as `count_other` for a record's counter): a new
+    /// pane for the item's block, a group new to it, an overflow, an older pane, a pane
+    /// without blocks.
+    #[inline(never)]
+    fn count_grouped_other(&mut self, g: usize, slot: usize, item: ItemIdx, gid: GroupNo) -> bool {
+        let (seq, gen) = (self.seq, self.gen);
+        let c = Counter::grouped(item, gid);
+        let group = &mut self.groups[g];
+        let pane = group.slots[slot].as_mut().expect("live slot");
+        pane.touched = seq;
+        // (every change here is logged: the common case logs once per generation)
+        pane.log.push(c);
+        let numbers = &mut self.numbers;
+        let mut rec = self.interner.record_mut(item);
+        let (Some(rel), Some(block), 0) = (pane.rel, rec.block.take(), g) else {
+            return map_increment_grouped(pane, c, &mut rec, numbers);
+        };
+        if block.pane() == rel {
+            if let Some(n) = block.remove(gid.raw()) {
+                // (`count_grouped` took the room-left case) an overflow: to the map from now on
+                debug_assert!(n.count() >= INLINE_MAX);
+                pane.grouped_live -= 1;
+                pane.counts.insert(c, u64::from(n.count()) + 1);
+                return false;
+            }
+            if let Some(n) = pane.counts.get_mut(&c) {
+                // overflowed before (or restored): its count stays in the map
+                *n += 1;
+                return false;
+            }
+            if block.insert(gid.raw(), GroupCount::new(1, gen)) {
+                pane.grouped_live += 1;
+                rec.retain();
+                numbers.retain(gid);
+                return true;
+            }
+            // (no room in the block for this group's number)
+            return map_increment_grouped(pane, c, &mut rec, numbers);
+        }
+        if block.pane() != GroupBlock::EMPTY.pane() && rel < block.pane() {
+            // an older pane than the block's (out of order): its count lives in the map
+            return map_increment_grouped(pane, c, &mut rec, numbers);
+        }
+        if let Some(n) = pane.counts.get_mut(&c) {
+            // this pane's count is in its map already (restored): keep it there
+            *n += 1;
+            return false;
+        }
+        // This pane becomes the block's; the counts of its previous pane move to that pane's map.
+        let old = block.pane();
+        let mut moved: SmallVec<[(u32, GroupCount); 8]> = SmallVec::new();
+        block.move_to(rel, |gid, n| moved.push((gid, n)));
+        block.insert(gid.raw(), GroupCount::new(1, gen));
+        rec.retain();
+        numbers.retain(gid);
+        pane.grouped_members.push(item);
+        pane.grouped_live += 1;
+        if !moved.is_empty() {
+            let base = group.base.expect("block panes imply a base");
+            let old_slot = *group
+                .index
+                .get(&(base + i64::from(old)))
+                .expect("a block's pane is live");
+            let old = group.slots[old_slot].as_mut().expect("a block's pane is live");
+            for (gid, n) in &moved {
+                old.counts
+                    .insert(Counter::grouped(item, GroupNo::from_raw(*gid)), u64::from(n.count()));
+            }
+            old.grouped_live -= moved.len();
+        }
+        true
+    }
+
+    /// Forgets what an event's counters `keys` interned or numbered and did not count (their
+    /// item records and group numbers without a reference), each record once: several
+    /// counters can share one (a numbered shape's counters are their item's record), and a
+    /// freed record's reference count is the free list's link.
+    fn release_uncounted(&mut self, keys: &[Option<Counter>]) {
+        let mut items: SmallVec<[ItemIdx; 4]> = SmallVec::new();
+        for c in keys.iter().flatten() {
+            if let Some(gid) = c.group() {
+                self.numbers.release_unreferenced(gid);
+            }
+            if !items.contains(&c.item()) {
+                items.push(c.item());
+            }
+        }
+        for idx in items {
+            self.interner.release_unreferenced(idx);
+        }
     }
 
     /// End of the last-ending instance of group `g` that covers `ts`.
@@ -558,6 +719,8 @@ impl WindowedCounter {
             last_end,
             first_end,
             log: ChangeLog::default(),
+            grouped_members: Vec::new(),
+            grouped_live: 0,
             excluded: false,
             pairs: Pairs::with_capacity(group.last_pairs),
         };
@@ -592,6 +755,17 @@ fn map_increment(pane: &mut Pane, c: Counter, rec: &mut RecordMut<'_>) -> bool {
             true
         }
     }
+}
+
+/// Counts one event of numbered counter `c` (of record `rec`) in `pane`'s map; whether it is
+/// its first count there (it then holds a reference to its record and its group's number).
+#[inline]
+fn map_increment_grouped(pane: &mut Pane, c: Counter, rec: &mut RecordMut<'_>, numbers: &mut GroupNumbers) -> bool {
+    let first = map_increment(pane, c, rec);
+    if let (true, Some(gid)) = (first, c.group()) {
+        numbers.retain(gid);
+    }
+    first
 }
 
 /// Prefetches the events of run `r` of `events` (if any) while the run before it is counted:

@@ -126,8 +126,7 @@ impl WindowedCounter {
             }
         };
         if self.groups[g_of].shapes.len() > 1 {
-            let interner = &self.interner;
-            candidates.retain(|(_, c)| interner.shape(c.item()) == shape);
+            candidates.retain(|(_, c)| self.shape_of(*c) == shape);
         }
         if shape != 0 {
             return self.group_top_k(key, shape, g_of, candidates, checking, distinct && incremental_used);
@@ -136,8 +135,8 @@ impl WindowedCounter {
         select_top_counted(&mut candidates, k, |c| interner.id(c.item()));
         if checking {
             let mut full = self.full_candidates(key, g_of);
+            full.retain(|(_, c)| self.shape_of(*c) == 0);
             let interner = &self.interner;
-            full.retain(|(_, c)| interner.shape(c.item()) == 0);
             select_top_by(&mut full, k, |a, b| {
                 rank_cmp(a.0, interner.id(a.1.item()), b.0, interner.id(b.1.item()))
             });
@@ -198,8 +197,7 @@ impl WindowedCounter {
         let checking = checking || (self.checked && other_kept);
         if checking {
             let mut full = self.full_candidates(key, g_of);
-            let interner = &self.interner;
-            full.retain(|(_, c)| interner.shape(c.item()) == shape);
+            full.retain(|(_, c)| self.shape_of(*c) == shape);
             let full_lists = self.shaped_lists(key, distinct, &full);
             assert_eq!(
                 lists, full_lists,
@@ -250,12 +248,12 @@ impl WindowedCounter {
                 .map(|r| r.count)
                 .min();
             let least = least.unwrap_or(u64::MAX);
-            let interner = &self.interner;
             let items: Vec<Counter> = candidates
                 .iter()
                 .filter(|(n, _)| *n >= least)
                 .filter(|(_, c)| {
-                    let (group, item, _) = split_key(interner.id(c.item()));
+                    let key = self.counter_text(*c);
+                    let (group, item, _) = split_key(&key);
                     listed.contains(&(group, item))
                 })
                 .map(|(_, c)| *c)
@@ -297,8 +295,10 @@ impl WindowedCounter {
         if paired && admission.is_some_and(|a| a.folded() > 0) {
             return self.paired_folded_lists(key, shape, candidates);
         }
-        let interner = &self.interner;
-        let keys = candidates.iter().map(|(n, c)| (interner.id(c.item()), *n));
+        // (a numbered counter's key text is written out: see `counter_text`)
+        let texts: Vec<(std::borrow::Cow<'_, str>, u64)> =
+            candidates.iter().map(|(n, c)| (self.counter_text(*c), *n)).collect();
+        let keys = texts.iter().map(|(key, n)| (key.as_ref(), *n));
         let mut folds = false;
         let lists = group_lists(keys, distinct_users, k, |group| {
             let admitted = admission.is_none_or(|a| a.admits(item_hash(group)));
@@ -428,7 +428,7 @@ impl WindowedCounter {
         let mut floor = 0;
         if let Some(p) = panes.next().flatten() {
             self.pane_counts(g_of, p, |c, n| {
-                if n < floor || interner.shape(c.item()) != 0 {
+                if n < floor || c.group().is_some() || interner.shape(c.item()) != 0 {
                     return;
                 }
                 if top.len() == cap {
@@ -460,6 +460,7 @@ impl WindowedCounter {
         };
         match single {
             Some(c) => c,
+            None if self.numbers.len() > 0 => self.summed_candidates(key, g_of),
             None => {
                 let mut sums = std::mem::take(&mut self.sums);
                 {
@@ -498,13 +499,42 @@ impl WindowedCounter {
         }
     }
 
-    /// The count of counter `c` in pane `p` of group `g` (inline or in the map).
+    /// `full_candidates` of an instance of several panes or with exclusions, in a counter
+    /// with numbered counters (not dense by record: summed in a map).
+    fn summed_candidates(&self, key: InstanceKey, g_of: usize) -> Vec<(u64, Counter)> {
+        let mut sums: FxHashMap<Counter, u64> = FxHashMap::default();
+        let (_, panes) = self.panes_of(key);
+        for p in panes.flatten() {
+            self.pane_counts(g_of, p, |c, n| *sums.entry(c).or_insert(0) += n);
+        }
+        if let Some(inst) = self.instances.get(&key) {
+            for (c, n) in &inst.exclusions {
+                if let Some(s) = sums.get_mut(c) {
+                    *s = s.saturating_sub(*n);
+                }
+            }
+        }
+        sums.into_iter().filter(|(_, n)| *n > 0).map(|(c, n)| (n, c)).collect()
+    }
+
+    /// The count of counter `c` in pane `p` of group `g` (inline, in its item's group block,
+    /// or in the map).
     #[inline]
     pub(super) fn count_in(&self, g: usize, p: &Pane, c: Counter) -> u64 {
         if let Some(rel) = p.rel {
-            let inl = self.interner.inline(c.item(), g);
-            if inl.pane == rel {
-                return inl.count() as u64;
+            match c.group() {
+                None => {
+                    let inl = self.interner.inline(c.item(), g);
+                    if inl.pane == rel {
+                        return inl.count() as u64;
+                    }
+                }
+                Some(gid) => {
+                    let held = self.interner.block(c.item()).filter(|b| g == 0 && b.pane() == rel);
+                    if let Some(n) = held.and_then(|b| b.get(gid.raw())) {
+                        return u64::from(n.count());
+                    }
+                }
             }
         }
         p.counts.get(&c).copied().unwrap_or(0)
@@ -548,26 +578,34 @@ impl WindowedCounter {
             if *cursor < p.log.start() {
                 return None; // the log was cut past this instance's cursor
             }
-            counters += p.counts.len() + p.inline_live;
+            counters += p.counts.len() + p.inline_live + p.grouped_live;
             changes += (p.log_end() - cursor) as usize;
         }
         // Each candidate costs a look-up per pane; the recount, about one step per counter.
         if !self.checked && (changes + last.items.len()) * (live + 1) >= counters {
             return None;
         }
+        // (numbered counters are not dense by record: deduplicated in a hash set)
+        let mut grouped: FxHashSet<Counter> = FxHashSet::default();
+        let mut insert = |c: Counter| match c.group() {
+            None => set.insert(c),
+            Some(_) => {
+                grouped.insert(c);
+            }
+        };
         for c in &last.items {
-            set.insert(*c);
+            insert(*c);
         }
         for (p, cursor) in panes.iter().zip(&last.cursors) {
             if let Some(p) = p {
                 for c in p.log.since(*cursor) {
-                    set.insert(c);
+                    insert(c);
                 }
             }
         }
         let exclusions = &inst.exclusions;
-        let mut candidates = Vec::with_capacity(set.items().len());
-        for c in set.items() {
+        let mut candidates = Vec::with_capacity(set.items().len() + grouped.len());
+        for c in set.items().chain(grouped) {
             let counted: u64 = panes.iter().flatten().map(|p| self.count_in(g, p, c)).sum();
             let count = counted.saturating_sub(exclusions.get(&c).copied().unwrap_or(0));
             if count > 0 {
@@ -697,7 +735,8 @@ impl WindowedCounter {
                     continue;
                 };
                 p.log.trim_to(keep_from);
-                if p.log.len() > 2 * (p.counts.len() + p.inline_live) + LOG_MARGIN {
+                // (in words: a numbered counter's entry is two)
+                if p.log.len() > 2 * (p.counts.len() + p.inline_live + 2 * p.grouped_live) + LOG_MARGIN {
                     p.log.cut();
                 }
                 p.log.shrink(LOG_MARGIN);

@@ -66,7 +66,7 @@ impl<'a, T: Copy> GroupTops<'a, T> {
                     return false;
                 }
                 // (numbers are given densely from 0 and none is freed in one pass)
-                let at = self.numbers.number(group).index();
+                let at = self.numbers.number(group, 0).index();
                 debug_assert_eq!(at, self.groups.len());
                 self.groups.push(GroupTop {
                     group,
@@ -119,7 +119,8 @@ impl WindowedCounter {
         k: usize,
     ) -> Option<Vec<(GroupKey, Vec<RankedItem>)>> {
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
-        if self.panes_of(key).0 != 1 || !no_exclusions || k == 0 {
+        // (a numbered shape's counters are no key records: the general path writes their keys)
+        if self.panes_of(key).0 != 1 || !no_exclusions || k == 0 || self.numbered[shape as usize] {
             return None;
         }
         self.members_in_record_order(key, g_of);
@@ -162,8 +163,7 @@ impl WindowedCounter {
         };
         if self.checked {
             let mut full = self.full_candidates(key, g_of);
-            let interner = &self.interner;
-            full.retain(|(_, c)| interner.shape(c.item()) == shape);
+            full.retain(|(_, c)| self.shape_of(*c) == shape);
             let recounted = self.shaped_lists(key, false, &full);
             assert_eq!(lists, recounted, "one-pass lists of {key:?} differ from the recount");
         }

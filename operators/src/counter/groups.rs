@@ -11,7 +11,7 @@
 //! that accepted the event). That is a note per key and pane instead of a look-up per event at
 //! the source (the announcements were 7.7 % of a per-group job's instructions, `cachegrind`).
 
-use super::{horizon, ItemIdx, WindowedCounter};
+use super::{horizon, Counter, WindowedCounter};
 use crate::group::{group_of_key, Admitted, GroupNote, InstanceGroups, Value};
 use crate::hash::item_hash;
 use crate::time::Millis;
@@ -73,7 +73,7 @@ impl WindowedCounter {
         }
     }
 
-    /// The counter's own note (see `note_own_groups`) of key `idx`'s group, of shape `s`, in
+    /// The counter's own note (see `note_own_groups`) of counter `c`'s group, of shape `s`, in
     /// every instance covering the pane at `slot` of group `g` of the windows of that shape
     /// with `by` dims. (Out of line: once per key and pane. Most keys' groups were noted in
     /// their pane already, which a small cache tells.)
@@ -82,7 +82,7 @@ impl WindowedCounter {
         &mut self,
         g: usize,
         slot: usize,
-        idx: ItemIdx,
+        c: Counter,
         text_key: Option<&str>,
         s: u8,
         sealed_h: Millis,
@@ -91,8 +91,12 @@ impl WindowedCounter {
         // (the key as the event's text holds it when it does, in cache: the record's copy of a
         // key past its inline bytes is in the arena, and reading it was half of this
         // function's samples, `perf`)
-        debug_assert!(text_key.is_none_or(|k| k == self.interner.id(idx)), "the key counted");
-        let group = group_of_key(text_key.unwrap_or_else(|| self.interner.id(idx)));
+        debug_assert!(text_key.is_none_or(|k| k == self.counter_text(c)), "the key counted");
+        let group = match (text_key, c.group()) {
+            (Some(key), _) => group_of_key(key),
+            (None, Some(gid)) => self.numbers.text(gid),
+            (None, None) => group_of_key(self.interner.id(c.item())),
+        };
         let noted = Noted::of(g, s, start, group);
         let at = noted.slot();
         if self.own_recent[at] == Some(noted) {
@@ -116,13 +120,16 @@ impl WindowedCounter {
         self.own_recent[at] = Some(noted);
     }
 
-    /// The counter's own note of key `idx`'s group in instance `key`, which accepted an event
-    /// on the slow path.
-    pub(super) fn note_own_in(&mut self, key: InstanceKey, idx: ItemIdx, sealed_h: Millis) {
+    /// The counter's own note of counter `c`'s group in instance `key`, which accepted an
+    /// event on the slow path.
+    pub(super) fn note_own_in(&mut self, key: InstanceKey, c: Counter, sealed_h: Millis) {
         if self.windows[key.window.0 as usize].key.by.is_empty() {
             return;
         }
-        let hash = item_hash(group_of_key(self.interner.id(idx)));
+        let hash = match c.group() {
+            Some(gid) => self.numbers.hash(gid),
+            None => item_hash(group_of_key(self.interner.id(c.item()))),
+        };
         self.admit(key, hash, sealed_h);
     }
 

@@ -29,6 +29,9 @@ pub(super) enum Looked {
     /// The run's key `w` (see [`Lookahead::key`]): the event's bare item id (shape 0) or its
     /// counter key.
     Key(u32),
+    /// A numbered shape's: the run's key `w`, the event's bare item id, and its group `g`
+    /// (see [`Lookahead::group`]).
+    Grouped(u32, u32),
 }
 
 /// The keys of a run of events, one per event and shape.
@@ -41,6 +44,9 @@ pub(super) struct Lookahead {
     wanted: Vec<Wanted>,
     /// Per key, its index if interned when the run was looked up.
     found: Vec<Option<ItemIdx>>,
+    /// The groups of the run's numbered shapes' keys, end to end, and each one's span.
+    group_text: String,
+    groups: Vec<(u32, u32)>,
     /// Per key, its user's number in `users` (a paired shape's key; `NO_USER`: none).
     user_of: Vec<u32>,
     /// The users of the run's keys of paired shapes, end to end, as `text`.
@@ -64,19 +70,24 @@ struct Wanted {
 impl Lookahead {
     /// Looks up the keys of `events` under every shape (`counted[s]`: whether a counted
     /// window has shape `s`; `paired[s]`: whether it is paired, its users then looked up in
-    /// `users`), replacing the previous run's.
+    /// `users`; `numbered[s]`: whether it counts in item records by group number, its key then
+    /// the bare item id and its group kept apart), replacing the previous run's.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn look(
         &mut self,
         events: &[TimedEvent],
         shapes: &Shapes,
         counted: &[bool],
         paired: &[bool],
+        numbered: &[bool],
         interner: &Interner,
         users: &Interner,
     ) {
         self.looked.clear();
         self.text.clear();
         self.wanted.clear();
+        self.group_text.clear();
+        self.groups.clear();
         self.user_of.clear();
         self.user_text.clear();
         self.users.clear();
@@ -89,19 +100,16 @@ impl Lookahead {
                 // too: the look-up then reads every key the same way, three times a key)
                 let start = self.text.len();
                 let mut user_of = NO_USER;
+                let mut group = None;
                 let probe = if !counted[s as usize] {
                     None
+                } else if numbered[s as usize] {
+                    group = Some(self.push_grouped(shapes, s, ev));
+                    Some(ev.hash)
                 } else if paired[s as usize] {
                     match shapes.append_paired_key(s, ev, &mut self.text) {
                         Some(user) => {
-                            let at = self.user_text.len();
-                            push_str(&mut self.user_text, user);
-                            user_of = self.users.len() as u32;
-                            self.users.push(Wanted {
-                                start: at as u32,
-                                end: self.user_text.len() as u32,
-                                probe: item_hash(user),
-                            });
+                            user_of = self.push_user(user);
                             Some(probe_hash(&self.text[start..]))
                         }
                         None => {
@@ -129,7 +137,11 @@ impl Lookahead {
                         if any_paired {
                             self.user_of.push(user_of);
                         }
-                        Looked::Key(self.wanted.len() as u32 - 1)
+                        let w = self.wanted.len() as u32 - 1;
+                        match group {
+                            Some(g) => Looked::Grouped(w, g),
+                            None => Looked::Key(w),
+                        }
                     }
                 });
             }
@@ -150,6 +162,28 @@ impl Lookahead {
             };
             users.find_many(wanted.len(), user, &mut self.users_found);
         }
+    }
+
+    /// A numbered shape `s`'s key of `ev`: its bare item id, its group kept apart; the group's
+    /// number in the run.
+    fn push_grouped(&mut self, shapes: &Shapes, s: u8, ev: &TimedEvent) -> u32 {
+        let at = self.group_text.len() as u32;
+        shapes.append_group(s, ev, &mut self.group_text);
+        self.groups.push((at, self.group_text.len() as u32));
+        push_str(&mut self.text, ev.item());
+        self.groups.len() as u32 - 1
+    }
+
+    /// A paired shape's key's user, to look up: its number in the run.
+    fn push_user(&mut self, user: &str) -> u32 {
+        let at = self.user_text.len();
+        push_str(&mut self.user_text, user);
+        self.users.push(Wanted {
+            start: at as u32,
+            end: self.user_text.len() as u32,
+            probe: item_hash(user),
+        });
+        self.users.len() as u32 - 1
     }
 
     /// Whether the run has keys of paired shapes (then their users were looked up).
@@ -179,6 +213,13 @@ impl Lookahead {
             k.probe,
             self.found[w as usize],
         )
+    }
+
+    /// The run's group `g` (of a numbered shape's key).
+    #[inline]
+    pub(super) fn group(&self, g: u32) -> &str {
+        let (start, end) = self.groups[g as usize];
+        &self.group_text[start as usize..end as usize]
     }
 
     /// The keys of the run's event `e`, one per shape.

@@ -44,6 +44,8 @@ impl GroupNo {
 /// One numbered group.
 struct Numbered {
     text: Box<str>,
+    /// The key shape whose group it is (a group key names its dims, so one text is one shape's).
+    shape: u8,
     /// `item_hash(text)`: what the admission of groups compares (see `group::admission`).
     hash: u64,
     refs: u32,
@@ -74,14 +76,16 @@ impl GroupNumbers {
         .copied()
     }
 
-    /// The number of `group`, numbering it if new (with no reference: retain it, or release
-    /// it with [`Self::release_unreferenced`]).
-    pub(super) fn number(&mut self, group: &str) -> GroupNo {
+    /// The number of `group`, of key shape `shape`, numbering it if new (with no reference:
+    /// retain it, or release it with [`Self::release_unreferenced`]).
+    pub(super) fn number(&mut self, group: &str, shape: u8) -> GroupNo {
         if let Some(n) = self.find(group) {
+            debug_assert_eq!(self.shape(n), shape, "group {group:?} of two shapes");
             return n;
         }
         let numbered = Numbered {
             text: group.into(),
+            shape,
             hash: item_hash(group),
             refs: 0,
         };
@@ -110,6 +114,12 @@ impl GroupNumbers {
     /// The group key of a number.
     pub(super) fn text(&self, n: GroupNo) -> &str {
         &self.numbered(n).text
+    }
+
+    /// The key shape of a number's group.
+    #[inline]
+    pub(super) fn shape(&self, n: GroupNo) -> u8 {
+        self.numbered(n).shape
     }
 
     /// `item_hash` of the group key of a number.
@@ -224,7 +234,7 @@ mod tests {
                 match op {
                     Op::Number(g) => {
                         let text = group(g);
-                        let n = numbers.number(&text);
+                        let n = numbers.number(&text, 1);
                         if let Some(&(had, _)) = model.get(&text) {
                             prop_assert_eq!(n, had);
                         } else {

@@ -195,8 +195,8 @@ fn lists_equal_the_model(raw: Vec<RawEv>, windows: Vec<WindowSpec>, run: Run) ->
     for c in &cs {
         let s = c.stats();
         prop_assert_eq!(
-            (s.live_counters, s.live_items, s.live_panes, s.live_users),
-            (0, 0, 0, 0)
+            (s.live_counters, s.live_items, s.live_panes, s.live_users, s.live_groups),
+            (0, 0, 0, 0, 0)
         );
     }
     Ok(())
@@ -706,7 +706,7 @@ fn a_paired_window_restores_user_keys_of_any_count() {
     collect(r.advance(Millis::MAX, false), &mut after);
     assert_eq!(one_worker(after), model(&windows, &evs, 0, &dims));
     let s = r.stats();
-    assert_eq!((s.live_items, s.live_users), (0, 0));
+    assert_eq!((s.live_items, s.live_users, s.live_groups), (0, 0, 0));
 }
 
 proptest! {
@@ -756,6 +756,6 @@ proptest! {
         collect(c.advance(Millis::MAX, false), &mut got);
         prop_assert_eq!(one_worker(got), model(&windows, &evs, lateness, &dims));
         let s = c.stats();
-        prop_assert_eq!((s.live_counters, s.live_items, s.live_panes), (0, 0, 0));
+        prop_assert_eq!((s.live_counters, s.live_items, s.live_panes, s.live_groups), (0, 0, 0, 0));
     }
 }

@@ -174,6 +174,13 @@ impl Shapes {
         self.append_group_of(s, &ev.text.parts(), group)
     }
 
+    /// The group `ev` counts in under shape `s` (> 0) appended to `out` (false: nothing
+    /// appended: the shape counts distinct users and the event has none).
+    #[inline(always)]
+    pub(super) fn append_group(&self, s: u8, ev: &TimedEvent, out: &mut String) -> bool {
+        self.append_group_of(s, &ev.text.parts(), out)
+    }
+
     /// The group of an event's text `parts` under shape `s` (> 0) appended to `out` (false:
     /// nothing appended).
     #[inline(always)]

@@ -44,18 +44,22 @@ impl WindowedCounter {
         let k = self.windows[key.window.0 as usize].k;
         let mut candidates = self.full_candidates(key, g);
         if self.groups[g].shapes.len() > 1 {
-            let interner = &self.interner;
-            candidates.retain(|(_, c)| interner.shape(c.item()) == shape);
+            candidates.retain(|(_, c)| self.shape_of(*c) == shape);
         }
         let admission = self.admission.get(&key);
         // a key below min_count cannot rank unless its group folds into (other) with others
         let folds = admission.is_some_and(|a| a.folded() > 0);
         let before = self.baseline(key, rule.baseline);
-        let interner = &self.interner;
-        let keys = candidates
-            .iter()
+        // (a numbered counter's key text is written out: see `counter_text`)
+        let kept: Vec<(u64, Counter)> = candidates
+            .into_iter()
             .filter(|(n, _)| folds || *n >= rule.min_count)
-            .map(|&(n, c)| (interner.id(c.item()), n, self.history(g, &before, c)));
+            .collect();
+        let texts: Vec<std::borrow::Cow<'_, str>> = kept.iter().map(|(_, c)| self.counter_text(*c)).collect();
+        let keys = texts
+            .iter()
+            .zip(&kept)
+            .map(|(key, &(n, c))| (key.as_ref(), n, self.history(g, &before, c)));
         let mut lists = trend_lists(keys, shape == 0, rule, k, |group| {
             admission.is_none_or(|a| a.admits(item_hash(group)))
         });

@@ -225,7 +225,10 @@ proptest::proptest! {
         prop_assert_eq!(got, want);
         for c in &ws.counters {
             let s = c.stats();
-            prop_assert_eq!((s.live_counters, s.live_items, s.live_panes, s.live_instances), (0, 0, 0, 0));
+            prop_assert_eq!(
+                (s.live_counters, s.live_items, s.live_panes, s.live_instances, s.live_groups),
+                (0, 0, 0, 0, 0)
+            );
             prop_assert_eq!(c.trend_exclusions.len(), 0);
         }
     }
