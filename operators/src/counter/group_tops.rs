@@ -46,19 +46,19 @@ impl<'a, T: Copy> GroupTops<'a, T> {
         }
     }
 
-    /// Adds key `key` (`group NUL item`, a positive `count`) as `t`, `id(t)` being `key`.
-    /// `admits` is asked once per group whether it keeps its own list; `false` when it does
-    /// not (the lists are then not these: the key is not added).
+    /// Adds a key of group `group` at a positive `count` as `t`, `id(t)` being what ranks it
+    /// among its group's keys of equal count (its key text, or its item id: the same order
+    /// within one group). `admits` is asked once per group whether it keeps its own list;
+    /// `false` when it does not (the lists are then not these: the key is not added).
     #[inline]
     pub(super) fn add(
         &mut self,
-        key: &'a str,
+        group: &'a str,
         count: u64,
         t: T,
         id: impl Fn(T) -> &'a str,
         admits: impl FnOnce(&str) -> bool,
     ) -> bool {
-        let group = group_of_key(key);
         let at = match self.numbers.find(group) {
             Some(n) => n.index(),
             None => {
@@ -119,25 +119,32 @@ impl WindowedCounter {
         k: usize,
     ) -> Option<Vec<(GroupKey, Vec<RankedItem>)>> {
         let no_exclusions = self.instances.get(&key).is_none_or(|i| i.exclusions.is_empty());
-        // (a numbered shape's counters are no key records: the general path writes their keys)
-        if self.panes_of(key).0 != 1 || !no_exclusions || k == 0 || self.numbered[shape as usize] {
+        if self.panes_of(key).0 != 1 || !no_exclusions || k == 0 {
             return None;
         }
         self.members_in_record_order(key, g_of);
+        // (a numbered counter's group is its number's, its id its item record's; a key record's
+        // group is its key's first part, its id the whole key: either ranks a group's keys alike)
+        let numbered = self.numbered[shape as usize];
         let (mut lists, listed) = {
             let (_, mut panes) = self.panes_of(key);
-            let interner = &self.interner;
+            let (interner, numbers) = (&self.interner, &self.numbers);
             let admission = self.admission.get(&key);
             let id = |c: Counter| interner.id(c.item());
             let mut tops = GroupTops::new(k);
             let mut all_admitted = true;
             if let Some(p) = panes.next().flatten() {
                 self.pane_counts(g_of, p, |c, n| {
-                    if n == 0 || !all_admitted || interner.shape(c.item()) != shape {
+                    if n == 0 || !all_admitted {
                         return;
                     }
+                    let group = match (numbered, c.group()) {
+                        (true, Some(gid)) if numbers.shape(gid) == shape => numbers.text(gid),
+                        (false, None) if interner.shape(c.item()) == shape => group_of_key(interner.id(c.item())),
+                        _ => return,
+                    };
                     let admits = |group: &str| admission.is_none_or(|a| a.admits(item_hash(group)));
-                    all_admitted = tops.add(interner.id(c.item()), n, c, id, admits);
+                    all_admitted = tops.add(group, n, c, id, admits);
                 });
             }
             if !all_admitted {
@@ -151,7 +158,10 @@ impl WindowedCounter {
                     let items = pairs
                         .into_iter()
                         .map(|(count, c)| RankedItem {
-                            item_id: ItemId::from(&interner.id(c.item())[group.len() + 1..]),
+                            item_id: ItemId::from(match numbered {
+                                true => interner.id(c.item()),
+                                false => &interner.id(c.item())[group.len() + 1..],
+                            }),
                             count,
                             trend: None,
                         })
@@ -185,7 +195,7 @@ mod tests {
     fn lists_of(keys: &[(String, u64)], k: usize) -> Vec<(String, Vec<(String, u64)>)> {
         let mut tops = GroupTops::new(k);
         for (i, (key, count)) in keys.iter().enumerate() {
-            assert!(tops.add(key, *count, i, |i| keys[i].0.as_str(), |_| true));
+            assert!(tops.add(group_of_key(key), *count, i, |i| keys[i].0.as_str(), |_| true));
         }
         tops.finish(|i| keys[i].0.as_str())
             .into_iter()
@@ -246,7 +256,7 @@ mod tests {
         let mut asked = Vec::new();
         let mut add = |i: usize| {
             tops.add(
-                keys[i],
+                group_of_key(keys[i]),
                 1,
                 i,
                 |i| keys[i],
