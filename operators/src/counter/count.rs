@@ -131,11 +131,18 @@ impl WindowedCounter {
         let numbered = self.numbered[s as usize];
         let mut probes = [0u64; RUN];
         let mut keys: [&str; RUN] = [""; RUN];
+        // (a numbered shape counts in the item's record, found by the item's own hash: the key's
+        // parts split once here, not at each of the look-up's three reads)
+        let mut parts: [(&str, &str); RUN] = [("", ""); RUN];
         for (e, ev) in run.iter().enumerate() {
             keys[e] = ev.text.counter_key().unwrap_or_default();
-            // (a numbered shape counts in the item's record: found by the item's own hash)
             probes[e] = match numbered {
-                true => ev.hash,
+                true => {
+                    // (a keyed text is `group NUL item`: one NUL to find)
+                    let group = group_of_key(keys[e]);
+                    parts[e] = (group, keys[e].get(group.len() + 1..).unwrap_or_default());
+                    ev.hash
+                }
                 false => probe_hash(keys[e]),
             };
         }
@@ -143,7 +150,7 @@ impl WindowedCounter {
         match numbered {
             true => self
                 .interner
-                .find_many(run.len(), |e| (run[e].item(), probes[e]), &mut found),
+                .find_many(run.len(), |e| (parts[e].1, probes[e]), &mut found),
             false => self.interner.find_many(run.len(), |e| (keys[e], probes[e]), &mut found),
         }
         // (one key an event, of shape `s`: the other shapes' stay `None`)
@@ -162,10 +169,10 @@ impl WindowedCounter {
                 true => {
                     let item = match found[e] {
                         Some(idx) => idx,
-                        None => self.interner.intern(ev.item(), ev.hash),
+                        None => self.interner.intern(parts[e].1, ev.hash),
                     };
                     debug_assert_eq!(self.interner.id(item), ev.item(), "a stale index");
-                    Counter::grouped(item, self.numbers.number(group_of_key(keys[e]), s))
+                    Counter::grouped(item, self.numbers.number(parts[e].0, s))
                 }
                 false => Counter::of(match found[e] {
                     Some(idx) => {

@@ -288,14 +288,43 @@ impl WindowedCounter {
         distinct_users: bool,
         candidates: &[(u64, Counter)],
     ) -> Vec<(GroupKey, Vec<RankedItem>)> {
-        let k = self.windows[key.window.0 as usize].k;
         let admission = self.admission.get(&key);
         let shape = self.shapes.of_window(key.window.0 as usize);
         let paired = self.is_paired(shape);
         if paired && admission.is_some_and(|a| a.folded() > 0) {
             return self.paired_folded_lists(key, shape, candidates);
         }
-        // (a numbered counter's key text is written out: see `counter_text`)
+        if let Some(lists) = self.numbered[shape as usize]
+            .then(|| self.numbered_lists(key, candidates))
+            .flatten()
+        {
+            // (tests: against the lists of the key texts)
+            if self.checked {
+                assert_eq!(
+                    lists,
+                    self.text_lists(key, false, candidates).0,
+                    "numbered lists of {key:?}"
+                );
+            }
+            return lists;
+        }
+        let lists = self.text_lists(key, distinct_users, candidates);
+        match lists.1 && paired {
+            true => self.paired_folded_lists(key, shape, candidates),
+            false => lists.0,
+        }
+    }
+
+    /// `group_lists` of `candidates`' key texts (a numbered counter's written out: see
+    /// `counter_text`) under instance `key`'s admission, and whether a group folded.
+    fn text_lists(
+        &self,
+        key: InstanceKey,
+        distinct_users: bool,
+        candidates: &[(u64, Counter)],
+    ) -> (Vec<(GroupKey, Vec<RankedItem>)>, bool) {
+        let k = self.windows[key.window.0 as usize].k;
+        let admission = self.admission.get(&key);
         let texts: Vec<(std::borrow::Cow<'_, str>, u64)> =
             candidates.iter().map(|(n, c)| (self.counter_text(*c), *n)).collect();
         let keys = texts.iter().map(|(key, n)| (key.as_ref(), *n));
@@ -305,10 +334,7 @@ impl WindowedCounter {
             folds |= !admitted;
             admitted
         });
-        match folds && paired {
-            true => self.paired_folded_lists(key, shape, candidates),
-            false => lists,
-        }
+        (lists, folds)
     }
 
     /// The per-group lists of an instance of paired shape `shape` with groups in `(other)`, from

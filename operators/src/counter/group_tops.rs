@@ -104,6 +104,33 @@ impl<'a, T: Copy> GroupTops<'a, T> {
 }
 
 impl WindowedCounter {
+    /// The per-group lists of instance `key` of a numbered shape from `candidates` (one per
+    /// (group, item), at their counts in the instance) in one pass, as `group_lists` builds them
+    /// from their key texts, without writing those; `None` when a group counts in `(other)` (the
+    /// lists then fold: `group_lists`) or none are asked for.
+    pub(super) fn numbered_lists(
+        &self,
+        key: InstanceKey,
+        candidates: &[(u64, Counter)],
+    ) -> Option<Vec<(GroupKey, Vec<RankedItem>)>> {
+        let k = self.windows[key.window.0 as usize].k;
+        if k == 0 {
+            return None;
+        }
+        let (interner, numbers) = (&self.interner, &self.numbers);
+        let admission = self.admission.get(&key);
+        let id = |c: Counter| interner.id(c.item());
+        let mut tops = GroupTops::new(k);
+        for &(n, c) in candidates.iter().filter(|(n, _)| *n > 0) {
+            let gid = c.group()?;
+            let admits = |group: &str| admission.is_none_or(|a| a.admits(item_hash(group)));
+            if !tops.add(numbers.text(gid), n, c, id, admits) {
+                return None;
+            }
+        }
+        Some(lists_of(tops.finish(id), |_, c| interner.id(c.item())))
+    }
+
     /// The per-group lists of an instance of an events window with `by` dims (shape `shape`)
     /// over one pane and without exclusions, recounted in one pass: each key is read from its
     /// record with its count and kept only while it can rank in its group ([`GroupTops`]).
@@ -152,23 +179,10 @@ impl WindowedCounter {
             }
             let groups = tops.finish(id);
             let listed: Vec<Counter> = groups.iter().flat_map(|(_, pairs)| pairs.iter().map(|p| p.1)).collect();
-            let lists: Vec<(GroupKey, Vec<RankedItem>)> = groups
-                .into_iter()
-                .map(|(group, pairs)| {
-                    let items = pairs
-                        .into_iter()
-                        .map(|(count, c)| RankedItem {
-                            item_id: ItemId::from(match numbered {
-                                true => interner.id(c.item()),
-                                false => &interner.id(c.item())[group.len() + 1..],
-                            }),
-                            count,
-                            trend: None,
-                        })
-                        .collect();
-                    (GroupKey::from_stored(group.to_string()), items)
-                })
-                .collect();
+            let lists = lists_of(groups, |group, c| match numbered {
+                true => interner.id(c.item()),
+                false => &interner.id(c.item())[group.len() + 1..],
+            });
             (lists, listed)
         };
         if self.checked {
@@ -183,6 +197,27 @@ impl WindowedCounter {
         self.withdraw_gone(key, &mut lists);
         Some(lists)
     }
+}
+
+/// [`GroupTops::finish`]'s groups as lists, each counter's item id `item(group, counter)`.
+fn lists_of<'a>(
+    groups: Vec<(&'a str, Vec<(u64, Counter)>)>,
+    item: impl Fn(&'a str, Counter) -> &'a str,
+) -> Vec<(GroupKey, Vec<RankedItem>)> {
+    groups
+        .into_iter()
+        .map(|(group, pairs)| {
+            let items = pairs
+                .into_iter()
+                .map(|(count, c)| RankedItem {
+                    item_id: ItemId::from(item(group, c)),
+                    count,
+                    trend: None,
+                })
+                .collect();
+            (GroupKey::from_stored(group.to_string()), items)
+        })
+        .collect()
 }
 
 #[cfg(test)]
