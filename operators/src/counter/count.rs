@@ -134,6 +134,7 @@ impl WindowedCounter {
         // (a numbered shape counts in the item's record, found by the item's own hash: the key's
         // parts split once here, not at each of the look-up's three reads)
         let mut parts: [(&str, &str); RUN] = [("", ""); RUN];
+        let mut gids: [Option<GroupNo>; RUN] = [None; RUN];
         for (e, ev) in run.iter().enumerate() {
             keys[e] = ev.text.counter_key().unwrap_or_default();
             probes[e] = match numbered {
@@ -148,9 +149,18 @@ impl WindowedCounter {
         }
         let mut found = std::mem::take(&mut self.found);
         match numbered {
-            true => self
-                .interner
-                .find_many(run.len(), |e| (parts[e].1, probes[e]), &mut found),
+            true => {
+                self.interner
+                    .find_many(run.len(), |e| (parts[e].1, probes[e]), &mut found);
+                // (then the group blocks' boxes, where a hot item's counts are; and the groups'
+                // numbers, once: one a counter references stays valid through the run)
+                for (e, idx) in found.iter().enumerate() {
+                    gids[e] = self.numbers.find_referenced(parts[e].0);
+                    if let Some(block) = idx.and_then(|i| self.interner.block(i)) {
+                        block.prefetch(gids[e].map(|g| g.raw()));
+                    }
+                }
+            }
             false => self.interner.find_many(run.len(), |e| (keys[e], probes[e]), &mut found),
         }
         // (one key an event, of shape `s`: the other shapes' stay `None`)
@@ -172,7 +182,8 @@ impl WindowedCounter {
                         None => self.interner.intern(parts[e].1, ev.hash),
                     };
                     debug_assert_eq!(self.interner.id(item), ev.item(), "a stale index");
-                    Counter::grouped(item, self.numbers.number(parts[e].0, s))
+                    let gid = gids[e].unwrap_or_else(|| self.numbers.number(parts[e].0, s));
+                    Counter::grouped(item, gid)
                 }
                 false => Counter::of(match found[e] {
                     Some(idx) => {
@@ -619,6 +630,10 @@ impl WindowedCounter {
                 .get(&(base + i64::from(old)))
                 .expect("a block's pane is live");
             let old = group.slots[old_slot].as_mut().expect("a block's pane is live");
+            if old.counts.is_empty() {
+                // (the first of its blocks to move: the rest will follow, as many as it holds)
+                old.counts.reserve(old.grouped_live);
+            }
             for (gid, n) in &moved {
                 old.counts
                     .insert(Counter::grouped(item, GroupNo::from_raw(*gid)), u64::from(n.count()));

@@ -251,10 +251,12 @@ impl WindowedCounter {
             let items: Vec<Counter> = candidates
                 .iter()
                 .filter(|(n, _)| *n >= least)
-                .filter(|(_, c)| {
-                    let key = self.counter_text(*c);
-                    let (group, item, _) = split_key(&key);
-                    listed.contains(&(group, item))
+                .filter(|(_, c)| match c.group() {
+                    Some(gid) => listed.contains(&(self.numbers.text(gid), self.interner.id(c.item()))),
+                    None => {
+                        let (group, item, _) = split_key(self.interner.id(c.item()));
+                        listed.contains(&(group, item))
+                    }
                 })
                 .map(|(_, c)| *c)
                 .collect();

@@ -76,6 +76,13 @@ impl GroupNumbers {
         .copied()
     }
 
+    /// The number of `group` if it has one that a counter references (so it stays this group's
+    /// until a counter is freed, which a run of events does not do).
+    #[inline]
+    pub(super) fn find_referenced(&self, group: &str) -> Option<GroupNo> {
+        self.find(group).filter(|n| self.numbered(*n).refs > 0)
+    }
+
     /// The number of `group`, of key shape `shape`, numbering it if new (with no reference:
     /// retain it, or release it with [`Self::release_unreferenced`]).
     pub(super) fn number(&mut self, group: &str, shape: u8) -> GroupNo {

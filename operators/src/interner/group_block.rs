@@ -239,6 +239,21 @@ impl GroupBlock {
         }
     }
 
+    /// Starts loading its box, if it has one, where group `group`'s count is (its first line
+    /// when the group is not known): a counter looks up a run of events' records together, and
+    /// then their boxes, so that counting them waits for neither (see `counter::lookahead`).
+    #[inline]
+    pub fn prefetch(&self, group: Option<u32>) {
+        match &self.0 {
+            Counts::Empty { .. } | Counts::One { .. } => {}
+            Counts::Few { few, .. } => super::prefetch::prefetch(&**few as *const Few as usize),
+            Counts::Dense { dense, .. } => {
+                let at = group.map_or(0, |g| (g as usize).min(DENSE - 1));
+                super::prefetch::prefetch(&dense[at] as *const GroupCount as usize);
+            }
+        }
+    }
+
     /// Heap bytes held (its box, if any).
     pub fn heap_bytes(&self) -> usize {
         match &self.0 {
