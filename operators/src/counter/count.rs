@@ -618,11 +618,14 @@ impl WindowedCounter {
         let old = block.pane();
         let mut moved: SmallVec<[(u32, GroupCount); 8]> = SmallVec::new();
         block.move_to(rel, |gid, n| moved.push((gid, n)));
-        block.insert(gid.raw(), GroupCount::new(1, gen));
+        // (a block keeps its box: an array of numbers has no room for a large one)
+        match block.insert(gid.raw(), GroupCount::new(1, gen)) {
+            true => pane.grouped_live += 1,
+            false => drop(pane.counts.insert(c, 1)),
+        }
         rec.retain();
         numbers.retain(gid);
         pane.grouped_members.push(item);
-        pane.grouped_live += 1;
         if !moved.is_empty() {
             let base = group.base.expect("block panes imply a base");
             let old_slot = *group

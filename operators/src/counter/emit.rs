@@ -523,6 +523,7 @@ impl WindowedCounter {
         for no in first..first + spec.size.as_i64() / w {
             if let Some(pane) = group.index.get(&no).and_then(|&s| group.slots[s].as_mut()) {
                 in_record_order(&mut pane.members);
+                in_record_order(&mut pane.grouped_members);
             }
         }
     }
