@@ -31,6 +31,11 @@
 //! - `shapes`: the key shapes of per-group and distinct-user windows; `users`: the per-instance
 //!   user counts that let distinct-user windows emit incrementally; `dense`: per-item sums and sets;
 //!   `dead_letters`: the events the counters cannot count.
+//!
+//! What a count is kept for is a `Counter` (`counter_id`): a record of the interner (a bare item
+//! id, or a `group NUL item` key), or, for per-group windows counting events when groups are
+//! numbered (`NUMBERED`: in unit tests only so far), an item record and a group number
+//! (`numbers`), its counts in the item's group block. Change logs are `change_log`'s.
 
 mod advance;
 mod change_log;

@@ -7,7 +7,9 @@
 //! groups (1, 2 or [`INLINE_GROUPS`]), an **inline counter** for the item's newest pane: the common
 //! event (same item, current pane) then touches one record instead of one hash map per window,
 //! which is where the time went (cache misses). When the count drops to zero the record is
-//! forgotten and its index reused, so memory follows the live state, not history.
+//! forgotten and its index reused, so memory follows the live state, not history. A table made
+//! `with_blocks` also gives each record a group block (`group_block`): the item's counts per
+//! group number, for its newest pane of the first pane group.
 
 mod group_block;
 mod key;
