@@ -21,7 +21,8 @@
 //! end of input sealed when the input goes on after it (a Kafka topic after a bounded run).
 //!
 //! Its parts, by lifecycle (each an `impl WindowedCounter` block in a file of its own):
-//! - `count`: counting, the hot path (`apply`, panes and their inline counts);
+//! - `count`: counting, the hot path (`apply`, panes and their inline counts); `count_grouped`:
+//!   numbered counters' counts in group blocks;
 //! - `advance`: ending an epoch (emitting the dirty lists, freeing what is sealed) and the
 //!   horizons an end of input sealed;
 //! - `emit`: building an instance's top-K lists, recounted or incremental;
@@ -35,12 +36,14 @@
 //! What a count is kept for is a `Counter` (`counter_id`): a record of the interner (a bare item
 //! id, or a `group NUL item` key), or, for per-group windows counting events when groups are
 //! numbered (`NUMBERED`: in unit tests only so far), an item record and a group number
-//! (`numbers`), its counts in the item's group block. Change logs are `change_log`'s.
+//! (`numbers`), its counts in the item's group block. Change logs, and their trimming after an
+//! emission, are `change_log`'s.
 
 mod advance;
 mod change_log;
 mod checkpoint;
 mod count;
+mod count_grouped;
 mod counter_id;
 mod dead_letters;
 mod dense;

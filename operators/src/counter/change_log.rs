@@ -8,7 +8,13 @@
 
 use super::counter_id::Counter;
 use super::numbers::GroupNo;
+use super::{Pane, WindowedCounter};
 use crate::interner::ItemIdx;
+use crate::window::InstanceKey;
+
+/// Log entries a pane may hold beyond twice its counters before its log is cut.
+/// Tiny in unit tests so that cut logs are exercised.
+const LOG_MARGIN: usize = if cfg!(test) { 2 } else { 4096 };
 
 /// The top bit of a word that starts a two-word entry.
 const GROUPED: u32 = 1 << 31;
@@ -92,6 +98,55 @@ impl ChangeLog {
     /// Heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
         self.words.capacity() * 4
+    }
+}
+
+impl WindowedCounter {
+    /// Trims the panes' change logs: after an emitting `advance` (`emitted`), to the oldest
+    /// cursor of the instances covering each pane; always, a log past its cap is cut.
+    pub(super) fn trim_logs(&mut self, emitted: bool) {
+        for g in 0..self.groups.len() {
+            for slot in 0..self.groups[g].slots.len() {
+                let keep_from = match &self.groups[g].slots[slot] {
+                    Some(p) if !p.log.is_empty() => match emitted {
+                        true => self.oldest_cursor(g, p),
+                        false => p.log.start(),
+                    },
+                    _ => continue,
+                };
+                let Some(p) = self.groups[g].slots[slot].as_mut() else {
+                    continue;
+                };
+                p.log.trim_to(keep_from);
+                // (in words: a numbered counter's entry is two)
+                if p.log.len() > 2 * (p.counts.len() + p.inline_live + 2 * p.grouped_live) + LOG_MARGIN {
+                    p.log.cut();
+                }
+                p.log.shrink(LOG_MARGIN);
+            }
+        }
+    }
+
+    /// The oldest cursor into pane `p` (of group `g`) of the instances covering it that emitted
+    /// incrementally (its log end when there is none: nothing needs the log).
+    fn oldest_cursor(&self, g: usize, p: &Pane) -> u64 {
+        let group = &self.groups[g];
+        let width = group.width.as_i64();
+        let pane_no = p.start.0.div_euclid(width);
+        let mut oldest = p.log.end();
+        for &window in &group.windows {
+            for start in self.windows[window.0 as usize].starts_covering(p.start) {
+                let last = self
+                    .instances
+                    .get(&InstanceKey { window, start })
+                    .and_then(|i| i.last.as_ref());
+                let nth = (pane_no - start.0.div_euclid(width)) as usize;
+                if let Some(c) = last.and_then(|l| l.cursors.get(nth)) {
+                    oldest = oldest.min(*c);
+                }
+            }
+        }
+        oldest
     }
 }
 

@@ -66,15 +66,7 @@ proptest! {
         let windows = windows_sized(&kinds, [(10, 10), (20, 5), (7, 7), (9, 3), (4, 4), (6, 2)], 3);
         let dims = job_dims(&windows);
         let span = Span::from_millis(lateness as u64);
-        let mut evs = Vec::new();
-        let (mut t, mut max_ts) = (0i64, i64::MIN);
-        for (item, user, country, device, step, back, late) in raw {
-            t += step;
-            let ts = t - back - if late { 40 } else { 0 };
-            let wm_before = if max_ts == i64::MIN { i64::MIN } else { max_ts - ooo };
-            evs.push(Ev { item, user, country, device, ts, wm_before });
-            max_ts = max_ts.max(ts);
-        }
+        let evs = events_of(raw, ooo);
         let mut on = WindowedCounter::counting_numbered(windows.clone(), &[], span, 0, true);
         let mut off = WindowedCounter::counting_numbered(windows.clone(), &[], span, 0, false);
         prop_assert!(on.numbered.iter().any(|n| *n) || !kinds.iter().any(|k| k.0 == 1 || k.0 == 2));

@@ -56,6 +56,31 @@ pub(super) struct Ev {
     pub(super) wm_before: i64,
 }
 
+/// An event as the strategies draw it: item, user, country, device, step, back, late.
+pub(super) type RawEv = (u8, Option<u8>, Option<u8>, u8, i64, i64, bool);
+
+/// The events of drawn `raw`: each one `step` after the one before, `back` before that (40 more
+/// when `late`), behind a watermark `ooo` before the latest time so far.
+pub(super) fn events_of(raw: Vec<RawEv>, ooo: i64) -> Vec<Ev> {
+    let mut evs = Vec::new();
+    let (mut t, mut max_ts) = (0i64, i64::MIN);
+    for (item, user, country, device, step, back, late) in raw {
+        t += step;
+        let ts = t - back - if late { 40 } else { 0 };
+        let wm_before = if max_ts == i64::MIN { i64::MIN } else { max_ts - ooo };
+        evs.push(Ev {
+            item,
+            user,
+            country,
+            device,
+            ts,
+            wm_before,
+        });
+        max_ts = max_ts.max(ts);
+    }
+    evs
+}
+
 pub(super) fn timed(e: &Ev, dims: &[String]) -> TimedEvent {
     // every fourth item's id (and key) is too long for a record: it lives in the arena
     let item = if e.item.is_multiple_of(4) {

@@ -37,9 +37,6 @@ proptest! {
     }
 }
 
-/// An event as the strategies draw it: item, user, country, device, step, back, late.
-type RawEv = (u8, Option<u8>, Option<u8>, u8, i64, i64, bool);
-
 /// How [`lists_equal_the_model`] runs a stream: the disorder, the lateness, where the one counter
 /// is snapshotted and restored onto `workers`, the events of an epoch after it, and whether the
 /// counters note their own groups.
@@ -96,22 +93,7 @@ fn lists_equal_the_model(raw: Vec<RawEv>, windows: Vec<WindowSpec>, run: Run) ->
         own,
     } = run;
     let dims = job_dims(&windows);
-    let mut evs = Vec::new();
-    let (mut t, mut max_ts) = (0i64, i64::MIN);
-    for (item, user, country, device, step, back, late) in raw {
-        t += step;
-        let ts = t - back - if late { 40 } else { 0 };
-        let wm_before = if max_ts == i64::MIN { i64::MIN } else { max_ts - ooo };
-        evs.push(Ev {
-            item,
-            user,
-            country,
-            device,
-            ts,
-            wm_before,
-        });
-        max_ts = max_ts.max(ts);
-    }
+    let evs = events_of(raw, ooo);
     let span = Span::from_millis(lateness as u64);
     let mut c = WindowedCounter::new(windows.clone(), span, 0);
     // (`own`: the one counter before the cut, and the one after it when one worker
