@@ -111,6 +111,7 @@ struct Record<const N: usize, const W: usize, B> {
 /// and a 28-byte record became 32.)
 trait BlockSlot: Sized {
     const NONE: Self;
+    const HAS_BLOCK: bool;
     fn slot(&self) -> Option<&GroupBlock>;
     fn slot_mut(&mut self) -> Option<&mut GroupBlock>;
 }
@@ -120,6 +121,7 @@ struct NoBlock;
 
 impl BlockSlot for NoBlock {
     const NONE: NoBlock = NoBlock;
+    const HAS_BLOCK: bool = false;
     #[inline(always)]
     fn slot(&self) -> Option<&GroupBlock> {
         None
@@ -132,6 +134,7 @@ impl BlockSlot for NoBlock {
 
 impl BlockSlot for GroupBlock {
     const NONE: GroupBlock = GroupBlock::EMPTY;
+    const HAS_BLOCK: bool = true;
     #[inline(always)]
     fn slot(&self) -> Option<&GroupBlock> {
         Some(self)
@@ -400,9 +403,10 @@ impl<const N: usize, const W: usize, B: BlockSlot> Records<N, W, B> {
             self.arena.len() - self.dead,
             self.records.iter().map(|r| r.key.arena_len()).sum::<usize>()
         );
-        let blocks: usize = match B::NONE.slot() {
-            None => 0,
-            Some(_) => self
+        // (a walk of the records only when they have blocks)
+        let blocks: usize = match B::HAS_BLOCK {
+            false => 0,
+            true => self
                 .records
                 .iter()
                 .filter_map(|r| r.block.slot())

@@ -89,9 +89,10 @@ impl WindowedCounter {
         let mut moved: SmallVec<[(u32, GroupCount); 8]> = SmallVec::new();
         block.move_to(rel, |gid, n| moved.push((gid, n)));
         // (a block keeps its box: an array of numbers has no room for a large one)
-        match block.insert(gid.raw(), GroupCount::new(1, gen)) {
-            true => pane.grouped_live += 1,
-            false => drop(pane.counts.insert(c, 1)),
+        if block.insert(gid.raw(), GroupCount::new(1, gen)) {
+            pane.grouped_live += 1;
+        } else {
+            pane.counts.insert(c, 1);
         }
         rec.retain();
         numbers.retain(gid);

@@ -1,11 +1,11 @@
 //! What a count is kept for: a [`Counter`].
 //!
-//! Today every counter is one interner record: a bare item id (plain windows) or a counter key
-//! (`group NUL item`, `group NUL item NUL user`) of a per-group or distinct-user window. The
-//! counter's key model (docs/plans/counter-key-model.md) will count per-group windows per
-//! (item record, group number) instead, so a counter names its record and, for those, its
-//! group's number; everything keyed by counter (pane maps, change logs, exclusions, listed
-//! items) is keyed by this, not by the record alone.
+//! A counter is one interner record: a bare item id (plain windows) or a counter key (`group NUL
+//! item`, `group NUL item NUL user`) of a per-group or distinct-user window; or, when the counter
+//! numbers groups (`counter::NUMBERED`), a per-group window's item record and group number, its
+//! counts in the item's group block (docs/plans/counter-key-model.md). Everything keyed by
+//! counter (pane maps, change logs, exclusions, listed items) is keyed by this, not by the
+//! record alone.
 
 use super::numbers::GroupNo;
 use crate::interner::ItemIdx;
@@ -25,7 +25,6 @@ impl Counter {
     }
 
     /// The counter of item record `item` in group `group`.
-    #[cfg_attr(not(test), allow(dead_code))] // (counted by the key model's step 4)
     #[inline(always)]
     pub(super) fn grouped(item: ItemIdx, group: GroupNo) -> Counter {
         Counter(u64::from(item.0) | (u64::from(group.raw()) + 1) << 32)

@@ -7,11 +7,9 @@
 //! its last reference goes and is reused by the next new group, so the numbers in use stay as
 //! few as the groups alive, whatever the input's values.
 //!
-//! Today only [`GroupTops`](super::group_tops) numbers groups (for one emission); the counter
-//! will keep numbers per key shape and count per (item, group number) instead of per
-//! `group NUL item` key text (docs/plans/counter-key-model.md, steps 3-5), which uses the
-//! references, the hashes and the heap bytes.
-#![cfg_attr(not(test), allow(dead_code))]
+//! The counter keeps one set for its numbered shapes (per-group windows counting events, when
+//! it numbers groups: see `counter::NUMBERED`), and [`GroupTops`](super::group_tops) one for an
+//! emission.
 
 use crate::hash::item_hash;
 use crate::short_copy::le_word;
