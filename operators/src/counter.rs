@@ -22,7 +22,8 @@
 //!
 //! Its parts, by lifecycle (each an `impl WindowedCounter` block in a file of its own):
 //! - `count`: counting, the hot path (`apply`, panes and their inline counts); `count_grouped`:
-//!   numbered counters' counts in group blocks;
+//!   numbered counters' counts in group blocks; `moved`: the counts a record's newer pane
+//!   pushes out to its older one, kept apart from that pane's map until a look-up needs them;
 //! - `advance`: ending an epoch (emitting the dirty lists, freeing what is sealed) and the
 //!   horizons an end of input sealed;
 //! - `emit`: building an instance's top-K lists, recounted or incremental;
@@ -53,6 +54,7 @@ mod emit_tests;
 mod group_tops;
 mod groups;
 mod lookahead;
+mod moved;
 #[cfg(test)]
 mod numbered_tests;
 mod numbers;
@@ -104,6 +106,11 @@ struct Pane {
     start: Millis,
     /// Counts not held inline.
     counts: FxMap<Counter, u64>,
+    /// Counts moved out of their records (inline or group block) when their item was next
+    /// counted in a newer pane: kept apart from `counts` (disjoint from it), since most panes
+    /// are only iterated after that, at their seal, and a push costs less than a map insert
+    /// at every move; a look-up by counter first moves them into `counts` (`settle`).
+    moved: Vec<(Counter, u64)>,
     /// This pane's number relative to the group base, when inline counters can hold it.
     rel: Option<i32>,
     /// Items that became inline for this pane (some may have moved their count to `counts`).
@@ -150,6 +157,8 @@ struct PaneGroup {
     /// The pairs of its last pane freed (see `pairs`): a new pane's set starts that large,
     /// instead of growing through every size to it.
     last_pairs: usize,
+    /// Whether a pane may hold `moved` counts (cleared by `settle_group`).
+    unsettled: bool,
 }
 
 /// Per-instance bookkeeping: emission state and late-event exclusions.
@@ -294,6 +303,7 @@ fn pane_groups(windows: &[WindowSpec], counted: &[bool]) -> Vec<PaneGroup> {
                 cached: None,
                 sealed_until: Millis::MIN,
                 last_pairs: 0,
+                unsettled: false,
             }),
         }
     }
@@ -446,7 +456,7 @@ impl WindowedCounter {
     /// Calls `f` with every (counter, count) of a pane of group `g`: its map, its inline
     /// members and its members' group blocks.
     fn pane_counts(&self, g: usize, pane: &Pane, mut f: impl FnMut(Counter, u64)) {
-        for (c, n) in &pane.counts {
+        for (c, n) in pane.counts.iter().chain(pane.moved.iter().map(|(c, n)| (c, n))) {
             f(*c, *n);
         }
         if let Some(rel) = pane.rel {
@@ -506,8 +516,9 @@ impl WindowedCounter {
             heap += g.index.capacity() * (8 + 8 + 1) + g.slots.capacity() * std::mem::size_of::<Option<Pane>>();
             for p in g.slots.iter().flatten() {
                 s.live_panes += 1;
-                s.live_counters += p.counts.len() + p.inline_live + p.grouped_live;
+                s.live_counters += p.counters();
                 heap += p.counts.capacity() * (std::mem::size_of::<(Counter, u64)>() + 1)
+                    + p.moved.capacity() * std::mem::size_of::<(Counter, u64)>()
                     + p.pairs.capacity() * (8 + 1)
                     + (p.members.capacity() + p.grouped_members.capacity()) * 4
                     + p.log.heap_bytes();

@@ -134,8 +134,9 @@ impl WindowedCounter {
                         }
                     }
                     let members = released.len();
-                    released.extend(pane.counts.keys().map(|c| c.item()));
-                    for gid in pane.counts.keys().filter_map(|c| c.group()) {
+                    let kept = pane.counts.keys().chain(pane.moved.iter().map(|(c, _)| c));
+                    released.extend(kept.clone().map(|c| c.item()));
+                    for gid in kept.filter_map(|c| c.group()) {
                         self.numbers.release(gid);
                     }
                     released[members..].sort_unstable();

@@ -119,7 +119,7 @@ impl WindowedCounter {
                 };
                 p.log.trim_to(keep_from);
                 // (in words: a numbered counter's entry is two)
-                if p.log.len() > 2 * (p.counts.len() + p.inline_live + 2 * p.grouped_live) + LOG_MARGIN {
+                if p.log.len() > 2 * (p.counters() + p.grouped_live) + LOG_MARGIN {
                     p.log.cut();
                 }
                 p.log.shrink(LOG_MARGIN);

@@ -494,6 +494,9 @@ impl WindowedCounter {
         let group = &mut self.groups[g];
         let pane = group.slots[slot].as_mut().expect("live slot");
         pane.touched = seq;
+        // (a counter whose record emptied since it moved into this pane (an overflow in a
+        // newer pane) is found only in its map)
+        pane.settle();
         // the record once (its width resolved once), not at every access
         let mut rec = self.interner.record_mut(idx);
         let c = Counter::of(idx);
@@ -533,8 +536,9 @@ impl WindowedCounter {
             let old_no = base + was.pane as i64;
             let old_slot = *group.index.get(&old_no).expect("an inline pane is live");
             let old = group.slots[old_slot].as_mut().expect("an inline pane is live");
-            old.counts.insert(c, was.count() as u64);
+            old.push_moved(c, was.count() as u64);
             old.inline_live -= 1;
+            group.unsettled = true;
         }
         true
     }
@@ -630,6 +634,7 @@ impl WindowedCounter {
         let pane = Pane {
             start,
             counts: FxMap::default(),
+            moved: Vec::new(),
             rel,
             members: Vec::new(),
             inline_live: 0,
@@ -662,6 +667,7 @@ impl WindowedCounter {
 /// count there.
 #[inline]
 pub(super) fn map_increment(pane: &mut Pane, c: Counter, rec: &mut RecordMut<'_>) -> bool {
+    pane.settle(); // (the counter may have moved out of its record into this pane)
     match pane.counts.entry(c) {
         Entry::Occupied(mut o) => {
             *o.get_mut() += 1;

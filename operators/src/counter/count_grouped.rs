@@ -46,6 +46,8 @@ impl WindowedCounter {
         let group = &mut self.groups[g];
         let pane = group.slots[slot].as_mut().expect("live slot");
         pane.touched = seq;
+        // (as `count_other`)
+        pane.settle();
         // (every change here is logged: the common case logs once per generation)
         pane.log.push(c);
         let numbers = &mut self.numbers;
@@ -104,15 +106,15 @@ impl WindowedCounter {
                 .get(&(base + i64::from(old)))
                 .expect("a block's pane is live");
             let old = group.slots[old_slot].as_mut().expect("a block's pane is live");
-            if old.counts.is_empty() {
+            if old.moved.is_empty() {
                 // (the first of its blocks to move: the rest will follow, as many as it holds)
-                old.counts.reserve(old.grouped_live);
+                old.moved.reserve(old.grouped_live);
             }
             for (gid, n) in &moved {
-                old.counts
-                    .insert(Counter::grouped(item, GroupNo::from_raw(*gid)), u64::from(n.count()));
+                old.push_moved(Counter::grouped(item, GroupNo::from_raw(*gid)), u64::from(n.count()));
             }
             old.grouped_live -= moved.len();
+            group.unsettled = true;
         }
         true
     }

@@ -543,9 +543,16 @@ impl WindowedCounter {
     }
 
     /// The count of counter `c` in pane `p` of group `g` (inline, in its item's group block,
-    /// or in the map).
+    /// or in the map), a settled pane (see `moved`).
     #[inline]
     pub(super) fn count_in(&self, g: usize, p: &Pane, c: Counter) -> u64 {
+        debug_assert!(p.moved.is_empty(), "a look-up in an unsettled pane");
+        self.count_held(g, p, c)
+    }
+
+    /// `count_in` but for the pane's moved counts.
+    #[inline]
+    fn count_held(&self, g: usize, p: &Pane, c: Counter) -> u64 {
         if let Some(rel) = p.rel {
             match c.group() {
                 None => {
@@ -603,7 +610,7 @@ impl WindowedCounter {
             if *cursor < p.log.start() {
                 return None; // the log was cut past this instance's cursor
             }
-            counters += p.counts.len() + p.inline_live + p.grouped_live;
+            counters += p.counters();
             changes += (p.log_end() - cursor) as usize;
         }
         // Each candidate costs a look-up per pane; the recount, about one step per counter.
@@ -628,16 +635,29 @@ impl WindowedCounter {
                 }
             }
         }
-        let exclusions = &inst.exclusions;
-        let mut candidates = Vec::with_capacity(set.items().len() + grouped.len());
-        for c in set.items().chain(grouped) {
-            let counted: u64 = panes.iter().flatten().map(|p| self.count_in(g, p, c)).sum();
-            let count = counted.saturating_sub(exclusions.get(&c).copied().unwrap_or(0));
-            if count > 0 {
-                candidates.push((count, c));
+        let mut counted: Vec<(u64, Counter)> = set
+            .items()
+            .chain(grouped)
+            .map(|c| (panes.iter().flatten().map(|p| self.count_held(g, p, c)).sum(), c))
+            .collect();
+        // (a closed pane's moved counts are read in one pass, not settled into its map for a
+        // few look-ups: a sealing instance's list is mostly its last)
+        if panes.iter().flatten().any(|p| !p.moved.is_empty()) {
+            let at: FxHashMap<Counter, usize> = counted.iter().enumerate().map(|(i, (_, c))| (*c, i)).collect();
+            for p in panes.iter().flatten() {
+                for (c, n) in &p.moved {
+                    if let Some(&i) = at.get(c) {
+                        counted[i].0 += n;
+                    }
+                }
             }
         }
-        Some(candidates)
+        let exclusions = &inst.exclusions;
+        counted.retain_mut(|(n, c)| {
+            *n = n.saturating_sub(exclusions.get(c).copied().unwrap_or(0));
+            *n > 0
+        });
+        Some(counted)
     }
 
     /// The (user count, representative key) pairs the new lists of distinct-user instance `key`

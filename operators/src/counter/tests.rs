@@ -280,3 +280,36 @@ proptest::proptest! {
         prop_assert_eq!(one.stats(), all.stats());
     }
 }
+
+/// A count moved out of its record into its closed pane (see `moved`) is found there by a late
+/// event, also after its record emptied (an overflow to the map in the newer pane): the late
+/// events add to it, and do not start a second count of it in the record, which a look-up
+/// would read instead of the first.
+#[test]
+fn a_moved_count_takes_late_events() {
+    let w = WindowSpec::tumbling("t", Span::from_millis(10), 2);
+    let mut c = WindowedCounter::new(vec![w], Span::from_millis(10), 0);
+    let at = |out: &[LocalList], start: i64| -> Vec<(String, u64)> {
+        list(out.iter().find(|l| l.instance.start == Millis(start)).expect("a list of the instance"))
+    };
+    for (item, ts) in [("a", 1), ("a", 2), ("b", 3)] {
+        assert!(c.apply(&ev(item, ts, i64::MIN)).is_none());
+    }
+    assert_eq!(at(&c.advance(Millis(10), false), 0), vec![("a".into(), 2), ("b".into(), 1)]);
+    // "a" moves out of [0,10) and, past INLINE_MAX (3 under test), its count in [10,20) goes
+    // to that pane's map, emptying its record; "b" moves out too
+    for ts in 11..=(11 + i64::from(INLINE_MAX)) {
+        assert!(c.apply(&ev("a", ts, 10)).is_none());
+    }
+    assert!(c.apply(&ev("b", 15, 10)).is_none());
+    // late events for [0,10) (its end + lateness is past the watermark): "a" twice, then "b",
+    // whose record is [10,20)'s, so its count there is looked up in [0,10)'s map
+    for (item, ts) in [("a", 4), ("a", 5), ("b", 6)] {
+        assert!(c.apply(&ev(item, ts, 10)).is_none());
+    }
+    // the correction is built from the closed list and the changes since (look-ups)
+    assert_eq!(at(&c.advance(Millis(12), false), 0), vec![("a".into(), 4), ("b".into(), 2)]);
+    let sealed = c.advance(Millis(40), false);
+    assert_eq!(at(&sealed, 10), vec![("a".into(), u64::from(INLINE_MAX) + 1), ("b".into(), 1)]);
+    assert_eq!(c.stats().live_counters, 0);
+}

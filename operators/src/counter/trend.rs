@@ -40,6 +40,7 @@ impl WindowedCounter {
     pub(super) fn trend_top_k(&mut self, key: InstanceKey, rule: TrendRule) -> Vec<(GroupKey, Vec<RankedItem>)> {
         self.emits.1 += 1;
         let g = self.group_of(key.window);
+        self.groups[g].settle(); // (`history` looks counters up in the baseline's panes)
         let shape = self.shapes.of_window(key.window.0 as usize);
         let k = self.windows[key.window.0 as usize].k;
         let mut candidates = self.full_candidates(key, g);

@@ -187,6 +187,7 @@ impl WindowedCounter {
         if !self.users_kept {
             return; // (a replay's instances keep none: see `remember_users`)
         }
+        self.groups[g].settle(); // (its look-ups below)
         let group = &self.groups[g];
         let pane = group.slots[slot].as_ref().expect("live slot");
         let c = Counter::of(idx);
