@@ -157,7 +157,7 @@ struct PaneGroup {
     /// The pairs of its last pane freed (see `pairs`): a new pane's set starts that large,
     /// instead of growing through every size to it.
     last_pairs: usize,
-    /// Whether a pane may hold `moved` counts (cleared by `settle_group`).
+    /// Whether a pane may hold `moved` counts (cleared by `PaneGroup::settle`).
     unsettled: bool,
 }
 

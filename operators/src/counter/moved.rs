@@ -4,7 +4,9 @@
 //! only read again when it is emitted (an iteration, at its close and its seal) or takes a
 //! late event (a look-up). So the move is a push onto `Pane::moved`, and a look-up by counter
 //! first moves the pane's pushes into its map (`settle`): a map insert per move costs a probe
-//! of a table that outgrows the cache, in the middle of the counting.
+//! of a table that outgrows the cache, in the middle of the counting. (Measured in
+//! docs/benchmarks.md: it pays most for numbered counters, whose item's block moves every
+//! group's count at once.)
 
 use super::{Counter, Pane, PaneGroup};
 
