@@ -290,12 +290,19 @@ fn a_moved_count_takes_late_events() {
     let w = WindowSpec::tumbling("t", Span::from_millis(10), 2);
     let mut c = WindowedCounter::new(vec![w], Span::from_millis(10), 0);
     let at = |out: &[LocalList], start: i64| -> Vec<(String, u64)> {
-        list(out.iter().find(|l| l.instance.start == Millis(start)).expect("a list of the instance"))
+        list(
+            out.iter()
+                .find(|l| l.instance.start == Millis(start))
+                .expect("a list of the instance"),
+        )
     };
     for (item, ts) in [("a", 1), ("a", 2), ("b", 3)] {
         assert!(c.apply(&ev(item, ts, i64::MIN)).is_none());
     }
-    assert_eq!(at(&c.advance(Millis(10), false), 0), vec![("a".into(), 2), ("b".into(), 1)]);
+    assert_eq!(
+        at(&c.advance(Millis(10), false), 0),
+        vec![("a".into(), 2), ("b".into(), 1)]
+    );
     // "a" moves out of [0,10) and, past INLINE_MAX (3 under test), its count in [10,20) goes
     // to that pane's map, emptying its record; "b" moves out too
     for ts in 11..=(11 + i64::from(INLINE_MAX)) {
@@ -308,8 +315,14 @@ fn a_moved_count_takes_late_events() {
         assert!(c.apply(&ev(item, ts, 10)).is_none());
     }
     // the correction is built from the closed list and the changes since (look-ups)
-    assert_eq!(at(&c.advance(Millis(12), false), 0), vec![("a".into(), 4), ("b".into(), 2)]);
+    assert_eq!(
+        at(&c.advance(Millis(12), false), 0),
+        vec![("a".into(), 4), ("b".into(), 2)]
+    );
     let sealed = c.advance(Millis(40), false);
-    assert_eq!(at(&sealed, 10), vec![("a".into(), u64::from(INLINE_MAX) + 1), ("b".into(), 1)]);
+    assert_eq!(
+        at(&sealed, 10),
+        vec![("a".into(), u64::from(INLINE_MAX) + 1), ("b".into(), 1)]
+    );
     assert_eq!(c.stats().live_counters, 0);
 }
