@@ -104,16 +104,16 @@ const INLINE_MAX: u32 = if cfg!(test) { 3 } else { Inline::MAX_COUNT };
 /// group while this pane is the one inline there (`rel` matches), else in `counts`.
 struct Pane {
     start: Millis,
-    /// Counts not held inline.
+    /// Counts not held inline (a look-up or change by counter goes through `Pane::map`).
     counts: FxMap<Counter, u64>,
     /// Counts moved out of their records (inline or group block) when their item was next
     /// counted in a newer pane: kept apart from `counts` (disjoint from it), since most panes
     /// are only iterated after that, at their seal, and a push costs less than a map insert
-    /// at every move; a look-up by counter first moves them into `counts` (`settle`).
+    /// at every move; a look-up by counter first moves them into `counts` (`Pane::map`).
     moved: Vec<(Counter, u64)>,
     /// This pane's number relative to the group base, when inline counters can hold it.
     rel: Option<i32>,
-    /// Items that became inline for this pane (some may have moved their count to `counts`).
+    /// Items that became inline for this pane (some may have moved their count out since).
     members: Vec<ItemIdx>,
     /// Members whose count is still inline.
     inline_live: usize,

@@ -240,8 +240,7 @@ impl WindowedCounter {
                     }
                 };
                 let p = self.groups[g].slots[slot].as_mut().expect("live slot");
-                p.settle();
-                match p.counts.entry(c) {
+                match p.map().entry(c) {
                     Entry::Occupied(mut o) => *o.get_mut() = o.get().saturating_add(count),
                     Entry::Vacant(v) => {
                         v.insert(count);

@@ -494,9 +494,6 @@ impl WindowedCounter {
         let group = &mut self.groups[g];
         let pane = group.slots[slot].as_mut().expect("live slot");
         pane.touched = seq;
-        // (a counter whose record emptied since it moved into this pane (an overflow in a
-        // newer pane) is found only in its map)
-        pane.settle();
         // the record once (its width resolved once), not at every access
         let mut rec = self.interner.record_mut(idx);
         let c = Counter::of(idx);
@@ -512,7 +509,7 @@ impl WindowedCounter {
             debug_assert!(was.count() >= INLINE_MAX);
             rec.inline[g] = Inline::EMPTY;
             pane.inline_live -= 1;
-            pane.counts.insert(c, was.count() as u64 + 1);
+            pane.map().insert(c, was.count() as u64 + 1);
             pane.log.push(c);
             return false;
         }
@@ -521,12 +518,14 @@ impl WindowedCounter {
             // An older pane than the inline one (out of order): its count lives in the map.
             return map_increment(pane, c, &mut rec);
         }
-        if let Some(n) = pane.counts.get_mut(&c) {
-            // This pane's count already moved to the map (overflow): keep it there.
+        if let Some(n) = pane.map().get_mut(&c) {
+            // This pane's count is in its map (an overflow; or a count moved out of this pane
+            // whose record emptied since, by an overflow in a newer pane): keep it there.
             *n += 1;
             return false;
         }
-        // This pane becomes the item's inline pane; the previous inline count moves to its map.
+        // This pane becomes the item's inline pane; the previous inline count moves out to its
+        // pane (see `moved`).
         pane.members.push(idx);
         pane.inline_live += 1;
         rec.inline[g] = Inline::new(rel, 1, gen);
@@ -667,8 +666,7 @@ impl WindowedCounter {
 /// count there.
 #[inline]
 pub(super) fn map_increment(pane: &mut Pane, c: Counter, rec: &mut RecordMut<'_>) -> bool {
-    pane.settle(); // (the counter may have moved out of its record into this pane)
-    match pane.counts.entry(c) {
+    match pane.map().entry(c) {
         Entry::Occupied(mut o) => {
             *o.get_mut() += 1;
             false

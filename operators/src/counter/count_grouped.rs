@@ -46,8 +46,6 @@ impl WindowedCounter {
         let group = &mut self.groups[g];
         let pane = group.slots[slot].as_mut().expect("live slot");
         pane.touched = seq;
-        // (as `count_other`)
-        pane.settle();
         // (every change here is logged: the common case logs once per generation)
         pane.log.push(c);
         let numbers = &mut self.numbers;
@@ -60,10 +58,10 @@ impl WindowedCounter {
                 // (`count_grouped` took the room-left case) an overflow: to the map from now on
                 debug_assert!(n.count() >= INLINE_MAX);
                 pane.grouped_live -= 1;
-                pane.counts.insert(c, u64::from(n.count()) + 1);
+                pane.map().insert(c, u64::from(n.count()) + 1);
                 return false;
             }
-            if let Some(n) = pane.counts.get_mut(&c) {
+            if let Some(n) = pane.map().get_mut(&c) {
                 // overflowed before (or restored): its count stays in the map
                 *n += 1;
                 return false;
@@ -81,12 +79,14 @@ impl WindowedCounter {
             // an older pane than the block's (out of order): its count lives in the map
             return map_increment_grouped(pane, c, &mut rec, numbers);
         }
-        if let Some(n) = pane.counts.get_mut(&c) {
-            // this pane's count is in its map already (restored): keep it there
+        if let Some(n) = pane.map().get_mut(&c) {
+            // this pane's count is in its map already (restored, or moved here and since
+            // out of its block): keep it there
             *n += 1;
             return false;
         }
-        // This pane becomes the block's; the counts of its previous pane move to that pane's map.
+        // This pane becomes the block's; the counts of its previous pane move out to that pane
+        // (see `moved`).
         let old = block.pane();
         let mut moved: SmallVec<[(u32, GroupCount); 8]> = SmallVec::new();
         block.move_to(rel, |gid, n| moved.push((gid, n)));
@@ -94,7 +94,7 @@ impl WindowedCounter {
         if block.insert(gid.raw(), GroupCount::new(1, gen)) {
             pane.grouped_live += 1;
         } else {
-            pane.counts.insert(c, 1);
+            pane.map().insert(c, 1);
         }
         rec.retain();
         numbers.retain(gid);

@@ -8,7 +8,7 @@
 //! docs/benchmarks.md: it pays most for numbered counters, whose item's block moves every
 //! group's count at once.)
 
-use super::{Counter, Pane, PaneGroup};
+use super::{Counter, FxMap, Pane, PaneGroup};
 
 impl Pane {
     /// Counts moved `c`'s `n` out of its record: kept apart until a look-up needs it.
@@ -18,10 +18,17 @@ impl Pane {
         self.moved.push((c, n));
     }
 
-    /// Moves the pane's `moved` counts into its map, before a look-up by counter. The two hold
-    /// different counters: a count moves here from its record only, and whatever counts in the
-    /// pane (`count_other`, `count_grouped_other`) settles it first, so a moved counter is never
-    /// counted again in the map, nor made the record's again, beside its moved count.
+    /// The pane's map, for a look-up or a change by counter: its moved counts first join it.
+    /// Every such access goes through here (counting in a pane's map, an overflow, a restore),
+    /// so the two never hold one counter: a count moves into `moved` from its record only, and
+    /// a moved counter found in the map is counted there, not made its record's again.
+    #[inline]
+    pub(super) fn map(&mut self) -> &mut FxMap<Counter, u64> {
+        self.settle();
+        &mut self.counts
+    }
+
+    /// Moves the pane's `moved` counts into its map (see `map`).
     #[inline]
     pub(super) fn settle(&mut self) {
         if !self.moved.is_empty() {
