@@ -71,14 +71,14 @@ pub fn source<'scope>(
             // read a batch (from the partitions added to the topic too) and hand it on
             let produced = !stopping && (state.discover_partitions() | state.read_batch(&mut batch));
             if let Some(s) = sampler {
-                let chosen = batch.events.iter().filter(|e| s.picks(e.partition, e.position));
+                let chosen = batch.all_events().filter(|e| s.picks(e.partition, e.position));
                 picked.extend(chosen.cloned());
                 if !picked.is_empty() {
                     out_sampled.activate().session(&c.sampled).give_container(&mut picked);
                 }
             }
             if let Some(n) = noter.as_mut() {
-                for e in &batch.events {
+                for e in batch.all_events() {
                     n.note(e, &mut notes);
                 }
                 if !notes.is_empty() {
@@ -86,12 +86,11 @@ pub fn source<'scope>(
                     out_control.activate().session(&c.control).give_container(&mut control);
                 }
             }
-            if !batch.events.is_empty() {
-                out_events
-                    .activate()
-                    .session(&c.events)
-                    .give_container(&mut batch.events);
-                batch.events.reserve(state.batch_size());
+            if !batch.no_events() {
+                // (one container per worker's list: see `Batch`)
+                let lists = batch.events.iter_mut().filter(|e| !e.is_empty());
+                out_events.activate().session(&c.events).give_containers(lists);
+                batch.make_room(state.batch_size());
             }
             if !batch.dead.is_empty() {
                 out_dead.activate().session(&c.dead).give_container(&mut batch.dead);

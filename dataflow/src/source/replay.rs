@@ -339,10 +339,8 @@ fn read_open_range(
     let rules = replay_rules(plan);
     let mut held = Held::default();
     let (mut position, mut done) = (r.from, r.from >= r.to);
-    let mut batch = Batch {
-        events: Vec::with_capacity(BUDGET),
-        dead: Vec::new(),
-    };
+    // (one list: a replay's events are checked here, not sent on)
+    let mut batch = Batch::new(1, BUDGET);
     let mut tally = Tally::default();
     let mut last_data = Instant::now();
     while !done {
@@ -380,10 +378,10 @@ fn read_open_range(
         if let ReadStatus::Failed(e) = &status {
             return Err(e.clone());
         }
-        if !batch.events.iter().all(&mut *f) {
+        if !batch.all_events().all(&mut *f) {
             return Ok(());
         }
-        batch.events.clear();
+        batch.events.iter_mut().for_each(Vec::clear);
         batch.dead.clear();
         if let Some(after) = reader.after_read() {
             done |= kafka::replay::range_read(after, r.to)?;

@@ -124,6 +124,8 @@ pub(super) struct SourceState {
     stats: Arc<JobStats>,
     /// Records per activation over all partitions.
     batch: usize,
+    /// The job's workers (all processes'): a batch keeps a list of events for each.
+    workers: usize,
     epoch_interval: Duration,
     emit_interval: Duration,
     idle_timeout: Duration,
@@ -183,6 +185,7 @@ impl SourceState {
             out_of_orderness: plan.time.max_out_of_orderness,
             stats,
             batch: plan.batch_size,
+            workers,
             epoch_interval: plan.epoch_interval.as_std(),
             emit_interval: plan.time.emit_interval.as_std(),
             idle_timeout: plan.time.idle_timeout.as_std(),
@@ -248,10 +251,7 @@ impl SourceState {
 
     /// An empty batch sized for one activation.
     pub(super) fn new_batch(&self) -> Batch {
-        Batch {
-            events: Vec::with_capacity(self.batch),
-            dead: Vec::new(),
-        }
+        Batch::new(self.workers, self.batch)
     }
 
     /// Records per activation.
@@ -297,7 +297,11 @@ impl SourceState {
                 marks,
                 ..
             } = part;
-            let first_new = out.events.len();
+            // (where each worker's list stood: the partition's events of this read follow)
+            let first_new: Vec<usize> = match replay {
+                Some(_) => out.events.iter().map(Vec::len).collect(),
+                None => Vec::new(),
+            };
             let mut take = |rec: &Record<'_>, at: u64, resolved: Option<&Outcome<'_>>| {
                 tally.records += 1;
                 *epoch_records += 1;
@@ -324,7 +328,9 @@ impl SourceState {
             };
             let status = read_held(reader, share, rules, held, &mut admit, &mut take);
             if let Some(n) = replay.as_mut() {
-                n.events(*id, marks, &out.events[first_new..]);
+                for (events, &from) in out.events.iter().zip(&first_new) {
+                    n.events(*id, marks, &events[from..]);
+                }
             }
             part.after_kafka_read(ctx);
             produced |= part.note_read(status, now, *idle_timeout, ctx);

@@ -75,7 +75,7 @@ fn a_partition_resumes_at_its_checkpointed_position() {
     let mut source = source_of(dir.path(), &ctx);
     let mut batch = source.new_batch();
     assert!(source.read_batch(&mut batch));
-    let got: Vec<(&str, u64)> = batch.events.iter().map(|e| (e.item(), e.position)).collect();
+    let got: Vec<(&str, u64)> = batch.all_events().map(|e| (e.item(), e.position)).collect();
     assert_eq!(got, [("b", 2)]);
     assert!(!ctx.failed());
 }
@@ -130,7 +130,7 @@ fn a_full_epoch_closes_before_its_timer() {
         let mut batch = source.new_batch();
         source.read_batch(&mut batch);
         let end = source.epoch_end(false);
-        ends.push((batch.events.len(), end));
+        ends.push((batch.all_events().count(), end));
         if let Some(e) = end {
             let controls = source.close_epoch(e, false);
             assert!(
