@@ -33,8 +33,8 @@ pub struct Batch {
     /// Accepted events, one list per worker of the job, each event in the list of the worker
     /// that owns its item ([`owner`]): a list then goes to its worker whole, its events not
     /// moved again by the exchange (`graph::route_events`; that move was 7 % of a 2-worker
-    /// job's samples, `perf`). One list for one worker.
-    pub events: Vec<Vec<TimedEvent>>,
+    /// job's samples, `perf`). One list for one worker; never none (see [`Batch::new`]).
+    events: Vec<Vec<TimedEvent>>,
     /// Bad records and late events.
     pub dead: Vec<DeadLetter>,
 }
@@ -79,6 +79,16 @@ impl Batch {
     /// Every accepted event, list by list.
     pub fn all_events(&self) -> impl Iterator<Item = &TimedEvent> {
         self.events.iter().flatten()
+    }
+
+    /// The lists, by worker.
+    pub fn lists(&self) -> &[Vec<TimedEvent>] {
+        &self.events
+    }
+
+    /// The lists, by worker, to hand on or clear.
+    pub fn lists_mut(&mut self) -> &mut [Vec<TimedEvent>] {
+        &mut self.events
     }
 
     /// Whether no event was accepted.
@@ -500,8 +510,8 @@ mod tests {
         let (one, _, _) = accept_all(records(), &rules(0));
         for workers in [2, 3] {
             let (out, _, _) = accept_all_for(workers, records(), &rules(0));
-            assert_eq!(out.events.len(), workers);
-            for (w, events) in out.events.iter().enumerate() {
+            assert_eq!(out.lists().len(), workers);
+            for (w, events) in out.lists().iter().enumerate() {
                 assert!(!events.is_empty(), "200 items reach every worker");
                 assert!(events.iter().all(|e| owner(e.hash, workers) == w), "worker {w}");
                 assert!(events.windows(2).all(|p| p[0].position < p[1].position), "in order");
@@ -666,7 +676,7 @@ mod tests {
         }
         let extras: Vec<_> = out.all_events().map(|e| (e.text.user(), e.text.dims())).collect();
         assert_eq!(extras, [(Some("9"), vec!["A"]), (None, vec![""])]);
-        assert_eq!(out.events[0][0].item(), "7");
+        assert_eq!(out.lists()[0][0].item(), "7");
         r.user_required = true;
         let (dead, events, _, bad) = run(vec![Record::Line(without), Record::Line(with)], &r);
         assert_eq!((events.len(), bad), (1, 1));

@@ -88,7 +88,7 @@ pub fn source<'scope>(
             }
             if !batch.no_events() {
                 // (one container per worker's list: see `Batch`)
-                let lists = batch.events.iter_mut().filter(|e| !e.is_empty());
+                let lists = batch.lists_mut().iter_mut().filter(|e| !e.is_empty());
                 out_events.activate().session(&c.events).give_containers(lists);
                 batch.make_room(state.batch_size());
             }

@@ -381,7 +381,7 @@ fn read_open_range(
         if !batch.all_events().all(&mut *f) {
             return Ok(());
         }
-        batch.events.iter_mut().for_each(Vec::clear);
+        batch.lists_mut().iter_mut().for_each(Vec::clear);
         batch.dead.clear();
         if let Some(after) = reader.after_read() {
             done |= kafka::replay::range_read(after, r.to)?;

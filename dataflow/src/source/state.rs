@@ -299,7 +299,7 @@ impl SourceState {
             } = part;
             // (where each worker's list stood: the partition's events of this read follow)
             let first_new: Vec<usize> = match replay {
-                Some(_) => out.events.iter().map(Vec::len).collect(),
+                Some(_) => out.lists().iter().map(Vec::len).collect(),
                 None => Vec::new(),
             };
             let mut take = |rec: &Record<'_>, at: u64, resolved: Option<&Outcome<'_>>| {
@@ -328,7 +328,7 @@ impl SourceState {
             };
             let status = read_held(reader, share, rules, held, &mut admit, &mut take);
             if let Some(n) = replay.as_mut() {
-                for (events, &from) in out.events.iter().zip(&first_new) {
+                for (events, &from) in out.lists().iter().zip(&first_new) {
                     n.events(*id, marks, &events[from..]);
                 }
             }
