@@ -69,6 +69,50 @@ pub fn owner(hash: u64, workers: usize) -> usize {
     key_group(hash) as usize % workers.max(1)
 }
 
+/// [`owner`] for one worker count, without a division per item: the owner of every event is
+/// found twice on a job of many workers (where its source writes it, and where the exchange
+/// checks it), and the hardware division was 1 % of a 2-worker job's samples (`perf`, AMD EPYC).
+/// The remainder by multiplication (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019): exact for every 32-bit dividend and divisor, so the same owner as
+/// [`owner`] always.
+///
+/// # Examples
+///
+/// ```
+/// use hotlist_operators::hash::{item_hash, owner, Owners};
+///
+/// let h = item_hash("video-8841");
+/// for workers in [0, 1, 2, 3, 7, 64, 5000] {
+///     assert_eq!(Owners::new(workers).of(h), owner(h, workers));
+/// }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Owners {
+    /// The workers, at least 1 and at most [`KEY_GROUPS`] (every key group is below it, so
+    /// more workers own the same groups as that many).
+    workers: u64,
+    /// `⌈2⁶⁴ / workers⌉` (0 for one worker, where every remainder is 0).
+    inverse: u64,
+}
+
+impl Owners {
+    /// The owners among `workers` workers (none is one, as for [`owner`]).
+    pub fn new(workers: usize) -> Owners {
+        let workers = workers.clamp(1, KEY_GROUPS as usize) as u64;
+        Owners {
+            workers,
+            inverse: (u64::MAX / workers).wrapping_add(1),
+        }
+    }
+
+    /// The worker that owns an item with this hash: [`owner`]`(hash, workers)`.
+    #[inline(always)]
+    pub fn of(self, hash: u64) -> usize {
+        let fraction = self.inverse.wrapping_mul(u64::from(key_group(hash)));
+        ((u128::from(fraction) * u128::from(self.workers)) >> 64) as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +134,16 @@ mod tests {
             assert_eq!(owner(h, 4), key_group(h) as usize % 4);
         }
         assert_eq!(owner(3 << 52, 4), 3);
+    }
+
+    #[test]
+    fn owners_agree_with_owner_for_every_key_group() {
+        let groups = || (0..u64::from(KEY_GROUPS)).map(|g| g << 52 | 0x5_a5a5);
+        for workers in (0..=300).chain([1000, 2047, 4095, 4096, 4097, 100_000, usize::MAX]) {
+            let owners = Owners::new(workers);
+            for h in groups() {
+                assert_eq!(owners.of(h), owner(h, workers), "{h:#x} of {workers}");
+            }
+        }
     }
 }

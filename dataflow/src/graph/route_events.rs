@@ -17,7 +17,7 @@
 //! worker are held between pushes, and they are sent at every flush (timely flushes at the
 //! end of each activation of the source and when the timestamp changes).
 
-use hotlist_operators::hash::owner;
+use hotlist_operators::hash::Owners;
 use hotlist_operators::record::TimedEvent;
 use timely::communication::Push;
 use timely::dataflow::channels::pact::DistributorPact;
@@ -39,12 +39,15 @@ pub fn by_owner() -> ByOwner {
 /// Per worker, the events on their way to it.
 pub struct EventRouter {
     outs: Vec<Vec<TimedEvent>>,
+    /// The owner of an event's item, among the peers.
+    owners: Owners,
 }
 
 impl EventRouter {
     fn new(peers: usize) -> EventRouter {
         EventRouter {
             outs: (0..peers).map(|_| Vec::new()).collect(),
+            owners: Owners::new(peers),
         }
     }
 }
@@ -56,12 +59,13 @@ impl Distributor<Vec<TimedEvent>> for EventRouter {
         stamp: &Stamp<T>,
         pushers: &mut [P],
     ) {
-        let peers = pushers.len();
+        debug_assert_eq!(pushers.len(), self.outs.len(), "the peers the router was made for");
+        let owners = self.owners;
         // A source's container holds one worker's events (see `source::accept::Batch`): sent
         // on whole, after what was held for that worker (so each worker's events keep their
         // order). Checked, not assumed: a look at each event's hash, not a move of it.
-        if let Some(to) = container.first().map(|ev| owner(ev.hash, peers)) {
-            if container.iter().all(|ev| owner(ev.hash, peers) == to) {
+        if let Some(to) = container.first().map(|ev| owners.of(ev.hash)) {
+            if container.iter().all(|ev| owners.of(ev.hash) == to) {
                 let out = &mut self.outs[to];
                 if !out.is_empty() {
                     Message::push_at(out, stamp.clone(), &mut pushers[to]);
@@ -73,7 +77,7 @@ impl Distributor<Vec<TimedEvent>> for EventRouter {
             }
         }
         for ev in container.drain(..) {
-            let to = owner(ev.hash, peers);
+            let to = owners.of(ev.hash);
             let out = &mut self.outs[to];
             if out.capacity() == 0 {
                 out.reserve_exact(CONTAINER);
@@ -107,6 +111,7 @@ impl Distributor<Vec<TimedEvent>> for EventRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotlist_operators::hash::owner;
     use hotlist_operators::record::{EventText, PartitionId};
     use hotlist_operators::time::Millis;
     use proptest::prelude::*;

@@ -20,7 +20,7 @@ use crate::udf::{Outcome, UdfRunner};
 use hotlist_operators::counter::keyed_prefix;
 use hotlist_operators::event::{check_event_time, BadRecord, ParsedEvent};
 use hotlist_operators::format::{Parser, PlainFields, Pointer};
-use hotlist_operators::hash::{item_hash, owner};
+use hotlist_operators::hash::{item_hash, Owners};
 use hotlist_operators::lateness::LatenessJudge;
 use hotlist_operators::record::{DeadLetter, DeadReason, EventText, ItemId, KeyedText, PartitionId, TimedEvent};
 use hotlist_operators::time::{Millis, Span};
@@ -31,10 +31,12 @@ use std::sync::Arc;
 /// What one activation read, waiting to be handed to the outputs.
 pub struct Batch {
     /// Accepted events, one list per worker of the job, each event in the list of the worker
-    /// that owns its item ([`owner`]): a list then goes to its worker whole, its events not
+    /// that owns its item (`hash::owner`): a list then goes to its worker whole, its events not
     /// moved again by the exchange (`graph::route_events`; that move was 7 % of a 2-worker
     /// job's samples, `perf`). One list for one worker; never none (see [`Batch::new`]).
     events: Vec<Vec<TimedEvent>>,
+    /// Which list an event's item belongs in.
+    owners: Owners,
     /// Bad records and late events.
     pub dead: Vec<DeadLetter>,
 }
@@ -46,6 +48,7 @@ impl Batch {
         let share = Self::share(workers, room);
         Batch {
             events: (0..workers).map(|_| Vec::with_capacity(share)).collect(),
+            owners: Owners::new(workers),
             dead: Vec::new(),
         }
     }
@@ -71,7 +74,7 @@ impl Batch {
     fn events_of(&mut self, hash: u64) -> &mut Vec<TimedEvent> {
         let at = match self.events.len() {
             1 => 0,
-            n => owner(hash, n),
+            _ => self.owners.of(hash),
         };
         &mut self.events[at]
     }
@@ -444,6 +447,7 @@ fn rendered(item: &str, ts: Millis) -> Vec<u8> {
 mod tests {
     use super::*;
     use hotlist_operators::format::Format;
+    use hotlist_operators::hash::owner;
     use hotlist_operators::record::ItemId;
     use hotlist_operators::window::WindowSpec;
 
